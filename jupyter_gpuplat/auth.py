@@ -1,0 +1,56 @@
+"""Identity for small shared servers and tests: several users, one token each.
+
+    c.ServerApp.identity_provider_class = "jupyter_gpuplat.auth.TokenMapIdentityProvider"
+    c.TokenMapIdentityProvider.tokens = {"s3cret-a": "alice", "s3cret-b": "bob"}
+
+A request carrying a mapped token (``Authorization: token …`` or ``?token=``)
+is that user. The server's own token still works and means the server's owner
+(``GpuPlat.default_user``). For real multi-user deployments use JupyterHub.
+"""
+
+from __future__ import annotations
+
+import typing as t
+
+from jupyter_server.auth.identity import IdentityProvider, PasswordIdentityProvider, User
+from tornado import web
+from traitlets import Dict
+
+
+class TokenMapIdentityProvider(IdentityProvider):
+    tokens = Dict(
+        key_trait=None,
+        value_trait=None,
+        config=True,
+        help="Map of API token -> username. Each token authenticates as that user.",
+    )
+
+    async def get_user(self, handler: web.RequestHandler) -> User | None:  # type: ignore[override]
+        token = self.get_token(handler)
+        if token and token in self.tokens:
+            name = str(self.tokens[token])
+            user = User(username=name, name=name, display_name=name)
+            if handler.get_argument("token", ""):
+                # A browser opened with ?token=… keeps its identity through the cookie.
+                self.set_login_cookie(handler, user)
+            return user
+        user = super().get_user(handler)
+        if isinstance(user, t.Awaitable):
+            user = await user
+        return user
+
+    def mapped_users(self) -> set[str]:
+        return {str(v) for v in self.tokens.values()}
+
+
+def platform_username(identity_provider: IdentityProvider, user: User, default_user: str) -> str:
+    """The platform user behind a Jupyter user.
+
+    The stock single-user providers authenticate "whoever holds the server token";
+    that person is the server's owner. Other providers (JupyterHub) name real users.
+    """
+    if isinstance(identity_provider, TokenMapIdentityProvider) and user.username in identity_provider.mapped_users():
+        return user.username
+    if type(identity_provider) in (IdentityProvider, PasswordIdentityProvider, TokenMapIdentityProvider):
+        return default_user
+    return user.username

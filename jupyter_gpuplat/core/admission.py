@@ -1,0 +1,232 @@
+"""Admission: which pending run may be dispatched next, and why others wait.
+
+The engine keeps one `QueueState` per queue in memory (the snapshot). Deciding
+(`choose`, `wait_reason`) reads it and never mutates; the engine then applies the
+decision with `assume` (Kueue's decide → assume → persist). Pending runs are kept
+in groups of identical (user, request), each in submission order, so picking the
+next run costs O(groups), never O(pending runs).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+
+from .resources import Quota, Resources, fmt_amount
+from .status import Reason
+
+
+@dataclass(frozen=True, slots=True)
+class PendingRun:
+    id: str
+    seq: int  # global submission order; lower goes first
+    queue: str
+    user: str
+    request: Resources
+
+
+@dataclass(frozen=True, slots=True)
+class HeldRun:
+    id: str
+    user: str
+    request: Resources
+    devices: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class QueueLimits:
+    name: str
+    priority: int = 0
+    concurrency: int | None = None
+    quota: Quota = field(default_factory=Quota)
+    max_per_user: int | None = None
+    ordering: str = "best_effort_fifo"
+    paused: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Wait:
+    """Why a pending run is not dispatched now: a typed reason and the numbers."""
+
+    reason: str
+    message: str
+    blockers: tuple[str, ...] = ()  # ids of runs holding what this one waits for
+    numbers: dict[str, int] = field(default_factory=dict)
+
+
+class QueueState:
+    """One queue's limits, held runs and pending runs."""
+
+    __slots__ = ("limits", "used", "held", "per_user", "_groups", "_index")
+
+    def __init__(self, limits: QueueLimits) -> None:
+        self.limits = limits
+        self.used = Resources()
+        self.held: dict[str, HeldRun] = {}
+        self.per_user: dict[str, int] = {}
+        self._groups: dict[tuple[str, Resources], dict[str, PendingRun]] = {}
+        self._index: dict[str, PendingRun] = {}
+
+    # ---- pending side -------------------------------------------------
+    def add_pending(self, run: PendingRun) -> None:
+        self._groups.setdefault((run.user, run.request), {})[run.id] = run
+        self._index[run.id] = run
+
+    def remove_pending(self, run_id: str) -> PendingRun | None:
+        run = self._index.pop(run_id, None)
+        if run is not None:
+            key = (run.user, run.request)
+            group = self._groups[key]
+            del group[run_id]
+            if not group:
+                del self._groups[key]
+        return run
+
+    def pending(self, run_id: str) -> PendingRun | None:
+        return self._index.get(run_id)
+
+    @property
+    def pending_count(self) -> int:
+        return len(self._index)
+
+    def heads(self) -> Iterator[PendingRun]:
+        for group in self._groups.values():
+            yield next(iter(group.values()))
+
+    def head(self) -> PendingRun | None:
+        return min(self.heads(), key=lambda r: r.seq, default=None)
+
+    def position(self, run: PendingRun) -> int:
+        """1-based place among this queue's pending runs, by submission order."""
+        return 1 + sum(1 for r in self._index.values() if r.seq < run.seq)
+
+    def ordered_pending(self) -> list[PendingRun]:
+        return sorted(self._index.values(), key=lambda r: r.seq)
+
+    # ---- held side ------------------------------------------------------
+    def assume(self, run: PendingRun, devices: tuple[int, ...] = ()) -> HeldRun:
+        """Move a run from pending to held: it now holds a slot and quota."""
+        self.remove_pending(run.id)
+        return self.hold(HeldRun(run.id, run.user, run.request, devices))
+
+    def hold(self, held: HeldRun) -> HeldRun:
+        self.held[held.id] = held
+        self.used = self.used + held.request
+        self.per_user[held.user] = self.per_user.get(held.user, 0) + 1
+        return held
+
+    def release(self, run_id: str) -> HeldRun | None:
+        held = self.held.pop(run_id, None)
+        if held is not None:
+            self.used = self.used - held.request
+            n = self.per_user.get(held.user, 0) - 1
+            if n > 0:
+                self.per_user[held.user] = n
+            else:
+                self.per_user.pop(held.user, None)
+        return held
+
+
+def _queue_wait(q: QueueState, run: PendingRun, free_gpus: int) -> Wait | None:
+    """The first limit that holds `run`, checked in the order users care about."""
+    lim = q.limits
+    if lim.paused:
+        return Wait(Reason.QUEUE_PAUSED, f"queue {lim.name} is paused")
+    held = tuple(q.held)
+    if lim.concurrency is not None and len(q.held) >= lim.concurrency:
+        return Wait(
+            Reason.QUEUE_CONCURRENCY,
+            f"queue {lim.name} is at its concurrency limit: {len(q.held)}/{lim.concurrency} runs dispatched",
+            held,
+            {"used": len(q.held), "limit": lim.concurrency},
+        )
+    if lim.max_per_user is not None and q.per_user.get(run.user, 0) >= lim.max_per_user:
+        mine = tuple(h.id for h in q.held.values() if h.user == run.user)
+        n = q.per_user.get(run.user, 0)
+        return Wait(
+            Reason.USER_LIMIT,
+            f"{run.user} has {n}/{lim.max_per_user} runs dispatched in queue {lim.name} (max_per_user)",
+            mine,
+            {"used": n, "limit": lim.max_per_user},
+        )
+    short = lim.quota.shortfalls(q.used, run.request)
+    if short:
+        name, used, req, limit = short[0]
+        parts = [
+            f"{fmt_amount(n, r)} {n} requested, {fmt_amount(n, u)}/{fmt_amount(n, lm)} in use"
+            f" ({fmt_amount(n, u + r - lm)} more needed)"
+            for n, u, r, lm in short
+        ]
+        holders = tuple(h.id for h in q.held.values() if getattr(h.request, _FIELD[name]) > 0)
+        return Wait(
+            Reason.QUEUE_QUOTA,
+            f"queue {lim.name} quota is exhausted: " + "; ".join(parts),
+            holders,
+            {"used": used, "requested": req, "limit": limit},
+        )
+    if run.request.gpu > free_gpus:
+        return Wait(
+            Reason.NO_CAPACITY,
+            f"needs {run.request.gpu} GPU(s); {free_gpus} free on this machine",
+            (),
+            {"requested": run.request.gpu, "free": free_gpus},
+        )
+    return None
+
+
+_FIELD = {"gpu": "gpu", "cpu": "cpu_milli", "memory": "memory_bytes"}
+
+
+def choose(q: QueueState, free_gpus: int) -> tuple[PendingRun | None, bool]:
+    """The next run this queue may dispatch, and whether local capacity blocked one.
+
+    best_effort_fifo: the earliest run that fits (a blocked head does not block
+    smaller or other users' runs). strict_fifo: the head or nothing.
+    """
+    lim = q.limits
+    if lim.paused or not q.pending_count:
+        return None, False
+    if lim.concurrency is not None and len(q.held) >= lim.concurrency:
+        return None, False
+    if lim.ordering == "strict_fifo":
+        head = q.head()
+        assert head is not None
+        wait = _queue_wait(q, head, free_gpus)
+        return (head, False) if wait is None else (None, wait.reason == Reason.NO_CAPACITY)
+    best: PendingRun | None = None
+    capacity_blocked = False
+    for head in q.heads():
+        if best is not None and head.seq > best.seq:
+            continue
+        wait = _queue_wait(q, head, free_gpus)
+        if wait is None:
+            best = head
+        elif wait.reason == Reason.NO_CAPACITY:
+            capacity_blocked = True
+    return best, capacity_blocked
+
+
+def wait_reason(q: QueueState, run: PendingRun, free_gpus: int) -> Wait:
+    """Why this pending run is waiting, for explain and the timeline."""
+    wait = _queue_wait(q, run, free_gpus)
+    if wait is not None:
+        return wait
+    head = q.head()
+    if q.limits.ordering == "strict_fifo" and head is not None and head.id != run.id:
+        hw = _queue_wait(q, head, free_gpus)
+        why = f" ({hw.message})" if hw else ""
+        return Wait(
+            Reason.BEHIND_HEAD,
+            f"queue {q.limits.name} is strict FIFO: waiting for {head.id} at the head{why}",
+            (head.id,),
+        )
+    return Wait("Admissible", "fits every limit; the dispatcher will start it on its next cycle")
+
+
+def order_queues(queues: Iterable[QueueState]) -> list[QueueState]:
+    """Dispatch order across queues: higher priority first, then name."""
+    return sorted(queues, key=lambda q: (-q.limits.priority, q.limits.name))
+
+
+def pick_devices(free: Iterable[int], n: int) -> tuple[int, ...]:
+    return tuple(sorted(free)[:n])

@@ -1,0 +1,237 @@
+"""The platform config (YAML): queues, presets, projects, admins.
+
+`parse_config` refuses a bad file whole, naming every error by its path
+(`queues[1].quota.gpu: must be >= 0`).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from .errors import ConfigErrors
+from .resources import MAX_GPU, Quota, parse_cpu, parse_memory
+from .spec import NAME_PATTERN, Kind, MergeStrategy, PartialSpec, ResourcesSpec
+
+Role = Literal["viewer", "member", "admin"]
+ROLE_RANK = {"viewer": 1, "member": 2, "admin": 3}
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class QuotaSpec(_Strict):
+    gpu: int | None = Field(default=None, ge=0, le=MAX_GPU)
+    cpu: str | float | None = None
+    memory: str | int | None = None
+
+    @field_validator("cpu")
+    @classmethod
+    def _cpu(cls, v: Any) -> Any:
+        if v is not None:
+            parse_cpu(v)
+        return v
+
+    @field_validator("memory")
+    @classmethod
+    def _memory(cls, v: Any) -> Any:
+        if v is not None:
+            parse_memory(v)
+        return v
+
+    def quota(self) -> Quota:
+        return Quota.parse(self.model_dump())
+
+
+class QueueConfig(_Strict):
+    name: str = Field(pattern=NAME_PATTERN)
+    description: str = ""
+    priority: int = Field(default=0, ge=-1000, le=1000)
+    concurrency: int | None = Field(default=None, ge=0, le=100_000)
+    quota: QuotaSpec = Field(default_factory=QuotaSpec)
+    max_per_user: int | None = Field(default=None, ge=1, le=100_000)
+    ordering: Literal["best_effort_fifo", "strict_fifo"] = "best_effort_fifo"
+    paused: bool = False
+
+
+class PresetConfig(PartialSpec):
+    name: str = Field(pattern=NAME_PATTERN)
+    description: str = ""
+    merge: MergeStrategy = "post_merge"
+    # Dotted field paths ("resources.gpu", "placement") later layers may not change.
+    locked: list[str] = Field(default_factory=list)
+
+    def layer_dict(self) -> dict[str, Any]:
+        d = self.model_dump(exclude_unset=True, mode="json")
+        for meta in ("name", "description", "merge", "locked"):
+            d.pop(meta, None)
+        return d
+
+
+class ProjectConfig(_Strict):
+    name: str = Field(pattern=NAME_PATTERN)
+    description: str = ""
+    members: dict[str, Role] = Field(default_factory=dict)
+    default_queue: str | None = None
+    allowed_queues: list[str] | None = None
+    default_presets: list[str] = Field(default_factory=list)
+    allowed_presets: list[str] | None = None
+    max_run_resources: ResourcesSpec | None = None
+
+
+class PlatformConfig(_Strict):
+    admins: list[str] = Field(default_factory=list)
+    # With true, a project without allowed_queues/allowed_presets may use none.
+    restrict_by_default: bool = False
+    # Org-wide defaults: the first layer of every run's spec.
+    defaults: PartialSpec = Field(default_factory=PartialSpec)
+    queues: list[QueueConfig] = Field(default_factory=list)
+    presets: list[PresetConfig] = Field(default_factory=list)
+    projects: list[ProjectConfig] = Field(default_factory=list)
+
+    def queue(self, name: str) -> QueueConfig | None:
+        return next((q for q in self.queues if q.name == name), None)
+
+    def preset(self, name: str) -> PresetConfig | None:
+        return next((p for p in self.presets if p.name == name), None)
+
+    def project(self, name: str) -> ProjectConfig | None:
+        return next((p for p in self.projects if p.name == name), None)
+
+
+_FRIENDLY = {
+    "greater_than_equal": "must be >= {ge}",
+    "greater_than": "must be > {gt}",
+    "less_than_equal": "must be <= {le}",
+    "less_than": "must be < {lt}",
+    "missing": "is required",
+    "string_pattern_mismatch": "invalid name: use lowercase letters, digits, '.', '_' and '-', 1-63 characters",
+    "string_too_long": "is too long (at most {max_length} characters)",
+    "string_too_short": "must not be empty",
+}
+
+
+def format_loc(loc: tuple[Any, ...]) -> str:
+    out = ""
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        else:
+            out += ("." if out else "") + str(part)
+    return out or "(top level)"
+
+
+def validation_messages(exc: ValidationError, model: type[BaseModel] | None = None, prefix: str = "") -> list[str]:
+    """Pydantic errors as `path: message` lines a person can act on."""
+    msgs = []
+    for err in exc.errors():
+        loc = tuple(p for p in err["loc"] if not (isinstance(p, str) and ("function-" in p or p in ("str", "int", "float", "list[EnvVar]", "dict[str,str]"))))
+        path = format_loc(loc)
+        if prefix:
+            path = prefix + ("" if path.startswith("[") else ".") + path if path != "(top level)" else prefix
+        typ = err["type"]
+        if typ == "extra_forbidden":
+            msg = "unknown field"
+        elif typ in _FRIENDLY:
+            try:
+                msg = _FRIENDLY[typ].format(**(err.get("ctx") or {}))
+            except (KeyError, IndexError):
+                msg = err["msg"]
+        elif typ == "literal_error":
+            msg = "must be one of " + str((err.get("ctx") or {}).get("expected", ""))
+        else:
+            msg = err["msg"].removeprefix("Value error, ")
+        msgs.append(f"{path}: {msg}")
+    # one loc can produce several union-branch errors; keep the first of each path
+    seen: dict[str, str] = {}
+    for m in msgs:
+        seen.setdefault(m.split(":", 1)[0], m)
+    return list(seen.values())
+
+
+def parse_config(data: Any) -> PlatformConfig:
+    """Validate a loaded YAML document: shape first, then cross-references."""
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        raise ConfigErrors(["(top level): must be a mapping with admins, queues, presets, projects"])
+    try:
+        cfg = PlatformConfig.model_validate(data)
+    except ValidationError as exc:
+        raise ConfigErrors(validation_messages(exc)) from None
+    errors = cross_check(cfg)
+    if errors:
+        raise ConfigErrors(errors)
+    return cfg
+
+
+def load_config_text(text: str) -> PlatformConfig:
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise ConfigErrors([f"(yaml): {exc}"]) from None
+    return parse_config(data)
+
+
+def _dupes(kind: str, names: list[str]) -> list[str]:
+    seen: set[str] = set()
+    out = []
+    for i, n in enumerate(names):
+        if n in seen:
+            out.append(f"{kind}[{i}].name: duplicate name {n!r}")
+        seen.add(n)
+    return out
+
+
+def cross_check(cfg: PlatformConfig) -> list[str]:
+    errors = _dupes("queues", [q.name for q in cfg.queues])
+    errors += _dupes("presets", [p.name for p in cfg.presets])
+    errors += _dupes("projects", [p.name for p in cfg.projects])
+    queues = [q.name for q in cfg.queues]
+    presets = [p.name for p in cfg.presets]
+    if cfg.defaults.queue and cfg.defaults.queue not in queues:
+        errors.append(f"defaults.queue: unknown queue {cfg.defaults.queue!r} (known: {', '.join(queues) or 'none'})")
+    for i, p in enumerate(cfg.presets):
+        if p.queue and p.queue not in queues:
+            errors.append(f"presets[{i}].queue: unknown queue {p.queue!r} (known: {', '.join(queues) or 'none'})")
+        for j, field in enumerate(p.locked):
+            if field.split(".")[0] not in PartialSpec.model_fields:
+                errors.append(f"presets[{i}].locked[{j}]: unknown field {field!r} (fields: {', '.join(PartialSpec.model_fields)})")
+    for i, pr in enumerate(cfg.projects):
+        where = f"projects[{i}]"
+        for j, q in enumerate(pr.allowed_queues or []):
+            if q not in queues:
+                errors.append(f"{where}.allowed_queues[{j}]: unknown queue {q!r} (known: {', '.join(queues) or 'none'})")
+        for j, p in enumerate(pr.allowed_presets or []):
+            if p not in presets:
+                errors.append(f"{where}.allowed_presets[{j}]: unknown preset {p!r} (known: {', '.join(presets) or 'none'})")
+        for j, p in enumerate(pr.default_presets):
+            if p not in presets:
+                errors.append(f"{where}.default_presets[{j}]: unknown preset {p!r} (known: {', '.join(presets) or 'none'})")
+        if pr.default_queue:
+            if pr.default_queue not in queues:
+                errors.append(f"{where}.default_queue: unknown queue {pr.default_queue!r} (known: {', '.join(queues) or 'none'})")
+            elif pr.allowed_queues is not None and pr.default_queue not in pr.allowed_queues:
+                errors.append(f"{where}.default_queue: {pr.default_queue!r} is not in allowed_queues {pr.allowed_queues}")
+    return errors
+
+
+def dump_config(cfg: PlatformConfig) -> dict[str, Any]:
+    return cfg.model_dump(mode="json", exclude_defaults=True)
+
+
+__all__ = [
+    "ROLE_RANK",
+    "Kind",
+    "PlatformConfig",
+    "PresetConfig",
+    "ProjectConfig",
+    "QueueConfig",
+    "Role",
+    "load_config_text",
+    "parse_config",
+    "validation_messages",
+]

@@ -1,0 +1,1 @@
+"""The REST + streaming API served from the Jupyter server."""

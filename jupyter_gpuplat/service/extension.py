@@ -1,0 +1,113 @@
+"""The Jupyter server extension: configuration, wiring and lifecycle.
+
+Embedded mode: the store, the engine and the local executor live in the Jupyter
+server process. The engine starts when the server's loop runs (or on the first
+request, whichever comes first) and stops without killing runs, so a restarted
+server re-attaches to them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import getpass
+import os
+from pathlib import Path
+from typing import Any
+
+from jupyter_core.paths import jupyter_data_dir
+from jupyter_server.extension.application import ExtensionApp
+from traitlets import Float, Type, Unicode, default
+
+from ..core.config import PlatformConfig, load_config_text
+from ..engine.engine import Engine
+from ..executors.base import Executor
+from ..executors.local import LocalExecutor
+from ..store import Store
+from .handlers import make_handlers
+
+
+class Platform:
+    """The running platform: store, executor, engine; shared by every handler."""
+
+    def __init__(self, app: GpuPlat) -> None:
+        self.app = app
+        self.store = Store(app.db_url)
+        self.executor: Executor = app.executor_class(parent=app, config=app.config)
+        self.engine = Engine(
+            self.store,
+            self.executor,
+            artifacts_root=app.artifacts_root,
+            safety_tick_seconds=app.safety_tick_seconds,
+        )
+        self._started: asyncio.Future[None] | None = None
+
+    async def ensure_started(self) -> None:
+        if self._started is None:
+            self._started = asyncio.ensure_future(self._start())
+        await asyncio.shield(self._started)
+
+    async def _start(self) -> None:
+        cfg: PlatformConfig | None = None
+        if self.app.config_file:
+            cfg = load_config_text(Path(self.app.config_file).read_text())
+        await self.engine.start(cfg, source=self.app.config_file, by="config_file")
+
+    async def close(self) -> None:
+        if self._started is not None and self._started.done():
+            await self.engine.close()
+        self.store.close()
+
+
+class GpuPlat(ExtensionApp):
+    name = "jupyter_gpuplat"
+    description = "Shared, enforced GPU queues for JupyterLab"
+
+    config_file = Unicode(
+        "",
+        config=True,
+        help="Platform config (YAML) applied declaratively at start-up; empty keeps what the store has.",
+    )
+    db_url = Unicode(config=True, help="SQLAlchemy URL of the store (SQLite by default, or postgresql+psycopg://…).")
+    artifacts_root = Unicode(config=True, help="Directory holding each run's working directory, logs and outputs.")
+    default_user = Unicode(
+        config=True,
+        help="Platform username of whoever holds the server's own token (single-user servers).",
+    )
+    executor_class = Type(
+        default_value=LocalExecutor,
+        klass=Executor,
+        config=True,
+        help="Executor that starts and observes runs.",
+    )
+    safety_tick_seconds = Float(
+        30.0, config=True, help="Seconds between safety wake-ups of the dispatcher (it is event-driven besides)."
+    )
+
+    @default("db_url")
+    def _db_url_default(self) -> str:
+        return "sqlite:///" + os.path.join(jupyter_data_dir(), "gpuplat", "gpuplat.db")
+
+    @default("artifacts_root")
+    def _artifacts_root_default(self) -> str:
+        return os.path.join(jupyter_data_dir(), "gpuplat", "artifacts")
+
+    @default("default_user")
+    def _default_user_default(self) -> str:
+        try:
+            return getpass.getuser()
+        except Exception:  # no passwd entry in some containers
+            return "owner"
+
+    def initialize_settings(self) -> None:
+        Path(self.artifacts_root).mkdir(parents=True, exist_ok=True)
+        self.platform = Platform(self)
+        self.settings["gpuplat"] = self.platform
+
+    def initialize_handlers(self) -> None:
+        self.handlers.extend(make_handlers())
+
+    async def _start_jupyter_server_extension(self, serverapp: Any) -> None:
+        await self.platform.ensure_started()
+
+    async def stop_extension(self) -> None:
+        await self.platform.close()

@@ -1,0 +1,568 @@
+"""Thin tornado handlers: parse, make one engine call, render.
+
+Every handler is authenticated by jupyter_server and authorised by project role
+in the engine/core. Domain errors become `{"error": {code, message, hint}}` in
+`_handle_request_exception`, never a 500 for bad input.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import mimetypes
+import os
+from pathlib import Path
+from typing import Any
+
+from jupyter_server.base.handlers import APIHandler
+from tornado import web
+from tornado.iostream import StreamClosedError
+
+from ..auth import platform_username
+from ..core.config import PresetConfig, ProjectConfig, QueueConfig, dump_config, parse_config
+from ..core.errors import Forbidden, GpuPlatError, InvalidInput, NotFound
+from ..core.policy import allowed_presets, allowed_queues, require_project, role_in
+from ..core.request import RunRequest
+from ..core.status import Status
+from ..engine.engine import Engine
+from ..engine.explain import explain
+from .errors import error_body, parse_json_body
+from .openapi import openapi_document
+from .views import queue_view, run_detail, run_summary
+
+API = "gpuplat/api"
+ID = r"(?P<run_id>[A-Za-z0-9_-]{1,64})"
+NAME = r"(?P<name>[^/]{1,200})"
+INTERNAL_FILES = {".gpuplat-exit.json", "exit.json"}
+
+
+class BaseHandler(APIHandler):
+    @property
+    def platform(self) -> Any:
+        return self.settings["gpuplat"]
+
+    @property
+    def engine(self) -> Engine:
+        return self.platform.engine
+
+    @property
+    def user_name(self) -> str:
+        return platform_username(self.identity_provider, self.current_user, self.platform.app.default_user)
+
+    async def prepare(self) -> None:  # type: ignore[override]
+        await super().prepare()
+        await self.platform.ensure_started()
+
+    def _handle_request_exception(self, e: BaseException) -> None:
+        if isinstance(e, GpuPlatError):
+            if self._finished:
+                return
+            self.clear()
+            self.set_status(e.status)
+            self.set_header("Content-Type", "application/json")
+            self.finish(json.dumps(error_body(e)))
+            return
+        super()._handle_request_exception(e)
+
+    def write_error(self, status_code: int, **kwargs: Any) -> None:
+        # tornado's own errors (403 unauthenticated, 404, 405) in our error shape too.
+        self.set_header("Content-Type", "application/json")
+        reason = self._reason or "error"
+        exc = kwargs.get("exc_info", (None, None, None))[1]
+        message = getattr(exc, "log_message", None) or reason
+        self.finish(json.dumps({"error": {"code": reason.replace(" ", ""), "message": message, "hint": ""}}))
+
+    def body(self, model: Any | None = None) -> Any:
+        return parse_json_body(self.request.body, model)
+
+    def send(self, data: Any, status: int = 200) -> None:
+        self.set_status(status)
+        self.set_header("Content-Type", "application/json")
+        self.finish(json.dumps(data, default=str))
+
+    def require_admin(self) -> str:
+        user = self.user_name
+        if not self.engine.is_admin(user):
+            raise Forbidden(
+                f"{user} is not a platform admin",
+                f"platform admins: {', '.join(self.engine.cfg.admins) or 'none'}",
+            )
+        return user
+
+
+class WhoAmIHandler(BaseHandler):
+    @web.authenticated
+    async def get(self) -> None:
+        user, cfg = self.user_name, self.engine.cfg
+        projects = [
+            {"name": p, "role": role_in(cfg, user, p)} for p in self.engine.visible_projects(user)
+        ]
+        self.send({"user": user, "platform_admin": self.engine.is_admin(user), "projects": projects})
+
+
+class CapacityHandler(BaseHandler):
+    @web.authenticated
+    async def get(self) -> None:
+        holders = {d: a.id for a in self.engine.active.values() for d in a.devices}
+        visible = set(self.engine.visible_projects(self.user_name))
+        devices = []
+        for d in self.engine.devices:
+            rid = holders.get(d.index)
+            a = self.engine.active.get(rid) if rid else None
+            devices.append(
+                {
+                    "index": d.index,
+                    "name": d.name,
+                    "memory_mb": d.memory_mb,
+                    "uuid": d.uuid,
+                    "declared": d.declared,
+                    "in_use": rid is not None,
+                    "run_id": rid if a is not None and a.project in visible else None,
+                }
+            )
+        self.send(
+            {
+                "executor": getattr(self.engine.executor, "name", type(self.engine.executor).__name__),
+                "gpus": len(devices),
+                "free_gpus": len(self.engine.free_devices),
+                "devices": devices,
+            }
+        )
+
+
+class QueuesHandler(BaseHandler):
+    @web.authenticated
+    async def get(self) -> None:
+        user, cfg = self.user_name, self.engine.cfg
+        if self.engine.is_admin(user):
+            names = [q.name for q in cfg.queues]
+        else:
+            usable: set[str] = set()
+            for p in self.engine.visible_projects(user):
+                pr = cfg.project(p)
+                if pr is not None:
+                    usable.update(allowed_queues(cfg, pr))
+            names = [q.name for q in cfg.queues if q.name in usable]
+        free = len(self.engine.free_devices)
+        self.send({"queues": [queue_view(self.engine.queues[n], free) for n in names if n in self.engine.queues]})
+
+
+class QueueHandler(BaseHandler):
+    @web.authenticated
+    async def put(self, name: str) -> None:
+        user = self.require_admin()
+        q = self.body(QueueConfig)
+        if q.name != name:
+            raise InvalidInput(f"body name {q.name!r} does not match the URL's {name!r}")
+
+        def change(body: dict[str, Any]) -> None:
+            qs = [x for x in body.get("queues", []) if x["name"] != name]
+            body["queues"] = [*qs, q.model_dump(mode="json", exclude_defaults=True)]
+
+        version = self.engine.update_config(user, change, source=f"api:PUT queues/{name}")
+        self.send({"queue": queue_view(self.engine.queues[name], len(self.engine.free_devices)), "version": version})
+
+    @web.authenticated
+    async def delete(self, name: str) -> None:
+        user = self.require_admin()
+        _require_named(self.engine.cfg.queue(name), "queue", name, [q.name for q in self.engine.cfg.queues])
+        version = self.engine.update_config(
+            user, lambda b: b.__setitem__("queues", [x for x in b["queues"] if x["name"] != name]), source="api"
+        )
+        self.send({"deleted": name, "version": version})
+
+
+class QueuePauseHandler(BaseHandler):
+    @web.authenticated
+    async def post(self, name: str, action: str) -> None:
+        user = self.require_admin()
+        _require_named(self.engine.cfg.queue(name), "queue", name, [q.name for q in self.engine.cfg.queues])
+
+        def change(body: dict[str, Any]) -> None:
+            for x in body["queues"]:
+                if x["name"] == name:
+                    x["paused"] = action == "pause"
+
+        version = self.engine.update_config(user, change, source=f"api:{action} {name}")
+        self.send({"queue": queue_view(self.engine.queues[name], len(self.engine.free_devices)), "version": version})
+
+
+class ProjectsHandler(BaseHandler):
+    @web.authenticated
+    async def get(self) -> None:
+        user, cfg = self.user_name, self.engine.cfg
+        out = []
+        for name in self.engine.visible_projects(user):
+            pr = cfg.project(name)
+            assert pr is not None
+            d = pr.model_dump(mode="json")
+            d["role"] = role_in(cfg, user, name)
+            d["usable_queues"] = allowed_queues(cfg, pr)
+            d["usable_presets"] = allowed_presets(cfg, pr)
+            out.append(d)
+        self.send({"projects": out, "restrict_by_default": cfg.restrict_by_default})
+
+
+# Restrictions stay with platform admins; project admins manage members and defaults.
+_PLATFORM_ONLY = ("allowed_queues", "allowed_presets", "max_run_resources")
+
+
+class ProjectHandler(BaseHandler):
+    @web.authenticated
+    async def put(self, name: str) -> None:
+        user, cfg = self.user_name, self.engine.cfg
+        pr = self.body(ProjectConfig)
+        if pr.name != name:
+            raise InvalidInput(f"body name {pr.name!r} does not match the URL's {name!r}")
+        old = cfg.project(name)
+        if not self.engine.is_admin(user):
+            if old is None:
+                raise Forbidden(f"{user} may not create projects", "platform admins create projects")
+            require_project(cfg, user, name, "admin")
+            for f in _PLATFORM_ONLY:
+                if getattr(pr, f) != getattr(old, f):
+                    raise Forbidden(
+                        f"{f} of project {name} is set by platform admins",
+                        "project admins may change members, description, default_queue and default_presets",
+                    )
+            outside = [q for q in [pr.default_queue] if q and q not in allowed_queues(cfg, old)]
+            outside += [p for p in pr.default_presets if p not in allowed_presets(cfg, old)]
+            if outside:
+                raise Forbidden(
+                    f"{', '.join(outside)} not allowed in project {name}",
+                    f"queues: {', '.join(allowed_queues(cfg, old))}; presets: {', '.join(allowed_presets(cfg, old))}",
+                )
+
+        def change(body: dict[str, Any]) -> None:
+            ps = [x for x in body.get("projects", []) if x["name"] != name]
+            body["projects"] = [*ps, pr.model_dump(mode="json", exclude_defaults=True)]
+
+        version = self.engine.update_config(user, change, source=f"api:PUT projects/{name}")
+        self.send({"project": pr.model_dump(mode="json"), "version": version})
+
+    @web.authenticated
+    async def delete(self, name: str) -> None:
+        user = self.require_admin()
+        _require_named(self.engine.cfg.project(name), "project", name, [p.name for p in self.engine.cfg.projects])
+        version = self.engine.update_config(
+            user, lambda b: b.__setitem__("projects", [x for x in b["projects"] if x["name"] != name]), source="api"
+        )
+        self.send({"deleted": name, "version": version})
+
+
+class PresetsHandler(BaseHandler):
+    @web.authenticated
+    async def get(self) -> None:
+        user, cfg = self.user_name, self.engine.cfg
+        project = self.get_argument("project", None)
+        if project:
+            pr = require_project(cfg, user, project, "viewer")
+            names = set(allowed_presets(cfg, pr)) | set(pr.default_presets)
+        elif self.engine.is_admin(user):
+            names = {p.name for p in cfg.presets}
+        else:
+            names = set()
+            for p in self.engine.visible_projects(user):
+                pr2 = cfg.project(p)
+                if pr2 is not None:
+                    names |= set(allowed_presets(cfg, pr2))
+        self.send({"presets": [p.model_dump(mode="json") for p in cfg.presets if p.name in names]})
+
+
+class PresetHandler(BaseHandler):
+    @web.authenticated
+    async def put(self, name: str) -> None:
+        user = self.require_admin()
+        p = self.body(PresetConfig)
+        if p.name != name:
+            raise InvalidInput(f"body name {p.name!r} does not match the URL's {name!r}")
+
+        def change(body: dict[str, Any]) -> None:
+            ps = [x for x in body.get("presets", []) if x["name"] != name]
+            body["presets"] = [*ps, p.model_dump(mode="json", exclude_unset=True)]
+
+        version = self.engine.update_config(user, change, source=f"api:PUT presets/{name}")
+        self.send({"preset": p.model_dump(mode="json"), "version": version})
+
+    @web.authenticated
+    async def delete(self, name: str) -> None:
+        user = self.require_admin()
+        _require_named(self.engine.cfg.preset(name), "preset", name, [p.name for p in self.engine.cfg.presets])
+        version = self.engine.update_config(
+            user, lambda b: b.__setitem__("presets", [x for x in b["presets"] if x["name"] != name]), source="api"
+        )
+        self.send({"deleted": name, "version": version})
+
+
+class ConfigHandler(BaseHandler):
+    @web.authenticated
+    async def get(self) -> None:
+        self.require_admin()
+        self.send({"config": dump_config(self.engine.cfg), "version": self.engine.config_version})
+
+    @web.authenticated
+    async def put(self) -> None:
+        user = self.require_admin()
+        data = self.body()
+        cfg = parse_config(data.get("config", data) if isinstance(data, dict) else data)
+        dry = self.get_argument("dry_run", "false") == "true"
+        version = self.engine.config_version if dry else self.engine.apply_config(cfg, source="api", by=user)
+        self.send({"config": dump_config(cfg), "version": version, "applied": not dry})
+
+
+class PreviewHandler(BaseHandler):
+    @web.authenticated
+    async def post(self) -> None:
+        req = self.body(RunRequest)
+        self.send(self.engine.preview(self.user_name, req))
+
+
+class RunsHandler(BaseHandler):
+    @web.authenticated
+    async def post(self) -> None:
+        req = self.body(RunRequest)
+        row = self.engine.submit(self.user_name, req)
+        self.set_header("Location", f"{self.base_url}{API}/runs/{row['id']}")
+        self.send(run_summary(row, self.engine.clock()), 201)
+
+    @web.authenticated
+    async def get(self) -> None:
+        user = self.user_name
+        projects = self.engine.visible_projects(user)
+        project = self.get_argument("project", None)
+        if project:
+            if project not in projects:
+                raise NotFound(f"project {project!r} not found", f"your projects: {', '.join(projects) or 'none'}")
+            projects = [project]
+        statuses = [s for arg in self.get_arguments("status") for s in arg.split(",") if s]
+        bad = [s for s in statuses if s not in Status.__members__.values()]
+        if bad:
+            raise InvalidInput(f"unknown status {bad[0]!r}", f"statuses: {', '.join(s.value for s in Status)}")
+        limit = _int_arg(self, "limit", 100, 1, 1000)
+        before = self.get_argument("before", None)
+        rows = self.engine.store.list_runs(
+            projects,
+            status=statuses,
+            queue=self.get_argument("queue", None),
+            user=self.get_argument("user", None),
+            name_contains=self.get_argument("q", None),
+            before_seq=_int_arg(self, "before", 0, 0, 2**62) if before else None,
+            limit=limit,
+        )
+        now = self.engine.clock()
+        nxt = rows[-1]["seq"] if len(rows) == limit else None
+        self.send({"runs": [run_summary(r, now) for r in rows], "next_before": nxt})
+
+
+class RunHandler(BaseHandler):
+    @web.authenticated
+    async def get(self, run_id: str) -> None:
+        row = self.engine.get_visible(self.user_name, run_id)
+        self.send(run_detail(row, self.engine.clock()))
+
+
+class ExplainHandler(BaseHandler):
+    @web.authenticated
+    async def get(self, run_id: str) -> None:
+        self.send(explain(self.engine, self.user_name, run_id))
+
+
+class StopHandler(BaseHandler):
+    @web.authenticated
+    async def post(self, run_id: str) -> None:
+        row = await self.engine.stop(self.user_name, run_id)
+        self.send(run_detail(row, self.engine.clock()))
+
+
+class SSEHandler(BaseHandler):
+    def start_stream(self) -> None:
+        self.set_header("Content-Type", "text/event-stream")
+        self.set_header("Cache-Control", "no-cache")
+        self.set_header("X-Accel-Buffering", "no")
+
+    async def emit(self, data: str, *, event: str | None = None, id: str | int | None = None) -> None:
+        chunk = ""
+        if id is not None:
+            chunk += f"id: {id}\n"
+        if event:
+            chunk += f"event: {event}\n"
+        for line in data.split("\n"):
+            chunk += f"data: {line}\n"
+        self.write(chunk + "\n")
+        await self.flush()
+
+
+class LogsHandler(SSEHandler):
+    """The run's log as SSE: one event per line, id = byte offset after it.
+
+    `follow=false` sends what exists and ends; otherwise it follows until the run
+    ends. Reconnect with Last-Event-ID (or `offset=`) to resume without loss.
+    `format=text` returns the plain log file instead.
+    """
+
+    poll_seconds = 0.05
+
+    @web.authenticated
+    async def get(self, run_id: str) -> None:
+        row = self.engine.get_visible(self.user_name, run_id)
+        path = Path(self.engine.artifacts_root, run_id, "output.log")
+        if self.get_argument("format", "sse") == "text":
+            self.set_header("Content-Type", "text/plain; charset=utf-8")
+            self.finish(path.read_bytes() if path.exists() else b"")
+            return
+        follow = self.get_argument("follow", "true") != "false"
+        offset = _int_arg(self, "offset", 0, 0, 2**62)
+        last = self.request.headers.get("Last-Event-ID")
+        if last and last.isdigit():
+            offset = int(last)
+        self.start_stream()
+        try:
+            while True:
+                final = self.engine.is_final(row["id"])  # read before the file: no line is missed
+                offset = await self._send_lines(path, offset, final)
+                if final or not follow:
+                    break
+                await asyncio.sleep(self.poll_seconds)
+            status = (self.engine.store.get_run(run_id) or row)["status"]
+            await self.emit(json.dumps({"status": status, "offset": offset}), event="end")
+        except StreamClosedError:
+            return
+        self.finish()
+
+    async def _send_lines(self, path: Path, offset: int, final: bool) -> int:
+        if not path.exists():
+            return offset
+        with path.open("rb") as f:
+            f.seek(offset)
+            data = f.read(4 * 1024 * 1024)
+        if not data:
+            return offset
+        cut = data.rfind(b"\n") + 1
+        if cut == 0 and not final:
+            return offset  # wait for the line to complete
+        chunk = data if final else data[:cut]
+        pos = offset
+        for raw in chunk.splitlines(keepends=True):
+            pos += len(raw)
+            await self.emit(raw.rstrip(b"\r\n").decode("utf-8", "replace"), id=pos)
+        return pos
+
+
+class EventsHandler(SSEHandler):
+    """Status changes of every visible run as SSE; resumes from Last-Event-ID or `since`."""
+
+    heartbeat_seconds = 15.0
+
+    @web.authenticated
+    async def get(self) -> None:
+        user = self.user_name
+        projects = set(self.engine.visible_projects(user))
+        since = self.request.headers.get("Last-Event-ID") or self.get_argument("since", "")
+        limit = _int_arg(self, "limit", 0, 0, 10**9)
+        sub = self.engine.bus.subscribe()
+        sent = 0
+        self.start_stream()
+        try:
+            last = int(since) if since.isdigit() else self.engine.store.last_event_id()
+            for ev in self.engine.store.events_since(last, sorted(projects), limit=limit or 10_000):
+                await self.emit(json.dumps(ev), id=ev["id"], event="status")
+                last, sent = ev["id"], sent + 1
+            await self.emit(json.dumps({"last_event_id": last}), event="ready")
+            while not (limit and sent >= limit):
+                try:
+                    ev = await asyncio.wait_for(sub.queue.get(), self.heartbeat_seconds)
+                except TimeoutError:
+                    if sub.overflowed:
+                        break
+                    self.write(": keep-alive\n\n")
+                    await self.flush()
+                    continue
+                if ev["id"] <= last or ev["project"] not in projects:
+                    continue
+                await self.emit(json.dumps(ev), id=ev["id"], event="status")
+                last, sent = ev["id"], sent + 1
+        except StreamClosedError:
+            return
+        finally:
+            self.engine.bus.unsubscribe(sub)
+        self.finish()
+
+
+class OutputsHandler(BaseHandler):
+    @web.authenticated
+    async def get(self, run_id: str, path: str = "") -> None:
+        self.engine.get_visible(self.user_name, run_id)
+        root = Path(self.engine.artifacts_root, run_id).resolve()
+        target = (root / path).resolve() if path else root
+        if target != root and root not in target.parents:
+            raise InvalidInput(f"path {path!r} leaves the run's output directory", "use a path listed by outputs")
+        if not target.exists():
+            raise NotFound(f"output {path!r} not found in run {run_id}", "list outputs with GET runs/{id}/outputs")
+        if target.is_dir():
+            files = []
+            for f in sorted(target.rglob("*")):
+                if f.is_file() and f.name not in INTERNAL_FILES:
+                    st = f.stat()
+                    files.append({"path": str(f.relative_to(root)), "size": st.st_size, "modified": st.st_mtime})
+            self.send({"run_id": run_id, "outputs": files})
+            return
+        ctype = mimetypes.guess_type(target.name)[0] or "application/octet-stream"
+        self.set_header("Content-Type", ctype)
+        self.set_header("Content-Disposition", f'attachment; filename="{target.name}"')
+        with target.open("rb") as fh:
+            while chunk := fh.read(1 << 20):
+                self.write(chunk)
+                await self.flush()
+        self.finish()
+
+
+class OpenAPIHandler(BaseHandler):
+    @web.authenticated
+    async def get(self) -> None:
+        self.send(openapi_document(self.base_url))
+
+
+def _require_named(obj: object, kind: str, name: str, known: list[str]) -> None:
+    if obj is None:
+        raise NotFound(f"{kind} {name!r} not found", f"{kind}s: {', '.join(known) or 'none'}")
+
+
+def _int_arg(h: web.RequestHandler, name: str, default: int, lo: int, hi: int) -> int:
+    raw = h.get_argument(name, None)
+    if raw is None:
+        return default
+    try:
+        v = int(raw)
+    except ValueError:
+        raise InvalidInput(f"{name} must be an integer, got {raw!r}") from None
+    if not lo <= v <= hi:
+        raise InvalidInput(f"{name} must be between {lo} and {hi}, got {v}")
+    return v
+
+
+ROUTES: list[tuple[str, type[BaseHandler], str]] = [
+    ("whoami", WhoAmIHandler, "The caller's platform identity and project roles"),
+    ("capacity", CapacityHandler, "The executor's GPUs, declared or detected, and which are in use"),
+    ("queues", QueuesHandler, "Queues the caller may use, with live usage and pending counts"),
+    (rf"queues/{NAME}/(?P<action>pause|resume)", QueuePauseHandler, "Pause or resume a queue (platform admins)"),
+    (rf"queues/{NAME}", QueueHandler, "Create/replace (PUT) or delete a queue (platform admins)"),
+    ("projects", ProjectsHandler, "Projects the caller belongs to"),
+    (rf"projects/{NAME}", ProjectHandler, "Create/replace or delete a project"),
+    ("presets", PresetsHandler, "Presets usable in a project (?project=)"),
+    (rf"presets/{NAME}", PresetHandler, "Create/replace or delete a preset (platform admins)"),
+    ("config", ConfigHandler, "The whole platform config (platform admins); PUT applies it declaratively"),
+    ("runs/preview", PreviewHandler, "Resolve a run request: spec, provenance, policy verdict"),
+    ("runs", RunsHandler, "Submit (POST) or list (GET) runs"),
+    (rf"runs/{ID}", RunHandler, "One run's full record"),
+    (rf"runs/{ID}/explain", ExplainHandler, "Why the run is where it is"),
+    (rf"runs/{ID}/stop", StopHandler, "Stop a queued or running run"),
+    (rf"runs/{ID}/logs", LogsHandler, "The run's log as Server-Sent Events (follow)"),
+    (rf"runs/{ID}/outputs", OutputsHandler, "List the run's output files"),
+    (rf"runs/{ID}/outputs/(?P<path>.+)", OutputsHandler, "Download one output file"),
+    ("events", EventsHandler, "Status changes of visible runs as Server-Sent Events"),
+    ("openapi.json", OpenAPIHandler, "This API's OpenAPI document"),
+]
+
+
+def make_handlers() -> list[tuple[str, type[BaseHandler]]]:
+    return [(f"{API}/{pattern}", handler) for pattern, handler, _ in ROUTES]

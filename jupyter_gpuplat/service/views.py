@@ -1,0 +1,76 @@
+"""Wire views of domain records: what the API returns for runs and queues."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..core.admission import QueueState, wait_reason
+from ..core.resources import Resources
+
+_TIMES = ("created_at", "queued_at", "dispatched_at", "started_at", "finished_at", "updated_at")
+
+
+def clocks(row: dict[str, Any], now: float) -> dict[str, float | None]:
+    """Separate clocks: waiting in our queue, waiting to start, running."""
+    queued, disp, started, fin = row["queued_at"], row["dispatched_at"], row["started_at"], row["finished_at"]
+    end = fin if fin is not None else now
+    return {
+        "queue_wait_seconds": None if queued is None else round((disp if disp is not None else end) - queued, 3),
+        "start_wait_seconds": None if disp is None else round((started if started is not None else end) - disp, 3),
+        "run_seconds": None if started is None else round(end - started, 3),
+    }
+
+
+def run_summary(row: dict[str, Any], now: float) -> dict[str, Any]:
+    resolved = row.get("resolved") or {}
+    handle = row.get("handle") or {}
+    out = {
+        "id": row["id"],
+        "seq": row["seq"],
+        "project": row["project"],
+        "user": row["user"],
+        "name": row["name"],
+        "kind": row["kind"],
+        "queue": row["queue"],
+        "status": row["status"],
+        "reason": row["reason"],
+        "message": row["message"],
+        "resources": Resources(row["gpu"], row["cpu_milli"], row["memory_bytes"]).to_dict(),
+        "devices": row["devices"] or [],
+        "exit_code": row["exit_code"],
+        "command": resolved.get("command"),
+        "clocks": clocks(row, now),
+        "pid": handle.get("pid"),
+    }
+    for k in _TIMES:
+        out[k] = row[k]
+    return out
+
+
+def run_detail(row: dict[str, Any], now: float) -> dict[str, Any]:
+    out = run_summary(row, now)
+    out["presets"] = (row.get("request") or {}).get("presets", [])
+    out["request"] = row.get("request")
+    out["resolved"] = row["resolved"]
+    out["provenance"] = row["provenance"]
+    out["timeline"] = row.get("timeline", [])
+    out["stop_requested_by"] = row.get("stop_requested_by")
+    return out
+
+
+def queue_view(q: QueueState, free_gpus: int) -> dict[str, Any]:
+    lim = q.limits
+    head = q.head()
+    wait = wait_reason(q, head, free_gpus) if head is not None else None
+    return {
+        "name": lim.name,
+        "priority": lim.priority,
+        "concurrency": lim.concurrency,
+        "quota": lim.quota.to_dict(),
+        "max_per_user": lim.max_per_user,
+        "ordering": lim.ordering,
+        "paused": lim.paused,
+        "usage": {"runs": len(q.held), **q.used.to_dict()},
+        "pending": q.pending_count,
+        "head_wait": None if wait is None else {"reason": str(wait.reason), "message": wait.message},
+    }

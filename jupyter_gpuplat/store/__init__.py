@@ -1,0 +1,5 @@
+"""Persistence behind one interface: SQLite (embedded default) or PostgreSQL."""
+
+from .store import Store
+
+__all__ = ["Store"]

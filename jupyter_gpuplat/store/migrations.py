@@ -1,0 +1,49 @@
+"""Versioned schema migrations, applied in order at start-up.
+
+Each entry moves the schema from version N-1 to N inside one transaction.
+Never edit a released migration: append a new one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from sqlalchemy import Connection, Engine, select
+
+from . import schema
+
+Migration = Callable[[Connection], None]
+
+
+def _v1(conn: Connection) -> None:
+    schema.metadata.create_all(conn, tables=[schema.config, schema.runs, schema.events])
+
+
+MIGRATIONS: list[Migration] = [_v1]
+LATEST = len(MIGRATIONS)
+
+
+def current_version(conn: Connection) -> int:
+    row = conn.execute(select(schema.meta.c.value).where(schema.meta.c.key == "schema_version")).first()
+    return int(row[0]) if row else 0
+
+
+def migrate(engine: Engine) -> int:
+    """Bring the database to LATEST; returns the version found before."""
+    schema.metadata.create_all(engine, tables=[schema.meta])
+    with engine.begin() as conn:
+        found = current_version(conn)
+        if found > LATEST:
+            raise RuntimeError(
+                f"database schema version {found} is newer than this jupyter-gpuplat ({LATEST}); upgrade the package"
+            )
+        for version in range(found + 1, LATEST + 1):
+            MIGRATIONS[version - 1](conn)
+        if found != LATEST:
+            if found == 0:
+                conn.execute(schema.meta.insert().values(key="schema_version", value=str(LATEST)))
+            else:
+                conn.execute(
+                    schema.meta.update().where(schema.meta.c.key == "schema_version").values(value=str(LATEST))
+                )
+    return found

@@ -1,0 +1,70 @@
+"""Tables. Runs hold the current state; events are the append-only timeline."""
+
+from __future__ import annotations
+
+from sqlalchemy import JSON, Column, Float, Index, Integer, MetaData, String, Table, Text
+
+metadata = MetaData()
+
+meta = Table(
+    "gpuplat_meta",
+    metadata,
+    Column("key", String(64), primary_key=True),
+    Column("value", Text, nullable=False),
+)
+
+config = Table(
+    "gpuplat_config",
+    metadata,
+    Column("version", Integer, primary_key=True, autoincrement=True),
+    Column("body", JSON, nullable=False),
+    Column("source", String(256), nullable=False, default=""),
+    Column("applied_by", String(128), nullable=False, default=""),
+    Column("applied_at", Float, nullable=False),
+)
+
+runs = Table(
+    "gpuplat_runs",
+    metadata,
+    Column("seq", Integer, primary_key=True, autoincrement=True),
+    Column("id", String(32), nullable=False, unique=True),
+    Column("project", String(63), nullable=False),
+    Column("user", String(128), nullable=False),
+    Column("name", String(128), nullable=True),
+    Column("kind", String(16), nullable=False),
+    Column("queue", String(63), nullable=False),
+    Column("status", String(16), nullable=False),
+    Column("reason", String(64), nullable=False, default=""),
+    Column("message", Text, nullable=False, default=""),
+    Column("request", JSON, nullable=False),
+    Column("resolved", JSON, nullable=False),
+    Column("provenance", JSON, nullable=False),
+    Column("gpu", Integer, nullable=False, default=0),
+    Column("cpu_milli", Integer, nullable=False, default=0),
+    Column("memory_bytes", Integer, nullable=False, default=0),
+    Column("devices", JSON, nullable=True),
+    Column("handle", JSON, nullable=True),
+    Column("exit_code", Integer, nullable=True),
+    Column("stop_requested_by", String(128), nullable=True),
+    Column("created_at", Float, nullable=False),
+    Column("queued_at", Float, nullable=True),
+    Column("dispatched_at", Float, nullable=True),
+    Column("started_at", Float, nullable=True),
+    Column("finished_at", Float, nullable=True),
+    Column("updated_at", Float, nullable=False),
+    Index("ix_runs_project_seq", "project", "seq"),
+    Index("ix_runs_status", "status"),
+)
+
+events = Table(
+    "gpuplat_events",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("run_id", String(32), nullable=False),
+    Column("project", String(63), nullable=False),
+    Column("status", String(16), nullable=False),
+    Column("reason", String(64), nullable=False, default=""),
+    Column("message", Text, nullable=False, default=""),
+    Column("at", Float, nullable=False),
+    Index("ix_events_run", "run_id", "id"),
+)

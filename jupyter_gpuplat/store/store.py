@@ -1,0 +1,187 @@
+"""The Store: every read and write of platform state goes through here.
+
+Synchronous SQLAlchemy Core: each call is one short transaction (SQLite in WAL
+mode commits in well under a millisecond), so the engine can call it from the
+event loop and a crash never leaves half a transition.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import Engine, create_engine, event, func, insert, select, update
+from sqlalchemy.engine import make_url
+
+from . import schema
+from .migrations import migrate
+
+FINAL = ("succeeded", "failed", "stopped")
+_RUN_COLS = [c for c in schema.runs.c if c.name not in ("request", "provenance")]
+
+
+def make_engine(url: str) -> Engine:
+    u = make_url(url)
+    if u.get_backend_name() == "sqlite":
+        if u.database and u.database != ":memory:":
+            Path(u.database).parent.mkdir(parents=True, exist_ok=True)
+        engine = create_engine(url, connect_args={"check_same_thread": False, "timeout": 30})
+
+        @event.listens_for(engine, "connect")
+        def _pragmas(dbapi_conn: Any, _rec: Any) -> None:
+            cur = dbapi_conn.cursor()
+            cur.execute("PRAGMA journal_mode=WAL")
+            # NORMAL in WAL mode is durable across process crashes (not power loss).
+            cur.execute("PRAGMA synchronous=NORMAL")
+            cur.execute("PRAGMA busy_timeout=30000")
+            cur.close()
+
+        return engine
+    return create_engine(url, pool_pre_ping=True)
+
+
+class Store:
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self.engine = make_engine(url)
+        self.schema_version_found = migrate(self.engine)
+
+    def close(self) -> None:
+        self.engine.dispose()
+
+    # ---- platform config ---------------------------------------------
+    def get_config(self) -> tuple[dict[str, Any] | None, int]:
+        with self.engine.connect() as conn:
+            row = conn.execute(
+                select(schema.config.c.body, schema.config.c.version).order_by(schema.config.c.version.desc()).limit(1)
+            ).first()
+        return (row[0], row[1]) if row else (None, 0)
+
+    def put_config(self, body: dict[str, Any], *, source: str, by: str, at: float) -> int:
+        with self.engine.begin() as conn:
+            res = conn.execute(insert(schema.config).values(body=body, source=source, applied_by=by, applied_at=at))
+            return int(res.inserted_primary_key[0])
+
+    # ---- runs -----------------------------------------------------------
+    def create_run(self, row: dict[str, Any], evs: Sequence[dict[str, Any]]) -> tuple[int, list[int]]:
+        """Insert a run and its first timeline events atomically; returns its seq and the event ids."""
+        ids = []
+        with self.engine.begin() as conn:
+            seq = conn.execute(insert(schema.runs).values(**row)).inserted_primary_key[0]
+            for ev in evs:
+                res = conn.execute(insert(schema.events).values(run_id=row["id"], project=row["project"], **ev))
+                ids.append(int(res.inserted_primary_key[0]))
+        return int(seq), ids
+
+    def transition(self, run_id: str, project: str, fields: dict[str, Any], ev: dict[str, Any] | None) -> int | None:
+        """Update a run and append one timeline event in one transaction; returns the event id."""
+        with self.engine.begin() as conn:
+            if fields:
+                conn.execute(update(schema.runs).where(schema.runs.c.id == run_id).values(**fields))
+            if ev is None:
+                return None
+            res = conn.execute(insert(schema.events).values(run_id=run_id, project=project, **ev))
+            return int(res.inserted_primary_key[0])
+
+    def append_events(self, project_by_run: dict[str, str], evs: Iterable[tuple[str, dict[str, Any]]]) -> list[int]:
+        ids = []
+        with self.engine.begin() as conn:
+            for run_id, ev in evs:
+                res = conn.execute(insert(schema.events).values(run_id=run_id, project=project_by_run[run_id], **ev))
+                ids.append(int(res.inserted_primary_key[0]))
+        return ids
+
+    def get_run(self, run_id: str) -> dict[str, Any] | None:
+        with self.engine.connect() as conn:
+            row = conn.execute(select(schema.runs).where(schema.runs.c.id == run_id)).mappings().first()
+            if row is None:
+                return None
+            run = dict(row)
+            run["timeline"] = [
+                dict(e)
+                for e in conn.execute(
+                    select(
+                        schema.events.c.id,
+                        schema.events.c.status,
+                        schema.events.c.reason,
+                        schema.events.c.message,
+                        schema.events.c.at,
+                    )
+                    .where(schema.events.c.run_id == run_id)
+                    .order_by(schema.events.c.id)
+                ).mappings()
+            ]
+        return run
+
+    def list_runs(
+        self,
+        projects: Sequence[str],
+        *,
+        status: Sequence[str] = (),
+        queue: str | None = None,
+        user: str | None = None,
+        name_contains: str | None = None,
+        before_seq: int | None = None,
+        limit: int = 100,
+    ) -> list[dict[str, Any]]:
+        """Newest first, keyset-paginated by seq so any page costs the same."""
+        if not projects:
+            return []
+        r = schema.runs.c
+        q = select(*_RUN_COLS).where(r.project.in_(list(projects)))
+        if status:
+            q = q.where(r.status.in_(list(status)))
+        if queue:
+            q = q.where(r.queue == queue)
+        if user:
+            q = q.where(r.user == user)
+        if name_contains:
+            q = q.where(r.name.contains(name_contains, autoescape=True))
+        if before_seq is not None:
+            q = q.where(r.seq < before_seq)
+        q = q.order_by(r.seq.desc()).limit(limit)
+        with self.engine.connect() as conn:
+            return [dict(m) for m in conn.execute(q).mappings()]
+
+    def active_runs(self) -> list[dict[str, Any]]:
+        """Every run not yet final, in submission order: what a restarted engine reloads."""
+        with self.engine.connect() as conn:
+            return [
+                dict(m)
+                for m in conn.execute(
+                    select(*_RUN_COLS).where(schema.runs.c.status.not_in(FINAL)).order_by(schema.runs.c.seq)
+                ).mappings()
+            ]
+
+    def runs_brief(self, ids: Sequence[str]) -> dict[str, dict[str, Any]]:
+        if not ids:
+            return {}
+        r = schema.runs.c
+        with self.engine.connect() as conn:
+            rows = conn.execute(
+                select(r.id, r.name, r.user, r.project, r.status, r.gpu, r.devices, r.queue).where(r.id.in_(list(ids)))
+            ).mappings()
+            return {m["id"]: dict(m) for m in rows}
+
+    def events_since(self, after_id: int, projects: Sequence[str] | None, limit: int = 1000) -> list[dict[str, Any]]:
+        e, r = schema.events.c, schema.runs.c
+        q = (
+            select(e.id, e.run_id, e.project, e.status, e.reason, e.message, e.at, r.queue, r.user, r.name)
+            .join_from(schema.events, schema.runs, e.run_id == r.id)
+            .where(e.id > after_id)
+            .order_by(e.id)
+            .limit(limit)
+        )
+        if projects is not None:
+            q = q.where(e.project.in_(list(projects)))
+        with self.engine.connect() as conn:
+            return [dict(m) for m in conn.execute(q).mappings()]
+
+    def last_event_id(self) -> int:
+        with self.engine.connect() as conn:
+            return int(conn.execute(select(func.coalesce(func.max(schema.events.c.id), 0))).scalar_one())
+
+    def count_runs(self) -> int:
+        with self.engine.connect() as conn:
+            return int(conn.execute(select(func.count()).select_from(schema.runs)).scalar_one())
