@@ -10,8 +10,6 @@ is that user. The server's own token still works and means the server's owner
 
 from __future__ import annotations
 
-import typing as t
-
 from jupyter_server.auth.identity import IdentityProvider, PasswordIdentityProvider, User
 from tornado import web
 from traitlets import Dict
@@ -25,19 +23,14 @@ class TokenMapIdentityProvider(IdentityProvider):
         help="Map of API token -> username. Each token authenticates as that user.",
     )
 
-    async def get_user(self, handler: web.RequestHandler) -> User | None:  # type: ignore[override]
+    async def get_user_token(self, handler: web.RequestHandler) -> User | None:
+        # Hooking here (not get_user) keeps jupyter_server's cookie and XSRF handling:
+        # a mapped token counts as token-authenticated exactly like the server's own.
         token = self.get_token(handler)
         if token and token in self.tokens:
             name = str(self.tokens[token])
-            user = User(username=name, name=name, display_name=name)
-            if handler.get_argument("token", ""):
-                # A browser opened with ?token=… keeps its identity through the cookie.
-                self.set_login_cookie(handler, user)
-            return user
-        user = super().get_user(handler)
-        if isinstance(user, t.Awaitable):
-            user = await user
-        return user
+            return User(username=name, name=name, display_name=name)
+        return await super().get_user_token(handler)
 
     def mapped_users(self) -> set[str]:
         return {str(v) for v in self.tokens.values()}

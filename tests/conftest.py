@@ -83,6 +83,14 @@ class Api:
         return await wait_for(cond, timeout, f"run {run_id} to reach {statuses}")
 
 
+    async def wait_log(self, run_id: str, text: str, user: str = "alice", timeout: float = 20) -> bytes:
+        async def cond() -> bytes | None:
+            log = await self.ok("GET", f"runs/{run_id}/logs", user, format="text")
+            return log if text.encode() in log else None
+
+        return await wait_for(cond, timeout, f"{text!r} in the log of {run_id}")
+
+
 async def wait_for(cond: Callable[[], Awaitable[Any]], timeout: float = 20, what: str = "condition") -> Any:
     """Poll an async condition until it returns something truthy, or fail at the deadline."""
     loop = asyncio.get_running_loop()

@@ -13,8 +13,8 @@ def gated(gate: Path, extra: str = "") -> list[str]:
     """A run that prints its devices, then waits until the test creates `gate`."""
     code = (
         "import os, pathlib, time\n"
-        "print('devices', os.environ.get('CUDA_VISIBLE_DEVICES'), flush=True)\n"
         f"{extra}\n"
+        "print('devices', os.environ.get('CUDA_VISIBLE_DEVICES'), flush=True)\n"
         f"while not pathlib.Path({str(gate)!r}).exists(): time.sleep(0.02)\n"
         "print('done', flush=True)\n"
     )
@@ -96,6 +96,7 @@ async def test_roles_and_project_isolation(api: Any, tmp_path: Path) -> None:
     gate = tmp_path / "go"
     run = await api.submit("bob", name="secret", command=gated(gate, "open('out.txt','w').write('weights')"))
     await api.wait_status(run["id"], "running", user="bob")
+    await api.wait_log(run["id"], "devices", user="bob")
     # carol (viewer, same project) can read; dave (other project) sees nothing.
     assert (await api.run(run["id"], "carol"))["name"] == "secret"
     for path in (f"runs/{run['id']}", f"runs/{run['id']}/logs", f"runs/{run['id']}/outputs",

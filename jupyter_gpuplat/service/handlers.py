@@ -14,7 +14,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from jupyter_server.base.handlers import APIHandler
+from jupyter_server.base.handlers import APIHandler, JupyterHandler
 from tornado import web
 from tornado.iostream import StreamClosedError
 
@@ -33,7 +33,7 @@ from .views import queue_view, run_detail, run_summary
 API = "gpuplat/api"
 ID = r"(?P<run_id>[A-Za-z0-9_-]{1,64})"
 NAME = r"(?P<name>[^/]{1,200})"
-INTERNAL_FILES = {".gpuplat-exit.json", "exit.json"}
+INTERNAL_DIR = ".gpuplat"  # the executor's bookkeeping (exit record, stop marker)
 
 
 class BaseHandler(APIHandler):
@@ -49,15 +49,26 @@ class BaseHandler(APIHandler):
     def user_name(self) -> str:
         return platform_username(self.identity_provider, self.current_user, self.platform.app.default_user)
 
+    # Set by handlers that answer with text, files or event streams.
+    raw_content_type = False
+
     async def prepare(self) -> None:  # type: ignore[override]
         await super().prepare()
         await self.platform.ensure_started()
+
+    def finish(self, *args: Any, **kwargs: Any) -> Any:
+        # APIHandler forces application/json on every response; streams and files keep theirs.
+        if self.raw_content_type:
+            self.update_api_activity()
+            return JupyterHandler.finish(self, *args, **kwargs)
+        return super().finish(*args, **kwargs)
 
     def _handle_request_exception(self, e: BaseException) -> None:
         if isinstance(e, GpuPlatError):
             if self._finished:
                 return
             self.clear()
+            self.raw_content_type = False
             self.set_status(e.status)
             self.set_header("Content-Type", "application/json")
             self.finish(json.dumps(error_body(e)))
@@ -321,7 +332,8 @@ class RunsHandler(BaseHandler):
     @web.authenticated
     async def post(self) -> None:
         req = self.body(RunRequest)
-        row = self.engine.submit(self.user_name, req)
+        created = self.engine.submit(self.user_name, req)
+        row = self.engine.store.get_run(created["id"]) or created
         self.set_header("Location", f"{self.base_url}{API}/runs/{row['id']}")
         self.send(run_summary(row, self.engine.clock()), 201)
 
@@ -376,6 +388,7 @@ class StopHandler(BaseHandler):
 
 class SSEHandler(BaseHandler):
     def start_stream(self) -> None:
+        self.raw_content_type = True
         self.set_header("Content-Type", "text/event-stream")
         self.set_header("Cache-Control", "no-cache")
         self.set_header("X-Accel-Buffering", "no")
@@ -407,6 +420,7 @@ class LogsHandler(SSEHandler):
         row = self.engine.get_visible(self.user_name, run_id)
         path = Path(self.engine.artifacts_root, run_id, "output.log")
         if self.get_argument("format", "sse") == "text":
+            self.raw_content_type = True
             self.set_header("Content-Type", "text/plain; charset=utf-8")
             self.finish(path.read_bytes() if path.exists() else b"")
             return
@@ -501,12 +515,14 @@ class OutputsHandler(BaseHandler):
         if target.is_dir():
             files = []
             for f in sorted(target.rglob("*")):
-                if f.is_file() and f.name not in INTERNAL_FILES:
+                rel = f.relative_to(root)
+                if f.is_file() and rel.parts[0] != INTERNAL_DIR:
                     st = f.stat()
-                    files.append({"path": str(f.relative_to(root)), "size": st.st_size, "modified": st.st_mtime})
+                    files.append({"path": str(rel), "size": st.st_size, "modified": st.st_mtime})
             self.send({"run_id": run_id, "outputs": files})
             return
         ctype = mimetypes.guess_type(target.name)[0] or "application/octet-stream"
+        self.raw_content_type = True
         self.set_header("Content-Type", ctype)
         self.set_header("Content-Disposition", f'attachment; filename="{target.name}"')
         with target.open("rb") as fh:

@@ -1,0 +1,334 @@
+"""`gpuplat`: the command line for people (tables) and scripts (`--json`).
+
+It talks to a running Jupyter server with the extension: `--url/--token`, else
+GPUPLAT_URL/GPUPLAT_TOKEN, else the servers listed in Jupyter's runtime files.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import sys
+import time
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import requests
+
+EXAMPLE_CONFIG = Path(__file__).with_name("platform.example.yaml")
+
+
+class CLIError(Exception):
+    pass
+
+
+# ---- connection -------------------------------------------------------------
+class Client:
+    def __init__(self, url: str, token: str) -> None:
+        self.base = url.rstrip("/") + "/gpuplat/api/"
+        self.session = requests.Session()
+        if token:
+            self.session.headers["Authorization"] = f"token {token}"
+
+    def call(self, method: str, path: str, body: Any = None, **params: Any) -> Any:
+        params = {k: v for k, v in params.items() if v is not None}
+        try:
+            r = self.session.request(method, self.base + path, json=body, params=params, timeout=30)
+        except requests.ConnectionError as exc:
+            raise CLIError(f"cannot reach the server at {self.base}: {exc}") from None
+        if r.status_code >= 400:
+            try:
+                err = r.json()["error"]
+                hint = f"\n  hint: {err['hint']}" if err.get("hint") else ""
+                raise CLIError(f"{err['message']}{hint}")
+            except (ValueError, KeyError):
+                raise CLIError(f"HTTP {r.status_code}: {r.text[:300]}") from None
+        return r.json() if "json" in r.headers.get("Content-Type", "") else r.content
+
+    def stream(self, path: str, **params: Any) -> Iterator[tuple[str, str]]:
+        """Server-Sent Events as (event, data) pairs."""
+        r = self.session.get(self.base + path, params=params, stream=True, timeout=(10, None))
+        if r.status_code >= 400:
+            self.call("GET", path, **params)  # raises with the server's message
+        event, data = "message", []
+        for raw in r.iter_lines(decode_unicode=True):
+            if raw == "":
+                if data:
+                    yield event, "\n".join(data)
+                event, data = "message", []
+            elif raw.startswith("data: "):
+                data.append(raw[6:])
+            elif raw.startswith("data:"):
+                data.append(raw[5:])
+            elif raw.startswith("event: "):
+                event = raw[7:]
+
+
+def find_server(url: str | None, token: str | None) -> Client:
+    url = url or os.environ.get("GPUPLAT_URL")
+    token = token if token is not None else os.environ.get("GPUPLAT_TOKEN")
+    if url:
+        return Client(url, token or "")
+    from jupyter_server.serverapp import list_running_servers
+
+    for info in list_running_servers():
+        client = Client(info["url"], token or info.get("token", ""))
+        try:
+            r = client.session.get(client.base + "whoami", timeout=3)
+        except requests.RequestException:
+            continue
+        if r.status_code == 200:
+            return client
+    raise CLIError(
+        "no running Jupyter server with jupyter-gpuplat found; start one with `gpuplat lab`, "
+        "or pass --url and --token (or set GPUPLAT_URL and GPUPLAT_TOKEN)"
+    )
+
+
+# ---- output -----------------------------------------------------------------
+def table(rows: Sequence[Sequence[Any]], headers: Sequence[str]) -> str:
+    cells = [[("" if c is None else str(c)) for c in row] for row in rows]
+    widths = [max(len(h), *(len(r[i]) for r in cells)) if cells else len(h) for i, h in enumerate(headers)]
+    line = lambda r: "  ".join(c.ljust(w) for c, w in zip(r, widths, strict=False)).rstrip()  # noqa: E731
+    return "\n".join([line(list(headers)), *(line(r) for r in cells)])
+
+
+def ago(ts: float | None) -> str:
+    if ts is None:
+        return ""
+    s = max(0, time.time() - ts)
+    return f"{s:.0f}s" if s < 120 else f"{s / 60:.0f}m" if s < 7200 else f"{s / 3600:.1f}h"
+
+
+def emit(args: argparse.Namespace, data: Any, human: str) -> None:
+    print(json.dumps(data, indent=2, default=str) if args.json else human)
+
+
+# ---- commands ---------------------------------------------------------------
+def cmd_submit(args: argparse.Namespace) -> int:
+    c = find_server(args.url, args.token)
+    command: Any = args.command
+    if command and command[0] == "--":
+        command = command[1:]
+    if not command:
+        raise CLIError("give the command to run, e.g. gpuplat submit -p team-a -- python train.py")
+    body: dict[str, Any] = {"project": args.project, "command": command[0] if len(command) == 1 else command}
+    if args.name:
+        body["name"] = args.name
+    if args.preset:
+        body["presets"] = args.preset
+    if args.queue:
+        body["queue"] = args.queue
+    if args.gpus is not None:
+        body["resources"] = {"gpu": args.gpus}
+    if args.env:
+        body["env"] = dict(kv.split("=", 1) for kv in args.env)
+    if args.preview:
+        p = c.call("POST", "runs/preview", body)
+        human = json.dumps(p["resolved"], indent=2) + "\n\nset by:\n" + "\n".join(
+            f"  {k}: {v}" for k, v in p["provenance"].items()
+        )
+        v = p["verdict"]
+        human += "\n\nverdict: " + ("allowed" if v["allowed"] else "refused")
+        human += "".join(f"\n  {x['code']}: {x['message']} ({x['hint']})" for x in v["violations"])
+        emit(args, p, human)
+        return 0 if v["allowed"] else 1
+    run = c.call("POST", "runs", body)
+    emit(args, run, f"{run['id']}  {run['status']}  queue {run['queue']}")
+    if args.follow:
+        return follow_logs(c, run["id"])
+    return 0
+
+
+def follow_logs(c: Client, run_id: str, follow: bool = True) -> int:
+    status = ""
+    for event, data in c.stream(f"runs/{run_id}/logs", follow="true" if follow else "false"):
+        if event == "end":
+            status = json.loads(data)["status"]
+        else:
+            print(data, flush=True)
+    return 0 if status in ("succeeded", "") or not follow else 1
+
+
+def cmd_runs(args: argparse.Namespace) -> int:
+    c = find_server(args.url, args.token)
+    action = args.action
+    if action == "list":
+        data = c.call("GET", "runs", project=args.project, status=args.status, queue=args.queue, limit=args.limit)
+        rows = [
+            (r["id"], r["name"], r["project"], r["user"], r["queue"], r["status"], r["resources"]["gpu"],
+             ",".join(map(str, r["devices"])), ago(r["created_at"]), r["message"][:60])
+            for r in data["runs"]
+        ]
+        headers = ("ID", "NAME", "PROJECT", "USER", "QUEUE", "STATUS", "GPU", "DEVICES", "AGE", "MESSAGE")
+        emit(args, data, table(rows, headers))
+        return 0
+    if not args.run_id:
+        raise CLIError(f"gpuplat runs {action} needs a run id")
+    if action == "show":
+        r = c.call("GET", f"runs/{args.run_id}")
+        lines = [f"{k}: {r[k]}" for k in ("id", "name", "project", "user", "queue", "status", "reason", "message")]
+        lines.append("clocks: " + ", ".join(f"{k} {v}" for k, v in r["clocks"].items()))
+        lines.append("timeline:")
+        lines += [f"  {time.strftime('%H:%M:%S', time.localtime(e['at']))}  {e['status']:<10} "
+                  f"{e['reason']:<18} {e['message']}" for e in r["timeline"]]
+        emit(args, r, "\n".join(lines))
+    elif action == "explain":
+        e = c.call("GET", f"runs/{args.run_id}/explain")
+        lines = [f"held by: {e['layer']}", f"reason:  {e['reason']}", f"message: {e['message']}"]
+        if e.get("position"):
+            lines.append(f"position: {e['position']} of {e.get('pending_in_queue')} waiting in {e['queue']}")
+        for b in e.get("blockers", []):
+            lines.append(f"blocked by: {b['id'] or '(another team)'} {b['user'] or ''} {b['gpu']} GPU {b['status']}")
+        for w in e.get("who_can_act", []):
+            lines.append(f"who can act: {w['who']}: {w['can']}")
+        emit(args, e, "\n".join(lines))
+    elif action == "logs":
+        return follow_logs(c, args.run_id, args.follow)
+    elif action == "stop":
+        r = c.call("POST", f"runs/{args.run_id}/stop")
+        emit(args, r, f"{r['id']}  {r['status']}")
+    return 0
+
+
+def cmd_queues(args: argparse.Namespace) -> int:
+    c = find_server(args.url, args.token)
+    data = c.call("GET", "queues")
+    rows = []
+    for q in data["queues"]:
+        conc = f"{q['usage']['runs']}/{q['concurrency'] if q['concurrency'] is not None else '-'}"
+        gpu = f"{q['usage']['gpu']}/{q['quota']['gpu'] if q['quota']['gpu'] is not None else '-'}"
+        wait = (q["head_wait"] or {}).get("message", "")
+        rows.append((q["name"], q["priority"], conc, gpu, q["pending"], "yes" if q["paused"] else "", wait[:70]))
+    emit(args, data, table(rows, ("QUEUE", "PRIORITY", "RUNS", "GPUS", "PENDING", "PAUSED", "HEAD WAITS FOR")))
+    return 0
+
+
+def cmd_presets(args: argparse.Namespace) -> int:
+    c = find_server(args.url, args.token)
+    data = c.call("GET", "presets", project=args.project)
+    rows = [
+        (p["name"], p["kind"] or "", p["queue"] or "", json.dumps((p.get("resources") or {})), p["description"])
+        for p in data["presets"]
+    ]
+    emit(args, data, table(rows, ("PRESET", "KIND", "QUEUE", "RESOURCES", "DESCRIPTION")))
+    return 0
+
+
+def cmd_config(args: argparse.Namespace) -> int:
+    from .core.config import load_config_text
+    from .core.errors import ConfigErrors
+
+    text = Path(args.file).read_text()
+    try:
+        cfg = load_config_text(text)
+    except ConfigErrors as exc:
+        print(f"{args.file}: refused, nothing applied", file=sys.stderr)
+        for e in exc.errors:
+            print(f"  {e}", file=sys.stderr)
+        return 2
+    if args.action == "validate":
+        print(f"{args.file}: valid ({len(cfg.queues)} queues, {len(cfg.presets)} presets, {len(cfg.projects)} projects)")
+        return 0
+    c = find_server(args.url, args.token)
+    import yaml
+
+    r = c.call("PUT", "config", {"config": yaml.safe_load(text)}, dry_run="true" if args.dry_run else None)
+    verb = "would apply" if args.dry_run else "applied"
+    emit(args, r, f"{args.file}: {verb} as config version {r['version']}")
+    return 0
+
+
+def cmd_lab(args: argparse.Namespace, extra: list[str]) -> int:
+    """Start JupyterLab with the platform: example config, declared GPUs if none are found."""
+    from .executors.gpus import detect_gpus
+
+    config = args.config or str(EXAMPLE_CONFIG)
+    argv = ["jupyter", "lab", f"--GpuPlat.config_file={config}", f"--GpuPlat.default_user={args.user}"]
+    gpus = args.gpus
+    if gpus is None and not detect_gpus():
+        gpus = 4
+        print("gpuplat: no GPUs found by nvidia-smi; declaring 4 GPUs (labelled declared)", file=sys.stderr)
+    if gpus is not None:
+        argv.append(f"--LocalExecutor.gpus={gpus}")
+    if os.geteuid() == 0 and "--allow-root" not in extra:
+        argv.append("--allow-root")
+    exe = shutil.which("jupyter")
+    if exe is None:
+        raise CLIError("jupyter is not on PATH; install with pip install jupyter-gpuplat")
+    print("gpuplat: " + " ".join(argv + extra), file=sys.stderr)
+    os.execv(exe, argv + extra)
+    return 0  # pragma: no cover
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="gpuplat", description="Shared GPU queues from the command line.")
+    p.add_argument("--url", help="Jupyter server URL (default: GPUPLAT_URL or the running server)")
+    p.add_argument("--token", help="API token (default: GPUPLAT_TOKEN or the server's own)")
+    p.add_argument("--json", action="store_true", help="print JSON for scripts")
+    sub = p.add_subparsers(dest="cmd", required=True)
+
+    lab = sub.add_parser("lab", help="start JupyterLab with the platform (extra args go to jupyter lab)")
+    lab.add_argument("--config", help="platform config (default: the bundled example)")
+    lab.add_argument("--gpus", type=int, help="declare N GPUs instead of asking nvidia-smi")
+    lab.add_argument("--user", default="alice", help="platform user of the server's owner (default: alice)")
+
+    s = sub.add_parser("submit", help="submit a run")
+    s.add_argument("-p", "--project", required=True)
+    s.add_argument("--preset", action="append", help="preset to apply (repeat, in order)")
+    s.add_argument("-q", "--queue")
+    s.add_argument("--gpus", type=int)
+    s.add_argument("-n", "--name")
+    s.add_argument("-e", "--env", action="append", help="KEY=VALUE")
+    s.add_argument("-f", "--follow", action="store_true", help="follow the logs until the run ends")
+    s.add_argument("--preview", action="store_true", help="show the resolved spec and verdict; submit nothing")
+    s.add_argument("command", nargs=argparse.REMAINDER)
+
+    r = sub.add_parser("runs", help="list, show, explain, follow logs of, or stop runs")
+    r.add_argument("action", choices=["list", "show", "explain", "logs", "stop"])
+    r.add_argument("run_id", nargs="?")
+    r.add_argument("--project")
+    r.add_argument("--status")
+    r.add_argument("--queue")
+    r.add_argument("--limit", type=int, default=50)
+    r.add_argument("-f", "--follow", action="store_true")
+
+    sub.add_parser("queues", help="queues with live usage")
+    pr = sub.add_parser("presets", help="presets you may use")
+    pr.add_argument("--project")
+
+    c = sub.add_parser("config", help="validate or apply a platform config")
+    c.add_argument("action", choices=["validate", "apply"])
+    c.add_argument("file", nargs="?")
+    c.add_argument("-f", "--file", dest="file_opt")
+    c.add_argument("--dry-run", action="store_true")
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args, extra = parser.parse_known_args(argv)
+    try:
+        if args.cmd == "lab":
+            return cmd_lab(args, extra)
+        if extra:
+            parser.error(f"unrecognized arguments: {' '.join(extra)}")
+        if args.cmd == "config":
+            args.file = args.file_opt or args.file
+            if not args.file:
+                parser.error("config needs a file: gpuplat config validate FILE / gpuplat config apply -f FILE")
+        handler = {"submit": cmd_submit, "runs": cmd_runs, "queues": cmd_queues, "presets": cmd_presets,
+                   "config": cmd_config}[args.cmd]
+        return handler(args)
+    except CLIError as exc:
+        print(f"gpuplat: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,553 @@
+"""The local executor: each run is a process group on this machine.
+
+A run is `launcher.py` (the group and session leader) and, under it, the user's
+command, with stdout/stderr in `<workdir>/output.log` and its GPUs in
+`CUDA_VISIBLE_DEVICES`. The launcher leaves `<workdir>/.gpuplat/exit.json` when the
+command ends, so the outcome survives a server restart; a stop request leaves
+`stop.json` next to it, so a stop survives one too.
+
+Watching: children of this server are watched through a pidfd in the event loop (no
+polling); runs re-attached after a restart are not our children and share one poll
+loop. Nothing here writes run state: the final Observation goes to the observer.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import fcntl
+import json
+import os
+import signal
+import sys
+import time
+from collections.abc import Coroutine, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import psutil
+from traitlets import Bool, Float, Integer, Unicode
+
+from .base import (
+    FAILED,
+    RUNNING,
+    STOPPED,
+    SUCCEEDED,
+    Device,
+    Executor,
+    ExecutorError,
+    LaunchRequest,
+    Observation,
+    describe_returncode,
+)
+from .gpus import detect_gpus
+
+LAUNCHER = str(Path(__file__).with_name("launcher.py"))
+LOG_NAME = "output.log"
+STATE_DIR = ".gpuplat"
+EXIT_NAME = "exit.json"
+STOP_NAME = "stop.json"
+# psutil derives create_time from clock ticks; a reused pid starts at another time
+CREATE_TIME_TOLERANCE_SECONDS = 0.05
+# after SIGKILL, how long stop() waits for the watcher to report the end
+KILL_WAIT_SECONDS = 5.0
+SECRET_ENV = frozenset({"JUPYTER_TOKEN", "JPY_API_TOKEN"})
+SECRET_ENV_PREFIX = "GPUPLAT_TOKEN"
+# Ignored signals survive exec (the server ignores SIGPIPE); a run starts with defaults.
+_DEFAULT_SIGNALS = frozenset(signal.valid_signals()) - {signal.SIGKILL, signal.SIGSTOP}
+_ALIVE = object()
+
+
+def make_env(base: Mapping[str, str], req: LaunchRequest) -> dict[str, str]:
+    """The run's environment: `base` without server secrets, then the spec's env, then the platform's.
+
+    CUDA_VISIBLE_DEVICES, GPUPLAT_RUN_ID and GPUPLAT_ARTIFACTS_DIR come last so a
+    spec cannot widen its GPU assignment; it is "" for a run without GPUs.
+    """
+    env = {k: v for k, v in base.items() if k not in SECRET_ENV and not k.startswith(SECRET_ENV_PREFIX)}
+    env["PYTHONUNBUFFERED"] = "1"
+    for name, value in req.env.items():
+        if not isinstance(name, str) or not name or "=" in name or "\0" in name:
+            raise ExecutorError(f"run {req.run_id}: invalid environment variable name {name!r}")
+        if not isinstance(value, str) or "\0" in value:
+            raise ExecutorError(
+                f"run {req.run_id}: environment variable {name} must be a string without NUL, "
+                f"got {type(value).__name__}"
+            )
+        env[name] = value
+    env["CUDA_VISIBLE_DEVICES"] = ",".join(str(d) for d in req.devices)
+    env["GPUPLAT_RUN_ID"] = req.run_id
+    env["GPUPLAT_ARTIFACTS_DIR"] = req.workdir
+    return env
+
+
+def _read_json(path: str) -> dict[str, Any] | None:
+    try:
+        with open(path, encoding="utf-8") as f:
+            data = json.load(f)
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def _int(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _seconds(value: Any) -> str:
+    return f"{float(value):g} s"
+
+
+def make_final_observation(
+    run_id: str,
+    pid: int,
+    record: Mapping[str, Any] | None,
+    launcher_code: int | None,
+    stop: Mapping[str, Any] | None,
+    lost: str,
+) -> Observation:
+    """Turn what a run left behind into its final Observation.
+
+    `record` is the launcher's exit record, `launcher_code` the launcher's own
+    Popen-style code when we reaped it, `stop` the stop request (reason, time,
+    grace, whether SIGKILL was needed), `lost` the message for a run that left nothing.
+    """
+    returncode = _int(record.get("returncode")) if record else None
+    if record and stop and isinstance(record.get("finished_at"), (int, float)):
+        if record["finished_at"] < stop.get("requested_at", float("inf")):
+            stop = None  # it ended on its own before the stop request
+    if returncode is not None:
+        outcome, exit_code = describe_returncode(returncode), returncode
+    elif stop and stop.get("killed"):
+        outcome = (
+            f"still running {_seconds(stop.get('grace_seconds', 0))} after SIGTERM, "
+            f"so its process group was killed with SIGKILL ({int(signal.SIGKILL)})"
+        )
+        exit_code = -int(signal.SIGKILL)
+    elif launcher_code is not None:
+        outcome = f"its launcher (pid {pid}) {describe_returncode(launcher_code)} and left no exit record"
+        exit_code = launcher_code
+    else:
+        outcome, exit_code = lost, None
+
+    if stop:
+        if stop.get("reason") == "TimedOut":
+            head = f"exceeded its timeout of {_seconds(stop.get('timeout_seconds', 0))}"
+            return Observation(run_id, FAILED, "TimedOut", f"{head}; {outcome}", exit_code)
+        return Observation(run_id, STOPPED, "Stopped", f"stopped by request; {outcome}", exit_code)
+    if returncode is not None:
+        error = record.get("error") if record else None
+        if error:
+            return Observation(run_id, FAILED, "StartFailed", f"{error} (exit code {returncode})", returncode)
+        if returncode == 0:
+            return Observation(run_id, SUCCEEDED, "Completed", outcome, 0)
+        return Observation(run_id, FAILED, "Error" if returncode > 0 else "Signaled", outcome, returncode)
+    if launcher_code is not None:
+        return Observation(run_id, FAILED, "Signaled" if launcher_code < 0 else "Error", outcome, exit_code)
+    return Observation(run_id, FAILED, "Lost", outcome, None)
+
+
+def _open_log(path: str) -> int:
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o644)
+    if fd < 3:  # dup2 onto itself would keep O_CLOEXEC and the run would lose its output
+        moved = fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 3)
+        os.close(fd)
+        fd = moved
+    return fd
+
+
+def _create_time(pid: int) -> float:
+    try:
+        return psutil.Process(pid).create_time()
+    except psutil.Error:  # reaped by someone else already; the exit record still tells
+        return time.time()
+
+
+def _identify(pid: int, create_time: float) -> psutil.Process | None:
+    """The process with this pid, unless the pid now belongs to another process."""
+    try:
+        process = psutil.Process(pid)
+        if abs(process.create_time() - create_time) <= CREATE_TIME_TOLERANCE_SECONDS:
+            return process
+    except psutil.Error:
+        pass
+    return None
+
+
+@dataclass(eq=False)
+class _Run:
+    run_id: str
+    pid: int
+    create_time: float
+    exit_file: str
+    own: bool  # our child: watched through a pidfd and reaped here
+    timeout_seconds: float | None
+    process: psutil.Process | None = None  # for re-attached runs: identity-checked
+    stop: dict[str, Any] | None = None  # the stop request, as written to stop.json
+    done: asyncio.Event = field(default_factory=asyncio.Event)
+    pidfd: int | None = None
+    loop: asyncio.AbstractEventLoop | None = None
+    timer: asyncio.TimerHandle | None = None
+    stopping: asyncio.Future[None] | None = None
+
+    @property
+    def stop_file(self) -> str:
+        return os.path.join(os.path.dirname(self.exit_file), STOP_NAME)
+
+
+class LocalExecutor(Executor):
+    """Runs each submission as a process group on this machine."""
+
+    name = "local"
+
+    gpus = Integer(
+        None,
+        allow_none=True,
+        min=0,
+        help="Declare this many GPUs (devices 0..N-1) instead of asking nvidia-smi. None: detect with nvidia-smi.",
+    ).tag(config=True)
+    stop_grace_seconds = Float(
+        10.0,
+        min=0.0,
+        help="Seconds between SIGTERM and SIGKILL when a run is stopped or times out.",
+    ).tag(config=True)
+    inherit_env = Bool(
+        True,
+        help=(
+            "Pass the server's environment to runs, minus JUPYTER_TOKEN, JPY_API_TOKEN and GPUPLAT_TOKEN*. "
+            "When False a run sees only its spec's env and the platform variables."
+        ),
+    ).tag(config=True)
+    poll_interval_seconds = Float(
+        0.5,
+        min=0.01,
+        help="Seconds between checks of runs re-attached after a restart (they are not children of this server).",
+    ).tag(config=True)
+    nvidia_smi_path = Unicode("nvidia-smi", help="The nvidia-smi used to find GPUs when `gpus` is None.").tag(
+        config=True
+    )
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self._runs: dict[str, _Run] = {}
+        self._polled: dict[str, _Run] = {}
+        self._poll_task: asyncio.Task[None] | None = None
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._detected: list[Device] | None = None
+        self._closed = False
+
+    # -- devices ---------------------------------------------------------------------------
+
+    def devices(self) -> list[Device]:
+        """Declared GPUs, or those nvidia-smi finds (asked once per executor)."""
+        if self.gpus is not None:
+            return [Device(i, f"declared GPU {i}", None, None, declared=True) for i in range(self.gpus)]
+        if self._detected is None:
+            self._detected = detect_gpus(self.nvidia_smi_path)
+        return list(self._detected)
+
+    # -- submit ----------------------------------------------------------------------------
+
+    async def submit(self, req: LaunchRequest) -> dict[str, Any]:
+        loop = asyncio.get_running_loop()
+        if self._closed:
+            raise ExecutorError(f"run {req.run_id}: the local executor is closed")
+        if req.run_id in self._runs:
+            raise ExecutorError(f"run {req.run_id} is already running (pid {self._runs[req.run_id].pid})")
+        command = list(req.command)
+        if not command or not all(isinstance(arg, str) and arg for arg in command):
+            raise ExecutorError(f"run {req.run_id}: the command must be a non-empty list of strings, got {command!r}")
+        if not os.path.isabs(req.workdir):
+            raise ExecutorError(f"run {req.run_id}: workdir must be an absolute path, got {req.workdir!r}")
+        if not sys.executable:
+            raise ExecutorError(f"run {req.run_id}: cannot find the Python interpreter to run the launcher")
+        env = make_env(os.environ if self.inherit_env else {}, req)
+        workdir = req.workdir
+        exit_file = os.path.join(workdir, STATE_DIR, EXIT_NAME)
+        log_path = os.path.join(workdir, LOG_NAME)
+        try:
+            os.makedirs(os.path.dirname(exit_file), exist_ok=True)
+            for stale in (exit_file, os.path.join(workdir, STATE_DIR, STOP_NAME)):  # from an earlier attempt
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(stale)
+            log_fd = _open_log(log_path)
+        except OSError as exc:
+            raise ExecutorError(f"run {req.run_id}: cannot prepare {workdir}: {exc.strerror or exc}") from exc
+        # -I -S: the launcher needs only the stdlib and must not see the run's PYTHON* settings
+        argv = [sys.executable, "-I", "-S", LAUNCHER, "--exit-file", exit_file, "--cwd", workdir, "--", *command]
+        try:
+            pid = os.posix_spawn(
+                sys.executable,
+                argv,
+                env,
+                file_actions=[
+                    (os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
+                    (os.POSIX_SPAWN_DUP2, log_fd, 1),
+                    (os.POSIX_SPAWN_DUP2, log_fd, 2),
+                ],
+                setsid=True,
+                setsigmask=(),
+                setsigdef=_DEFAULT_SIGNALS,
+            )
+        except (OSError, ValueError) as exc:
+            raise ExecutorError(f"run {req.run_id}: cannot start the launcher ({sys.executable}): {exc}") from exc
+        finally:
+            os.close(log_fd)
+        run = _Run(req.run_id, pid, _create_time(pid), exit_file, own=True, timeout_seconds=req.timeout_seconds)
+        self._runs[run.run_id] = run
+        self._watch_child(run, loop)
+        if req.timeout_seconds:
+            self._arm_timeout(run, req.timeout_seconds)
+        # No await after this point: the final Observation cannot reach the observer before the handle is returned.
+        return {
+            "executor": self.name,
+            "pid": pid,
+            "create_time": run.create_time,
+            "workdir": workdir,
+            "log_path": log_path,
+            "exit_file": exit_file,
+            "devices": list(req.devices),
+            "timeout_seconds": req.timeout_seconds,
+        }
+
+    # -- attach ----------------------------------------------------------------------------
+
+    def attach(self, run_id: str, handle: Mapping[str, Any]) -> Observation:
+        """Find a run again after a restart; call it on the event-loop thread.
+
+        A final Observation is returned, not sent to the observer. A running process is
+        watched from now on and its final Observation goes to the observer.
+        """
+        known = self._runs.get(run_id)
+        if known is not None:
+            return Observation(run_id, RUNNING, "Reattached", f"process {known.pid} is already watched")
+        try:
+            pid = int(handle["pid"])
+            create_time = float(handle["create_time"])
+            exit_file = str(handle["exit_file"])
+            timeout = handle.get("timeout_seconds")
+            timeout_seconds = float(timeout) if timeout else None
+        except (KeyError, TypeError, ValueError) as exc:
+            return Observation(run_id, FAILED, "Lost", f"the run's handle is unusable ({exc!r}); nothing to re-attach to")
+        gone = f"process {pid} is gone and left no exit record (the machine may have restarted)"
+        run = _Run(run_id, pid, create_time, exit_file, own=False, timeout_seconds=timeout_seconds)
+        run.stop = _read_json(run.stop_file)
+        record = _read_json(exit_file)
+        if record is not None:
+            return make_final_observation(run_id, pid, record, None, run.stop, gone)
+        run.process = _identify(pid, create_time)
+        if run.process is None:
+            return make_final_observation(run_id, pid, None, None, run.stop, gone)
+        code = self._check_exit(run)
+        if code is not _ALIVE:
+            return make_final_observation(run_id, pid, _read_json(exit_file), code, run.stop, gone)  # type: ignore[arg-type]
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            raise ExecutorError(f"run {run_id}: attach must be called on the event-loop thread") from None
+        self._runs[run_id] = run
+        self._poll(run)
+        if timeout_seconds and run.stop is None:
+            self._arm_timeout(run, create_time + timeout_seconds - time.time())
+        return Observation(
+            run_id, RUNNING, "Reattached", f"re-attached to process {pid}, running for {time.time() - create_time:.0f} s"
+        )
+
+    # -- stop ------------------------------------------------------------------------------
+
+    async def stop(self, run_id: str, handle: Mapping[str, Any], grace_seconds: float | None = None) -> None:
+        """SIGTERM the run, SIGKILL its process group after the grace period.
+
+        The launcher passes SIGTERM on to its whole group. Returns once the run has
+        ended (its final Observation sent) or could not be confirmed to end.
+        """
+        grace = self.stop_grace_seconds if grace_seconds is None else max(0.0, float(grace_seconds))
+        run = self._runs.get(run_id)
+        if run is None:
+            observation = self.attach(run_id, handle)
+            if observation.final:
+                self._emit(observation)
+                return
+            run = self._runs[run_id]
+        await self._stop_run(run, "Stopped", grace)
+
+    async def _stop_run(self, run: _Run, reason: str, grace: float) -> None:
+        if run.stopping is None:  # a second request waits for the first
+            run.stopping = asyncio.ensure_future(self._terminate(run, reason, grace))
+        await asyncio.shield(run.stopping)
+
+    async def _terminate(self, run: _Run, reason: str, grace: float) -> None:
+        if run.stop is None:
+            run.stop = {
+                "reason": reason,
+                "requested_at": time.time(),
+                "grace_seconds": grace,
+                "timeout_seconds": run.timeout_seconds,
+                "killed": False,
+            }
+            self._write_stop(run)
+        self._signal(run, signal.SIGTERM, group=False)
+        if await self._wait_done(run, grace):
+            return
+        run.stop.update(killed=True, grace_seconds=grace)
+        self._write_stop(run)
+        self._signal(run, signal.SIGKILL, group=True)
+        if not await self._wait_done(run, KILL_WAIT_SECONDS):
+            self.log.warning("gpuplat: run %s (pid %d) still not gone %.0f s after SIGKILL", run.run_id, run.pid, KILL_WAIT_SECONDS)
+
+    def _write_stop(self, run: _Run) -> None:
+        tmp = f"{run.stop_file}.tmp"
+        try:
+            with open(tmp, "w", encoding="utf-8") as f:
+                json.dump(run.stop, f)
+            os.replace(tmp, run.stop_file)
+        except OSError as exc:  # the stop still happens; only a restart in the middle would miss it
+            self.log.warning("gpuplat: cannot record the stop request of run %s: %s", run.run_id, exc)
+
+    def _signal(self, run: _Run, signum: int, *, group: bool) -> None:
+        if run.done.is_set():
+            return
+        # Our own launcher's pid cannot be reused before we reap it; a re-attached one is checked first.
+        if not run.own and (run.process is None or not run.process.is_running()):
+            return
+        try:
+            if group:
+                os.killpg(run.pid, signum)
+            else:
+                os.kill(run.pid, signum)
+        except ProcessLookupError:
+            pass
+        except PermissionError as exc:
+            self.log.warning("gpuplat: cannot signal run %s (pid %d): %s", run.run_id, run.pid, exc)
+
+    @staticmethod
+    async def _wait_done(run: _Run, seconds: float) -> bool:
+        try:
+            await asyncio.wait_for(run.done.wait(), seconds)
+        except TimeoutError:
+            return False
+        return True
+
+    def _arm_timeout(self, run: _Run, delay: float) -> None:
+        run.timer = asyncio.get_running_loop().call_later(max(0.0, delay), self._on_timeout, run)
+
+    def _on_timeout(self, run: _Run) -> None:
+        run.timer = None
+        if self._runs.get(run.run_id) is run:
+            self._spawn(self._stop_run(run, "TimedOut", self.stop_grace_seconds))
+
+    # -- watching --------------------------------------------------------------------------
+
+    def _watch_child(self, run: _Run, loop: asyncio.AbstractEventLoop) -> None:
+        try:
+            run.pidfd = os.pidfd_open(run.pid)
+            loop.add_reader(run.pidfd, self._on_child_exit, run)
+            run.loop = loop
+        except (OSError, NotImplementedError, AttributeError):
+            if run.pidfd is not None:
+                os.close(run.pidfd)
+                run.pidfd = None
+            self._poll(run)  # no pidfd here: the shared poll loop reaps it instead
+
+    def _on_child_exit(self, run: _Run) -> None:
+        code = self._check_exit(run)
+        if code is not _ALIVE:
+            self._finish(run, code)  # type: ignore[arg-type]
+
+    def _poll(self, run: _Run) -> None:
+        self._polled[run.run_id] = run
+        if self._poll_task is None or self._poll_task.done():
+            self._poll_task = asyncio.get_running_loop().create_task(self._poll_loop(), name="gpuplat-local-poll")
+
+    async def _poll_loop(self) -> None:
+        while self._polled:
+            await asyncio.sleep(self.poll_interval_seconds)
+            for run in list(self._polled.values()):
+                try:
+                    code = self._check_exit(run)
+                    if code is not _ALIVE:
+                        self._finish(run, code)  # type: ignore[arg-type]
+                except Exception:
+                    self.log.exception("gpuplat: checking run %s (pid %d) failed", run.run_id, run.pid)
+
+    def _check_exit(self, run: _Run) -> object:
+        """_ALIVE, or the launcher's Popen-style code, or None when it ended where we cannot see how."""
+        if not run.own:
+            try:
+                if run.process is None or not run.process.is_running():
+                    return None
+                if run.process.status() != psutil.STATUS_ZOMBIE:
+                    return _ALIVE
+            except psutil.NoSuchProcess:
+                return None
+            except psutil.Error:
+                return _ALIVE
+        try:  # WNOWAIT: look without reaping, so the pid stays reserved until its group is cleaned
+            info = os.waitid(os.P_PID, run.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+        except ChildProcessError:
+            return None  # not our child, or reaped elsewhere
+        if info is None:
+            return _ALIVE
+        # The run is over: whatever it left running in its group would hold GPUs nobody accounts for.
+        with contextlib.suppress(OSError):
+            os.killpg(run.pid, signal.SIGKILL)
+        with contextlib.suppress(ChildProcessError):
+            os.waitpid(run.pid, 0)
+        return info.si_status if info.si_code == os.CLD_EXITED else -info.si_status
+
+    def _unwatch(self, run: _Run) -> None:
+        if run.pidfd is not None:
+            if run.loop is not None and not run.loop.is_closed():
+                run.loop.remove_reader(run.pidfd)
+            os.close(run.pidfd)
+            run.pidfd = None
+        if run.timer is not None:
+            run.timer.cancel()
+            run.timer = None
+        self._polled.pop(run.run_id, None)
+
+    def _finish(self, run: _Run, launcher_code: int | None) -> None:
+        if self._runs.get(run.run_id) is not run:
+            return
+        del self._runs[run.run_id]
+        self._unwatch(run)
+        lost = f"process {run.pid} ended without leaving an exit record"
+        observation = make_final_observation(
+            run.run_id, run.pid, _read_json(run.exit_file), launcher_code, run.stop, lost
+        )
+        run.done.set()
+        self._emit(observation)
+
+    def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.get_running_loop().create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._task_done)
+
+    def _task_done(self, task: asyncio.Task[None]) -> None:
+        self._tasks.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            self.log.error("gpuplat: local executor task failed", exc_info=task.exception())
+
+    # -- the rest --------------------------------------------------------------------------
+
+    def log_path(self, handle: Mapping[str, Any]) -> str:
+        path = handle.get("log_path")
+        return str(path) if path else os.path.join(str(handle["workdir"]), LOG_NAME)
+
+    async def close(self) -> None:
+        """Stop watching and cancel pending stops; running processes are left running."""
+        self._closed = True
+        tasks: list[asyncio.Future[None]] = list(self._tasks)
+        if self._poll_task is not None:
+            tasks.append(self._poll_task)
+        for run in self._runs.values():
+            self._unwatch(run)
+            if run.stopping is not None:
+                tasks.append(run.stopping)
+        self._runs.clear()
+        self._polled.clear()
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        self._poll_task = None

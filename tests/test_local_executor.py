@@ -1,0 +1,528 @@
+"""The local executor against real processes: no mocks, no fixed sleeps.
+
+Tests are sync and drive their scenario with asyncio.run, so they need no async
+pytest plugin. Waits are on conditions with deadlines; every process group a test
+started is killed and reaped in the `harness` finalizer.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import signal
+import sys
+import time
+from collections.abc import Coroutine, Iterator
+from pathlib import Path
+from typing import Any
+
+import psutil
+import pytest
+
+from jupyter_gpuplat.executors.base import Device, ExecutorError, LaunchRequest, Observation
+from jupyter_gpuplat.executors.gpus import detect_gpus, parse_nvidia_smi
+from jupyter_gpuplat.executors.local import LocalExecutor
+
+PY = sys.executable
+DEADLINE = 10.0
+
+SLEEPER = "import os, time; print('ready', os.getpid(), flush=True); time.sleep(60)"
+STUBBORN = (
+    "import os, signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); "
+    "print('ready', os.getpid(), flush=True); time.sleep(60)"
+)
+# prints a line, waits for a file the test creates, prints again, exits with argv[2]
+WAIT_FOR_FILE = (
+    "import os, sys, time\n"
+    "print('first line', flush=True)\n"
+    "while not os.path.exists(sys.argv[1]):\n"
+    "    time.sleep(0.01)\n"
+    "print('second line', flush=True)\n"
+    "sys.exit(int(sys.argv[2]))\n"
+)
+# a graceful process that also starts one grandchild; each counts the SIGTERMs it gets
+GRACEFUL = """
+import os, signal, subprocess, sys, time
+hits = []
+signal.signal(signal.SIGTERM, lambda signum, frame: hits.append(signum))
+kid = subprocess.Popen([sys.executable, __file__]) if sys.argv[1:] == ["spawn"] else None
+print("ready", os.getpid(), flush=True)
+while not hits:
+    time.sleep(0.01)
+time.sleep(0.3)  # a second SIGTERM would arrive in this window
+print(f"{os.getpid()} got SIGTERM x{len(hits)}", flush=True)
+if kid is not None:
+    kid.wait()
+"""
+
+
+def run_async(coro: Coroutine[Any, Any, Any]) -> Any:
+    return asyncio.run(asyncio.wait_for(coro, 60))
+
+
+class Collector:
+    """The observer: keeps every Observation, lets a test await a run's final one."""
+
+    def __init__(self) -> None:
+        self.seen: list[Observation] = []
+        self._events: dict[str, asyncio.Event] = {}
+
+    def __call__(self, observation: Observation) -> None:
+        self.seen.append(observation)
+        self._event(observation.run_id).set()
+
+    def _event(self, run_id: str) -> asyncio.Event:
+        return self._events.setdefault(run_id, asyncio.Event())
+
+    async def final(self, run_id: str) -> Observation:
+        await asyncio.wait_for(self._event(run_id).wait(), DEADLINE)
+        [observation] = [o for o in self.seen if o.run_id == run_id]
+        return observation
+
+
+class Harness:
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.handles: list[dict[str, Any]] = []
+
+    def executor(self, **config: Any) -> tuple[LocalExecutor, Collector]:
+        executor = LocalExecutor(**config)
+        collector = Collector()
+        executor.set_observer(collector)
+        return executor, collector
+
+    def request(self, run_id: str, command: list[str], **fields: Any) -> LaunchRequest:
+        fields.setdefault("env", {})
+        fields.setdefault("devices", ())
+        return LaunchRequest(run_id=run_id, command=command, workdir=str(self.root / "runs" / run_id), **fields)
+
+    async def submit(self, executor: LocalExecutor, req: LaunchRequest) -> dict[str, Any]:
+        handle = await executor.submit(req)
+        self.handles.append(handle)
+        return handle
+
+    def cleanup(self) -> None:
+        groups = {h["pid"] for h in self.handles}
+        for pgid in groups:
+            with contextlib.suppress(OSError):
+                os.killpg(pgid, signal.SIGKILL)
+        deadline = time.monotonic() + DEADLINE
+        for pid in groups:  # reap launchers a closed executor left to us
+            while time.monotonic() < deadline:
+                try:
+                    if os.waitpid(pid, os.WNOHANG)[0]:
+                        break
+                except ChildProcessError:
+                    break
+                time.sleep(0.01)
+        leftovers = [p for p in psutil.process_iter() if _pgid(p.pid) in groups and not _ended(p.pid)]
+        assert not leftovers, f"processes left behind: {leftovers}"
+
+
+def _pgid(pid: int) -> int | None:
+    try:
+        return os.getpgid(pid)
+    except OSError:
+        return None
+
+
+def _ended(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return True
+
+
+@pytest.fixture
+def harness(tmp_path: Path) -> Iterator[Harness]:
+    h = Harness(tmp_path)
+    try:
+        yield h
+    finally:
+        h.cleanup()
+
+
+async def wait_for_log(path: str, text: str, count: int = 1) -> str:
+    deadline = time.monotonic() + DEADLINE
+    while True:
+        content = Path(path).read_text() if os.path.exists(path) else ""
+        if content.count(text) >= count:
+            return content
+        assert time.monotonic() < deadline, f"{text!r} not in {path} after {DEADLINE} s: {content!r}"
+        await asyncio.sleep(0.02)
+
+
+async def wait_until_ended(pid: int) -> None:
+    deadline = time.monotonic() + DEADLINE
+    while not _ended(pid):
+        assert time.monotonic() < deadline, f"process {pid} still running after {DEADLINE} s"
+        await asyncio.sleep(0.02)
+
+
+def ready_pid(log: str) -> int:
+    return int(next(line for line in log.splitlines() if line.startswith("ready")).split()[1])
+
+
+# -- outcomes -------------------------------------------------------------------------------
+
+
+def test_success_reports_completed_and_keeps_stdout_and_stderr(harness: Harness) -> None:
+    async def scenario() -> None:
+        executor, seen = harness.executor()
+        req = harness.request("ok", [PY, "-c", "import sys; print('hello out'); print('hello err', file=sys.stderr)"])
+        handle = await harness.submit(executor, req)
+        assert json.loads(json.dumps(handle)) == handle
+        assert handle["executor"] == "local" and handle["pid"] > 0
+        assert executor.log_path(handle) == handle["log_path"] == os.path.join(req.workdir, "output.log")
+        assert await seen.final("ok") == Observation("ok", "succeeded", "Completed", "exited with code 0", 0)
+        log = Path(handle["log_path"]).read_text()
+        assert "hello out" in log and "hello err" in log
+        await executor.close()
+
+    run_async(scenario())
+
+
+def test_nonzero_exit_fails_with_the_code(harness: Harness) -> None:
+    async def scenario() -> None:
+        executor, seen = harness.executor()
+        await harness.submit(executor, harness.request("bad", [PY, "-c", "import sys; sys.exit(3)"]))
+        assert await seen.final("bad") == Observation("bad", "failed", "Error", "exited with code 3", 3)
+        await executor.close()
+
+    run_async(scenario())
+
+
+def test_death_by_signal_is_reported_with_the_signal_name(harness: Harness) -> None:
+    async def scenario() -> None:
+        executor, seen = harness.executor()
+        await harness.submit(executor, harness.request("sig", [PY, "-c", "import os; os.kill(os.getpid(), 9)"]))
+        observation = await seen.final("sig")
+        assert observation == Observation("sig", "failed", "Signaled", "killed by signal SIGKILL (9)", -9)
+        await executor.close()
+
+    run_async(scenario())
+
+
+def test_missing_command_fails_127_with_the_error_in_the_log(harness: Harness) -> None:
+    async def scenario() -> None:
+        executor, seen = harness.executor()
+        handle = await harness.submit(executor, harness.request("nope", ["gpuplat-no-such-command"]))
+        observation = await seen.final("nope")
+        assert (observation.status, observation.reason, observation.exit_code) == ("failed", "StartFailed", 127)
+        assert "gpuplat-no-such-command" in observation.message
+        log = Path(handle["log_path"]).read_text()
+        assert "cannot run 'gpuplat-no-such-command'" in log and "No such file or directory" in log
+        await executor.close()
+
+    run_async(scenario())
+
+
+# -- environment ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("devices", "expected"), [((1, 3), "1,3"), ((0,), "0"), ((), "")])
+def test_child_sees_exactly_its_devices(harness: Harness, devices: tuple[int, ...], expected: str) -> None:
+    async def scenario() -> None:
+        executor, seen = harness.executor()
+        script = "import os; print('CVD=' + repr(os.environ.get('CUDA_VISIBLE_DEVICES')))"
+        handle = await harness.submit(executor, harness.request("gpu", [PY, "-c", script], devices=devices))
+        assert (await seen.final("gpu")).status == "succeeded"
+        assert f"CVD={expected!r}" in Path(handle["log_path"]).read_text()
+        await executor.close()
+
+    run_async(scenario())
+
+
+@pytest.mark.parametrize("inherit_env", [True, False])
+def test_spec_env_reaches_the_child_and_server_secrets_do_not(
+    harness: Harness, monkeypatch: pytest.MonkeyPatch, inherit_env: bool
+) -> None:
+    monkeypatch.setenv("JUPYTER_TOKEN", "secret-1")
+    monkeypatch.setenv("JPY_API_TOKEN", "secret-2")
+    monkeypatch.setenv("GPUPLAT_TOKEN_ADMIN", "secret-3")
+    monkeypatch.setenv("GPUPLAT_TEST_INHERITED", "from-server")
+    names = [
+        "FOO", "CUDA_VISIBLE_DEVICES", "GPUPLAT_RUN_ID", "GPUPLAT_ARTIFACTS_DIR", "PYTHONUNBUFFERED",
+        "JUPYTER_TOKEN", "JPY_API_TOKEN", "GPUPLAT_TOKEN_ADMIN", "GPUPLAT_TEST_INHERITED",
+    ]  # fmt: skip
+    script = f"import json, os; print(json.dumps({{'cwd': os.getcwd(), **{{n: os.environ.get(n) for n in {names!r}}}}}))"
+
+    async def scenario() -> None:
+        executor, seen = harness.executor(inherit_env=inherit_env)
+        env = {"FOO": "bar baz", "CUDA_VISIBLE_DEVICES": "0,1,2,3"}  # the spec cannot widen its devices
+        req = harness.request("env", [PY, "-c", script], env=env, devices=(2,))
+        handle = await harness.submit(executor, req)
+        assert (await seen.final("env")).status == "succeeded"
+        seen_env = json.loads(Path(handle["log_path"]).read_text().splitlines()[-1])
+        assert seen_env == {
+            "cwd": req.workdir,
+            "FOO": "bar baz",
+            "CUDA_VISIBLE_DEVICES": "2",
+            "GPUPLAT_RUN_ID": "env",
+            "GPUPLAT_ARTIFACTS_DIR": req.workdir,
+            "PYTHONUNBUFFERED": "1",
+            "JUPYTER_TOKEN": None,
+            "JPY_API_TOKEN": None,
+            "GPUPLAT_TOKEN_ADMIN": None,
+            "GPUPLAT_TEST_INHERITED": "from-server" if inherit_env else None,
+        }
+        await executor.close()
+
+    run_async(scenario())
+
+
+def test_bad_requests_are_refused_with_a_clear_message(harness: Harness) -> None:
+    async def scenario() -> None:
+        executor, _ = harness.executor()
+        with pytest.raises(ExecutorError, match="absolute"):
+            await executor.submit(LaunchRequest("rel", [PY, "-c", "pass"], {}, (), "relative/dir"))
+        with pytest.raises(ExecutorError, match="non-empty list"):
+            await executor.submit(harness.request("empty", []))
+        with pytest.raises(ExecutorError, match="FOO must be a string"):
+            await executor.submit(harness.request("badenv", [PY, "-c", "pass"], env={"FOO": 1}))
+        await harness.submit(executor, harness.request("twice", [PY, "-c", SLEEPER]))
+        with pytest.raises(ExecutorError, match="already running"):
+            await executor.submit(harness.request("twice", [PY, "-c", SLEEPER]))
+        await executor.close()
+
+    run_async(scenario())
+
+
+# -- logs -----------------------------------------------------------------------------------
+
+
+def test_log_grows_while_the_process_runs(harness: Harness) -> None:
+    async def scenario() -> None:
+        executor, seen = harness.executor()
+        go = harness.root / "go"
+        handle = await harness.submit(executor, harness.request("live", [PY, "-c", WAIT_FOR_FILE, str(go), "0"]))
+        log = await wait_for_log(handle["log_path"], "first line")
+        assert "second line" not in log
+        assert seen.seen == []  # still running while its first line is readable
+        go.touch()
+        assert (await seen.final("live")).status == "succeeded"
+        assert Path(handle["log_path"]).read_text().splitlines() == ["first line", "second line"]
+        await executor.close()
+
+    run_async(scenario())
+
+
+# -- stop and timeout -----------------------------------------------------------------------
+
+
+def test_stop_terminates_a_sleeping_process(harness: Harness) -> None:
+    async def scenario() -> None:
+        executor, seen = harness.executor()
+        handle = await harness.submit(executor, harness.request("nap", [PY, "-c", SLEEPER]))
+        child = ready_pid(await wait_for_log(handle["log_path"], "ready"))
+        await executor.stop("nap", handle, grace_seconds=DEADLINE)
+        # stop returns once the run has ended and its final Observation was sent
+        assert seen.seen == [
+            Observation("nap", "stopped", "Stopped", "stopped by request; killed by signal SIGTERM (15)", -15)
+        ]
+        await wait_until_ended(child)
+        await executor.stop("nap", handle)  # stopping a finished run is harmless
+        await executor.close()
+
+    run_async(scenario())
+
+
+def test_stop_reaches_the_whole_group_once_and_allows_a_graceful_exit(harness: Harness) -> None:
+    script = harness.root / "graceful.py"
+    script.write_text(GRACEFUL)
+
+    async def scenario() -> None:
+        executor, seen = harness.executor()
+        handle = await harness.submit(executor, harness.request("grace", [PY, str(script), "spawn"]))
+        log = await wait_for_log(handle["log_path"], "ready", count=2)  # the child and its grandchild
+        await executor.stop("grace", handle, grace_seconds=DEADLINE)
+        observation = await seen.final("grace")
+        assert observation == Observation("grace", "stopped", "Stopped", "stopped by request; exited with code 0", 0)
+        log = Path(handle["log_path"]).read_text()
+        assert sorted(line for line in log.splitlines() if "SIGTERM" in line) == sorted(
+            f"{line.split()[1]} got SIGTERM x1" for line in log.splitlines() if line.startswith("ready")
+        )
+        await executor.close()
+
+    run_async(scenario())
+
+
+def test_stop_kills_a_process_that_ignores_sigterm_after_the_grace(harness: Harness) -> None:
+    async def scenario() -> None:
+        executor, seen = harness.executor()
+        handle = await harness.submit(executor, harness.request("stubborn", [PY, "-c", STUBBORN]))
+        child = ready_pid(await wait_for_log(handle["log_path"], "ready"))
+        await executor.stop("stubborn", handle, grace_seconds=0.5)
+        observation = await seen.final("stubborn")
+        assert (observation.status, observation.reason, observation.exit_code) == ("stopped", "Stopped", -9)
+        assert observation.message == (
+            "stopped by request; still running 0.5 s after SIGTERM, so its process group was killed with SIGKILL (9)"
+        )
+        await wait_until_ended(child)
+        await executor.close()
+
+    run_async(scenario())
+
+
+def test_timeout_stops_the_run_as_timed_out(harness: Harness) -> None:
+    async def scenario() -> None:
+        executor, seen = harness.executor()
+        await harness.submit(executor, harness.request("slow", [PY, "-c", SLEEPER], timeout_seconds=1))
+        observation = await seen.final("slow")
+        assert observation == Observation(
+            "slow", "failed", "TimedOut", "exceeded its timeout of 1 s; killed by signal SIGTERM (15)", -15
+        )
+        await executor.close()
+
+    run_async(scenario())
+
+
+def test_the_run_group_is_cleaned_up_when_the_command_ends(harness: Harness) -> None:
+    async def scenario() -> None:
+        executor, seen = harness.executor()
+        handle = await harness.submit(executor, harness.request("bg", ["/bin/sh", "-c", "sleep 60 & echo ready $!"]))
+        assert (await seen.final("bg")).status == "succeeded"
+        await wait_until_ended(ready_pid(Path(handle["log_path"]).read_text()))
+        await executor.close()
+
+    run_async(scenario())
+
+
+# -- restart --------------------------------------------------------------------------------
+
+
+def test_attach_after_restart_follows_the_run_to_its_end(harness: Harness) -> None:
+    go = harness.root / "go"
+
+    async def first_server() -> dict[str, Any]:
+        executor, seen = harness.executor()
+        handle = await harness.submit(executor, harness.request("long", [PY, "-c", WAIT_FOR_FILE, str(go), "5"]))
+        await wait_for_log(handle["log_path"], "first line")
+        await executor.close()
+        assert seen.seen == []
+        return handle
+
+    async def second_server(handle: dict[str, Any]) -> None:
+        executor, seen = harness.executor(poll_interval_seconds=0.05)
+        observation = executor.attach("long", handle)
+        assert (observation.status, observation.reason) == ("running", "Reattached")
+        assert str(handle["pid"]) in observation.message
+        go.touch()
+        assert await seen.final("long") == Observation("long", "failed", "Error", "exited with code 5", 5)
+        await executor.close()
+
+    handle = run_async(first_server())
+    assert not _ended(handle["pid"])  # closing the executor (and its loop) left the run running
+    run_async(second_server(handle))
+
+
+def test_a_reattached_run_can_be_stopped(harness: Harness) -> None:
+    async def first_server() -> dict[str, Any]:
+        executor, _ = harness.executor()
+        handle = await harness.submit(executor, harness.request("adopted", [PY, "-c", SLEEPER]))
+        await wait_for_log(handle["log_path"], "ready")
+        await executor.close()
+        return handle
+
+    async def second_server(handle: dict[str, Any]) -> None:
+        executor, seen = harness.executor(poll_interval_seconds=0.05)
+        assert executor.attach("adopted", handle).reason == "Reattached"
+        await executor.stop("adopted", handle, grace_seconds=DEADLINE)
+        assert await seen.final("adopted") == Observation(
+            "adopted", "stopped", "Stopped", "stopped by request; killed by signal SIGTERM (15)", -15
+        )
+        await executor.close()
+
+    run_async(second_server(run_async(first_server())))
+
+
+def test_the_timeout_still_applies_after_a_restart(harness: Harness) -> None:
+    async def first_server() -> dict[str, Any]:
+        executor, _ = harness.executor()
+        handle = await harness.submit(executor, harness.request("deadline", [PY, "-c", SLEEPER], timeout_seconds=1))
+        await executor.close()
+        return handle
+
+    async def second_server(handle: dict[str, Any]) -> None:
+        executor, seen = harness.executor(poll_interval_seconds=0.05)
+        assert executor.attach("deadline", handle).status == "running"
+        observation = await seen.final("deadline")
+        assert (observation.status, observation.reason) == ("failed", "TimedOut")
+        await executor.close()
+
+    run_async(second_server(run_async(first_server())))
+
+
+def test_attach_reads_the_exit_record_of_a_finished_run(harness: Harness) -> None:
+    async def first_server() -> dict[str, Any]:
+        executor, seen = harness.executor()
+        handle = await harness.submit(executor, harness.request("done", [PY, "-c", "import sys; sys.exit(4)"]))
+        await seen.final("done")
+        await executor.close()
+        return handle
+
+    handle = run_async(first_server())
+    executor, seen = harness.executor()
+    # a finished run needs no event loop: the answer is the return value, not an observer call
+    assert executor.attach("done", handle) == Observation("done", "failed", "Error", "exited with code 4", 4)
+    assert seen.seen == []
+
+
+def test_attach_to_a_reused_pid_reports_lost(harness: Harness) -> None:
+    me = psutil.Process()
+    executor, seen = harness.executor()
+    handle = {
+        "pid": me.pid,  # alive, but started at another time: not our run
+        "create_time": me.create_time() - 100.0,
+        "exit_file": str(harness.root / "runs" / "old" / ".gpuplat" / "exit.json"),
+    }
+    assert executor.attach("old", handle) == Observation(
+        "old", "failed", "Lost", f"process {me.pid} is gone and left no exit record (the machine may have restarted)"
+    )
+    broken = executor.attach("broken", {"exit_file": "/nonexistent"})
+    assert (broken.status, broken.reason) == ("failed", "Lost")
+    assert seen.seen == []
+
+
+# -- devices --------------------------------------------------------------------------------
+
+NVIDIA_SMI_TEXT = """\
+0, NVIDIA H100 80GB HBM3, 81559, GPU-4a3b2c1d-0000-1111-2222-333344445555
+1, NVIDIA A100-SXM4-40GB, 40960, GPU-aaaaaaaa-bbbb-cccc-dddd-eeeeeeeeeeee
+
+2, Tesla T4, [N/A], [N/A]
+No devices were found
+"""
+
+
+def test_parse_nvidia_smi_reads_index_name_memory_and_uuid() -> None:
+    assert parse_nvidia_smi(NVIDIA_SMI_TEXT) == [
+        Device(0, "NVIDIA H100 80GB HBM3", 81559, "GPU-4a3b2c1d-0000-1111-2222-333344445555", declared=False),
+        Device(1, "NVIDIA A100-SXM4-40GB", 40960, "GPU-aaaaaaaa-bbbb-cccc-dddd-eeeeeeeeeeee", declared=False),
+        Device(2, "Tesla T4", None, None, declared=False),
+    ]
+    assert parse_nvidia_smi("") == []
+    assert parse_nvidia_smi("No devices were found\n") == []
+
+
+def test_detect_gpus_runs_nvidia_smi_and_survives_its_absence(tmp_path: Path) -> None:
+    fake = tmp_path / "nvidia-smi"
+    fake.write_text(f"#!/bin/sh\ncat <<'EOF'\n{NVIDIA_SMI_TEXT}EOF\n")
+    fake.chmod(0o755)
+    broken = tmp_path / "broken-smi"
+    broken.write_text("#!/bin/sh\necho 'NVIDIA-SMI has failed'\nexit 9\n")
+    broken.chmod(0o755)
+    assert [d.index for d in detect_gpus(str(fake))] == [0, 1, 2]
+    assert detect_gpus(str(broken)) == []
+    assert detect_gpus(str(tmp_path / "missing")) == []
+    assert [d.name for d in LocalExecutor(nvidia_smi_path=str(fake)).devices()][:1] == ["NVIDIA H100 80GB HBM3"]
+
+
+def test_declared_gpus_are_labelled_declared() -> None:
+    assert LocalExecutor(gpus=2).devices() == [
+        Device(0, "declared GPU 0", None, None, declared=True),
+        Device(1, "declared GPU 1", None, None, declared=True),
+    ]
+    assert LocalExecutor(gpus=0).devices() == []
