@@ -247,7 +247,9 @@ def test_spec_env_reaches_the_child_and_server_secrets_do_not(
         "FOO", "CUDA_VISIBLE_DEVICES", "GPUPLAT_RUN_ID", "GPUPLAT_ARTIFACTS_DIR", "PYTHONUNBUFFERED",
         "JUPYTER_TOKEN", "JPY_API_TOKEN", "GPUPLAT_TOKEN_ADMIN", "GPUPLAT_TEST_INHERITED",
     ]  # fmt: skip
-    script = f"import json, os; print(json.dumps({{'cwd': os.getcwd(), **{{n: os.environ.get(n) for n in {names!r}}}}}))"
+    script = (
+        f"import json, os; print(json.dumps({{'cwd': os.getcwd(), **{{n: os.environ.get(n) for n in {names!r}}}}}))"
+    )
 
     async def scenario() -> None:
         executor, seen = harness.executor(inherit_env=inherit_env)

@@ -135,6 +135,9 @@ def validation_messages(exc: ValidationError, model: type[BaseModel] | None = No
         typ = err["type"]
         if typ == "extra_forbidden":
             msg = "unknown field"
+        elif typ == "string_pattern_mismatch" and (err.get("ctx") or {}).get("pattern") != NAME_PATTERN:
+            # the friendly text describes NAME_PATTERN only; other patterns (env names) are shown as is
+            msg = f"must match the pattern {(err.get('ctx') or {}).get('pattern')}"
         elif typ in _FRIENDLY:
             try:
                 msg = _FRIENDLY[typ].format(**(err.get("ctx") or {}))

@@ -6,6 +6,7 @@ Internally cpu is millicores and memory bytes, both ints, so sums are exact.
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
 from typing import Any
@@ -25,6 +26,8 @@ def parse_cpu(value: Any) -> int:
     if isinstance(value, bool):
         raise ValueError("must be a number of cores or a quantity like '500m'")
     if isinstance(value, (int, float)):
+        if isinstance(value, float) and not math.isfinite(value):
+            raise ValueError(f"invalid cpu quantity {value!r}: must be a finite number of cores")
         if value < 0:
             raise ValueError("must be >= 0")
         return int(round(value * 1000))
@@ -44,6 +47,8 @@ def parse_memory(value: Any) -> int:
     if isinstance(value, bool):
         raise ValueError("must be a quantity like '16Gi'")
     if isinstance(value, (int, float)):
+        if isinstance(value, float) and not math.isfinite(value):
+            raise ValueError(f"invalid memory quantity {value!r}: must be a finite number of bytes")
         if value < 0:
             raise ValueError("must be >= 0")
         return int(value)

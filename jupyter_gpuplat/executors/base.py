@@ -148,4 +148,3 @@ class Executor(LoggingConfigurable, metaclass=_ExecutorMeta):
     @abc.abstractmethod
     async def close(self) -> None:
         """Stop watching. Must not stop running work: a restarted server re-attaches to it."""
-

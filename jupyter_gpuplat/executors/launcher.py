@@ -96,7 +96,9 @@ def write_exit_record(path: str, record: dict[str, object]) -> None:
 
 def not_started(exit_file: str, error: str) -> int:
     print(f"gpuplat: {error}", file=sys.stderr, flush=True)
-    write_exit_record(exit_file, {"returncode": NOT_STARTED, "signal": None, "finished_at": time.time(), "error": error})
+    write_exit_record(
+        exit_file, {"returncode": NOT_STARTED, "signal": None, "finished_at": time.time(), "error": error}
+    )
     return NOT_STARTED
 
 
@@ -115,8 +117,8 @@ def main(argv: list[str] | None = None) -> int:
     except OSError as exc:
         return not_started(exit_file, f"cannot run {command[0]!r}: {exc.strerror or exc}")
     forwarder.child = child
-    for signum in forwarder.pending:
-        forwarder.forward(signum)
+    for pending in forwarder.pending:
+        forwarder.forward(pending)
     returncode = child.wait()
     write_exit_record(
         exit_file,

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import enum
 import fcntl
 import json
 import os
@@ -24,7 +25,7 @@ import time
 from collections.abc import Coroutine, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Final, Literal
 
 import psutil
 from traitlets import Bool, Float, Integer, Unicode
@@ -56,7 +57,13 @@ SECRET_ENV = frozenset({"JUPYTER_TOKEN", "JPY_API_TOKEN"})
 SECRET_ENV_PREFIX = "GPUPLAT_TOKEN"
 # Ignored signals survive exec (the server ignores SIGPIPE); a run starts with defaults.
 _DEFAULT_SIGNALS = frozenset(signal.valid_signals()) - {signal.SIGKILL, signal.SIGSTOP}
-_ALIVE = object()
+
+
+class _State(enum.Enum):
+    ALIVE = "alive"
+
+
+_ALIVE: Final = _State.ALIVE
 
 
 def make_env(base: Mapping[str, str], req: LaunchRequest) -> dict[str, str]:
@@ -114,9 +121,9 @@ def make_final_observation(
     grace, whether SIGKILL was needed), `lost` the message for a run that left nothing.
     """
     returncode = _int(record.get("returncode")) if record else None
-    if record and stop and isinstance(record.get("finished_at"), (int, float)):
-        if record["finished_at"] < stop.get("requested_at", float("inf")):
-            stop = None  # it ended on its own before the stop request
+    finished_at = record.get("finished_at") if record else None
+    if stop and isinstance(finished_at, (int, float)) and finished_at < stop.get("requested_at", float("inf")):
+        stop = None  # it ended on its own before the stop request
     if returncode is not None:
         outcome, exit_code = describe_returncode(returncode), returncode
     elif stop and stop.get("killed"):
@@ -126,7 +133,8 @@ def make_final_observation(
         )
         exit_code = -int(signal.SIGKILL)
     elif launcher_code is not None:
-        outcome = f"its launcher (pid {pid}) {describe_returncode(launcher_code)} and left no exit record"
+        was = "was " if launcher_code < 0 else ""
+        outcome = f"its launcher (pid {pid}) {was}{describe_returncode(launcher_code)} and left no exit record"
         exit_code = launcher_code
     else:
         outcome, exit_code = lost, None
@@ -155,6 +163,28 @@ def _open_log(path: str) -> int:
         os.close(fd)
         fd = moved
     return fd
+
+
+def _spawn_launcher(argv: list[str], env: dict[str, str], log_fd: int) -> int:
+    """Start the launcher as a new session leader with its output in the log.
+
+    posix_spawn returns once the launcher is exec'd (vfork-style), well under a
+    millisecond of work, so it runs on the event loop rather than in a thread: a
+    cancelled await in between could otherwise leave a process nobody watches.
+    """
+    return os.posix_spawn(
+        argv[0],
+        argv,
+        env,
+        file_actions=[
+            (os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
+            (os.POSIX_SPAWN_DUP2, log_fd, 1),
+            (os.POSIX_SPAWN_DUP2, log_fd, 2),
+        ],
+        setsid=True,
+        setsigmask=(),
+        setsigdef=_DEFAULT_SIGNALS,
+    )
 
 
 def _create_time(pid: int) -> float:
@@ -277,19 +307,7 @@ class LocalExecutor(Executor):
         # -I -S: the launcher needs only the stdlib and must not see the run's PYTHON* settings
         argv = [sys.executable, "-I", "-S", LAUNCHER, "--exit-file", exit_file, "--cwd", workdir, "--", *command]
         try:
-            pid = os.posix_spawn(
-                sys.executable,
-                argv,
-                env,
-                file_actions=[
-                    (os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
-                    (os.POSIX_SPAWN_DUP2, log_fd, 1),
-                    (os.POSIX_SPAWN_DUP2, log_fd, 2),
-                ],
-                setsid=True,
-                setsigmask=(),
-                setsigdef=_DEFAULT_SIGNALS,
-            )
+            pid = _spawn_launcher(argv, env, log_fd)
         except (OSError, ValueError) as exc:
             raise ExecutorError(f"run {req.run_id}: cannot start the launcher ({sys.executable}): {exc}") from exc
         finally:
@@ -329,7 +347,9 @@ class LocalExecutor(Executor):
             timeout = handle.get("timeout_seconds")
             timeout_seconds = float(timeout) if timeout else None
         except (KeyError, TypeError, ValueError) as exc:
-            return Observation(run_id, FAILED, "Lost", f"the run's handle is unusable ({exc!r}); nothing to re-attach to")
+            return Observation(
+                run_id, FAILED, "Lost", f"the run's handle is unusable ({exc!r}); nothing to re-attach to"
+            )
         gone = f"process {pid} is gone and left no exit record (the machine may have restarted)"
         run = _Run(run_id, pid, create_time, exit_file, own=False, timeout_seconds=timeout_seconds)
         run.stop = _read_json(run.stop_file)
@@ -341,7 +361,9 @@ class LocalExecutor(Executor):
             return make_final_observation(run_id, pid, None, None, run.stop, gone)
         code = self._check_exit(run)
         if code is not _ALIVE:
-            return make_final_observation(run_id, pid, _read_json(exit_file), code, run.stop, gone)  # type: ignore[arg-type]
+            return make_final_observation(run_id, pid, _read_json(exit_file), code, run.stop, gone)
+        if self._closed:
+            raise ExecutorError(f"run {run_id}: the local executor is closed")
         try:
             asyncio.get_running_loop()
         except RuntimeError:
@@ -351,7 +373,10 @@ class LocalExecutor(Executor):
         if timeout_seconds and run.stop is None:
             self._arm_timeout(run, create_time + timeout_seconds - time.time())
         return Observation(
-            run_id, RUNNING, "Reattached", f"re-attached to process {pid}, running for {time.time() - create_time:.0f} s"
+            run_id,
+            RUNNING,
+            "Reattached",
+            f"re-attached to process {pid}, running for {time.time() - create_time:.0f} s",
         )
 
     # -- stop ------------------------------------------------------------------------------
@@ -394,7 +419,9 @@ class LocalExecutor(Executor):
         self._write_stop(run)
         self._signal(run, signal.SIGKILL, group=True)
         if not await self._wait_done(run, KILL_WAIT_SECONDS):
-            self.log.warning("gpuplat: run %s (pid %d) still not gone %.0f s after SIGKILL", run.run_id, run.pid, KILL_WAIT_SECONDS)
+            self.log.warning(
+                "gpuplat: run %s (pid %d) still not gone %.0f s after SIGKILL", run.run_id, run.pid, KILL_WAIT_SECONDS
+            )
 
     def _write_stop(self, run: _Run) -> None:
         tmp = f"{run.stop_file}.tmp"
@@ -453,7 +480,7 @@ class LocalExecutor(Executor):
     def _on_child_exit(self, run: _Run) -> None:
         code = self._check_exit(run)
         if code is not _ALIVE:
-            self._finish(run, code)  # type: ignore[arg-type]
+            self._finish(run, code)
 
     def _poll(self, run: _Run) -> None:
         self._polled[run.run_id] = run
@@ -467,11 +494,11 @@ class LocalExecutor(Executor):
                 try:
                     code = self._check_exit(run)
                     if code is not _ALIVE:
-                        self._finish(run, code)  # type: ignore[arg-type]
+                        self._finish(run, code)
                 except Exception:
                     self.log.exception("gpuplat: checking run %s (pid %d) failed", run.run_id, run.pid)
 
-    def _check_exit(self, run: _Run) -> object:
+    def _check_exit(self, run: _Run) -> int | None | Literal[_State.ALIVE]:
         """_ALIVE, or the launcher's Popen-style code, or None when it ended where we cannot see how."""
         if not run.own:
             try:

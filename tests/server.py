@@ -1,0 +1,128 @@
+"""A real Jupyter server with the extension, as a subprocess (for restart and CLI tests)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import requests
+
+from .conftest import EXAMPLE, TOKENS
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class ServerProcess:
+    """Same data dir, db and artifacts across restarts; a new process each start()."""
+
+    def __init__(self, root: Path, gpus: int = 4, config_file: Path = EXAMPLE) -> None:
+        self.root = root
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}/"
+        self.token = "server-token"
+        self.proc: subprocess.Popen[bytes] | None = None
+        conf_dir = root / "jupyter-config"
+        conf_dir.mkdir(parents=True, exist_ok=True)
+        (conf_dir / "jupyter_server_config.json").write_text(
+            json.dumps(
+                {
+                    "ServerApp": {
+                        "jpserver_extensions": {"jupyter_gpuplat": True},
+                        "identity_provider_class": "jupyter_gpuplat.auth.TokenMapIdentityProvider",
+                        "root_dir": str(root),
+                        "open_browser": False,
+                        "port_retries": 0,
+                    },
+                    "IdentityProvider": {"token": self.token},
+                    "TokenMapIdentityProvider": {"tokens": TOKENS, "token": self.token},
+                    "GpuPlat": {
+                        "config_file": str(config_file),
+                        "db_url": f"sqlite:///{root / 'gpuplat.db'}",
+                        "artifacts_root": str(root / "artifacts"),
+                        "default_user": "alice",
+                    },
+                    "LocalExecutor": {"gpus": gpus, "stop_grace_seconds": 2.0},
+                }
+            )
+        )
+        self.env = {
+            **os.environ,
+            "JUPYTER_CONFIG_DIR": str(conf_dir),
+            "JUPYTER_RUNTIME_DIR": str(root / "runtime"),
+            "JUPYTER_DATA_DIR": str(root / "data"),
+            "JUPYTER_PLATFORM_DIRS": "1",
+        }
+        self.env.pop("GPUPLAT_URL", None)
+        self.env.pop("GPUPLAT_TOKEN", None)
+
+    def start(self, timeout: float = 60) -> None:
+        log = open(self.root / "server.log", "ab")  # noqa: SIM115 - lives as long as the process
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "jupyter_server", "--allow-root", "--ip=127.0.0.1", f"--port={self.port}"],
+            env=self.env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            cwd=self.root,
+        )
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"server exited: {(self.root / 'server.log').read_text()[-3000:]}")
+            try:
+                if self.call("GET", "whoami")[0] == 200:
+                    return
+            except requests.ConnectionError:
+                pass
+            time.sleep(0.05)  # polling the server's readiness, not a fixed wait
+        raise RuntimeError("server did not answer in time")
+
+    def kill(self) -> None:
+        """SIGKILL: no shutdown hooks run, as in a crash."""
+        assert self.proc is not None
+        self.proc.send_signal(signal.SIGKILL)
+        self.proc.wait(30)
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+
+    def call(self, method: str, path: str, user: str = "alice", body: Any = None, **params: Any) -> tuple[int, Any]:
+        r = requests.request(
+            method,
+            f"{self.url}gpuplat/api/{path}",
+            json=body,
+            params=params,
+            headers={"Authorization": f"token tok-{user}"},
+            timeout=30,
+        )
+        return r.status_code, (r.json() if "json" in r.headers.get("Content-Type", "") else r.content)
+
+    def ok(self, method: str, path: str, user: str = "alice", body: Any = None, **params: Any) -> Any:
+        code, data = self.call(method, path, user, body, **params)
+        assert code < 300, (code, data)
+        return data
+
+    def wait_status(self, run_id: str, *statuses: str, timeout: float = 30) -> dict[str, Any]:
+        deadline = time.monotonic() + timeout
+        while True:
+            run = self.ok("GET", f"runs/{run_id}")
+            if run["status"] in statuses:
+                return run
+            if time.monotonic() > deadline:
+                raise AssertionError(f"run {run_id} is {run['status']}, not {statuses}, after {timeout}s")
+            time.sleep(0.02)
