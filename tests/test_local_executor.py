@@ -23,7 +23,7 @@ import pytest
 
 from jupyter_gpuplat.executors.base import Device, ExecutorError, LaunchRequest, Observation
 from jupyter_gpuplat.executors.gpus import detect_gpus, parse_nvidia_smi
-from jupyter_gpuplat.executors.local import LocalExecutor
+from jupyter_gpuplat.executors.local import LocalExecutor, make_final_observation
 
 PY = sys.executable
 DEADLINE = 10.0
@@ -117,8 +117,12 @@ class Harness:
                 except ChildProcessError:
                     break
                 time.sleep(0.01)
-        leftovers = [p for p in psutil.process_iter() if _pgid(p.pid) in groups and not _ended(p.pid)]
-        assert not leftovers, f"processes left behind: {leftovers}"
+        while True:  # a SIGKILLed process can take a moment to be torn down
+            leftovers = [p for p in psutil.process_iter() if _pgid(p.pid) in groups and not _ended(p.pid)]
+            if not leftovers:
+                break
+            assert time.monotonic() < deadline, f"processes left behind: {leftovers}"
+            time.sleep(0.02)
 
 
 def _pgid(pid: int) -> int | None:
@@ -217,6 +221,51 @@ def test_missing_command_fails_127_with_the_error_in_the_log(harness: Harness) -
         await executor.close()
 
     run_async(scenario())
+
+
+def test_a_killed_process_group_without_exit_record_is_reported_as_signaled(harness: Harness) -> None:
+    async def scenario() -> None:
+        executor, seen = harness.executor()
+        handle = await harness.submit(executor, harness.request("oom", [PY, "-c", SLEEPER]))
+        await wait_for_log(handle["log_path"], "ready")
+        os.killpg(handle["pid"], signal.SIGKILL)  # as the kernel's OOM killer or an admin might
+        assert await seen.final("oom") == Observation(
+            "oom",
+            "failed",
+            "Signaled",
+            f"its launcher (pid {handle['pid']}) was killed by signal SIGKILL (9) and left no exit record",
+            -9,
+        )
+        await executor.close()
+
+    run_async(scenario())
+
+
+def test_final_observation_from_what_a_run_left_behind() -> None:
+    stop = {"reason": "Stopped", "requested_at": 100.0, "grace_seconds": 10, "killed": False}
+    record = {"returncode": 0, "signal": None, "finished_at": 99.0}
+    # it finished before the stop request: its own outcome stands
+    assert make_final_observation("r", 7, record, 0, stop, "lost") == Observation(
+        "r", "succeeded", "Completed", "exited with code 0", 0
+    )
+    # killed by us after the grace: the launcher left no record
+    killed = {**stop, "killed": True, "reason": "TimedOut", "timeout_seconds": 30}
+    assert make_final_observation("r", 7, None, -9, killed, "lost") == Observation(
+        "r",
+        "failed",
+        "TimedOut",
+        "exceeded its timeout of 30 s; still running 10 s after SIGTERM, so its process group was killed with SIGKILL (9)",
+        -9,
+    )
+    assert make_final_observation("r", 7, None, 2, None, "lost") == Observation(
+        "r", "failed", "Error", "its launcher (pid 7) exited with code 2 and left no exit record", 2
+    )
+    assert make_final_observation("r", 7, None, None, None, "gone") == Observation("r", "failed", "Lost", "gone")
+    # records the run could have scribbled on are read defensively
+    garbage = {"reason": "Stopped", "requested_at": "soon", "grace_seconds": None, "killed": True}
+    assert make_final_observation("r", 7, {"returncode": "x"}, None, garbage, "gone").message == (
+        "stopped by request; still running ? after SIGTERM, so its process group was killed with SIGKILL (9)"
+    )
 
 
 # -- environment ----------------------------------------------------------------------------

@@ -102,8 +102,14 @@ def _int(value: Any) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
+def _number(value: Any) -> float | None:
+    # stop.json and exit.json live where the run can write: read them defensively
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
 def _seconds(value: Any) -> str:
-    return f"{float(value):g} s"
+    number = _number(value)
+    return "?" if number is None else f"{number:g} s"
 
 
 def make_final_observation(
@@ -121,14 +127,15 @@ def make_final_observation(
     grace, whether SIGKILL was needed), `lost` the message for a run that left nothing.
     """
     returncode = _int(record.get("returncode")) if record else None
-    finished_at = record.get("finished_at") if record else None
-    if stop and isinstance(finished_at, (int, float)) and finished_at < stop.get("requested_at", float("inf")):
+    finished_at = _number(record.get("finished_at")) if record else None
+    requested_at = _number(stop.get("requested_at")) if stop else None
+    if finished_at is not None and requested_at is not None and finished_at < requested_at:
         stop = None  # it ended on its own before the stop request
     if returncode is not None:
         outcome, exit_code = describe_returncode(returncode), returncode
     elif stop and stop.get("killed"):
         outcome = (
-            f"still running {_seconds(stop.get('grace_seconds', 0))} after SIGTERM, "
+            f"still running {_seconds(stop.get('grace_seconds'))} after SIGTERM, "
             f"so its process group was killed with SIGKILL ({int(signal.SIGKILL)})"
         )
         exit_code = -int(signal.SIGKILL)
@@ -141,7 +148,7 @@ def make_final_observation(
 
     if stop:
         if stop.get("reason") == "TimedOut":
-            head = f"exceeded its timeout of {_seconds(stop.get('timeout_seconds', 0))}"
+            head = f"exceeded its timeout of {_seconds(stop.get('timeout_seconds'))}"
             return Observation(run_id, FAILED, "TimedOut", f"{head}; {outcome}", exit_code)
         return Observation(run_id, STOPPED, "Stopped", f"stopped by request; {outcome}", exit_code)
     if returncode is not None:

@@ -1,0 +1,104 @@
+"""The gpuplat CLI against a real server, found through Jupyter's runtime files."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import yaml
+
+from .conftest import EXAMPLE
+from .server import ServerProcess
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
+    srv = ServerProcess(tmp_path_factory.mktemp("cli"))
+    srv.start()
+    yield srv
+    srv.stop()
+
+
+def gp(server: ServerProcess, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    proc = subprocess.run(
+        [sys.executable, "-m", "jupyter_gpuplat.cli", *args],
+        env=server.env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    if check:
+        assert proc.returncode == 0, (proc.returncode, proc.stdout, proc.stderr)
+    return proc
+
+
+def test_submit_follow_list_show_explain(server: ServerProcess) -> None:
+    out = gp(server, "submit", "-p", "team-a", "--preset", "single-gpu", "-n", "hello", "-f", "--",
+             sys.executable, "-c", "print('hi from the gpu', flush=True)")
+    first, *rest = out.stdout.splitlines()
+    run_id = first.split()[0]
+    assert "queue team-a-train" in first and rest == ["hi from the gpu"]
+    runs = json.loads(gp(server, "--json", "runs", "list").stdout)["runs"]
+    assert runs[0]["id"] == run_id and runs[0]["status"] == "succeeded"
+    table = gp(server, "runs", "list").stdout
+    assert table.splitlines()[0].split()[:3] == ["ID", "NAME", "PROJECT"] and run_id in table
+    show = gp(server, "runs", "show", run_id).stdout
+    assert "status: succeeded" in show and "Admitted" in show
+    explain = gp(server, "runs", "explain", run_id).stdout
+    assert "held by: done" in explain and "Completed" in explain
+    logs = gp(server, "runs", "logs", run_id).stdout
+    assert logs.strip() == "hi from the gpu"
+
+
+def test_waiting_run_explained_and_stopped(server: ServerProcess) -> None:
+    server.ok("POST", "queues/team-b-train/pause", "ops")
+    try:
+        out = gp(server, "--url", server.url, "--token", "tok-erin", "--json", "submit", "-p", "team-b", "--", "true")
+        run_id = json.loads(out.stdout)["id"]
+        ex = gp(server, "--url", server.url, "--token", "tok-erin", "runs", "explain", run_id).stdout
+        assert "held by: queue" in ex and "QueuePaused" in ex and "position: 1" in ex
+        q = gp(server, "--url", server.url, "--token", "tok-erin", "queues").stdout
+        row = next(line for line in q.splitlines() if line.startswith("team-b-train"))
+        assert "yes" in row and "paused" in row
+        stopped = gp(server, "--url", server.url, "--token", "tok-erin", "runs", "stop", run_id).stdout
+        assert stopped.split() == [run_id, "stopped"]
+    finally:
+        server.ok("POST", "queues/team-b-train/resume", "ops")
+
+
+def test_refusal_prints_message_and_hint(server: ServerProcess) -> None:
+    out = gp(server, "submit", "-p", "team-a", "-q", "team-b-train", "--", "true", check=False)
+    assert out.returncode == 1
+    assert "queue 'team-b-train' is not allowed in project team-a" in out.stderr
+    assert "hint: allowed queues: team-a-train, interactive" in out.stderr
+
+
+def test_preview_presets_and_config(server: ServerProcess, tmp_path: Path) -> None:
+    pv = gp(server, "submit", "-p", "team-a", "--preset", "multi-gpu", "--preview", "--", "python", "t.py").stdout
+    assert "resources.gpu: preset:multi-gpu" in pv and "verdict: allowed" in pv
+    presets = gp(server, "--url", server.url, "--token", "tok-erin", "presets", "--project", "team-b").stdout
+    assert [line.split()[0] for line in presets.splitlines()[1:]] == ["single-gpu", "notebook"]
+    ok = gp(server, "config", "validate", str(EXAMPLE)).stdout
+    assert "valid (3 queues, 3 presets, 2 projects)" in ok
+    bad = yaml.safe_load(EXAMPLE.read_text())
+    bad["queues"][1]["quota"]["gpu"] = -1
+    bad["queues"][0]["ordering"] = "random"
+    path = tmp_path / "bad.yaml"
+    path.write_text(yaml.safe_dump(bad))
+    out = gp(server, "config", "validate", str(path), check=False)
+    assert out.returncode == 2
+    assert "queues[1].quota.gpu: must be >= 0" in out.stderr and "queues[0].ordering: must be one of" in out.stderr
+    out = gp(server, "--url", server.url, "--token", "tok-ops", "config", "apply", "-f", str(path), check=False)
+    assert out.returncode == 2  # refused before it reaches the server
+    good = yaml.safe_load(EXAMPLE.read_text())
+    good["queues"][2]["concurrency"] = 6
+    path.write_text(yaml.safe_dump(good))
+    denied = gp(server, "config", "apply", "-f", str(path), check=False)  # alice is not a platform admin
+    assert denied.returncode == 1 and "not a platform admin" in denied.stderr
+    applied = gp(server, "--url", server.url, "--token", "tok-ops", "config", "apply", "-f", str(path)).stdout
+    assert "applied as config version" in applied
+    assert server.ok("GET", "config", "ops")["config"]["queues"][2]["concurrency"] == 6
