@@ -506,6 +506,32 @@ def test_the_timeout_still_applies_after_a_restart(harness: Harness) -> None:
     run_async(second_server(run_async(first_server())))
 
 
+def test_attach_identity_survives_a_clock_step_but_not_a_reboot(harness: Harness) -> None:
+    async def first_server() -> dict[str, Any]:
+        executor, _ = harness.executor()
+        handle = await harness.submit(executor, harness.request("steady", [PY, "-c", SLEEPER]))
+        await executor.close()
+        return handle
+
+    async def second_server(handle: dict[str, Any]) -> None:
+        executor, _ = harness.executor()
+        # the wall clock moved an hour since submit: epoch times and boot time moved together
+        stepped = {**handle, "create_time": handle["create_time"] + 3600, "boot_time": handle["boot_time"] + 3600}
+        assert executor.attach("steady", stepped).reason == "Reattached"
+        await executor.close()
+        rebooted = {**handle, "boot_id": "another-boot"}
+        assert harness.executor()[0].attach("steady", rebooted) == Observation(
+            "steady",
+            "failed",
+            "Lost",
+            f"process {handle['pid']} is gone and left no exit record (the machine has restarted since)",
+        )
+
+    handle = run_async(first_server())
+    assert handle["boot_id"] and handle["boot_time"] > 0
+    run_async(second_server(handle))
+
+
 def test_attach_reads_the_exit_record_of_a_finished_run(harness: Harness) -> None:
     async def first_server() -> dict[str, Any]:
         executor, seen = harness.executor()

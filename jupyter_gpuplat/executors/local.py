@@ -51,6 +51,7 @@ EXIT_NAME = "exit.json"
 STOP_NAME = "stop.json"
 # psutil derives create_time from clock ticks; a reused pid starts at another time
 CREATE_TIME_TOLERANCE_SECONDS = 0.05
+BOOT_ID_FILE = "/proc/sys/kernel/random/boot_id"
 # after SIGKILL, how long stop() waits for the watcher to report the end
 KILL_WAIT_SECONDS = 5.0
 SECRET_ENV = frozenset({"JUPYTER_TOKEN", "JPY_API_TOKEN"})
@@ -201,11 +202,27 @@ def _create_time(pid: int) -> float:
         return time.time()
 
 
-def _identify(pid: int, create_time: float) -> psutil.Process | None:
-    """The process with this pid, unless the pid now belongs to another process."""
+def _boot_id() -> str | None:
+    try:
+        with open(BOOT_ID_FILE, encoding="ascii") as f:
+            return f.read().strip() or None
+    except OSError:
+        return None
+
+
+def _identify(pid: int, create_time: float, boot_time: float | None) -> psutil.Process | None:
+    """The process with this pid, unless the pid now belongs to another process.
+
+    With the boot time recorded at submit, start times are compared relative to
+    boot: the epoch create_time moves when the wall clock is stepped, and a false
+    "Lost" would leave a live run holding GPUs nobody accounts for.
+    """
     try:
         process = psutil.Process(pid)
-        if abs(process.create_time() - create_time) <= CREATE_TIME_TOLERANCE_SECONDS:
+        started = process.create_time()
+        if boot_time is not None:
+            started, create_time = started - psutil.boot_time(), create_time - boot_time
+        if abs(started - create_time) <= CREATE_TIME_TOLERANCE_SECONDS:
             return process
     except psutil.Error:
         pass
@@ -329,6 +346,8 @@ class LocalExecutor(Executor):
             "executor": self.name,
             "pid": pid,
             "create_time": run.create_time,
+            "boot_time": psutil.boot_time(),
+            "boot_id": _boot_id(),
             "workdir": workdir,
             "log_path": log_path,
             "exit_file": exit_file,
@@ -353,6 +372,8 @@ class LocalExecutor(Executor):
             exit_file = str(handle["exit_file"])
             timeout = handle.get("timeout_seconds")
             timeout_seconds = float(timeout) if timeout else None
+            boot = handle.get("boot_time")
+            boot_time = float(boot) if boot is not None else None
         except (KeyError, TypeError, ValueError) as exc:
             return Observation(
                 run_id, FAILED, "Lost", f"the run's handle is unusable ({exc!r}); nothing to re-attach to"
@@ -363,7 +384,11 @@ class LocalExecutor(Executor):
         record = _read_json(exit_file)
         if record is not None:
             return make_final_observation(run_id, pid, record, None, run.stop, gone)
-        run.process = _identify(pid, create_time)
+        boot_id = handle.get("boot_id")
+        if boot_id and boot_id != _boot_id():
+            gone = f"process {pid} is gone and left no exit record (the machine has restarted since)"
+            return make_final_observation(run_id, pid, None, None, run.stop, gone)
+        run.process = _identify(pid, create_time, boot_time)
         if run.process is None:
             return make_final_observation(run_id, pid, None, None, run.stop, gone)
         code = self._check_exit(run)
