@@ -33,6 +33,9 @@ decision is a scan over *all* pending runs sorted by (-priority, seq) on each cy
 admitting every run whose queue has a free slot and GPU quota (it checks fewer limits than
 the engine, which only flatters it).
 
+Steady state: after each measured finish the script submits one new run to the same queue
+through `Engine.submit` (untimed), so the backlog stays at N while it measures.
+
 Run: python benchmarks/bench_engine.py [--sizes 10000,100000] [--rounds 5] [--iters 300]
 """
 
@@ -204,8 +207,19 @@ def held_run(engine: Engine, qname: str) -> str:
 
 
 # ---- measurements ---------------------------------------------------------------------------
+def refill(engine: Engine, qname: str, rng: random.Random) -> None:
+    """Submit one run to `qname` (untimed) so the backlog stays the same size."""
+    qi = int(qname[1:])
+    p = qi // QUEUES_PER_PROJECT
+    req = RunRequest(
+        project=f"p{p:02d}", queue=qname, command=["python", "train.py"], resources={"gpu": rng.choice((1, 2))}
+    )
+    engine.submit(f"u{p:02d}-{rng.randrange(USERS_PER_PROJECT)}", req)
+
+
 async def measure_engine(engine: Engine, ex: InstantExecutor, store: TimedStore, rounds: int, iters: int) -> dict[str, Any]:
     loop = asyncio.get_running_loop()
+    rng = random.Random(7)
     names = sorted(engine.queues)
     loop_rounds: list[list[float]] = []
     direct_rounds: list[list[float]] = []
@@ -228,6 +242,8 @@ async def measure_engine(engine: Engine, ex: InstantExecutor, store: TimedStore,
             if engine.active[rid].queue != qname:
                 misses += 1
             await settle(engine)
+            refill(engine, qname, rng)
+            await settle(engine)
         loop_rounds.append(lp)
         dr: list[float] = []
         od: list[float] = []
@@ -248,6 +264,8 @@ async def measure_engine(engine: Engine, ex: InstantExecutor, store: TimedStore,
             od.append(t1 - t0 - (store.transition_seconds - s0))
             if len(admitted) != 1:
                 misses += 1
+            await settle(engine)
+            refill(engine, qname, rng)
             await settle(engine)
         direct_rounds.append(dr)
         outside_rounds.append(od)
@@ -436,12 +454,15 @@ def main() -> None:
     print(table(["pending", "end to end", "outside SQLite"], out))
     first = results[0]
     verdict = "meets" if first["loop"]["p50"] <= TARGET_10K_S else "misses"
-    print(f"\ntarget: ≤ {TARGET_10K_S * 1e3:.0f} ms p50 at 10,000 pending → loop p50 {ms(first['loop']['p50'])} ms ({verdict})")
+    print(
+        f"\ntarget: ≤ {TARGET_10K_S * 1e3:.0f} ms p50 at 10,000 pending → loop p50 at {first['n']:,} pending: "
+        f"{ms(first['loop']['p50'])} ms ({verdict})"
+    )
     for r in results:
         if r["misses"] or r.get("naive", {}).get("misses"):
             print(f"warning: N={r['n']:,}: {r['misses']} engine / {r.get('naive', {}).get('misses', 0)} naive "
                   "finishes did not dispatch exactly one run of the same queue")
-        print(f"N={r['n']:,}: {r['pending_after']:,} runs still pending at the end of the engine measurement")
+        print(f"N={r['n']:,}: {r['pending_after']:,} runs pending at the end of the engine measurement (refilled)")
 
 
 if __name__ == "__main__":

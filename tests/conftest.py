@@ -122,3 +122,7 @@ def api(jp_fetch: Any, jp_serverapp: Any) -> Any:
 @pytest.fixture
 def platform(jp_serverapp: Any) -> Any:
     return jp_serverapp.web_app.settings["gpuplat"]
+
+
+# Real PostgreSQL for the store tests (session server, one fresh database per test).
+from .pg import pg_db_url, pg_url  # noqa: E402, F401

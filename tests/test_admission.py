@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import pytest
@@ -35,7 +35,9 @@ def H(run_id: str, user: str = "bob", res: Resources = GPU1) -> HeldRun:
     return HeldRun(run_id, user, res)
 
 
-def state(limits: QueueLimits | None = None, held: tuple[HeldRun, ...] = (), pending: tuple[PendingRun, ...] = ()) -> QueueState:
+def state(
+    limits: QueueLimits | None = None, held: tuple[HeldRun, ...] = (), pending: tuple[PendingRun, ...] = ()
+) -> QueueState:
     q = QueueState(limits or QueueLimits("q"))
     for h in held:
         q.hold(h)
@@ -57,14 +59,11 @@ class Case:
     free: int = 8
     pick: str | None = None
     capacity_blocked: bool = False
-    extra: dict[str, Any] = field(default_factory=dict)
 
 
 CHOOSE_CASES = [
     pytest.param(Case(L()), id="empty-queue"),
-    pytest.param(Case(L(), pending=(P("r1", 1), P("r2", 2))), "r1", id="fifo-earliest-first")
-    if False
-    else pytest.param(Case(L(), pending=(P("r1", 1), P("r2", 2)), pick="r1"), id="fifo-earliest-first"),
+    pytest.param(Case(L(), pending=(P("r1", 1), P("r2", 2)), pick="r1"), id="fifo-earliest-first"),
     pytest.param(
         Case(L(), pending=(P("r3", 3, "carol"), P("r2", 2, "alice", CPU1), P("r1", 1, "bob", GPU2)), pick="r1"),
         id="earliest-across-groups-regardless-of-insertion",
@@ -301,8 +300,10 @@ WAIT_CASES = [
         8,
         (
             Reason.QUEUE_QUOTA,
-            "queue q quota is exhausted: 1 gpu requested, 2/2 in use (1 more needed); "
-            "4 cpu requested, 14/16 in use (2 more needed)",
+            (
+                "queue q quota is exhausted: 1 gpu requested, 2/2 in use (1 more needed); "
+                "4 cpu requested, 14/16 in use (2 more needed)"
+            ),
             ("h1",),
             {"used": 2, "requested": 1, "limit": 2},
         ),
@@ -339,8 +340,10 @@ WAIT_CASES = [
         8,
         (
             Reason.BEHIND_HEAD,
-            "queue q is strict FIFO: waiting for r1 at the head "
-            "(queue q quota is exhausted: 2 gpu requested, 1/2 in use (1 more needed))",
+            (
+                "queue q is strict FIFO: waiting for r1 at the head "
+                "(queue q quota is exhausted: 2 gpu requested, 1/2 in use (1 more needed))"
+            ),
             ("r1",),
             {},
         ),
@@ -603,7 +606,9 @@ def test_choose_scales_to_ten_thousand_pending(ordering: str) -> None:
     rng = random.Random(20240611)
     users = ("alice", "bob", "carol")
     shapes = (SMALL, BIG)
-    q = QueueState(QueueLimits("big", concurrency=50, quota=Quota(8, 64000, 512 * GI), max_per_user=4, ordering=ordering))
+    q = QueueState(
+        QueueLimits("big", concurrency=50, quota=Quota(8, 64000, 512 * GI), max_per_user=4, ordering=ordering)
+    )
     seqs = list(range(1, 30_001))
     rng.shuffle(seqs)
     runs = sorted(
@@ -638,7 +643,8 @@ def test_choose_scales_to_ten_thousand_pending(ordering: str) -> None:
         q.assume(run, pick_devices(range(8 - free, 8), run.request.gpu))
         free -= run.request.gpu
         steps += 1
-    assert steps >= 1
+    if ordering == "best_effort_fifo":
+        assert steps >= 2  # bob and carol both get runs in while alice is at her limit
     assert q.pending_count == 9_000 - steps
     # every remaining run has a reason, and it agrees with choose having stopped
     for r in q.ordered_pending()[:50]:

@@ -13,6 +13,7 @@ from jupyter_gpuplat.core.resources import Quota
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "jupyter_gpuplat" / "platform.example.yaml"
 GI = 2**30
+MEM_HINT = "use bytes or a suffix Ki, Mi, Gi, Ti (binary) or k, M, G, T"
 NAME_MSG = "invalid name: use lowercase letters, digits, '.', '_' and '-', 1-63 characters"
 SPEC_FIELDS = "kind, queue, resources, placement, image, env, volumes, termination"
 
@@ -149,7 +150,7 @@ SHAPE_CASES = [
         {"queues": [{"name": "a", "quota": {"cpu": "abc", "memory": "-1"}}]},
         [
             "queues[0].quota.cpu: invalid cpu quantity 'abc': use cores (2, 0.5) or millicores ('500m')",
-            "queues[0].quota.memory: invalid memory quantity '-1': use bytes or a suffix Ki, Mi, Gi, Ti (binary) or k, M, G, T",
+            f"queues[0].quota.memory: invalid memory quantity '-1': {MEM_HINT}",
         ],
         id="bad-quota-quantities",
     ),
@@ -168,7 +169,7 @@ SHAPE_CASES = [
         [
             "presets[0].kind: must be one of 'job', 'session' or 'sweep'",
             "presets[0].resources.cpu: invalid cpu quantity 'abc': use cores (2, 0.5) or millicores ('500m')",
-            "presets[0].resources.memory: invalid memory quantity '1Zi': use bytes or a suffix Ki, Mi, Gi, Ti (binary) or k, M, G, T",
+            f"presets[0].resources.memory: invalid memory quantity '1Zi': {MEM_HINT}",
         ],
         id="bad-preset-values",
     ),
@@ -336,7 +337,9 @@ def test_cross_reference_errors(data: dict[str, Any], expected: list[str]) -> No
 
 def test_cross_references_checked_only_after_shape_is_valid() -> None:
     # A shape error stops before cross-checks: the unknown queue is not reported yet.
-    errors = errors_of({"queues": [{"name": "a", "priority": "high"}], "projects": [{"name": "x", "default_queue": "b"}]})
+    errors = errors_of(
+        {"queues": [{"name": "a", "priority": "high"}], "projects": [{"name": "x", "default_queue": "b"}]}
+    )
     assert errors == ["queues[0].priority: Input should be a valid integer, unable to parse string as an integer"]
 
 

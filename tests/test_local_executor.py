@@ -558,6 +558,8 @@ def test_attach_to_a_reused_pid_reports_lost(harness: Harness) -> None:
     assert executor.attach("old", handle) == Observation(
         "old", "failed", "Lost", f"process {me.pid} is gone and left no exit record (the machine may have restarted)"
     )
+    with_boot_time = {**handle, "boot_time": psutil.boot_time()}
+    assert executor.attach("old", with_boot_time).reason == "Lost"
     broken = executor.attach("broken", {"exit_file": "/nonexistent"})
     assert (broken.status, broken.reason) == ("failed", "Lost")
     assert seen.seen == []

@@ -107,7 +107,9 @@ def test_can_stop(cfg: PlatformConfig, user: str, project: str, owner: str, ok: 
 
 
 def test_admins_of(cfg: PlatformConfig) -> None:
-    pr = parse_config({"projects": [{"name": "x", "members": {"zed": "admin", "amy": "admin", "bo": "member"}}]}).projects[0]
+    pr = parse_config(
+        {"projects": [{"name": "x", "members": {"zed": "admin", "amy": "admin", "bo": "member"}}]}
+    ).projects[0]
     assert admins_of(pr) == ["amy", "zed"]
 
 
@@ -210,7 +212,9 @@ LAYERED = {
         {"name": "pick1", "image": "pick1-img", "queue": "q-preset", "resources": {"gpu": 1, "memory": "2Gi"}},
         {"name": "pick2", "env": [{"name": "B", "value": "pick2"}], "resources": {"gpu": 2}},
     ],
-    "projects": [{"name": "p", "members": {"u": "member"}, "default_queue": "q-default", "default_presets": ["dp1", "dp2"]}],
+    "projects": [
+        {"name": "p", "members": {"u": "member"}, "default_queue": "q-default", "default_presets": ["dp1", "dp2"]}
+    ],
 }
 
 

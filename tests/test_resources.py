@@ -283,5 +283,7 @@ SHORTFALL_CASES = [
 
 
 @pytest.mark.parametrize(("quota", "used", "req", "expected"), SHORTFALL_CASES)
-def test_quota_shortfalls(quota: Quota, used: Resources, req: Resources, expected: list[tuple[str, int, int, int]]) -> None:
+def test_quota_shortfalls(
+    quota: Quota, used: Resources, req: Resources, expected: list[tuple[str, int, int, int]]
+) -> None:
     assert quota.shortfalls(used, req) == expected

@@ -205,7 +205,7 @@ async def test_whoami_queues_presets_projects_capacity_openapi(api: Any, tmp_pat
     assert me == {"user": "bob", "platform_admin": False, "projects": [{"name": "team-a", "role": "member"}]}
     assert (await api.ok("GET", "whoami", "ops"))["platform_admin"] is True
     qs = await api.ok("GET", "queues", "erin")
-    assert [q["name"] for q in qs["queues"]] == ["team-b-train", "interactive"]
+    assert [q["name"] for q in qs["queues"]] == ["interactive", "team-b-train"]  # dispatch order
     gate = tmp_path / "g"
     run = await api.submit("bob", presets=["single-gpu"], command=gated(gate))
     await api.wait_status(run["id"], "running")

@@ -21,13 +21,16 @@ log. The launcher exits with the command's code (128 + N for signal N).
 
 from __future__ import annotations
 
-import json
 import os
-import signal
-import subprocess
 import sys
 import time
-from types import FrameType
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    import signal
+    from types import FrameType
+else:
+    import _signal as signal  # the C module: `signal` imports enum, milliseconds on every run
 
 USAGE = "usage: launcher.py --exit-file PATH [--cwd DIR] -- COMMAND [ARG...]"
 FORWARDED_SIGNALS = (signal.SIGTERM, signal.SIGINT)
@@ -38,7 +41,7 @@ class _Forwarder:
     """Passes stop signals on to the process group; holds them until the child exists."""
 
     def __init__(self) -> None:
-        self.child: subprocess.Popen[bytes] | None = None
+        self.child: int | None = None  # cleared before the child is reaped, so its pid is never reused under us
         self.pending: list[int] = []
 
     def handle(self, signum: int, frame: FrameType | None) -> None:
@@ -55,11 +58,11 @@ class _Forwarder:
         finally:
             signal.signal(signum, self.handle)
         child = self.child
-        if child is None or child.returncode is not None:
+        if child is None:
             return
         try:  # a command that left our group (setsid) still hears from us
-            if os.getpgid(child.pid) != os.getpgrp():
-                os.kill(child.pid, signum)
+            if os.getpgid(child) != os.getpgrp():
+                os.kill(child, signum)
         except ProcessLookupError:
             pass
 
@@ -79,14 +82,26 @@ def parse_args(args: list[str]) -> tuple[str, str | None, list[str]]:
             i += 2
             continue
         break
-    raise SystemExit(USAGE)
+    print(USAGE, file=sys.stderr)
+    raise SystemExit(2)
 
 
-def write_exit_record(path: str, record: dict[str, object]) -> None:
+def to_json(value: float | str | None) -> str:
+    """The few JSON values an exit record holds (the json module would cost ~10-25 ms to import)."""
+    if value is None:
+        return "null"
+    if isinstance(value, str):
+        # lone surrogates (undecodable bytes in a path) are escaped too: they cannot be written as UTF-8
+        plain = (c >= " " and c not in '"\\' and not "\ud800" <= c <= "\udfff" for c in value)
+        return '"' + "".join(c if ok else f"\\u{ord(c):04x}" for c, ok in zip(value, plain)) + '"'
+    return repr(value)
+
+
+def write_exit_record(path: str, record: dict[str, float | str | None]) -> None:
     tmp = f"{path}.{os.getpid()}.tmp"
     try:
         with open(tmp, "w", encoding="utf-8") as f:
-            json.dump(record, f)
+            f.write("{" + ", ".join(f"{to_json(k)}: {to_json(v)}" for k, v in record.items()) + "}\n")
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
@@ -112,14 +127,16 @@ def main(argv: list[str] | None = None) -> int:
             os.chdir(cwd)
     except OSError as exc:
         return not_started(exit_file, f"cannot enter the working directory {cwd!r}: {exc.strerror or exc}")
-    try:
-        child = subprocess.Popen(command)
+    try:  # posix_spawnp, not subprocess: its imports would double the launcher's start-up time
+        child = os.posix_spawnp(command[0], command, os.environ)
     except OSError as exc:
         return not_started(exit_file, f"cannot run {command[0]!r}: {exc.strerror or exc}")
     forwarder.child = child
     for pending in forwarder.pending:
         forwarder.forward(pending)
-    returncode = child.wait()
+    os.waitid(os.P_PID, child, os.WEXITED | os.WNOWAIT)  # a zombie until reaped: its pid stays ours
+    forwarder.child = None
+    returncode = os.waitstatus_to_exitcode(os.waitpid(child, 0)[1])
     write_exit_record(
         exit_file,
         {"returncode": returncode, "signal": -returncode if returncode < 0 else None, "finished_at": time.time()},

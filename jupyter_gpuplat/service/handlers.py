@@ -19,6 +19,7 @@ from tornado import web
 from tornado.iostream import StreamClosedError
 
 from ..auth import platform_username
+from ..core.admission import order_queues
 from ..core.config import PresetConfig, ProjectConfig, QueueConfig, dump_config, parse_config
 from ..core.errors import Forbidden, GpuPlatError, InvalidInput, NotFound
 from ..core.policy import allowed_presets, allowed_queues, require_project, role_in
@@ -155,7 +156,8 @@ class QueuesHandler(BaseHandler):
                     usable.update(allowed_queues(cfg, pr))
             names = [q.name for q in cfg.queues if q.name in usable]
         free = len(self.engine.free_devices)
-        self.send({"queues": [queue_view(self.engine.queues[n], free) for n in names if n in self.engine.queues]})
+        states = order_queues(self.engine.queues[n] for n in names if n in self.engine.queues)  # dispatch order
+        self.send({"queues": [queue_view(q, free) for q in states]})
 
 
 class QueueHandler(BaseHandler):

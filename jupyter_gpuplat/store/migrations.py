@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from sqlalchemy import Connection, Engine, select
+from sqlalchemy import Connection, Engine, select, text
 
 from . import schema
 
@@ -19,7 +19,14 @@ def _v1(conn: Connection) -> None:
     schema.metadata.create_all(conn, tables=[schema.config, schema.runs, schema.events])
 
 
-MIGRATIONS: list[Migration] = [_v1]
+def _v2(conn: Connection) -> None:
+    # v1 made gpuplat_runs.memory_bytes a 32-bit INTEGER on PostgreSQL: widen it (no-op on SQLite,
+    # whose integers are 64-bit; databases created after this change already have BIGINT).
+    if conn.dialect.name == "postgresql":
+        conn.execute(text("ALTER TABLE gpuplat_runs ALTER COLUMN memory_bytes TYPE BIGINT"))
+
+
+MIGRATIONS: list[Migration] = [_v1, _v2]
 LATEST = len(MIGRATIONS)
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from sqlalchemy import JSON, Column, Float, Index, Integer, MetaData, String, Table, Text
+from sqlalchemy import JSON, BigInteger, Column, Float, Index, Integer, MetaData, String, Table, Text
 
 metadata = MetaData()
 
@@ -41,7 +41,8 @@ runs = Table(
     Column("provenance", JSON, nullable=False),
     Column("gpu", Integer, nullable=False, default=0),
     Column("cpu_milli", Integer, nullable=False, default=0),
-    Column("memory_bytes", Integer, nullable=False, default=0),
+    # Bytes overflow a 32-bit INTEGER (2Gi already does) on PostgreSQL; SQLite integers are 64-bit anyway.
+    Column("memory_bytes", BigInteger, nullable=False, default=0),
     Column("devices", JSON, nullable=True),
     Column("handle", JSON, nullable=True),
     Column("exit_code", Integer, nullable=True),

@@ -16,9 +16,8 @@ export interface IQueue {
   priority?: number;
   paused?: boolean;
   quota?: IResources;
-  used?: IResources;
+  usage?: IResources & { runs?: number };
   pending?: number;
-  pending_count?: number;
   running?: number;
 }
 
@@ -87,11 +86,11 @@ export class GpuPlatPanel extends Widget {
       if (quotaGpu !== undefined && quotaGpu !== null) {
         const usage = document.createElement('span');
         usage.className = 'jp-GpuPlat-queueUsage';
-        usage.textContent = `${queue.used?.gpu ?? 0}/${quotaGpu} GPU`;
+        usage.textContent = `${queue.usage?.gpu ?? 0}/${quotaGpu} GPU`;
         item.append(usage);
       }
 
-      const pendingCount = queue.pending ?? queue.pending_count;
+      const pendingCount = queue.pending;
       if (pendingCount !== undefined && pendingCount !== null) {
         const pending = document.createElement('span');
         pending.className = 'jp-GpuPlat-queuePending';

@@ -1,0 +1,408 @@
+"""REST API latency through a real Jupyter server with the extension, over real HTTP.
+
+Everything is real: `python -m jupyter server` in a subprocess with the extension, the
+example platform config, SQLite in a temp dir, the local executor (4 declared GPUs) starting
+real processes. The client is `requests` with one keep-alive session per user.
+
+Before the server starts, the store is filled with R finished runs (default 100,000; status
+succeeded, 80% project team-a, 20% team-b, with their five timeline events each), bulk-inserted
+into the store's own tables in rows of the shape `Engine.submit` writes (specs resolved by the
+real policy code). `Store.create_run` in a loop would take ~2 minutes for 100,000.
+
+Then, as the server's owner `ops` (a platform admin), the script creates through the API a
+project `bench` and two queues: `bench-paused` (paused: nothing is dispatched) and
+`bench-open` (no concurrency limit, no quota), and measures:
+
+1. `POST /gpuplat/api/runs` latency (client-observed, p50/p95) into the paused queue (the
+   request path alone) and into the open queue (each run is also dispatched and started as
+   a process by the same server, so requests share the loop with that work).
+2. create → running for a trivial local job (`command: ["true"]`), one run at a time:
+   server: POST send time (client clock) → the run's `started_at` and its first `running`
+   timeline event `at` (server clock; same machine, same clock);
+   client: POST send time → the `running` status event arriving on the `events` SSE stream.
+   Compared with Polyaxon local mode (0.6 s) and jupyter-scheduler (4.5 s).
+3. `GET /gpuplat/api/runs?limit=100` with R runs in the store: the first page and deep pages
+   (`before=` near the oldest runs), as ops (sees both projects) and as alice (team-a only).
+
+Run: python benchmarks/bench_api.py [--runs 100000] [--rounds 5]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import requests
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _common import bulk_insert, machine, ms, rounds_summary, run_row, summary, table  # noqa: E402
+
+from jupyter_gpuplat.core.config import load_config_text  # noqa: E402
+from jupyter_gpuplat.core.policy import resolve  # noqa: E402
+from jupyter_gpuplat.core.request import RunRequest  # noqa: E402
+from jupyter_gpuplat.store.store import Store  # noqa: E402
+
+EXAMPLE = Path(__file__).resolve().parents[1] / "jupyter_gpuplat" / "platform.example.yaml"
+SERVER_TOKEN = "bench-ops-token"
+ALICE_TOKEN = "bench-alice-token"
+PEERS = {"Polyaxon local mode": 0.6, "jupyter-scheduler": 4.5}
+TARGET_POST_S = 0.005
+TARGET_RUNNING_S = 0.060
+TARGET_PAGE_S = 0.020
+
+
+# ---- setup ------------------------------------------------------------------------------
+def populate(db_url: str, n: int, seed: int, with_events: bool) -> float:
+    cfg = load_config_text(EXAMPLE.read_text())
+    store = Store(db_url)
+    rng = random.Random(seed)
+    shapes = {}
+    for project, user in (("team-a", "alice"), ("team-b", "dave")):
+        for presets in ([], ["single-gpu"]):
+            req = RunRequest(project=project, command=["python", "train.py", "--epochs", "3"], presets=presets)
+            res = resolve(cfg, user, req)
+            res.raise_first()
+            shapes[(project, bool(presets))] = (req.model_dump(mode="json", exclude_unset=True), res)
+    users = {"team-a": ("alice", "bob"), "team-b": ("dave", "erin")}
+    start = time.time() - 86400 * 30
+
+    def rows():  # type: ignore[no-untyped-def]
+        for i in range(n):
+            project = "team-b" if i % 5 == 4 else "team-a"
+            request, res = shapes[(project, rng.random() < 0.5)]
+            r = res.resources
+            yield run_row(
+                rid=f"r-{i:010x}",
+                project=project,
+                user=rng.choice(users[project]),
+                queue=res.queue,
+                request=request,
+                resolved=res.resolved,
+                provenance=res.provenance,
+                gpu=r.gpu,
+                cpu_milli=r.cpu_milli,
+                memory_bytes=r.memory_bytes,
+                at=start + i * 20.0,
+                status="succeeded",
+                name=f"exp-{i % 997}",
+            )
+
+    t = time.perf_counter()
+    bulk_insert(store, rows(), with_events=with_events)
+    took = time.perf_counter() - t
+    store.close()
+    return took
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class Server:
+    """`python -m jupyter server` with the extension, in its own Jupyter dirs under tmp."""
+
+    def __init__(self, tmp: str, db_url: str) -> None:
+        self.tmp = tmp
+        self.port = free_port()
+        self.base = f"http://127.0.0.1:{self.port}"
+        conf = Path(tmp, "jupyter-config")
+        conf.mkdir()
+        (conf / "jupyter_server_config.json").write_text(
+            json.dumps(
+                {
+                    "ServerApp": {
+                        "jpserver_extensions": {"jupyter_gpuplat": True},
+                        "identity_provider_class": "jupyter_gpuplat.auth.TokenMapIdentityProvider",
+                    },
+                    "TokenMapIdentityProvider": {"tokens": {ALICE_TOKEN: "alice"}},
+                }
+            )
+        )
+        env = dict(os.environ)
+        env.update(
+            JUPYTER_CONFIG_DIR=str(conf),
+            JUPYTER_DATA_DIR=str(Path(tmp, "jupyter-data")),
+            JUPYTER_RUNTIME_DIR=str(Path(tmp, "jupyter-runtime")),
+            JUPYTER_PLATFORM_DIRS="1",
+        )
+        argv = [
+            sys.executable, "-m", "jupyter", "server", "--no-browser", "--allow-root",
+            "--ip=127.0.0.1", f"--port={self.port}", f"--ServerApp.token={SERVER_TOKEN}",
+            f"--ServerApp.root_dir={tmp}",
+            f"--GpuPlat.config_file={EXAMPLE}", f"--GpuPlat.db_url={db_url}",
+            f"--GpuPlat.artifacts_root={Path(tmp, 'art')}", "--GpuPlat.default_user=ops",
+            "--LocalExecutor.gpus=4",
+        ]  # fmt: skip  (jpserver_extensions and the identity provider are in the config file above)
+        self.log_path = Path(tmp, "server.log")
+        self._log = self.log_path.open("wb")
+        self.proc = subprocess.Popen(argv, stdout=self._log, stderr=subprocess.STDOUT, env=env, cwd=tmp)
+
+    def wait_ready(self, timeout: float = 120) -> float:
+        t0 = time.perf_counter()
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"server exited with {self.proc.returncode}:\n{self.tail()}")
+            try:
+                r = requests.get(f"{self.base}/gpuplat/api/whoami", headers=auth(SERVER_TOKEN), timeout=5)
+                if r.status_code == 200:
+                    return time.perf_counter() - t0
+            except requests.RequestException:
+                pass
+            time.sleep(0.1)
+        raise RuntimeError(f"server not ready after {timeout} s:\n{self.tail()}")
+
+    def tail(self, n: int = 40) -> str:
+        return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-n:])
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(20)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self._log.close()
+
+
+def auth(token: str) -> dict[str, str]:
+    return {"Authorization": f"token {token}"}
+
+
+class Client:
+    def __init__(self, base: str, token: str) -> None:
+        self.base = base + "/gpuplat/api/"
+        self.s = requests.Session()
+        self.s.headers.update(auth(token))
+
+    def call(self, method: str, path: str, body: Any = None, **params: Any) -> Any:
+        r = self.s.request(method, self.base + path, json=body, params=params or None, timeout=60)
+        if r.status_code >= 300:
+            raise RuntimeError(f"{method} {path}: {r.status_code} {r.text}")
+        return r.json()
+
+
+class EventStream:
+    """Reads the `events` SSE stream in a thread and notes when each (run, status) arrives."""
+
+    def __init__(self, base: str, token: str) -> None:
+        self.seen: dict[tuple[str, str], float] = {}
+        self.cond = threading.Condition()
+        self.ready = threading.Event()
+        self.resp = requests.get(
+            base + "/gpuplat/api/events", headers=auth(token), stream=True, timeout=(10, None)
+        )
+        self.resp.raise_for_status()
+        self.thread = threading.Thread(target=self._read, daemon=True)
+        self.thread.start()
+        if not self.ready.wait(30):
+            raise RuntimeError("events stream never sent its ready event")
+
+    def _read(self) -> None:
+        buf = b""
+        event, data = "", []
+        try:
+            for chunk in self.resp.iter_content(chunk_size=None):
+                now = time.time()
+                buf += chunk
+                while b"\n" in buf:
+                    line, buf = buf.split(b"\n", 1)
+                    text = line.decode()
+                    if text.startswith("event: "):
+                        event = text[7:]
+                    elif text.startswith("data: "):
+                        data.append(text[6:])
+                    elif text == "":
+                        if event == "ready":
+                            self.ready.set()
+                        elif event == "status" and data:
+                            ev = json.loads("\n".join(data))
+                            with self.cond:
+                                self.seen.setdefault((ev["run_id"], ev["status"]), now)
+                                self.cond.notify_all()
+                        event, data = "", []
+        except (requests.RequestException, ValueError, AttributeError):
+            return
+
+    def wait(self, run_id: str, status: str, timeout: float = 30) -> float:
+        with self.cond:
+            if not self.cond.wait_for(lambda: (run_id, status) in self.seen, timeout):
+                raise RuntimeError(f"no {status!r} event for {run_id} within {timeout} s")
+            return self.seen[(run_id, status)]
+
+    def close(self) -> None:
+        self.resp.close()
+
+
+# ---- measurements ---------------------------------------------------------------------------
+def setup_bench_project(ops: Client) -> None:
+    ops.call("PUT", "queues/bench-paused", {"name": "bench-paused", "priority": 0, "paused": True})
+    ops.call("PUT", "queues/bench-open", {"name": "bench-open", "priority": 0})
+    ops.call(
+        "PUT",
+        "projects/bench",
+        {"name": "bench", "members": {"ops": "admin"}, "allowed_queues": ["bench-paused", "bench-open"]},
+    )
+
+
+def time_posts(ops: Client, queue: str, rounds: int, per_round: int, events: EventStream | None) -> dict[str, float]:
+    body = {"project": "bench", "queue": queue, "command": ["true"]}
+    for _ in range(10):  # warm-up
+        ops.call("POST", "runs", body)
+    out = []
+    last = ""
+    for _ in range(rounds):
+        samples = []
+        for _ in range(per_round):
+            t0 = time.perf_counter()
+            r = ops.s.post(ops.base + "runs", json=body, timeout=60)
+            samples.append(time.perf_counter() - t0)
+            if r.status_code != 201:
+                raise RuntimeError(f"POST runs: {r.status_code} {r.text}")
+            last = r.json()["id"]
+        out.append(samples)
+    if events is not None and last:  # let the open queue drain before the next measurement
+        events.wait(last, "succeeded", 60)
+        time.sleep(0.5)
+    return rounds_summary(out)
+
+
+def create_to_running(ops: Client, events: EventStream, n: int) -> dict[str, dict[str, float]]:
+    body = {"project": "bench", "queue": "bench-open", "command": ["true"]}
+    srv_started, srv_event, cli_sse, post_rtt = [], [], [], []
+    for i in range(n + 3):
+        t_send = time.time()
+        t0 = time.perf_counter()
+        r = ops.s.post(ops.base + "runs", json=body, timeout=60)
+        rtt = time.perf_counter() - t0
+        if r.status_code != 201:
+            raise RuntimeError(f"POST runs: {r.status_code} {r.text}")
+        rid = r.json()["id"]
+        t_sse = events.wait(rid, "running")
+        events.wait(rid, "succeeded")
+        run = ops.call("GET", f"runs/{rid}")
+        first_running = next(e["at"] for e in run["timeline"] if e["status"] == "running")
+        if i >= 3:  # the first few warm up imports and caches
+            srv_started.append(run["started_at"] - t_send)
+            srv_event.append(first_running - t_send)
+            cli_sse.append(t_sse - t_send)
+            post_rtt.append(rtt)
+        time.sleep(0.05)
+    return {
+        "server: send → started_at": summary(srv_started),
+        "server: send → first running event at": summary(srv_event),
+        "client: send → running on events SSE": summary(cli_sse),
+        "(POST round trip in the same runs)": summary(post_rtt),
+    }
+
+
+def list_pages(client: Client, label: str, n_runs: int, rounds: int, per_round: int) -> list[list[Any]]:
+    rows = []
+    cases = [("first page", {})]
+    for frac, name in ((0.5, "middle page (before= half way)"), (0.01, "deep page (before= oldest 1%)")):
+        cases.append((name, {"before": max(250, int(n_runs * frac))}))
+    for name, extra in cases:
+        for _ in range(5):
+            client.s.get(client.base + "runs", params={"limit": 100, **extra}, timeout=60)
+        out = []
+        got = 0
+        for _ in range(rounds):
+            samples = []
+            for _ in range(per_round):
+                t0 = time.perf_counter()
+                r = client.s.get(client.base + "runs", params={"limit": 100, **extra}, timeout=60)
+                samples.append(time.perf_counter() - t0)
+                got = len(r.json()["runs"])
+            out.append(samples)
+        s = rounds_summary(out)
+        rows.append([f"GET runs?limit=100 as {label}: {name}", ms(s["p50"]), ms(s["p95"]),
+                     f"≤ {TARGET_PAGE_S * 1e3:.0f}", verdict(s["p50"], TARGET_PAGE_S), f"{got} rows"])
+    return rows
+
+
+def verdict(value: float, target: float) -> str:
+    return "meets" if value <= target else "MISSES"
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--runs", type=int, default=100_000, help="finished runs put in the store before the server starts")
+    ap.add_argument("--no-events", action="store_true", help="insert the runs without their timeline events")
+    ap.add_argument("--rounds", type=int, default=5, help="rounds per measurement; figures are medians over rounds")
+    ap.add_argument("--posts", type=int, default=60, help="POSTs per round")
+    ap.add_argument("--started", type=int, default=30, help="runs measured for create → running")
+    ap.add_argument("--pages", type=int, default=30, help="page GETs per round")
+    ap.add_argument("--keep", action="store_true", help="keep the temp dir (server log, database)")
+    ap.add_argument("--seed", type=int, default=1)
+    args = ap.parse_args()
+
+    print(f"bench_api — {machine()}")
+    tmp = tempfile.mkdtemp(prefix="gpuplat-bench-api-")
+    db_url = f"sqlite:///{tmp}/gpuplat.db"
+    server: Server | None = None
+    events: EventStream | None = None
+    try:
+        took = populate(db_url, args.runs, args.seed, not args.no_events)
+        print(f"store: {args.runs:,} finished runs bulk-inserted in {took:.1f} s ({tmp})", flush=True)
+        server = Server(tmp, db_url)
+        print(f"server: ready in {server.wait_ready():.1f} s on port {server.port}", flush=True)
+        ops = Client(server.base, SERVER_TOKEN)
+        alice = Client(server.base, ALICE_TOKEN)
+        setup_bench_project(ops)
+        events = EventStream(server.base, SERVER_TOKEN)
+
+        rows: list[list[Any]] = []
+        s = time_posts(ops, "bench-paused", args.rounds, args.posts, None)
+        rows.append(["POST runs → paused queue (request path only)", ms(s["p50"]), ms(s["p95"]),
+                     f"≤ {TARGET_POST_S * 1e3:.0f}", verdict(s["p50"], TARGET_POST_S), f"{s['n']} posts"])
+        s = time_posts(ops, "bench-open", args.rounds, args.posts // 2, events)
+        rows.append(["POST runs → open queue (each run also starts)", ms(s["p50"]), ms(s["p95"]),
+                     f"≤ {TARGET_POST_S * 1e3:.0f}", verdict(s["p50"], TARGET_POST_S), f"{s['n']} posts"])
+        print("measured POST latency", flush=True)
+
+        c2r = create_to_running(ops, events, args.started)
+        for label, s2 in c2r.items():
+            target = TARGET_RUNNING_S if not label.startswith("(") else None
+            rows.append([f"create → running, {label}", ms(s2["p50"]), ms(s2["p95"]),
+                         f"≤ {TARGET_RUNNING_S * 1e3:.0f}" if target else "",
+                         verdict(s2["p50"], TARGET_RUNNING_S) if target else "", f"{s2['n']} runs"])
+        print("measured create → running", flush=True)
+
+        rows += list_pages(ops, "ops (2 projects)", args.runs, args.rounds, args.pages)
+        rows += list_pages(alice, "alice (team-a)", args.runs, args.rounds, args.pages)
+        print()
+        print(table(["measurement", "p50 ms", "p95 ms", "target ms", "", "samples/result"], rows))
+
+        sse = c2r["client: send → running on events SSE"]["p50"]
+        srv = c2r["server: send → started_at"]["p50"]
+        print("\ncreate → running vs peers (peer time / ours, p50):")
+        print(table(["peer", "peer s", "vs server started_at", "vs client SSE"],
+                    [[name, f"{v:.1f}", f"{v / srv:.0f}×", f"{v / sse:.0f}×"] for name, v in PEERS.items()]))
+        print(f"\n{args.runs:,} runs in the store; server log: {server.log_path if args.keep else '(removed)'}")
+    finally:
+        if events is not None:
+            events.close()
+        if server is not None:
+            server.stop()
+        if not args.keep:
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
