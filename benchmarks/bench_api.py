@@ -116,7 +116,7 @@ def free_port() -> int:
 class Server:
     """`python -m jupyter server` with the extension, in its own Jupyter dirs under tmp."""
 
-    def __init__(self, tmp: str, db_url: str) -> None:
+    def __init__(self, tmp: str, db_url: str, profile: str | None = None) -> None:
         self.tmp = tmp
         self.port = free_port()
         self.base = f"http://127.0.0.1:{self.port}"
@@ -140,8 +140,10 @@ class Server:
             JUPYTER_RUNTIME_DIR=str(Path(tmp, "jupyter-runtime")),
             JUPYTER_PLATFORM_DIRS="1",
         )
+        # `jupyter server` execs `jupyter-server`; under the profiler run the module itself.
+        cmd = ["-m", "cProfile", "-o", os.path.abspath(profile), "-m", "jupyter_server"] if profile else ["-m", "jupyter", "server"]
         argv = [
-            sys.executable, "-m", "jupyter", "server", "--no-browser", "--allow-root",
+            sys.executable, *cmd, "--no-browser", "--allow-root",
             "--ip=127.0.0.1", f"--port={self.port}", f"--ServerApp.token={SERVER_TOKEN}",
             f"--ServerApp.root_dir={tmp}",
             f"--GpuPlat.config_file={EXAMPLE}", f"--GpuPlat.db_url={db_url}",
@@ -349,6 +351,14 @@ def main() -> None:
     ap.add_argument("--started", type=int, default=30, help="runs measured for create → running")
     ap.add_argument("--pages", type=int, default=30, help="page GETs per round")
     ap.add_argument("--keep", action="store_true", help="keep the temp dir (server log, database)")
+    ap.add_argument(
+        "--only", default="post,start,list", help="which measurements to run: post, start, list (comma-separated)"
+    )
+    ap.add_argument(
+        "--profile",
+        metavar="FILE",
+        help="run the server under cProfile and write its stats here (read with python -m pstats FILE)",
+    )
     ap.add_argument("--seed", type=int, default=1)
     args = ap.parse_args()
 
@@ -360,40 +370,46 @@ def main() -> None:
     try:
         took = populate(db_url, args.runs, args.seed, not args.no_events)
         print(f"store: {args.runs:,} finished runs bulk-inserted in {took:.1f} s ({tmp})", flush=True)
-        server = Server(tmp, db_url)
+        server = Server(tmp, db_url, args.profile)
         print(f"server: ready in {server.wait_ready():.1f} s on port {server.port}", flush=True)
         ops = Client(server.base, SERVER_TOKEN)
         alice = Client(server.base, ALICE_TOKEN)
         setup_bench_project(ops)
         events = EventStream(server.base, SERVER_TOKEN)
 
+        only = set(args.only.split(","))
         rows: list[list[Any]] = []
-        s = time_posts(ops, "bench-paused", args.rounds, args.posts, None)
-        rows.append(["POST runs → paused queue (request path only)", ms(s["p50"]), ms(s["p95"]),
-                     f"≤ {TARGET_POST_S * 1e3:.0f}", verdict(s["p50"], TARGET_POST_S), f"{s['n']} posts"])
-        s = time_posts(ops, "bench-open", args.rounds, args.posts // 2, events)
-        rows.append(["POST runs → open queue (each run also starts)", ms(s["p50"]), ms(s["p95"]),
-                     f"≤ {TARGET_POST_S * 1e3:.0f}", verdict(s["p50"], TARGET_POST_S), f"{s['n']} posts"])
-        print("measured POST latency", flush=True)
+        if "post" in only:
+            s = time_posts(ops, "bench-paused", args.rounds, args.posts, None)
+            rows.append(["POST runs → paused queue (request path only)", ms(s["p50"]), ms(s["p95"]),
+                         f"≤ {TARGET_POST_S * 1e3:.0f}", verdict(s["p50"], TARGET_POST_S), f"{s['n']} posts"])
+            s = time_posts(ops, "bench-open", args.rounds, args.posts // 2, events)
+            rows.append(["POST runs → open queue (each run also starts)", ms(s["p50"]), ms(s["p95"]),
+                         f"≤ {TARGET_POST_S * 1e3:.0f}", verdict(s["p50"], TARGET_POST_S), f"{s['n']} posts"])
+            print("measured POST latency", flush=True)
 
-        c2r = create_to_running(ops, events, args.started)
-        for label, s2 in c2r.items():
-            target = TARGET_RUNNING_S if not label.startswith("(") else None
-            rows.append([f"create → running, {label}", ms(s2["p50"]), ms(s2["p95"]),
-                         f"≤ {TARGET_RUNNING_S * 1e3:.0f}" if target else "",
-                         verdict(s2["p50"], TARGET_RUNNING_S) if target else "", f"{s2['n']} runs"])
-        print("measured create → running", flush=True)
+        c2r: dict[str, dict[str, float]] = {}
+        if "start" in only:
+            c2r = create_to_running(ops, events, args.started)
+            for label, s2 in c2r.items():
+                target = TARGET_RUNNING_S if not label.startswith("(") else None
+                rows.append([f"create → running, {label}", ms(s2["p50"]), ms(s2["p95"]),
+                             f"≤ {TARGET_RUNNING_S * 1e3:.0f}" if target else "",
+                             verdict(s2["p50"], TARGET_RUNNING_S) if target else "", f"{s2['n']} runs"])
+            print("measured create → running", flush=True)
 
-        rows += list_pages(ops, "ops (2 projects)", args.runs, args.rounds, args.pages)
-        rows += list_pages(alice, "alice (team-a)", args.runs, args.rounds, args.pages)
+        if "list" in only:
+            rows += list_pages(ops, "ops (2 projects)", args.runs, args.rounds, args.pages)
+            rows += list_pages(alice, "alice (team-a)", args.runs, args.rounds, args.pages)
         print()
         print(table(["measurement", "p50 ms", "p95 ms", "target ms", "", "samples/result"], rows))
 
-        sse = c2r["client: send → running on events SSE"]["p50"]
-        srv = c2r["server: send → started_at"]["p50"]
-        print("\ncreate → running vs peers (peer time / ours, p50):")
-        print(table(["peer", "peer s", "vs server started_at", "vs client SSE"],
-                    [[name, f"{v:.1f}", f"{v / srv:.0f}×", f"{v / sse:.0f}×"] for name, v in PEERS.items()]))
+        if c2r:
+            sse = c2r["client: send → running on events SSE"]["p50"]
+            srv = c2r["server: send → started_at"]["p50"]
+            print("\ncreate → running vs peers (peer time / ours, p50):")
+            print(table(["peer", "peer s", "vs server started_at", "vs client SSE"],
+                        [[name, f"{v:.1f}", f"{v / srv:.0f}×", f"{v / sse:.0f}×"] for name, v in PEERS.items()]))
         print(f"\n{args.runs:,} runs in the store; server log: {server.log_path if args.keep else '(removed)'}")
     finally:
         if events is not None:

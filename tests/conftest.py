@@ -125,4 +125,4 @@ def platform(jp_serverapp: Any) -> Any:
 
 
 # Real PostgreSQL for the store tests (session server, one fresh database per test).
-from .pg import pg_db_url, pg_url  # noqa: E402, F401
+from .pg import pg_db_url, pg_url  # noqa: F401

@@ -278,12 +278,27 @@ def test_cross_reference_errors_all_reported() -> None:
         "projects[0].allowed_queues[1]: unknown queue 'nope' (known: a, b)",
         "projects[0].allowed_presets[0]: unknown preset 'q' (known: p)",
         "projects[0].default_presets[1]: unknown preset 'r' (known: p)",
+        "projects[0].default_presets[0]: 'p' is not in the project's allowed presets ['q']",
         "projects[0].default_queue: 'b' is not in allowed_queues ['a', 'nope']",
         "projects[1].default_queue: unknown queue 'zz' (known: a, b)",
     ]
 
 
 XREF_CASES = [
+    pytest.param(
+        {
+            "restrict_by_default": True,
+            "queues": [{"name": "a"}],
+            "presets": [{"name": "p"}],
+            "projects": [{"name": "x", "default_queue": "a", "default_presets": ["p"]}],
+        },
+        [
+            "projects[0].default_presets[0]: 'p' is not in the project's allowed presets []",
+            "projects[0].default_queue: restrict_by_default is true and the project lists no allowed_queues, "
+            "so it may use no queue",
+        ],
+        id="restrict-by-default-defaults-unusable",
+    ),
     pytest.param(
         {"projects": [{"name": "x", "allowed_queues": ["a"]}]},
         ["projects[0].allowed_queues[0]: unknown queue 'a' (known: none)"],

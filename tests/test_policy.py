@@ -444,7 +444,7 @@ def test_gpu_over_quota_and_max_run_resources(cfg: PlatformConfig) -> None:
     assert codes(res) == ["ExceedsQueueQuota", "MaxRunResources"]
     q, m = res.violations
     assert q.message == "requests 3 gpu but queue team-a-train has a quota of 2 gpu: it could never be dispatched"
-    assert m.message == "requests 3 gpu; project team-a allows at most 2 per run (max_run_resources)"
+    assert m.message == "requests 3 gpu; project team-a allows at most 2 gpu per run (max_run_resources)"
     assert m.hint == "ask for at most 2 gpu per run"
 
 
@@ -469,13 +469,13 @@ def capped() -> PlatformConfig:
     ("resources", "expected"),
     [
         ({"gpu": 2, "cpu": "64", "memory": "32Gi"}, []),
-        ({"gpu": 4}, ["requests 4 gpu; project x allows at most 2 per run (max_run_resources)"]),
-        ({"memory": "64Gi"}, ["requests 64Gi memory; project x allows at most 32Gi per run (max_run_resources)"]),
+        ({"gpu": 4}, ["requests 4 gpu; project x allows at most 2 gpu per run (max_run_resources)"]),
+        ({"memory": "64Gi"}, ["requests 64Gi memory; project x allows at most 32Gi memory per run (max_run_resources)"]),
         (
             {"gpu": 4, "cpu": "48", "memory": "64Gi"},
             [
-                "requests 4 gpu; project x allows at most 2 per run (max_run_resources)",
-                "requests 64Gi memory; project x allows at most 32Gi per run (max_run_resources)",
+                "requests 4 gpu; project x allows at most 2 gpu per run (max_run_resources)",
+                "requests 64Gi memory; project x allows at most 32Gi memory per run (max_run_resources)",
             ],
         ),
     ],

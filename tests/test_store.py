@@ -117,9 +117,7 @@ def test_reopening_keeps_data_and_does_not_rerun_migrations(store_url: str, monk
 
         return apply
 
-    monkeypatch.setattr(
-        migrations, "MIGRATIONS", [recording(i + 1, m) for i, m in enumerate(migrations.MIGRATIONS)]
-    )
+    monkeypatch.setattr(migrations, "MIGRATIONS", [recording(i + 1, m) for i, m in enumerate(migrations.MIGRATIONS)])
     first = Store(store_url)
     assert first.schema_version_found == 0
     assert ran == list(range(1, migrations.LATEST + 1))
@@ -187,9 +185,7 @@ def test_failed_migration_rolls_back_and_is_retried(store_url: str, monkeypatch:
 def test_database_newer_than_the_package_is_refused(store: Store) -> None:
     with store.engine.begin() as conn:
         conn.execute(
-            schema.meta.update()
-            .where(schema.meta.c.key == "schema_version")
-            .values(value=str(migrations.LATEST + 1))
+            schema.meta.update().where(schema.meta.c.key == "schema_version").values(value=str(migrations.LATEST + 1))
         )
     with pytest.raises(RuntimeError, match="newer than this jupyter-gpuplat"):
         Store(store.url)
@@ -262,7 +258,13 @@ def test_create_transition_and_timeline(store: Store) -> None:
         store.transition(
             rid,
             proj,
-            {"status": "dispatched", "reason": "Admitted", "devices": [2, 3], "dispatched_at": T0 + 1, "updated_at": T0 + 1},
+            {
+                "status": "dispatched",
+                "reason": "Admitted",
+                "devices": [2, 3],
+                "dispatched_at": T0 + 1,
+                "updated_at": T0 + 1,
+            },
             ev("dispatched", "Admitted", "admitted to team-a-train", T0 + 1),
         )
     )

@@ -214,6 +214,15 @@ def cross_check(cfg: PlatformConfig) -> list[str]:
         for j, p in enumerate(pr.default_presets):
             if p not in presets:
                 errors.append(f"{where}.default_presets[{j}]: unknown preset {p!r} (known: {', '.join(presets) or 'none'})")
+        allowed_p = pr.allowed_presets if pr.allowed_presets is not None else (None if not cfg.restrict_by_default else [])
+        for j, p in enumerate(pr.default_presets):
+            if p in presets and allowed_p is not None and p not in allowed_p:
+                errors.append(f"{where}.default_presets[{j}]: {p!r} is not in the project's allowed presets {allowed_p}")
+        if pr.default_queue and pr.allowed_queues is None and cfg.restrict_by_default:
+            errors.append(
+                f"{where}.default_queue: restrict_by_default is true and the project lists no allowed_queues, "
+                "so it may use no queue"
+            )
         if pr.default_queue:
             if pr.default_queue not in queues:
                 errors.append(f"{where}.default_queue: unknown queue {pr.default_queue!r} (known: {', '.join(queues) or 'none'})")

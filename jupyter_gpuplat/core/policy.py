@@ -208,13 +208,14 @@ def resolve(cfg: PlatformConfig, user: str, req: RunRequest) -> Resolution:
     if pr.max_run_resources is not None:
         lim = Quota.parse(pr.max_run_resources.model_dump())
         # name only the limited resources: an unset one is unlimited, not 0
-        caps = [(n, v) for n, v in (("gpu", lim.gpu), ("cpu", lim.cpu_milli), ("memory", lim.memory_bytes)) if v is not None]
+        limits = (("gpu", lim.gpu), ("cpu", lim.cpu_milli), ("memory", lim.memory_bytes))
+        caps = [(n, v) for n, v in limits if v is not None]
         cap_text = ", ".join(f"{fmt_amount(n, v)} {n}" for n, v in caps)
         for name, want, have in _exceeds(lim, res):
             problems.append(
                 Unprocessable(
                     f"requests {fmt_amount(name, want)} {name}; project {pr.name} allows at most "
-                    f"{fmt_amount(name, have)} per run (max_run_resources)",
+                    f"{fmt_amount(name, have)} {name} per run (max_run_resources)",
                     f"ask for at most {cap_text} per run",
                     code="MaxRunResources",
                 )

@@ -384,7 +384,7 @@ class Engine:
         status = Status(obs.status)
         message = obs.message
         if a.stop_requested_by and status == Status.STOPPED:
-            message = f"stopped by {a.stop_requested_by}; {obs.message}"
+            message = f"stopped by {a.stop_requested_by}; {obs.message.removeprefix('stopped by request; ')}"
         self._finish(a, status, obs.reason, message, exit_code=obs.exit_code)
 
     def _finish(self, a: ActiveRun, status: Status, reason: str, message: str, **fields: Any) -> None:

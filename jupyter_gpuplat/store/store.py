@@ -36,6 +36,14 @@ def make_engine(url: str) -> Engine:
             cur.execute("PRAGMA synchronous=NORMAL")
             cur.execute("PRAGMA busy_timeout=30000")
             cur.close()
+            # pysqlite's legacy mode only BEGINs before DML, so DDL (migrations) ran outside any
+            # transaction and a failed migration left half its tables behind. Let SQLAlchemy emit
+            # BEGIN itself (the documented recipe) so every engine.begin() block is atomic.
+            dbapi_conn.isolation_level = None
+
+        @event.listens_for(engine, "begin")
+        def _begin(conn: Any) -> None:
+            conn.exec_driver_sql("BEGIN")
 
         return engine
     return create_engine(url, pool_pre_ping=True)
