@@ -48,12 +48,12 @@ import requests
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import bulk_insert, machine, ms, rounds_summary, run_row, summary, table  # noqa: E402
+from _common import bulk_insert, machine, ms, rounds_summary, run_row, summary, table
 
-from jupyter_gpuplat.core.config import load_config_text  # noqa: E402
-from jupyter_gpuplat.core.policy import resolve  # noqa: E402
-from jupyter_gpuplat.core.request import RunRequest  # noqa: E402
-from jupyter_gpuplat.store.store import Store  # noqa: E402
+from jupyter_gpuplat.core.config import load_config_text
+from jupyter_gpuplat.core.policy import resolve
+from jupyter_gpuplat.core.request import RunRequest
+from jupyter_gpuplat.store.store import Store
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "jupyter_gpuplat" / "platform.example.yaml"
 SERVER_TOKEN = "bench-ops-token"
@@ -314,6 +314,25 @@ def create_to_running(ops: Client, events: EventStream, n: int) -> dict[str, dic
     }
 
 
+def floor(client: Client, rounds: int, per_round: int) -> list[list[Any]]:
+    """Requests that do almost nothing: what HTTP, jupyter_server's auth and the client cost alone."""
+    rows = []
+    for name, path, params in (("GET whoami", "whoami", {}), ("GET runs?limit=1", "runs", {"limit": 1})):
+        for _ in range(5):
+            client.s.get(client.base + path, params=params, timeout=60)
+        out = []
+        for _ in range(rounds):
+            samples = []
+            for _ in range(per_round):
+                t0 = time.perf_counter()
+                client.s.get(client.base + path, params=params, timeout=60)
+                samples.append(time.perf_counter() - t0)
+            out.append(samples)
+        s = rounds_summary(out)
+        rows.append([f"(floor) {name}: HTTP + auth + routing", ms(s["p50"]), ms(s["p95"]), "", "", f"{s['n']} requests"])
+    return rows
+
+
 def list_pages(client: Client, label: str, n_runs: int, rounds: int, per_round: int) -> list[list[Any]]:
     rows = []
     cases = [("first page", {})]
@@ -378,7 +397,7 @@ def main() -> None:
         events = EventStream(server.base, SERVER_TOKEN)
 
         only = set(args.only.split(","))
-        rows: list[list[Any]] = []
+        rows: list[list[Any]] = floor(ops, args.rounds, args.pages)
         if "post" in only:
             s = time_posts(ops, "bench-paused", args.rounds, args.posts, None)
             rows.append(["POST runs → paused queue (request path only)", ms(s["p50"]), ms(s["p95"]),

@@ -57,14 +57,14 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import bulk_insert, machine, ms, rounds_summary, run_row, table  # noqa: E402
+from _common import bulk_insert, machine, ms, rounds_summary, run_row, table
 
-from jupyter_gpuplat.core.config import PlatformConfig, parse_config  # noqa: E402
-from jupyter_gpuplat.core.policy import resolve  # noqa: E402
-from jupyter_gpuplat.core.request import RunRequest  # noqa: E402
-from jupyter_gpuplat.engine.engine import Engine  # noqa: E402
-from jupyter_gpuplat.executors.base import Device, Executor, LaunchRequest, Observation  # noqa: E402
-from jupyter_gpuplat.store.store import Store  # noqa: E402
+from jupyter_gpuplat.core.config import PlatformConfig, parse_config
+from jupyter_gpuplat.core.policy import resolve
+from jupyter_gpuplat.core.request import RunRequest
+from jupyter_gpuplat.engine.engine import Engine
+from jupyter_gpuplat.executors.base import Device, Executor, LaunchRequest, Observation
+from jupyter_gpuplat.store.store import Store
 
 TARGET_10K_S = 0.001
 TARGET_RATIO = 1.5

@@ -53,7 +53,7 @@ class Client:
         r = self.session.get(self.base + path, params=params, stream=True, timeout=(10, None))
         if r.status_code >= 400:
             self.call("GET", path, **params)  # raises with the server's message
-        event, data = "message", []
+        event, data = "message", list[str]()
         for raw in r.iter_lines(decode_unicode=True):
             if raw == "":
                 if data:
@@ -128,8 +128,10 @@ def cmd_submit(args: argparse.Namespace) -> int:
         body["env"] = dict(kv.split("=", 1) for kv in args.env)
     if args.preview:
         p = c.call("POST", "runs/preview", body)
-        human = json.dumps(p["resolved"], indent=2) + "\n\nset by:\n" + "\n".join(
-            f"  {k}: {v}" for k, v in p["provenance"].items()
+        human = (
+            json.dumps(p["resolved"], indent=2)
+            + "\n\nset by:\n"
+            + "\n".join(f"  {k}: {v}" for k, v in p["provenance"].items())
         )
         v = p["verdict"]
         human += "\n\nverdict: " + ("allowed" if v["allowed"] else "refused")
@@ -159,8 +161,18 @@ def cmd_runs(args: argparse.Namespace) -> int:
     if action == "list":
         data = c.call("GET", "runs", project=args.project, status=args.status, queue=args.queue, limit=args.limit)
         rows = [
-            (r["id"], r["name"], r["project"], r["user"], r["queue"], r["status"], r["resources"]["gpu"],
-             ",".join(map(str, r["devices"])), ago(r["created_at"]), r["message"][:60])
+            (
+                r["id"],
+                r["name"],
+                r["project"],
+                r["user"],
+                r["queue"],
+                r["status"],
+                r["resources"]["gpu"],
+                ",".join(map(str, r["devices"])),
+                ago(r["created_at"]),
+                r["message"][:60],
+            )
             for r in data["runs"]
         ]
         headers = ("ID", "NAME", "PROJECT", "USER", "QUEUE", "STATUS", "GPU", "DEVICES", "AGE", "MESSAGE")
@@ -173,8 +185,11 @@ def cmd_runs(args: argparse.Namespace) -> int:
         lines = [f"{k}: {r[k]}" for k in ("id", "name", "project", "user", "queue", "status", "reason", "message")]
         lines.append("clocks: " + ", ".join(f"{k} {v}" for k, v in r["clocks"].items()))
         lines.append("timeline:")
-        lines += [f"  {time.strftime('%H:%M:%S', time.localtime(e['at']))}  {e['status']:<10} "
-                  f"{e['reason']:<18} {e['message']}" for e in r["timeline"]]
+        lines += [
+            f"  {time.strftime('%H:%M:%S', time.localtime(e['at']))}  {e['status']:<10} "
+            f"{e['reason']:<18} {e['message']}"
+            for e in r["timeline"]
+        ]
         emit(args, r, "\n".join(lines))
     elif action == "explain":
         e = c.call("GET", f"runs/{args.run_id}/explain")
@@ -211,7 +226,7 @@ def cmd_presets(args: argparse.Namespace) -> int:
     c = find_server(args.url, args.token)
     data = c.call("GET", "presets", project=args.project)
     rows = [
-        (p["name"], p["kind"] or "", p["queue"] or "", json.dumps((p.get("resources") or {})), p["description"])
+        (p["name"], p["kind"] or "", p["queue"] or "", json.dumps(p.get("resources") or {}), p["description"])
         for p in data["presets"]
     ]
     emit(args, data, table(rows, ("PRESET", "KIND", "QUEUE", "RESOURCES", "DESCRIPTION")))
@@ -231,7 +246,9 @@ def cmd_config(args: argparse.Namespace) -> int:
             print(f"  {e}", file=sys.stderr)
         return 2
     if args.action == "validate":
-        print(f"{args.file}: valid ({len(cfg.queues)} queues, {len(cfg.presets)} presets, {len(cfg.projects)} projects)")
+        print(
+            f"{args.file}: valid ({len(cfg.queues)} queues, {len(cfg.presets)} presets, {len(cfg.projects)} projects)"
+        )
         return 0
     c = find_server(args.url, args.token)
     import yaml
@@ -320,8 +337,13 @@ def main(argv: Sequence[str] | None = None) -> int:
             args.file = args.file_opt or args.file
             if not args.file:
                 parser.error("config needs a file: gpuplat config validate FILE / gpuplat config apply -f FILE")
-        handler = {"submit": cmd_submit, "runs": cmd_runs, "queues": cmd_queues, "presets": cmd_presets,
-                   "config": cmd_config}[args.cmd]
+        handler = {
+            "submit": cmd_submit,
+            "runs": cmd_runs,
+            "queues": cmd_queues,
+            "presets": cmd_presets,
+            "config": cmd_config,
+        }[args.cmd]
         return handler(args)
     except CLIError as exc:
         print(f"gpuplat: {exc}", file=sys.stderr)

@@ -12,6 +12,9 @@ from typing import Any
 
 import pytest
 
+# Real PostgreSQL for the store tests (session server, one fresh database per test).
+from .pg import pg_db_url, pg_url  # noqa: F401
+
 pytest_plugins = ("pytest_jupyter.jupyter_server",)
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "jupyter_gpuplat" / "platform.example.yaml"
@@ -58,7 +61,9 @@ class Api:
             kw["body"] = json.dumps(body)
         elif method in ("POST", "PUT"):
             kw["body"] = b"{}"
-        resp = await self._fetch("gpuplat", "api", *path.split("/"), headers={"Authorization": f"token tok-{user}"}, **kw)
+        resp = await self._fetch(
+            "gpuplat", "api", *path.split("/"), headers={"Authorization": f"token tok-{user}"}, **kw
+        )
         ctype = resp.headers.get("Content-Type", "")
         data = json.loads(resp.body) if resp.body and "json" in ctype else resp.body
         return resp.code, data
@@ -75,13 +80,14 @@ class Api:
     async def run(self, run_id: str, user: str = "alice") -> dict[str, Any]:
         return await self.ok("GET", f"runs/{run_id}", user)
 
-    async def wait_status(self, run_id: str, *statuses: str, user: str = "alice", timeout: float = 20) -> dict[str, Any]:
+    async def wait_status(
+        self, run_id: str, *statuses: str, user: str = "alice", timeout: float = 20
+    ) -> dict[str, Any]:
         async def cond() -> dict[str, Any] | None:
             r = await self.run(run_id, user)
             return r if r["status"] in statuses else None
 
         return await wait_for(cond, timeout, f"run {run_id} to reach {statuses}")
-
 
     async def wait_log(self, run_id: str, text: str, user: str = "alice", timeout: float = 20) -> bytes:
         async def cond() -> bytes | None:
@@ -122,7 +128,3 @@ def api(jp_fetch: Any, jp_serverapp: Any) -> Any:
 @pytest.fixture
 def platform(jp_serverapp: Any) -> Any:
     return jp_serverapp.web_app.settings["gpuplat"]
-
-
-# Real PostgreSQL for the store tests (session server, one fresh database per test).
-from .pg import pg_db_url, pg_url  # noqa: F401

@@ -67,7 +67,7 @@ class ServerProcess:
         self.env.pop("GPUPLAT_TOKEN", None)
 
     def start(self, timeout: float = 60) -> None:
-        log = open(self.root / "server.log", "ab")  # noqa: SIM115 - lives as long as the process
+        log = open(self.root / "server.log", "ab")
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "jupyter_server", "--allow-root", "--ip=127.0.0.1", f"--port={self.port}"],
             env=self.env,

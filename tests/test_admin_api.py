@@ -84,7 +84,9 @@ async def test_config_get_and_declarative_apply(api: Any, tmp_path: Path) -> Non
     assert (await api.ok("GET", "config", "ops"))["config"]["queues"][0]["concurrency"] == 5
     # Removing a queue that still holds runs is refused and changes nothing.
     gate = tmp_path / "g"
-    run = await api.submit("erin", project="team-b", command=["sh", "-c", f"while [ ! -e {gate} ]; do sleep 0.02; done"])
+    run = await api.submit(
+        "erin", project="team-b", command=["sh", "-c", f"while [ ! -e {gate} ]; do sleep 0.02; done"]
+    )
     await api.wait_status(run["id"], "running", user="erin")
     smaller = {**doc, "queues": [q for q in doc["queues"] if q["name"] != "team-b-train"]}
     smaller["projects"] = [p for p in doc["projects"] if p["name"] != "team-b"]

@@ -37,8 +37,21 @@ def gp(server: ServerProcess, *args: str, check: bool = True) -> subprocess.Comp
 
 
 def test_submit_follow_list_show_explain(server: ServerProcess) -> None:
-    out = gp(server, "submit", "-p", "team-a", "--preset", "single-gpu", "-n", "hello", "-f", "--",
-             sys.executable, "-c", "print('hi from the gpu', flush=True)")
+    out = gp(
+        server,
+        "submit",
+        "-p",
+        "team-a",
+        "--preset",
+        "single-gpu",
+        "-n",
+        "hello",
+        "-f",
+        "--",
+        sys.executable,
+        "-c",
+        "print('hi from the gpu', flush=True)",
+    )
     first, *rest = out.stdout.splitlines()
     run_id = first.split()[0]
     assert "queue team-a-train" in first and rest == ["hi from the gpu"]

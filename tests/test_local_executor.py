@@ -254,7 +254,8 @@ def test_final_observation_from_what_a_run_left_behind() -> None:
         "r",
         "failed",
         "TimedOut",
-        "exceeded its timeout of 30 s; still running 10 s after SIGTERM, so its process group was killed with SIGKILL (9)",
+        "exceeded its timeout of 30 s; still running 10 s after SIGTERM, "
+        "so its process group was killed with SIGKILL (9)",
         -9,
     )
     assert make_final_observation("r", 7, None, 2, None, "lost") == Observation(

@@ -470,7 +470,10 @@ def capped() -> PlatformConfig:
     [
         ({"gpu": 2, "cpu": "64", "memory": "32Gi"}, []),
         ({"gpu": 4}, ["requests 4 gpu; project x allows at most 2 gpu per run (max_run_resources)"]),
-        ({"memory": "64Gi"}, ["requests 64Gi memory; project x allows at most 32Gi memory per run (max_run_resources)"]),
+        (
+            {"memory": "64Gi"},
+            ["requests 64Gi memory; project x allows at most 32Gi memory per run (max_run_resources)"],
+        ),
         (
             {"gpu": 4, "cpu": "48", "memory": "64Gi"},
             [

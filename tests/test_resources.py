@@ -195,7 +195,7 @@ def test_resources_parse() -> None:
 
 @pytest.mark.parametrize("gpu", [1.5, "2", True])
 def test_resources_parse_gpu_must_be_whole(gpu: Any) -> None:
-    with pytest.raises(ValueError, match="^gpu must be a whole number$"):
+    with pytest.raises(ValueError, match=r"^gpu must be a whole number$"):
         Resources.parse({"gpu": gpu})
 
 

@@ -41,8 +41,9 @@ def server(tmp_path: Path) -> Iterator[ServerProcess]:
 def test_sigkill_restart_reattaches_and_dispatches_in_order(server: ServerProcess, tmp_path: Path) -> None:
     gates = [tmp_path / f"gate{i}" for i in range(4)]
     ids = [
-        server.ok("POST", "runs", body={"project": "team-a", "name": f"r{i}", "presets": ["single-gpu"],
-                                        "command": gated(g)})["id"]
+        server.ok(
+            "POST", "runs", body={"project": "team-a", "name": f"r{i}", "presets": ["single-gpu"], "command": gated(g)}
+        )["id"]
         for i, g in enumerate(gates)
     ]
     first = [server.wait_status(i, "running") for i in ids[:2]]

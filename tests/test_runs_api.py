@@ -23,9 +23,7 @@ def gated(gate: Path, extra: str = "") -> list[str]:
 
 async def test_queue_concurrency_admission_explain_and_order(api: Any, tmp_path: Path) -> None:
     gates = [tmp_path / f"go{i}" for i in range(4)]
-    runs = [
-        await api.submit(name=f"r{i}", presets=["single-gpu"], command=gated(g)) for i, g in enumerate(gates)
-    ]
+    runs = [await api.submit(name=f"r{i}", presets=["single-gpu"], command=gated(g)) for i, g in enumerate(gates)]
     assert all(r["queue"] == "team-a-train" and r["status"] == "queued" for r in runs)
     ids = [r["id"] for r in runs]
     await api.wait_status(ids[0], "running")
@@ -84,8 +82,10 @@ async def test_disallowed_queue_and_preset_are_refused_with_the_allowed_lists(ap
     code, body = await api(
         "POST", "runs", body={"project": "team-a", "command": "true", "presets": ["notebook"], "queue": "team-a-train"}
     )
-    assert code == 403 and body["error"]["code"] == "FieldLocked" and "queue is locked by preset:notebook" in (
-        body["error"]["message"]
+    assert (
+        code == 403
+        and body["error"]["code"] == "FieldLocked"
+        and "queue is locked by preset:notebook" in (body["error"]["message"])
     )
     assert (await api.ok("GET", "runs", "ops"))["runs"] == []
 
@@ -99,8 +99,13 @@ async def test_roles_and_project_isolation(api: Any, tmp_path: Path) -> None:
     await api.wait_log(run["id"], "devices", user="bob")
     # carol (viewer, same project) can read; dave (other project) sees nothing.
     assert (await api.run(run["id"], "carol"))["name"] == "secret"
-    for path in (f"runs/{run['id']}", f"runs/{run['id']}/logs", f"runs/{run['id']}/outputs",
-                 f"runs/{run['id']}/outputs/out.txt", f"runs/{run['id']}/explain"):
+    for path in (
+        f"runs/{run['id']}",
+        f"runs/{run['id']}/logs",
+        f"runs/{run['id']}/outputs",
+        f"runs/{run['id']}/outputs/out.txt",
+        f"runs/{run['id']}/explain",
+    ):
         code, body = await api("GET", path, "dave", follow="false")
         assert code == 404, path
         assert body["error"]["message"] == f"run {run['id']!r} not found"
@@ -178,7 +183,11 @@ async def test_bad_input_is_refused_clearly_and_creates_nothing(api: Any) -> Non
         (b"[1,2]", 400, "must be a JSON object"),
         (b'{"project": "team-a", "command": "true", "colour": "red"}', 400, "colour: unknown field"),
         (b'{"project": "team-a", "command": "true", "resources": {"gpu": -1}}', 400, "resources.gpu: must be >= 0"),
-        (b'{"project": "team-a", "command": "true", "resources": {"gpu": 100000}}', 400, "resources.gpu: must be <= 1024"),
+        (
+            b'{"project": "team-a", "command": "true", "resources": {"gpu": 100000}}',
+            400,
+            "resources.gpu: must be <= 1024",
+        ),
         (b'{"project": "team-a", "command": "true", "resources": {"memory": "12 parsecs"}}', 400, "invalid memory"),
         (b'{"project": "team-a", "command": "true", "resources": {"cpu": "-2"}}', 400, "cpu"),
         (b'{"project": "team-a"}', 400, "command: is required"),

@@ -75,17 +75,18 @@ async def test_log_stream_delivers_lines_while_the_process_prints(
     assert end["event"] == "end" and json.loads(end["data"])["status"] == "succeeded"
     # Offsets let a client resume: from the id of 'step 1' only the rest comes back.
     resume_from = next(e["id"] for e in evs if e.get("data") == "step 1")
-    code_, body = await api("GET", f"runs/{run['id']}/logs", offset=resume_from)
+    _, body = await api("GET", f"runs/{run['id']}/logs", offset=resume_from)
     assert [e["data"] for e in parse_sse(body.decode()) if "event" not in e] == ["step 2", "finished"]
     # The full log remains after the run ended.
     assert (await api.ok("GET", f"runs/{run['id']}/logs", format="text")).decode().splitlines() == [
-        "step 0", "step 1", "step 2", "finished"
+        "step 0",
+        "step 1",
+        "step 2",
+        "finished",
     ]
 
 
-async def test_events_stream_status_changes_and_resume(
-    api: Any, jp_http_port: int, jp_base_url: str
-) -> None:
+async def test_events_stream_status_changes_and_resume(api: Any, jp_http_port: int, jp_base_url: str) -> None:
     s = Stream(url(jp_http_port, jp_base_url, "events"), {"Authorization": "token tok-carol"})
     other = Stream(url(jp_http_port, jp_base_url, "events"), {"Authorization": "token tok-dave"})
 
@@ -109,7 +110,7 @@ async def test_events_stream_status_changes_and_resume(
     assert not [e for e in other.events() if e.get("event") == "status"]
     # Resume: from the id of the 'dispatched' event, the later ones are replayed.
     since = [e["id"] for e in s.events() if e.get("event") == "status"][2]
-    code, body = await api("GET", "events", "carol", since=since, limit="2")
+    _, body = await api("GET", "events", "carol", since=since, limit="2")
     replay = [json.loads(e["data"])["status"] for e in parse_sse(body.decode()) if e.get("event") == "status"]
     assert replay == ["running", "succeeded"]
     s.future.cancel()

@@ -57,7 +57,7 @@ class Wait:
 class QueueState:
     """One queue's limits, held runs and pending runs."""
 
-    __slots__ = ("limits", "used", "held", "per_user", "_groups", "_index")
+    __slots__ = ("_groups", "_index", "held", "limits", "per_user", "used")
 
     def __init__(self, limits: QueueLimits) -> None:
         self.limits = limits

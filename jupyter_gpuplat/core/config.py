@@ -128,7 +128,14 @@ def validation_messages(exc: ValidationError, model: type[BaseModel] | None = No
     """Pydantic errors as `path: message` lines a person can act on."""
     msgs = []
     for err in exc.errors():
-        loc = tuple(p for p in err["loc"] if not (isinstance(p, str) and ("function-" in p or p in ("str", "int", "float", "list[EnvVar]", "dict[str,str]"))))
+        loc = tuple(
+            p
+            for p in err["loc"]
+            if not (
+                isinstance(p, str)
+                and ("function-" in p or p in ("str", "int", "float", "list[EnvVar]", "dict[str,str]"))
+            )
+        )
         path = format_loc(loc)
         if prefix:
             path = prefix + ("" if path.startswith("[") else ".") + path if path != "(top level)" else prefix
@@ -197,27 +204,39 @@ def cross_check(cfg: PlatformConfig) -> list[str]:
     presets = [p.name for p in cfg.presets]
     if cfg.defaults.queue and cfg.defaults.queue not in queues:
         errors.append(f"defaults.queue: unknown queue {cfg.defaults.queue!r} (known: {', '.join(queues) or 'none'})")
-    for i, p in enumerate(cfg.presets):
-        if p.queue and p.queue not in queues:
-            errors.append(f"presets[{i}].queue: unknown queue {p.queue!r} (known: {', '.join(queues) or 'none'})")
-        for j, field in enumerate(p.locked):
+    for i, preset in enumerate(cfg.presets):
+        if preset.queue and preset.queue not in queues:
+            errors.append(f"presets[{i}].queue: unknown queue {preset.queue!r} (known: {', '.join(queues) or 'none'})")
+        for j, field in enumerate(preset.locked):
             if field.split(".")[0] not in PartialSpec.model_fields:
-                errors.append(f"presets[{i}].locked[{j}]: unknown field {field!r} (fields: {', '.join(PartialSpec.model_fields)})")
+                errors.append(
+                    f"presets[{i}].locked[{j}]: unknown field {field!r} (fields: {', '.join(PartialSpec.model_fields)})"
+                )
     for i, pr in enumerate(cfg.projects):
         where = f"projects[{i}]"
         for j, q in enumerate(pr.allowed_queues or []):
             if q not in queues:
-                errors.append(f"{where}.allowed_queues[{j}]: unknown queue {q!r} (known: {', '.join(queues) or 'none'})")
+                errors.append(
+                    f"{where}.allowed_queues[{j}]: unknown queue {q!r} (known: {', '.join(queues) or 'none'})"
+                )
         for j, p in enumerate(pr.allowed_presets or []):
             if p not in presets:
-                errors.append(f"{where}.allowed_presets[{j}]: unknown preset {p!r} (known: {', '.join(presets) or 'none'})")
+                errors.append(
+                    f"{where}.allowed_presets[{j}]: unknown preset {p!r} (known: {', '.join(presets) or 'none'})"
+                )
         for j, p in enumerate(pr.default_presets):
             if p not in presets:
-                errors.append(f"{where}.default_presets[{j}]: unknown preset {p!r} (known: {', '.join(presets) or 'none'})")
-        allowed_p = pr.allowed_presets if pr.allowed_presets is not None else (None if not cfg.restrict_by_default else [])
+                errors.append(
+                    f"{where}.default_presets[{j}]: unknown preset {p!r} (known: {', '.join(presets) or 'none'})"
+                )
+        allowed_p = (
+            pr.allowed_presets if pr.allowed_presets is not None else (None if not cfg.restrict_by_default else [])
+        )
         for j, p in enumerate(pr.default_presets):
             if p in presets and allowed_p is not None and p not in allowed_p:
-                errors.append(f"{where}.default_presets[{j}]: {p!r} is not in the project's allowed presets {allowed_p}")
+                errors.append(
+                    f"{where}.default_presets[{j}]: {p!r} is not in the project's allowed presets {allowed_p}"
+                )
         if pr.default_queue and pr.allowed_queues is None and cfg.restrict_by_default:
             errors.append(
                 f"{where}.default_queue: restrict_by_default is true and the project lists no allowed_queues, "
@@ -225,9 +244,13 @@ def cross_check(cfg: PlatformConfig) -> list[str]:
             )
         if pr.default_queue:
             if pr.default_queue not in queues:
-                errors.append(f"{where}.default_queue: unknown queue {pr.default_queue!r} (known: {', '.join(queues) or 'none'})")
+                errors.append(
+                    f"{where}.default_queue: unknown queue {pr.default_queue!r} (known: {', '.join(queues) or 'none'})"
+                )
             elif pr.allowed_queues is not None and pr.default_queue not in pr.allowed_queues:
-                errors.append(f"{where}.default_queue: {pr.default_queue!r} is not in allowed_queues {pr.allowed_queues}")
+                errors.append(
+                    f"{where}.default_queue: {pr.default_queue!r} is not in allowed_queues {pr.allowed_queues}"
+                )
     return errors
 
 

@@ -158,7 +158,9 @@ def resolve(cfg: PlatformConfig, user: str, req: RunRequest) -> Resolution:
     spec = merged.spec
     for v in merged.violations:
         problems.append(
-            Forbidden(v.message(), "remove the override or pick presets that do not lock this field", code="FieldLocked")
+            Forbidden(
+                v.message(), "remove the override or pick presets that do not lock this field", code="FieldLocked"
+            )
         )
     spec.setdefault("kind", "job")
     spec["command"] = req.argv()
@@ -178,7 +180,9 @@ def resolve(cfg: PlatformConfig, user: str, req: RunRequest) -> Resolution:
         )
     elif cfg.queue(qname) is None:
         problems.append(
-            Unprocessable(f"unknown queue {qname!r}", f"allowed queues: {', '.join(queues_ok) or 'none'}", code="UnknownQueue")
+            Unprocessable(
+                f"unknown queue {qname!r}", f"allowed queues: {', '.join(queues_ok) or 'none'}", code="UnknownQueue"
+            )
         )
     elif qname not in queues_ok:
         problems.append(

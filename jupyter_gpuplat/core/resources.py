@@ -30,15 +30,15 @@ def parse_cpu(value: Any) -> int:
             raise ValueError(f"invalid cpu quantity {value!r}: must be a finite number of cores")
         if value < 0:
             raise ValueError("must be >= 0")
-        return int(round(value * 1000))
+        return round(value * 1000)
     if isinstance(value, str):
         m = _QTY.match(value)
         if m:
             num, unit = float(m.group(1)), m.group(2)
             if unit == "m":
-                return int(round(num))
+                return round(num)
             if unit == "":
-                return int(round(num * 1000))
+                return round(num * 1000)
     raise ValueError(f"invalid cpu quantity {value!r}: use cores (2, 0.5) or millicores ('500m')")
 
 
@@ -62,9 +62,7 @@ def parse_memory(value: Any) -> int:
                 return int(num * _BIN[unit])
             if unit in _DEC:
                 return int(num * _DEC[unit])
-    raise ValueError(
-        f"invalid memory quantity {value!r}: use bytes or a suffix Ki, Mi, Gi, Ti (binary) or k, M, G, T"
-    )
+    raise ValueError(f"invalid memory quantity {value!r}: use bytes or a suffix Ki, Mi, Gi, Ti (binary) or k, M, G, T")
 
 
 def format_memory(n: int) -> str:
@@ -92,7 +90,9 @@ class Resources:
         gpu = raw.get("gpu", 0) or 0
         if isinstance(gpu, bool) or not isinstance(gpu, int):
             raise ValueError("gpu must be a whole number")
-        return cls(gpu=gpu, cpu_milli=parse_cpu(raw.get("cpu", 0) or 0), memory_bytes=parse_memory(raw.get("memory", 0) or 0))
+        return cls(
+            gpu=gpu, cpu_milli=parse_cpu(raw.get("cpu", 0) or 0), memory_bytes=parse_memory(raw.get("memory", 0) or 0)
+        )
 
     def __add__(self, o: Resources) -> Resources:
         return Resources(self.gpu + o.gpu, self.cpu_milli + o.cpu_milli, self.memory_bytes + o.memory_bytes)

@@ -17,7 +17,16 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..core.admission import HeldRun, PendingRun, QueueLimits, QueueState, choose, order_queues, pick_devices, wait_reason
+from ..core.admission import (
+    HeldRun,
+    PendingRun,
+    QueueLimits,
+    QueueState,
+    choose,
+    order_queues,
+    pick_devices,
+    wait_reason,
+)
 from ..core.config import PlatformConfig, QueueConfig, dump_config, parse_config
 from ..core.errors import Conflict, Forbidden, NotFound, Unprocessable
 from ..core.policy import can_stop, has_role, is_platform_admin, resolve, visible_projects
@@ -324,14 +333,14 @@ class Engine:
         if self._newly_queued:
             fresh, self._newly_queued = self._newly_queued, []
             for rid in fresh:
-                a = self.active.get(rid)
-                if a is None or a.status != Status.QUEUED:
+                waiting = self.active.get(rid)
+                if waiting is None or waiting.status != Status.QUEUED:
                     continue
-                q = self.queues[a.queue]
+                q = self.queues[waiting.queue]
                 p = q.pending(rid)
                 if p is not None:
                     w = wait_reason(q, p, len(self.free_devices))
-                    self._record(a, Status.QUEUED, w.reason, w.message)
+                    self._record(waiting, Status.QUEUED, w.reason, w.message)
         return [a.id for a, _ in admitted]
 
     async def _launch(self, a: ActiveRun) -> None:
@@ -418,9 +427,7 @@ class Engine:
             self._schedule()
         elif a.stop_requested_by is None:
             a.stop_requested_by = user
-            self._record(
-                a, Status.STOPPING, Reason.STOP_REQUESTED, f"stop requested by {user}", stop_requested_by=user
-            )
+            self._record(a, Status.STOPPING, Reason.STOP_REQUESTED, f"stop requested by {user}", stop_requested_by=user)
             if a.handle is not None:
                 self._spawn(self._stop_in_executor(a))
         return self.store.get_run(run_id) or row

@@ -93,7 +93,7 @@ def to_json(value: float | str | None) -> str:
     if isinstance(value, str):
         # lone surrogates (undecodable bytes in a path) are escaped too: they cannot be written as UTF-8
         plain = (c >= " " and c not in '"\\' and not "\ud800" <= c <= "\udfff" for c in value)
-        return '"' + "".join(c if ok else f"\\u{ord(c):04x}" for c, ok in zip(value, plain)) + '"'
+        return '"' + "".join(c if ok else f"\\u{ord(c):04x}" for c, ok in zip(value, plain, strict=True)) + '"'
     return repr(value)
 
 

@@ -530,7 +530,7 @@ class LocalExecutor(Executor):
                 except Exception:
                     self.log.exception("gpuplat: checking run %s (pid %d) failed", run.run_id, run.pid)
 
-    def _check_exit(self, run: _Run) -> int | None | Literal[_State.ALIVE]:
+    def _check_exit(self, run: _Run) -> int | Literal[_State.ALIVE] | None:
         """_ALIVE, or the launcher's Popen-style code, or None when it ended where we cannot see how."""
         if not run.own:
             try:

@@ -32,7 +32,7 @@ class Platform:
     def __init__(self, app: GpuPlat) -> None:
         self.app = app
         self.store = Store(app.db_url)
-        self.executor: Executor = app.executor_class(parent=app, config=app.config)
+        self.executor: Executor = app.executor_class(parent=app, config=app.config)  # type: ignore[abstract]
         self.engine = Engine(
             self.store,
             self.executor,

@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import json
 import mimetypes
-import os
 from pathlib import Path
 from typing import Any
 
@@ -106,9 +105,7 @@ class WhoAmIHandler(BaseHandler):
     @web.authenticated
     async def get(self) -> None:
         user, cfg = self.user_name, self.engine.cfg
-        projects = [
-            {"name": p, "role": role_in(cfg, user, p)} for p in self.engine.visible_projects(user)
-        ]
+        projects = [{"name": p, "role": role_in(cfg, user, p)} for p in self.engine.visible_projects(user)]
         self.send({"user": user, "platform_admin": self.engine.is_admin(user), "projects": projects})
 
 

@@ -66,11 +66,11 @@ def openapi_document(base_url: str) -> dict[str, Any]:
                     },
                 },
             }
-            model = _BODIES.get((path, method))
-            if model is not None:
+            body = _BODIES.get((path, method))
+            if body is not None:
                 op["requestBody"] = {
                     "required": True,
-                    "content": {"application/json": {"schema": {"$ref": f"#/components/schemas/{model.__name__}"}}},
+                    "content": {"application/json": {"schema": {"$ref": f"#/components/schemas/{body.__name__}"}}},
                 }
             if path in ("events",) or path.endswith("/logs"):
                 op["responses"]["200"] = {"description": "Server-Sent Events", "content": {"text/event-stream": {}}}

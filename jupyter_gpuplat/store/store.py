@@ -49,6 +49,12 @@ def make_engine(url: str) -> Engine:
     return create_engine(url, pool_pre_ping=True)
 
 
+def _pk(result: Any) -> int:
+    key = result.inserted_primary_key
+    assert key is not None
+    return int(key[0])
+
+
 class Store:
     def __init__(self, url: str) -> None:
         self.url = url
@@ -69,17 +75,17 @@ class Store:
     def put_config(self, body: dict[str, Any], *, source: str, by: str, at: float) -> int:
         with self.engine.begin() as conn:
             res = conn.execute(insert(schema.config).values(body=body, source=source, applied_by=by, applied_at=at))
-            return int(res.inserted_primary_key[0])
+            return _pk(res)
 
     # ---- runs -----------------------------------------------------------
     def create_run(self, row: dict[str, Any], evs: Sequence[dict[str, Any]]) -> tuple[int, list[int]]:
         """Insert a run and its first timeline events atomically; returns its seq and the event ids."""
         ids = []
         with self.engine.begin() as conn:
-            seq = conn.execute(insert(schema.runs).values(**row)).inserted_primary_key[0]
+            seq = _pk(conn.execute(insert(schema.runs).values(**row)))
             for ev in evs:
                 res = conn.execute(insert(schema.events).values(run_id=row["id"], project=row["project"], **ev))
-                ids.append(int(res.inserted_primary_key[0]))
+                ids.append(_pk(res))
         return int(seq), ids
 
     def transition(self, run_id: str, project: str, fields: dict[str, Any], ev: dict[str, Any] | None) -> int | None:
@@ -90,14 +96,14 @@ class Store:
             if ev is None:
                 return None
             res = conn.execute(insert(schema.events).values(run_id=run_id, project=project, **ev))
-            return int(res.inserted_primary_key[0])
+            return _pk(res)
 
     def append_events(self, project_by_run: dict[str, str], evs: Iterable[tuple[str, dict[str, Any]]]) -> list[int]:
         ids = []
         with self.engine.begin() as conn:
             for run_id, ev in evs:
                 res = conn.execute(insert(schema.events).values(run_id=run_id, project=project_by_run[run_id], **ev))
-                ids.append(int(res.inserted_primary_key[0]))
+                ids.append(_pk(res))
         return ids
 
     def get_run(self, run_id: str) -> dict[str, Any] | None:
