@@ -141,13 +141,24 @@ class Server:
             JUPYTER_PLATFORM_DIRS="1",
         )
         # `jupyter server` execs `jupyter-server`; under the profiler run the module itself.
-        cmd = ["-m", "cProfile", "-o", os.path.abspath(profile), "-m", "jupyter_server"] if profile else ["-m", "jupyter", "server"]
+        cmd = (
+            ["-m", "cProfile", "-o", os.path.abspath(profile), "-m", "jupyter_server"]
+            if profile
+            else ["-m", "jupyter", "server"]
+        )
         argv = [
-            sys.executable, *cmd, "--no-browser", "--allow-root",
-            "--ip=127.0.0.1", f"--port={self.port}", f"--ServerApp.token={SERVER_TOKEN}",
+            sys.executable,
+            *cmd,
+            "--no-browser",
+            "--allow-root",
+            "--ip=127.0.0.1",
+            f"--port={self.port}",
+            f"--ServerApp.token={SERVER_TOKEN}",
             f"--ServerApp.root_dir={tmp}",
-            f"--GpuPlat.config_file={EXAMPLE}", f"--GpuPlat.db_url={db_url}",
-            f"--GpuPlat.artifacts_root={Path(tmp, 'art')}", "--GpuPlat.default_user=ops",
+            f"--GpuPlat.config_file={EXAMPLE}",
+            f"--GpuPlat.db_url={db_url}",
+            f"--GpuPlat.artifacts_root={Path(tmp, 'art')}",
+            "--GpuPlat.default_user=ops",
             "--LocalExecutor.gpus=4",
         ]  # fmt: skip  (jpserver_extensions and the identity provider are in the config file above)
         self.log_path = Path(tmp, "server.log")
@@ -207,9 +218,7 @@ class EventStream:
         self.seen: dict[tuple[str, str], float] = {}
         self.cond = threading.Condition()
         self.ready = threading.Event()
-        self.resp = requests.get(
-            base + "/gpuplat/api/events", headers=auth(token), stream=True, timeout=(10, None)
-        )
+        self.resp = requests.get(base + "/gpuplat/api/events", headers=auth(token), stream=True, timeout=(10, None))
         self.resp.raise_for_status()
         self.thread = threading.Thread(target=self._read, daemon=True)
         self.thread.start()
@@ -329,13 +338,15 @@ def floor(client: Client, rounds: int, per_round: int) -> list[list[Any]]:
                 samples.append(time.perf_counter() - t0)
             out.append(samples)
         s = rounds_summary(out)
-        rows.append([f"(floor) {name}: HTTP + auth + routing", ms(s["p50"]), ms(s["p95"]), "", "", f"{s['n']} requests"])
+        rows.append(
+            [f"(floor) {name}: HTTP + auth + routing", ms(s["p50"]), ms(s["p95"]), "", "", f"{s['n']} requests"]
+        )
     return rows
 
 
 def list_pages(client: Client, label: str, n_runs: int, rounds: int, per_round: int) -> list[list[Any]]:
     rows = []
-    cases = [("first page", {})]
+    cases: list[tuple[str, dict[str, int]]] = [("first page", {})]
     for frac, name in ((0.5, "middle page (before= half way)"), (0.01, "deep page (before= oldest 1%)")):
         cases.append((name, {"before": max(250, int(n_runs * frac))}))
     for name, extra in cases:
@@ -352,8 +363,16 @@ def list_pages(client: Client, label: str, n_runs: int, rounds: int, per_round: 
                 got = len(r.json()["runs"])
             out.append(samples)
         s = rounds_summary(out)
-        rows.append([f"GET runs?limit=100 as {label}: {name}", ms(s["p50"]), ms(s["p95"]),
-                     f"≤ {TARGET_PAGE_S * 1e3:.0f}", verdict(s["p50"], TARGET_PAGE_S), f"{got} rows"])
+        rows.append(
+            [
+                f"GET runs?limit=100 as {label}: {name}",
+                ms(s["p50"]),
+                ms(s["p95"]),
+                f"≤ {TARGET_PAGE_S * 1e3:.0f}",
+                verdict(s["p50"], TARGET_PAGE_S),
+                f"{got} rows",
+            ]
+        )
     return rows
 
 
@@ -400,11 +419,27 @@ def main() -> None:
         rows: list[list[Any]] = floor(ops, args.rounds, args.pages)
         if "post" in only:
             s = time_posts(ops, "bench-paused", args.rounds, args.posts, None)
-            rows.append(["POST runs → paused queue (request path only)", ms(s["p50"]), ms(s["p95"]),
-                         f"≤ {TARGET_POST_S * 1e3:.0f}", verdict(s["p50"], TARGET_POST_S), f"{s['n']} posts"])
+            rows.append(
+                [
+                    "POST runs → paused queue (request path only)",
+                    ms(s["p50"]),
+                    ms(s["p95"]),
+                    f"≤ {TARGET_POST_S * 1e3:.0f}",
+                    verdict(s["p50"], TARGET_POST_S),
+                    f"{s['n']} posts",
+                ]
+            )
             s = time_posts(ops, "bench-open", args.rounds, args.posts // 2, events)
-            rows.append(["POST runs → open queue (each run also starts)", ms(s["p50"]), ms(s["p95"]),
-                         f"≤ {TARGET_POST_S * 1e3:.0f}", verdict(s["p50"], TARGET_POST_S), f"{s['n']} posts"])
+            rows.append(
+                [
+                    "POST runs → open queue (each run also starts)",
+                    ms(s["p50"]),
+                    ms(s["p95"]),
+                    f"≤ {TARGET_POST_S * 1e3:.0f}",
+                    verdict(s["p50"], TARGET_POST_S),
+                    f"{s['n']} posts",
+                ]
+            )
             print("measured POST latency", flush=True)
 
         c2r: dict[str, dict[str, float]] = {}
@@ -412,9 +447,16 @@ def main() -> None:
             c2r = create_to_running(ops, events, args.started)
             for label, s2 in c2r.items():
                 target = TARGET_RUNNING_S if not label.startswith("(") else None
-                rows.append([f"create → running, {label}", ms(s2["p50"]), ms(s2["p95"]),
-                             f"≤ {TARGET_RUNNING_S * 1e3:.0f}" if target else "",
-                             verdict(s2["p50"], TARGET_RUNNING_S) if target else "", f"{s2['n']} runs"])
+                rows.append(
+                    [
+                        f"create → running, {label}",
+                        ms(s2["p50"]),
+                        ms(s2["p95"]),
+                        f"≤ {TARGET_RUNNING_S * 1e3:.0f}" if target else "",
+                        verdict(s2["p50"], TARGET_RUNNING_S) if target else "",
+                        f"{s2['n']} runs",
+                    ]
+                )
             print("measured create → running", flush=True)
 
         if "list" in only:
@@ -427,8 +469,12 @@ def main() -> None:
             sse = c2r["client: send → running on events SSE"]["p50"]
             srv = c2r["server: send → started_at"]["p50"]
             print("\ncreate → running vs peers (peer time / ours, p50):")
-            print(table(["peer", "peer s", "vs server started_at", "vs client SSE"],
-                        [[name, f"{v:.1f}", f"{v / srv:.0f}×", f"{v / sse:.0f}×"] for name, v in PEERS.items()]))
+            print(
+                table(
+                    ["peer", "peer s", "vs server started_at", "vs client SSE"],
+                    [[name, f"{v:.1f}", f"{v / srv:.0f}×", f"{v / sse:.0f}×"] for name, v in PEERS.items()],
+                )
+            )
         print(f"\n{args.runs:,} runs in the store; server log: {server.log_path if args.keep else '(removed)'}")
     finally:
         if events is not None:

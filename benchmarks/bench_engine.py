@@ -116,6 +116,29 @@ class InstantExecutor(Executor):
         return None
 
 
+class GcWatch:
+    """Counts full (generation 2) garbage collections and their pauses while active."""
+
+    def __init__(self) -> None:
+        self.pauses: list[float] = []
+        self._t = 0.0
+
+    def _cb(self, phase: str, info: dict[str, int]) -> None:
+        if info.get("generation") != 2:
+            return
+        if phase == "start":
+            self._t = time.perf_counter()
+        else:
+            self.pauses.append(time.perf_counter() - self._t)
+
+    def __enter__(self) -> GcWatch:
+        gc.callbacks.append(self._cb)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        gc.callbacks.remove(self._cb)
+
+
 class TimedStore(Store):
     """The real Store; also sums the time spent in `transition` (each is one SQLite commit)."""
 
@@ -161,10 +184,17 @@ def populate(store: Store, cfg: PlatformConfig, n_pending: int, seed: int) -> No
     for qi, q in enumerate(cfg.queues):
         project = f"p{qi // QUEUES_PER_PROJECT:02d}"
         for gpu in (1, 2):
-            req = RunRequest(project=project, queue=q.name, command=["python", "train.py"], resources={"gpu": gpu})
+            req = RunRequest.model_validate(
+                {"project": project, "queue": q.name, "command": ["python", "train.py"], "resources": {"gpu": gpu}}
+            )
             res = resolve(cfg, f"u{qi // QUEUES_PER_PROJECT:02d}-0", req)
             res.raise_first()
-            shapes[(q.name, gpu)] = (req.model_dump(mode="json", exclude_unset=True), res.resolved, res.provenance, res.resources)
+            shapes[(q.name, gpu)] = (
+                req.model_dump(mode="json", exclude_unset=True),
+                res.resolved,
+                res.provenance,
+                res.resources,
+            )
     now = time.time() - 3600
     n_q = len(cfg.queues)
 
@@ -211,13 +241,20 @@ def refill(engine: Engine, qname: str, rng: random.Random) -> None:
     """Submit one run to `qname` (untimed) so the backlog stays the same size."""
     qi = int(qname[1:])
     p = qi // QUEUES_PER_PROJECT
-    req = RunRequest(
-        project=f"p{p:02d}", queue=qname, command=["python", "train.py"], resources={"gpu": rng.choice((1, 2))}
+    req = RunRequest.model_validate(
+        {
+            "project": f"p{p:02d}",
+            "queue": qname,
+            "command": ["python", "train.py"],
+            "resources": {"gpu": rng.choice((1, 2))},
+        }
     )
     engine.submit(f"u{p:02d}-{rng.randrange(USERS_PER_PROJECT)}", req)
 
 
-async def measure_engine(engine: Engine, ex: InstantExecutor, store: TimedStore, rounds: int, iters: int) -> dict[str, Any]:
+async def measure_engine(
+    engine: Engine, ex: InstantExecutor, store: TimedStore, rounds: int, iters: int
+) -> dict[str, Any]:
     loop = asyncio.get_running_loop()
     rng = random.Random(7)
     names = sorted(engine.queues)
@@ -384,7 +421,9 @@ async def one_size(n_pending: int, args: argparse.Namespace) -> dict[str, Any]:
             f"{groups:.1f} groups/queue",
             flush=True,
         )
-        res = await measure_engine(engine, ex, store, args.rounds, args.iters)
+        with GcWatch() as gcw:
+            res = await measure_engine(engine, ex, store, args.rounds, args.iters)
+        res["gc"] = gcw.pauses
         res["pending_after"] = sum(q.pending_count for q in engine.queues.values())
         await engine.close()
         if args.baseline_iters:
@@ -424,16 +463,24 @@ def main() -> None:
     print()
     rows = []
     for r in results:
-        for key, label in (("loop", "engine: observe → handed to executor (loop)"),
-                           ("direct", "engine: _observe + run_cycle → dispatched"),
-                           ("outside", "engine: same, outside SQLite commits")):
+        for key, label in (
+            ("loop", "engine: observe → handed to executor (loop)"),
+            ("direct", "engine: _observe + run_cycle → dispatched"),
+            ("outside", "engine: same, outside SQLite commits"),
+        ):
             s = r[key]
-            rows.append([label, f"{r['n']:,}", ms(s["p50"]), ms(s["p95"]), f"{ms(s['p50_lo'])}–{ms(s['p50_hi'])}", s["n"]])
+            rows.append(
+                [label, f"{r['n']:,}", ms(s["p50"]), ms(s["p95"]), f"{ms(s['p50_lo'])}–{ms(s['p50_hi'])}", s["n"]]
+            )
         if "naive" in r:
-            for key, label in (("direct", "naive: finish → dispatched (sort all)"),
-                               ("outside", "naive: same, outside SQLite commits")):
+            for key, label in (
+                ("direct", "naive: finish → dispatched (sort all)"),
+                ("outside", "naive: same, outside SQLite commits"),
+            ):
                 s = r["naive"][key]
-                rows.append([label, f"{r['n']:,}", ms(s["p50"]), ms(s["p95"]), f"{ms(s['p50_lo'])}–{ms(s['p50_hi'])}", s["n"]])
+                rows.append(
+                    [label, f"{r['n']:,}", ms(s["p50"]), ms(s["p95"]), f"{ms(s['p50_lo'])}–{ms(s['p50_hi'])}", s["n"]]
+                )
     print(table(["measurement", "pending", "p50 ms", "p95 ms", "p50 range over rounds", "samples"], rows))
 
     if len(results) >= 2:
@@ -443,15 +490,23 @@ def main() -> None:
         for key, label in (("loop", "engine loop"), ("direct", "engine direct"), ("outside", "engine outside SQLite")):
             out.append([label, f"{b[key]['p50'] / a[key]['p50']:.2f}×", f"≤ {TARGET_RATIO}×"])
         if "naive" in a and "naive" in b:
-            out.append(["naive direct", f"{b['naive']['direct']['p50'] / a['naive']['direct']['p50']:.2f}×", "(baseline)"])
+            out.append(
+                ["naive direct", f"{b['naive']['direct']['p50'] / a['naive']['direct']['p50']:.2f}×", "(baseline)"]
+            )
         print(table(["measurement", "ratio", "target"], out))
-    print("\nengine vs naive baseline (naive p50 / engine direct p50):")
     out = []
     for r in results:
         if "naive" in r:
-            out.append([f"{r['n']:,}", f"{r['naive']['direct']['p50'] / r['direct']['p50']:.1f}×",
-                        f"{r['naive']['outside']['p50'] / max(r['outside']['p50'], 1e-9):.0f}×"])
-    print(table(["pending", "end to end", "outside SQLite"], out))
+            out.append(
+                [
+                    f"{r['n']:,}",
+                    f"{r['naive']['direct']['p50'] / r['direct']['p50']:.1f}×",
+                    f"{r['naive']['outside']['p50'] / max(r['outside']['p50'], 1e-9):.0f}×",
+                ]
+            )
+    if out:
+        print("\nengine vs naive baseline (naive p50 / engine direct p50):")
+        print(table(["pending", "end to end", "outside SQLite"], out))
     first = results[0]
     verdict = "meets" if first["loop"]["p50"] <= TARGET_10K_S else "misses"
     print(
@@ -460,9 +515,15 @@ def main() -> None:
     )
     for r in results:
         if r["misses"] or r.get("naive", {}).get("misses"):
-            print(f"warning: N={r['n']:,}: {r['misses']} engine / {r.get('naive', {}).get('misses', 0)} naive "
-                  "finishes did not dispatch exactly one run of the same queue")
-        print(f"N={r['n']:,}: {r['pending_after']:,} runs pending at the end of the engine measurement (refilled)")
+            print(
+                f"warning: N={r['n']:,}: {r['misses']} engine / {r.get('naive', {}).get('misses', 0)} naive "
+                "finishes did not dispatch exactly one run of the same queue"
+            )
+        gcp = r["gc"]
+        print(
+            f"N={r['n']:,}: {r['pending_after']:,} runs pending at the end (refilled); "
+            f"{len(gcp)} full GC pauses during the engine measurement" + (f", longest {ms(max(gcp))} ms" if gcp else "")
+        )
 
 
 if __name__ == "__main__":

@@ -32,6 +32,7 @@ class ServerProcess:
         self.url = f"http://127.0.0.1:{self.port}/"
         self.token = "server-token"
         self.proc: subprocess.Popen[bytes] | None = None
+        self._log: Any = None
         conf_dir = root / "jupyter-config"
         conf_dir.mkdir(parents=True, exist_ok=True)
         (conf_dir / "jupyter_server_config.json").write_text(
@@ -67,7 +68,8 @@ class ServerProcess:
         self.env.pop("GPUPLAT_TOKEN", None)
 
     def start(self, timeout: float = 60) -> None:
-        log = open(self.root / "server.log", "ab")
+        self._close_log()
+        self._log = log = open(self.root / "server.log", "ab")  # closed in stop()/kill()
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "jupyter_server", "--allow-root", "--ip=127.0.0.1", f"--port={self.port}"],
             env=self.env,
@@ -79,11 +81,10 @@ class ServerProcess:
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"server exited: {(self.root / 'server.log').read_text()[-3000:]}")
-            try:
-                if self.call("GET", "whoami")[0] == 200:
-                    return
-            except requests.ConnectionError:
-                pass
+            with socket.socket() as probe:
+                listening = probe.connect_ex(("127.0.0.1", self.port)) == 0
+            if listening and self.call("GET", "whoami")[0] == 200:
+                return
             time.sleep(0.05)  # polling the server's readiness, not a fixed wait
         raise RuntimeError("server did not answer in time")
 
@@ -92,6 +93,12 @@ class ServerProcess:
         assert self.proc is not None
         self.proc.send_signal(signal.SIGKILL)
         self.proc.wait(30)
+        self._close_log()
+
+    def _close_log(self) -> None:
+        if self._log is not None:
+            self._log.close()
+            self._log = None
 
     def stop(self) -> None:
         if self.proc is not None and self.proc.poll() is None:
@@ -100,6 +107,8 @@ class ServerProcess:
                 self.proc.wait(30)
             except subprocess.TimeoutExpired:
                 self.proc.kill()
+                self.proc.wait(30)
+        self._close_log()
 
     def call(self, method: str, path: str, user: str = "alice", body: Any = None, **params: Any) -> tuple[int, Any]:
         r = requests.request(

@@ -107,7 +107,7 @@ def test_new_database_is_migrated_and_versioned(store_url: str) -> None:
         s.close()
 
 
-def test_reopening_keeps_data_and_does_not_rerun_migrations(store_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_reopening_keeps_data_and_does_not_rerun_migrations(store_url: str) -> None:
     ran: list[int] = []
 
     def recording(version: int, real: migrations.Migration) -> migrations.Migration:
@@ -117,8 +117,8 @@ def test_reopening_keeps_data_and_does_not_rerun_migrations(store_url: str, monk
 
         return apply
 
-    monkeypatch.setattr(migrations, "MIGRATIONS", [recording(i + 1, m) for i, m in enumerate(migrations.MIGRATIONS)])
-    first = Store(store_url)
+    steps = [recording(i + 1, m) for i, m in enumerate(migrations.MIGRATIONS)]
+    first = Store(store_url, steps)
     assert first.schema_version_found == 0
     assert ran == list(range(1, migrations.LATEST + 1))
     run = create(first)
@@ -126,7 +126,7 @@ def test_reopening_keeps_data_and_does_not_rerun_migrations(store_url: str, monk
     first.close()
 
     ran.clear()
-    again = Store(store_url)
+    again = Store(store_url, steps)
     try:
         assert again.schema_version_found == migrations.LATEST
         assert ran == [], "an up-to-date database must not re-run migrations"
@@ -138,7 +138,7 @@ def test_reopening_keeps_data_and_does_not_rerun_migrations(store_url: str, monk
         again.close()
 
 
-def test_upgrade_applies_only_the_new_migrations(store_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_upgrade_applies_only_the_new_migrations(store_url: str) -> None:
     Store(store_url).close()  # a database at the current LATEST
     ran: list[str] = []
 
@@ -146,34 +146,32 @@ def test_upgrade_applies_only_the_new_migrations(store_url: str, monkeypatch: py
         ran.append("next")
         conn.execute(text("CREATE TABLE gpuplat_test_extra (k INTEGER PRIMARY KEY)"))
 
-    monkeypatch.setattr(migrations, "MIGRATIONS", [*migrations.MIGRATIONS, v_next])
-    monkeypatch.setattr(migrations, "LATEST", migrations.LATEST + 1)
-    s = Store(store_url)
+    s = Store(store_url, [*migrations.MIGRATIONS, v_next])
+    latest = migrations.LATEST + 1
     try:
-        assert s.schema_version_found == migrations.LATEST - 1
+        assert s.schema_version_found == latest - 1
         assert ran == ["next"]
         assert "gpuplat_test_extra" in inspect(s.engine).get_table_names()
         with s.engine.connect() as conn:
-            assert migrations.current_version(conn) == migrations.LATEST
-            assert conn.execute(select(schema.meta)).all() == [("schema_version", str(migrations.LATEST))]
+            assert migrations.current_version(conn) == latest
+            assert conn.execute(select(schema.meta)).all() == [("schema_version", str(latest))]
     finally:
         s.close()
-    assert Store(store_url).schema_version_found == migrations.LATEST
+    again = Store(store_url, [*migrations.MIGRATIONS, v_next])
+    again.close()
+    assert again.schema_version_found == latest
     assert ran == ["next"]
 
 
-def test_failed_migration_rolls_back_and_is_retried(store_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_failed_migration_rolls_back_and_is_retried(store_url: str) -> None:
     Store(store_url).close()
 
     def v_broken(conn: Connection) -> None:
         conn.execute(text("CREATE TABLE gpuplat_test_half (k INTEGER PRIMARY KEY)"))
         conn.execute(text("SELECT * FROM gpuplat_no_such_table"))
 
-    monkeypatch.setattr(migrations, "MIGRATIONS", [*migrations.MIGRATIONS, v_broken])
-    monkeypatch.setattr(migrations, "LATEST", migrations.LATEST + 1)
     with pytest.raises(Exception, match="gpuplat_no_such_table"):
-        Store(store_url)
-    monkeypatch.undo()
+        Store(store_url, [*migrations.MIGRATIONS, v_broken])
     s = Store(store_url)
     try:
         assert s.schema_version_found == migrations.LATEST, "the failed migration must not bump the version"

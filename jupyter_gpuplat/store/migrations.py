@@ -6,7 +6,7 @@ Never edit a released migration: append a new one.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from sqlalchemy import Connection, Engine, select, text
 
@@ -35,22 +35,23 @@ def current_version(conn: Connection) -> int:
     return int(row[0]) if row else 0
 
 
-def migrate(engine: Engine) -> int:
-    """Bring the database to LATEST; returns the version found before."""
+def migrate(engine: Engine, steps: Sequence[Migration] = MIGRATIONS) -> int:
+    """Bring the database to the last of `steps`; returns the version found before."""
+    latest = len(steps)
     schema.metadata.create_all(engine, tables=[schema.meta])
     with engine.begin() as conn:
         found = current_version(conn)
-        if found > LATEST:
+        if found > latest:
             raise RuntimeError(
-                f"database schema version {found} is newer than this jupyter-gpuplat ({LATEST}); upgrade the package"
+                f"database schema version {found} is newer than this jupyter-gpuplat ({latest}); upgrade the package"
             )
-        for version in range(found + 1, LATEST + 1):
-            MIGRATIONS[version - 1](conn)
-        if found != LATEST:
+        for version in range(found + 1, latest + 1):
+            steps[version - 1](conn)
+        if found != latest:
             if found == 0:
-                conn.execute(schema.meta.insert().values(key="schema_version", value=str(LATEST)))
+                conn.execute(schema.meta.insert().values(key="schema_version", value=str(latest)))
             else:
                 conn.execute(
-                    schema.meta.update().where(schema.meta.c.key == "schema_version").values(value=str(LATEST))
+                    schema.meta.update().where(schema.meta.c.key == "schema_version").values(value=str(latest))
                 )
     return found

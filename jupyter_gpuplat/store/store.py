@@ -15,7 +15,7 @@ from sqlalchemy import Engine, create_engine, event, func, insert, select, updat
 from sqlalchemy.engine import make_url
 
 from . import schema
-from .migrations import migrate
+from .migrations import MIGRATIONS, Migration, migrate
 
 FINAL = ("succeeded", "failed", "stopped")
 _RUN_COLS = [c for c in schema.runs.c if c.name not in ("request", "provenance")]
@@ -56,10 +56,14 @@ def _pk(result: Any) -> int:
 
 
 class Store:
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, migrations: Sequence[Migration] = MIGRATIONS) -> None:
         self.url = url
         self.engine = make_engine(url)
-        self.schema_version_found = migrate(self.engine)
+        try:
+            self.schema_version_found = migrate(self.engine, migrations)
+        except BaseException:
+            self.engine.dispose()  # a refused or failed migration must not leak connections
+            raise
 
     def close(self) -> None:
         self.engine.dispose()
