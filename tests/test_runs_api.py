@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import itertools
 import sys
 from pathlib import Path
 from typing import Any
+
+from jupyter_gpuplat.core.status import Status, can_transition
 
 PY = sys.executable
 
@@ -60,6 +63,9 @@ async def test_queue_concurrency_admission_explain_and_order(api: Any, tmp_path:
             if overlap:
                 assert not set(a["devices"]) & set(b["devices"]), (a, b)
     assert [c["queue_wait_seconds"] is not None for c in (r["clocks"] for r in done)] == [True] * 4
+    for r in done:
+        steps = [Status(e["status"]) for e in r["timeline"]]
+        assert all(can_transition(a, b) for a, b in itertools.pairwise(steps)), steps
 
 
 async def test_request_above_queue_quota_is_refused_before_it_exists(api: Any) -> None:

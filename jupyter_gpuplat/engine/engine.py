@@ -32,7 +32,7 @@ from ..core.errors import Conflict, Forbidden, NotFound, Unprocessable
 from ..core.policy import can_stop, has_role, is_platform_admin, resolve, visible_projects
 from ..core.request import RunRequest
 from ..core.resources import Resources
-from ..core.status import FINAL, HOLDING, Reason, Status
+from ..core.status import FINAL, HOLDING, Reason, Status, can_transition
 from ..executors.base import Executor, LaunchRequest, Observation
 from ..store import Store
 from .bus import EventBus
@@ -370,16 +370,13 @@ class Engine:
             return
         pid = handle.get("pid")
         where = f"pid {pid}" if pid else "executor"
-        self._record(
-            a,
-            Status.RUNNING,
-            Reason.STARTED,
-            f"started as {where} on devices {','.join(map(str, a.devices)) or 'none'}",
-            handle=handle,
-            started_at=self.clock(),
-        )
+        started = f"started as {where} on devices {','.join(map(str, a.devices)) or 'none'}"
         if a.stop_requested_by:
+            # Stopped while it was being started: keep it `stopping`, then stop it.
+            self._record(a, Status.STOPPING, Reason.STARTED, f"{started}; stopping as requested", handle=handle)
             await self._stop_in_executor(a)
+            return
+        self._record(a, Status.RUNNING, Reason.STARTED, started, handle=handle, started_at=self.clock())
 
     # ---- reconciler --------------------------------------------------------
     def _observe(self, obs: Observation) -> None:
@@ -438,6 +435,9 @@ class Engine:
 
     # ---- recording ---------------------------------------------------------
     def _record(self, a: ActiveRun, status: Status, reason: str, message: str, **fields: Any) -> None:
+        if not can_transition(a.status, status):
+            # Never drop an observation: record it, but make the broken invariant loud.
+            log.error("run %s: unexpected transition %s -> %s (%s)", a.id, a.status, status, reason)
         now = self.clock()
         ev = {"status": status.value, "reason": str(reason), "message": message, "at": now}
         cols = {"status": status.value, "reason": str(reason), "message": message, "updated_at": now, **fields}
