@@ -9,10 +9,10 @@ from __future__ import annotations
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from .errors import ConfigErrors
-from .resources import MAX_GPU, Quota, parse_cpu, parse_memory
+from .resources import Quota
 from .spec import NAME_PATTERN, Kind, MergeStrategy, PartialSpec, ResourcesSpec
 
 Role = Literal["viewer", "member", "admin"]
@@ -23,24 +23,8 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
-class QuotaSpec(_Strict):
-    gpu: int | None = Field(default=None, ge=0, le=MAX_GPU)
-    cpu: str | float | None = None
-    memory: str | int | None = None
-
-    @field_validator("cpu")
-    @classmethod
-    def _cpu(cls, v: Any) -> Any:
-        if v is not None:
-            parse_cpu(v)
-        return v
-
-    @field_validator("memory")
-    @classmethod
-    def _memory(cls, v: Any) -> Any:
-        if v is not None:
-            parse_memory(v)
-        return v
+class QuotaSpec(ResourcesSpec):
+    """A queue's limit per resource; an omitted resource is unlimited."""
 
     def quota(self) -> Quota:
         return Quota.parse(self.model_dump())
