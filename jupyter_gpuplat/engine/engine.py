@@ -278,7 +278,9 @@ class Engine:
         self._newly_queued.append(rid)
         self._dirty.add(qname)
         self._schedule()
-        row["seq"] = seq
+        # The full row, as the store now holds it, without reading it back.
+        row.update(seq=seq, devices=None, handle=None, exit_code=None, stop_requested_by=None)
+        row.update(dispatched_at=None, started_at=None, finished_at=None)
         return row
 
     # ---- the admission cycle --------------------------------------------

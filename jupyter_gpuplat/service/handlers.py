@@ -331,8 +331,7 @@ class RunsHandler(BaseHandler):
     @web.authenticated
     async def post(self) -> None:
         req = self.body(RunRequest)
-        created = self.engine.submit(self.user_name, req)
-        row = self.engine.store.get_run(created["id"]) or created
+        row = self.engine.submit(self.user_name, req)
         self.set_header("Location", f"{self.base_url}{API}/runs/{row['id']}")
         self.send(run_summary(row, self.engine.clock()), 201)
 

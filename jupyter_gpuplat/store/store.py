@@ -11,13 +11,17 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Engine, create_engine, event, func, insert, select, update
+from sqlalchemy import Engine, bindparam, create_engine, event, func, insert, select, update
 from sqlalchemy.engine import make_url
 
 from . import schema
 from .migrations import MIGRATIONS, Migration, migrate
 
 FINAL = ("succeeded", "failed", "stopped")
+# Built once: building a statement per call cost more than the SQLite commit (benchmarks/).
+_INSERT_RUN = insert(schema.runs)
+_INSERT_EVENT = insert(schema.events)
+_UPDATE_RUN = update(schema.runs).where(schema.runs.c.id == bindparam("_run_id"))
 _RUN_COLS = [c for c in schema.runs.c if c.name not in ("request", "provenance")]
 
 
@@ -86,9 +90,9 @@ class Store:
         """Insert a run and its first timeline events atomically; returns its seq and the event ids."""
         ids = []
         with self.engine.begin() as conn:
-            seq = _pk(conn.execute(insert(schema.runs).values(**row)))
+            seq = _pk(conn.execute(_INSERT_RUN, row))
             for ev in evs:
-                res = conn.execute(insert(schema.events).values(run_id=row["id"], project=row["project"], **ev))
+                res = conn.execute(_INSERT_EVENT, {"run_id": row["id"], "project": row["project"], **ev})
                 ids.append(_pk(res))
         return int(seq), ids
 
@@ -96,17 +100,17 @@ class Store:
         """Update a run and append one timeline event in one transaction; returns the event id."""
         with self.engine.begin() as conn:
             if fields:
-                conn.execute(update(schema.runs).where(schema.runs.c.id == run_id).values(**fields))
+                conn.execute(_UPDATE_RUN, {"_run_id": run_id, **fields})
             if ev is None:
                 return None
-            res = conn.execute(insert(schema.events).values(run_id=run_id, project=project, **ev))
+            res = conn.execute(_INSERT_EVENT, {"run_id": run_id, "project": project, **ev})
             return _pk(res)
 
     def append_events(self, project_by_run: dict[str, str], evs: Iterable[tuple[str, dict[str, Any]]]) -> list[int]:
         ids = []
         with self.engine.begin() as conn:
             for run_id, ev in evs:
-                res = conn.execute(insert(schema.events).values(run_id=run_id, project=project_by_run[run_id], **ev))
+                res = conn.execute(_INSERT_EVENT, {"run_id": run_id, "project": project_by_run[run_id], **ev})
                 ids.append(_pk(res))
         return ids
 
