@@ -31,6 +31,8 @@ import psycopg
 import pytest
 from sqlalchemy.engine import make_url
 
+from .waiting import POLL_SECONDS
+
 ENV_URL = "GPUPLAT_TEST_PG_URL"
 SERVER_USER = "postgres"  # the OS user that owns the cluster when we run as root; also the DB superuser
 
@@ -166,7 +168,7 @@ def _wait_ready(url: str, timeout: float = 30) -> None:
         except psycopg.Error as e:
             if time.monotonic() > deadline:
                 _fail(f"cannot connect to {make_url(url)!r}: {e}")
-            time.sleep(0.1)
+            time.sleep(POLL_SECONDS)  # polling a condition with a deadline
 
 
 @pytest.fixture(scope="session")

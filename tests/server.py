@@ -15,6 +15,7 @@ from typing import Any
 import requests
 
 from .conftest import EXAMPLE, TOKENS
+from .waiting import POLL_SECONDS
 
 
 def free_port() -> int:
@@ -85,7 +86,7 @@ class ServerProcess:
                 listening = probe.connect_ex(("127.0.0.1", self.port)) == 0
             if listening and self.call("GET", "whoami")[0] == 200:
                 return
-            time.sleep(0.05)  # polling the server's readiness, not a fixed wait
+            time.sleep(POLL_SECONDS)  # polling a condition with a deadline
         raise RuntimeError("server did not answer in time")
 
     def kill(self) -> None:
@@ -134,4 +135,4 @@ class ServerProcess:
                 return run
             if time.monotonic() > deadline:
                 raise AssertionError(f"run {run_id} is {run['status']}, not {statuses}, after {timeout}s")
-            time.sleep(0.02)
+            time.sleep(POLL_SECONDS)  # polling a condition with a deadline

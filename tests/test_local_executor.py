@@ -25,6 +25,8 @@ from jupyter_gpuplat.executors.base import Device, ExecutorError, LaunchRequest,
 from jupyter_gpuplat.executors.gpus import detect_gpus, parse_nvidia_smi
 from jupyter_gpuplat.executors.local import LocalExecutor, make_final_observation
 
+from .waiting import POLL_SECONDS
+
 PY = sys.executable
 DEADLINE = 10.0
 
@@ -116,13 +118,13 @@ class Harness:
                         break
                 except ChildProcessError:
                     break
-                time.sleep(0.01)
+                time.sleep(POLL_SECONDS)  # polling a condition with a deadline
         while True:  # a SIGKILLed process can take a moment to be torn down
             leftovers = [p for p in psutil.process_iter() if _pgid(p.pid) in groups and not _ended(p.pid)]
             if not leftovers:
                 break
             assert time.monotonic() < deadline, f"processes left behind: {leftovers}"
-            time.sleep(0.02)
+            time.sleep(POLL_SECONDS)  # polling a condition with a deadline
 
 
 def _pgid(pid: int) -> int | None:
