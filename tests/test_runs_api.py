@@ -196,7 +196,10 @@ async def test_bad_input_is_refused_clearly_and_creates_nothing(api: Any) -> Non
         ),
         (b'{"project": "team-a", "command": "true", "resources": {"memory": "12 parsecs"}}', 400, "invalid memory"),
         (b'{"project": "team-a", "command": "true", "resources": {"cpu": "-2"}}', 400, "cpu"),
-        (b'{"project": "team-a"}', 400, "command: is required"),
+        (b'{"project": "team-a"}', 400, "give exactly one of command"),
+        (b'{"project": "team-a", "command": "true", "script": "a.py"}', 400, "give exactly one of command"),
+        (b'{"project": "team-a", "script": "../../etc/passwd.py"}', 400, "is not a file under the Jupyter root"),
+        (b'{"project": "team-a", "script": "notes.txt"}', 400, "must be a .py or .ipynb file"),
         (b'{"project": "team-a", "command": []}', 400, "command: "),
         (b'{"project": "nope", "command": "true"}', 404, "project 'nope' not found"),
         (b'{"project": "team-a", "command": "true", "queue": "nope"}', 422, "unknown queue 'nope'"),
@@ -244,6 +247,16 @@ async def test_whoami_queues_presets_projects_capacity_openapi(api: Any, tmp_pat
 async def test_unauthenticated_requests_are_refused(jp_fetch: Any, platform: Any) -> None:
     resp = await jp_fetch("gpuplat", "api", "whoami", headers={"Authorization": ""}, raise_error=False)
     assert resp.code == 403
+
+
+async def test_script_relative_to_the_jupyter_root(api: Any, jp_root_dir: Path) -> None:
+    (jp_root_dir / "exp").mkdir()
+    (jp_root_dir / "exp" / "train.py").write_text("import sys; print('args', sys.argv[1:])")
+    run = await api.submit(script="exp/train.py", args=["--lr", "0.1"], presets=["single-gpu"])
+    done = await api.wait_status(run["id"], "succeeded")
+    assert done["name"] == "train.py"
+    assert done["command"][1:] == [str(jp_root_dir / "exp" / "train.py"), "--lr", "0.1"]
+    assert b"args ['--lr', '0.1']" in await api.ok("GET", f"runs/{run['id']}/logs", format="text")
 
 
 async def test_list_filters_and_pagination(api: Any) -> None:

@@ -164,8 +164,8 @@ def resolve(cfg: PlatformConfig, user: str, req: RunRequest) -> Resolution:
         )
     spec.setdefault("kind", "job")
     spec["command"] = req.argv()
-    if req.name:
-        spec["name"] = req.name
+    if req.name or req.script:
+        spec["name"] = req.name or req.script.rsplit("/", 1)[-1]  # type: ignore[union-attr]
     if req.params:
         spec["params"] = req.params
     queues_ok = allowed_queues(cfg, pr)

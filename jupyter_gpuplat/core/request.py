@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Any
+import sys
+from typing import Any, Self
 
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 
 from .spec import PartialSpec
 
@@ -20,13 +21,30 @@ class RunRequest(PartialSpec):
 
     project: str = Field(min_length=1, max_length=63)
     name: str | None = Field(default=None, min_length=1, max_length=MAX_NAME)
-    command: list[str] | str
+    command: list[str] | str | None = None
+    # A .py or .ipynb file, relative to the Jupyter root (the service makes it absolute).
+    script: str | None = Field(default=None, min_length=1, max_length=4096)
+    args: list[str] = Field(default_factory=list, max_length=256)
     presets: list[str] = Field(default_factory=list, max_length=16)
     params: dict[str, str | int | float | bool] | None = None
+
+    @model_validator(mode="after")
+    def _command_or_script(self) -> Self:
+        if (self.command is None) == (self.script is None):
+            raise ValueError(
+                "give exactly one of command (an argv list or a shell string) and script (a .py or .ipynb path)"
+            )
+        if self.script is not None and not self.script.endswith((".py", ".ipynb")):
+            raise ValueError(f"script must be a .py or .ipynb file, got {self.script!r}")
+        if self.args and self.script is None:
+            raise ValueError("args go with script; put a command's arguments in command")
+        return self
 
     @field_validator("command")
     @classmethod
     def _command(cls, v: Any) -> Any:
+        if v is None:
+            return v
         if isinstance(v, str):
             if not v.strip():
                 raise ValueError("must not be empty: give an argv list or a shell string")
@@ -48,11 +66,17 @@ class RunRequest(PartialSpec):
             raise ValueError("must not contain control characters")
         return v
 
-    def argv(self) -> list[str]:
+    def argv(self, python: str = sys.executable) -> list[str]:
+        """The command line: a notebook runs headless through jupyter_gpuplat.nbrun."""
+        if self.script is not None:
+            if self.script.endswith(".ipynb"):
+                return [python, "-m", "jupyter_gpuplat.nbrun", self.script, *self.args]
+            return [python, self.script, *self.args]
+        assert self.command is not None
         return ["/bin/sh", "-c", self.command] if isinstance(self.command, str) else list(self.command)
 
     def explicit_layer(self) -> dict[str, Any]:
         d = self.model_dump(exclude_unset=True, mode="json")
-        for key in ("project", "name", "command", "presets", "params"):
+        for key in ("project", "name", "command", "script", "args", "presets", "params"):
             d.pop(key, None)
         return d

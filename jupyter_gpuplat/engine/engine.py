@@ -244,7 +244,7 @@ class Engine:
             "id": rid,
             "project": req.project,
             "user": user,
-            "name": req.name,
+            "name": res.resolved.get("name"),
             "kind": res.resolved.get("kind", "job"),
             "queue": qname,
             "status": Status.QUEUED.value,

@@ -320,17 +320,33 @@ class ConfigHandler(BaseHandler):
         self.send({"config": dump_config(cfg), "version": version, "applied": not dry})
 
 
-class PreviewHandler(BaseHandler):
+class RunRequestMixin(BaseHandler):
+    def run_request(self) -> RunRequest:
+        """The request body, with `script` resolved inside the Jupyter root directory."""
+        req: RunRequest = self.body(RunRequest)
+        if req.script is None:
+            return req
+        root = Path(self.settings["server_root_dir"]).expanduser().resolve()
+        target = (root / req.script.lstrip("/")).resolve()
+        if root not in target.parents or not target.is_file():
+            raise InvalidInput(
+                f"script {req.script!r} is not a file under the Jupyter root directory",
+                "give a path relative to the file browser's root, e.g. experiments/train.py",
+            )
+        return req.model_copy(update={"script": str(target)})
+
+
+class PreviewHandler(RunRequestMixin):
     @web.authenticated
     async def post(self) -> None:
-        req = self.body(RunRequest)
+        req = self.run_request()
         self.send(self.engine.preview(self.user_name, req))
 
 
-class RunsHandler(BaseHandler):
+class RunsHandler(RunRequestMixin):
     @web.authenticated
     async def post(self) -> None:
-        req = self.body(RunRequest)
+        req = self.run_request()
         row = self.engine.submit(self.user_name, req)
         self.set_header("Location", f"{self.base_url}{API}/runs/{row['id']}")
         self.send(run_summary(row, self.engine.clock()), 201)
