@@ -272,7 +272,7 @@ def test_create_transition_and_timeline(store: Store) -> None:
             rid,
             proj,
             {"status": "running", "handle": handle, "started_at": T0 + 2, "updated_at": T0 + 2},
-            ev("running", "Started", "", T0 + 2),
+            {**ev("running", "Started", "", T0 + 2), "details": {"raw": "pod started", "nodes": [1, 2]}},
         )
     )
     # fields without an event: updated, no timeline entry, no id
@@ -302,8 +302,9 @@ def test_create_transition_and_timeline(store: Store) -> None:
     assert [e["status"] for e in got["timeline"]] == ["created", "queued", "dispatched", "running", "succeeded"]
     assert [e["id"] for e in got["timeline"]] == ids
     assert got["timeline"][2] == {"id": ids[2], "status": "dispatched", "reason": "Admitted",
-                                  "message": "admitted to team-a-train", "at": T0 + 1}  # fmt: skip
+                                  "message": "admitted to team-a-train", "at": T0 + 1, "details": None}  # fmt: skip
     assert got["timeline"][3]["reason"] == "Started" and got["timeline"][3]["message"] == ""
+    assert got["timeline"][3]["details"] == {"raw": "pod started", "nodes": [1, 2]}
     assert store.get_run("nope") is None
     assert store.count_runs() == 1
 

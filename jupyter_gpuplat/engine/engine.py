@@ -38,6 +38,7 @@ from ..store import Store
 from .bus import EventBus
 
 log = logging.getLogger("jupyter_gpuplat.engine")
+UNLIMITED_GPUS = 1 << 30
 
 
 def new_run_id() -> str:
@@ -103,6 +104,8 @@ class Engine:
         self.active: dict[str, ActiveRun] = {}
         self.devices = executor.devices()
         self.free_devices: set[int] = {d.index for d in self.devices}
+        # A cluster executor places work itself: our queues still count GPUs, devices are not ours.
+        self.assigns_devices = executor.assigns_devices
         self.bus = EventBus()
         self._dirty: set[str] = set()
         self._capacity_waiters: set[str] = set()
@@ -219,8 +222,12 @@ class Engine:
             "verdict": {"allowed": not violations, "violations": [v.to_dict() for v in violations]},
         }
 
+    @property
+    def free_gpus(self) -> int:
+        return len(self.free_devices) if self.assigns_devices else UNLIMITED_GPUS
+
     def _capacity_violation(self, req: Resources) -> Unprocessable | None:
-        if req.gpu > len(self.devices):
+        if self.assigns_devices and req.gpu > len(self.devices):
             return Unprocessable(
                 f"requests {req.gpu} GPU(s) but this platform has {len(self.devices)} in all: it could never start",
                 f"ask for at most {len(self.devices)} GPU(s)",
@@ -307,12 +314,12 @@ class Engine:
         for q in order_queues(dirty):
             self._capacity_waiters.discard(q.limits.name)
             while True:
-                run, capacity_blocked = choose(q, len(self.free_devices))
+                run, capacity_blocked = choose(q, self.free_gpus)
                 if run is None:
                     if capacity_blocked:
                         self._capacity_waiters.add(q.limits.name)
                     break
-                devices = pick_devices(self.free_devices, run.request.gpu)
+                devices = pick_devices(self.free_devices, run.request.gpu) if self.assigns_devices else ()
                 self.free_devices -= set(devices)
                 q.assume(run, devices)
                 a = self.active[run.id]
@@ -341,7 +348,7 @@ class Engine:
                 q = self.queues[waiting.queue]
                 p = q.pending(rid)
                 if p is not None:
-                    w = wait_reason(q, p, len(self.free_devices))
+                    w = wait_reason(q, p, self.free_gpus)
                     self._record(waiting, Status.QUEUED, w.reason, w.message)
         return [a.id for a, _ in admitted]
 
@@ -385,15 +392,21 @@ class Engine:
         a = self.active.get(obs.run_id)
         if a is None:
             return
-        if obs.status == "running":
-            if a.status != Status.RUNNING:
-                self._record(a, Status.RUNNING, obs.reason, obs.message)
+        details = dict(obs.details) if obs.details else None
+        if obs.status in ("starting", "running"):
+            # Execution-side progress: every observation is a new timeline event (a repeated
+            # warning is a new episode, never an overwrite). A stopping run stays stopping.
+            status = Status(obs.status) if a.status != Status.STOPPING else Status.STOPPING
+            fields: dict[str, Any] = {}
+            if status == Status.RUNNING and a.status != Status.RUNNING:
+                fields["started_at"] = self.clock()
+            self._record(a, status, obs.reason, obs.message, details=details, **fields)
             return
         status = Status(obs.status)
         message = obs.message
         if a.stop_requested_by and status == Status.STOPPED:
             message = f"stopped by {a.stop_requested_by}; {obs.message.removeprefix('stopped by request; ')}"
-        self._finish(a, status, obs.reason, message, exit_code=obs.exit_code)
+        self._finish(a, status, obs.reason, message, exit_code=obs.exit_code, details=details)
 
     def _finish(self, a: ActiveRun, status: Status, reason: str, message: str, **fields: Any) -> None:
         self._record(a, status, reason, message, finished_at=self.clock(), **fields)
@@ -436,12 +449,22 @@ class Engine:
         await self.executor.stop(a.id, a.handle, self.stop_grace_seconds)
 
     # ---- recording ---------------------------------------------------------
-    def _record(self, a: ActiveRun, status: Status, reason: str, message: str, **fields: Any) -> None:
+    def _record(
+        self,
+        a: ActiveRun,
+        status: Status,
+        reason: str,
+        message: str,
+        details: dict[str, Any] | None = None,
+        **fields: Any,
+    ) -> None:
         if not can_transition(a.status, status):
             # Never drop an observation: record it, but make the broken invariant loud.
             log.error("run %s: unexpected transition %s -> %s (%s)", a.id, a.status, status, reason)
         now = self.clock()
-        ev = {"status": status.value, "reason": str(reason), "message": message, "at": now}
+        ev: dict[str, Any] = {"status": status.value, "reason": str(reason), "message": message, "at": now}
+        if details:
+            ev["details"] = details
         cols = {"status": status.value, "reason": str(reason), "message": message, "updated_at": now, **fields}
         ev_id = self.store.transition(a.id, a.project, cols, ev)
         a.status = status

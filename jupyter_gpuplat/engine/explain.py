@@ -51,19 +51,22 @@ def explain(engine: Engine, user: str, run_id: str) -> dict[str, Any]:
             "message": msg,
             "who_can_act": [{"who": row["user"], "can": "stop it"}],
         }
+    details = last.get("details") or {}
     return {
         **base,
-        "layer": layer,
+        "layer": details.get("layer", layer),
         "reason": last["reason"],
         "message": last["message"],
-        "who_can_act": [{"who": ", ".join(engine.cfg.admins) or "platform admins", "can": "check the executor"}],
+        "details": details,
+        "who_can_act": details.get("who_can_act")
+        or [{"who": ", ".join(engine.cfg.admins) or "platform admins", "can": "check the executor"}],
     }
 
 
 def _explain_waiting(engine: Engine, a: ActiveRun, q: QueueState) -> dict[str, Any]:
     p = q.pending(a.id)
     assert p is not None
-    w: Wait = wait_reason(q, p, len(engine.free_devices))
+    w: Wait = wait_reason(q, p, engine.free_gpus)
     blocker_ids = list(w.blockers)
     if w.reason == Reason.NO_CAPACITY:
         blocker_ids = [r.id for r in engine.active.values() if r.devices and r.status not in (Status.QUEUED,)]
@@ -94,7 +97,7 @@ def _explain_waiting(engine: Engine, a: ActiveRun, q: QueueState) -> dict[str, A
         "gpu": q.used.gpu,
         "gpu_quota": lim.quota.gpu,
         "pending": q.pending_count,
-        "free_gpus": len(engine.free_devices),
+        "free_gpus": engine.free_gpus,
     }
     return {
         "layer": "queue",

@@ -62,6 +62,9 @@ class Observation:
     reason: str
     message: str
     exit_code: int | None = None
+    # Executor-specific facts kept on the timeline event: the raw text (e.g. Kubernetes'
+    # "0/4 nodes are available: …"), the layer, who can act, counts.
+    details: Mapping[str, Any] | None = None
 
     @property
     def final(self) -> bool:
@@ -106,6 +109,9 @@ class Executor(LoggingConfigurable, metaclass=_ExecutorMeta):
     """
 
     name: ClassVar[str] = "base"
+    # True when the engine hands out device indices (local GPUs); False when the
+    # executor's own scheduler places work (Kubernetes).
+    assigns_devices: ClassVar[bool] = True
 
     _observer: Observer | None = None
 

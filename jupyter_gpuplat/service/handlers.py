@@ -133,7 +133,7 @@ class CapacityHandler(BaseHandler):
             {
                 "executor": getattr(self.engine.executor, "name", type(self.engine.executor).__name__),
                 "gpus": len(devices),
-                "free_gpus": len(self.engine.free_devices),
+                "free_gpus": self.engine.free_gpus,
                 "devices": devices,
             }
         )
@@ -152,7 +152,7 @@ class QueuesHandler(BaseHandler):
                 if pr is not None:
                     usable.update(allowed_queues(cfg, pr))
             names = [q.name for q in cfg.queues if q.name in usable]
-        free = len(self.engine.free_devices)
+        free = self.engine.free_gpus
         states = order_queues(self.engine.queues[n] for n in names if n in self.engine.queues)  # dispatch order
         self.send({"queues": [queue_view(q, free) for q in states]})
 
@@ -170,7 +170,7 @@ class QueueHandler(BaseHandler):
             body["queues"] = [*qs, q.model_dump(mode="json", exclude_defaults=True)]
 
         version = self.engine.update_config(user, change, source=f"api:PUT queues/{name}")
-        self.send({"queue": queue_view(self.engine.queues[name], len(self.engine.free_devices)), "version": version})
+        self.send({"queue": queue_view(self.engine.queues[name], self.engine.free_gpus), "version": version})
 
     @web.authenticated
     async def delete(self, name: str) -> None:
@@ -194,7 +194,7 @@ class QueuePauseHandler(BaseHandler):
                     x["paused"] = action == "pause"
 
         version = self.engine.update_config(user, change, source=f"api:{action} {name}")
-        self.send({"queue": queue_view(self.engine.queues[name], len(self.engine.free_devices)), "version": version})
+        self.send({"queue": queue_view(self.engine.queues[name], self.engine.free_gpus), "version": version})
 
 
 class ProjectsHandler(BaseHandler):

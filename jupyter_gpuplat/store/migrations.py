@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from sqlalchemy import Connection, Engine, select, text
+from sqlalchemy import Connection, Engine, inspect, select, text
 
 from . import schema
 
@@ -26,7 +26,14 @@ def _v2(conn: Connection) -> None:
         conn.execute(text("ALTER TABLE gpuplat_runs ALTER COLUMN memory_bytes TYPE BIGINT"))
 
 
-MIGRATIONS: list[Migration] = [_v1, _v2]
+def _v3(conn: Connection) -> None:
+    # Executor details (raw Kubernetes text, counts, who can act) on timeline events.
+    cols = {c["name"] for c in inspect(conn).get_columns("gpuplat_events")}
+    if "details" not in cols:  # v1 databases created after this column was added already have it
+        conn.execute(text("ALTER TABLE gpuplat_events ADD COLUMN details JSON"))
+
+
+MIGRATIONS: list[Migration] = [_v1, _v2, _v3]
 LATEST = len(MIGRATIONS)
 
 

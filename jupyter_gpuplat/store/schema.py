@@ -67,5 +67,6 @@ events = Table(
     Column("reason", String(64), nullable=False, default=""),
     Column("message", Text, nullable=False, default=""),
     Column("at", Float, nullable=False),
+    Column("details", JSON, nullable=True),
     Index("ix_events_run", "run_id", "id"),
 )

@@ -129,6 +129,7 @@ class Store:
                         schema.events.c.reason,
                         schema.events.c.message,
                         schema.events.c.at,
+                        schema.events.c.details,
                     )
                     .where(schema.events.c.run_id == run_id)
                     .order_by(schema.events.c.id)
