@@ -9,6 +9,7 @@ read at start-up. A dispatch is recorded before the executor starts the work.
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import os
 import secrets
@@ -36,6 +37,7 @@ from ..core.status import FINAL, HOLDING, Reason, Status, can_transition
 from ..executors.base import Executor, LaunchRequest, Observation
 from ..store import Store
 from .bus import EventBus
+from .metrics import MetricsIndexer
 
 log = logging.getLogger("jupyter_gpuplat.engine")
 UNLIMITED_GPUS = 1 << 30
@@ -90,6 +92,7 @@ class Engine:
         new_id: Callable[[], str] = new_run_id,
         stop_grace_seconds: float | None = None,
         safety_tick_seconds: float = 30.0,
+        metrics_interval_seconds: float = 1.0,
     ) -> None:
         self.store = store
         self.executor = executor
@@ -98,6 +101,9 @@ class Engine:
         self.new_id = new_id
         self.stop_grace_seconds = stop_grace_seconds
         self.safety_tick_seconds = safety_tick_seconds
+        self.metrics_interval_seconds = metrics_interval_seconds
+        self.metrics = MetricsIndexer(store, artifacts_root)
+        self._metrics_task: asyncio.Task[None] | None = None
         self.cfg = PlatformConfig()
         self.config_version = 0
         self.queues: dict[str, QueueState] = {}
@@ -129,6 +135,7 @@ class Engine:
         self._dirty |= set(self.queues)
         self._schedule()
         self._tick = asyncio.ensure_future(self._safety_tick_loop())
+        self._metrics_task = asyncio.ensure_future(self._metrics_loop())
 
     async def _reload(self, row: dict[str, Any]) -> None:
         a = ActiveRun(
@@ -355,6 +362,8 @@ class Engine:
     async def _launch(self, a: ActiveRun) -> None:
         spec = a.resolved
         env = {e["name"]: e["value"] for e in spec.get("env") or [] if e.get("value") is not None}
+        if spec.get("params"):
+            env["GPUPLAT_PARAMS"] = json.dumps(spec["params"])
         term = spec.get("termination") or {}
         req = LaunchRequest(
             run_id=a.id,
@@ -411,6 +420,8 @@ class Engine:
     def _finish(self, a: ActiveRun, status: Status, reason: str, message: str, **fields: Any) -> None:
         self._record(a, status, reason, message, finished_at=self.clock(), **fields)
         self.active.pop(a.id, None)
+        if a.handle is not None:
+            self._spawn(self._final_index(a.id))
         q = self.queues.get(a.queue)
         if q is not None:
             q.remove_pending(a.id)
@@ -507,6 +518,27 @@ class Engine:
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
+    async def index_metrics(self, run_id: str) -> None:
+        """Bring a run's metrics in the store up to what it has written (off the loop thread)."""
+        await asyncio.to_thread(self.metrics.catch_up, run_id)
+
+    async def _metrics_loop(self) -> None:
+        # One loop for all runs: a stat per running run, a read only when its files grew.
+        while True:
+            await asyncio.sleep(self.metrics_interval_seconds)
+            for rid in [a.id for a in self.active.values() if a.status in (Status.RUNNING, Status.STOPPING)]:
+                try:
+                    await self.index_metrics(rid)
+                except Exception:  # a damaged file must not stop indexing of the others
+                    log.exception("indexing metrics of run %s failed", rid)
+
+    async def _final_index(self, run_id: str) -> None:
+        try:
+            await self.index_metrics(run_id)
+        except Exception:
+            log.exception("indexing metrics of run %s failed", run_id)
+        self.metrics.forget(run_id)
+
     async def _safety_tick_loop(self) -> None:
         # Everything is event-driven; this slow tick only guards against a lost wake-up.
         while True:
@@ -514,8 +546,9 @@ class Engine:
             self.wake()
 
     async def close(self) -> None:
-        if self._tick is not None:
-            self._tick.cancel()
+        for task in (self._tick, self._metrics_task):
+            if task is not None:
+                task.cancel()
         if self._cycle_handle is not None:
             self._cycle_handle.cancel()
         for t in list(self._tasks):

@@ -24,6 +24,7 @@ from ..core.errors import Forbidden, GpuPlatError, InvalidInput, NotFound
 from ..core.policy import allowed_presets, allowed_queues, require_project, role_in
 from ..core.request import RunRequest
 from ..core.status import Status
+from ..engine.compare import compare, metrics_of
 from ..engine.engine import Engine
 from ..engine.explain import explain
 from .errors import error_body, parse_json_body
@@ -546,6 +547,34 @@ class OutputsHandler(BaseHandler):
         self.finish()
 
 
+def _names_arg(h: BaseHandler, name: str) -> list[str] | None:
+    names = [n for arg in h.get_arguments(name) for n in arg.split(",") if n]
+    return names or None
+
+
+class MetricsHandler(BaseHandler):
+    """Metric curves of a run, downsampled on the server keeping extremes."""
+
+    @web.authenticated
+    async def get(self, run_id: str) -> None:
+        self.engine.get_visible(self.user_name, run_id)
+        if not self.engine.is_final(run_id):
+            await self.engine.index_metrics(run_id)  # answer with what the run has written so far
+        max_points = _int_arg(self, "max_points", 2000, 4, 1_000_000)
+        self.send(metrics_of(self.engine, self.user_name, run_id, _names_arg(self, "names"), max_points))
+
+
+class CompareHandler(BaseHandler):
+    @web.authenticated
+    async def get(self) -> None:
+        runs = _names_arg(self, "runs") or []
+        for rid in runs:
+            if not self.engine.is_final(rid):
+                await self.engine.index_metrics(rid)
+        max_points = _int_arg(self, "max_points", 500, 4, 100_000)
+        self.send(compare(self.engine, self.user_name, runs, _names_arg(self, "metrics"), max_points))
+
+
 class OpenAPIHandler(BaseHandler):
     @web.authenticated
     async def get(self) -> None:
@@ -589,6 +618,8 @@ ROUTES: list[tuple[str, type[BaseHandler], str]] = [
     (rf"runs/{ID}/logs", LogsHandler, "The run's log as Server-Sent Events (follow)"),
     (rf"runs/{ID}/outputs", OutputsHandler, "List the run's output files"),
     (rf"runs/{ID}/outputs/(?P<path>.+)", OutputsHandler, "Download one output file"),
+    (rf"runs/{ID}/metrics", MetricsHandler, "Metric curves (?names=a,b&max_points=N), downsampled keeping extremes"),
+    ("compare", CompareHandler, "Compare runs (?runs=a,b&metrics=m): params, config differences, summaries, curves"),
     ("events", EventsHandler, "Status changes of visible runs as Server-Sent Events"),
     ("openapi.json", OpenAPIHandler, "This API's OpenAPI document"),
 ]

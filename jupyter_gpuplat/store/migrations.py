@@ -33,7 +33,12 @@ def _v3(conn: Connection) -> None:
         conn.execute(text("ALTER TABLE gpuplat_events ADD COLUMN details JSON"))
 
 
-MIGRATIONS: list[Migration] = [_v1, _v2, _v3]
+def _v4(conn: Connection) -> None:
+    # Metrics and params recorded by runs through jupyter_gpuplat.tracking.
+    schema.metadata.create_all(conn, tables=[schema.metric_chunks, schema.run_tracking])
+
+
+MIGRATIONS: list[Migration] = [_v1, _v2, _v3, _v4]
 LATEST = len(MIGRATIONS)
 
 

@@ -2,7 +2,20 @@
 
 from __future__ import annotations
 
-from sqlalchemy import JSON, BigInteger, Column, Float, Index, Integer, MetaData, String, Table, Text
+from sqlalchemy import (
+    JSON,
+    BigInteger,
+    Column,
+    Float,
+    Index,
+    Integer,
+    LargeBinary,
+    MetaData,
+    PrimaryKeyConstraint,
+    String,
+    Table,
+    Text,
+)
 
 metadata = MetaData()
 
@@ -69,4 +82,33 @@ events = Table(
     Column("at", Float, nullable=False),
     Column("details", JSON, nullable=True),
     Index("ix_events_run", "run_id", "id"),
+)
+
+# Metric series in chunks of packed arrays (int64 steps, float64 values): ingest and
+# reads move a few blobs per series, not a row per point.
+metric_chunks = Table(
+    "gpuplat_metric_chunks",
+    metadata,
+    Column("run_id", String(32), nullable=False),
+    Column("name", String(256), nullable=False),
+    Column("chunk", Integer, nullable=False),
+    Column("n", Integer, nullable=False),
+    Column("steps", LargeBinary, nullable=False),
+    Column("values", LargeBinary, nullable=False),
+    Column("vmin", Float, nullable=True),
+    Column("vmax", Float, nullable=True),
+    Column("last_step", BigInteger, nullable=False),
+    Column("last_value", Float, nullable=True),
+    PrimaryKeyConstraint("run_id", "name", "chunk"),
+)
+
+# Params logged by the run (merged over the submitted ones) and how far each run's
+# tracking files have been indexed, so indexing resumes where it stopped.
+run_tracking = Table(
+    "gpuplat_run_tracking",
+    metadata,
+    Column("run_id", String(32), primary_key=True),
+    Column("params", JSON, nullable=False),
+    Column("metrics_offset", BigInteger, nullable=False, default=0),
+    Column("params_offset", BigInteger, nullable=False, default=0),
 )

@@ -15,6 +15,7 @@ from sqlalchemy import Engine, bindparam, create_engine, event, func, insert, se
 from sqlalchemy.engine import make_url
 
 from . import schema
+from .metrics import MetricStore
 from .migrations import MIGRATIONS, Migration, migrate
 
 FINAL = ("succeeded", "failed", "stopped")
@@ -63,6 +64,7 @@ class Store:
     def __init__(self, url: str, migrations: Sequence[Migration] = MIGRATIONS) -> None:
         self.url = url
         self.engine = make_engine(url)
+        self.metrics = MetricStore(self.engine)
         try:
             self.schema_version_found = migrate(self.engine, migrations)
         except BaseException:
@@ -176,6 +178,14 @@ class Store:
                     select(*_RUN_COLS).where(schema.runs.c.status.not_in(FINAL)).order_by(schema.runs.c.seq)
                 ).mappings()
             ]
+
+    def runs_by_ids(self, ids: Sequence[str]) -> dict[str, dict[str, Any]]:
+        """Full rows (without timelines) of several runs in one query."""
+        if not ids:
+            return {}
+        with self.engine.connect() as conn:
+            rows = conn.execute(select(schema.runs).where(schema.runs.c.id.in_(list(ids)))).mappings()
+            return {m["id"]: dict(m) for m in rows}
 
     def runs_brief(self, ids: Sequence[str]) -> dict[str, dict[str, Any]]:
         if not ids:
