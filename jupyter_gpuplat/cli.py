@@ -12,11 +12,11 @@ import os
 import shutil
 import sys
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-import requests
+from .client import Client, GpuPlatAPIError
 
 EXAMPLE_CONFIG = Path(__file__).with_name("platform.example.yaml")
 
@@ -26,66 +26,8 @@ class CLIError(Exception):
 
 
 # ---- connection -------------------------------------------------------------
-class Client:
-    def __init__(self, url: str, token: str) -> None:
-        self.base = url.rstrip("/") + "/gpuplat/api/"
-        self.session = requests.Session()
-        if token:
-            self.session.headers["Authorization"] = f"token {token}"
-
-    def call(self, method: str, path: str, body: Any = None, **params: Any) -> Any:
-        params = {k: v for k, v in params.items() if v is not None}
-        try:
-            r = self.session.request(method, self.base + path, json=body, params=params, timeout=30)
-        except requests.ConnectionError as exc:
-            raise CLIError(f"cannot reach the server at {self.base}: {exc}") from None
-        if r.status_code >= 400:
-            try:
-                err = r.json()["error"]
-                hint = f"\n  hint: {err['hint']}" if err.get("hint") else ""
-                raise CLIError(f"{err['message']}{hint}")
-            except (ValueError, KeyError):
-                raise CLIError(f"HTTP {r.status_code}: {r.text[:300]}") from None
-        return r.json() if "json" in r.headers.get("Content-Type", "") else r.content
-
-    def stream(self, path: str, **params: Any) -> Iterator[tuple[str, str]]:
-        """Server-Sent Events as (event, data) pairs."""
-        r = self.session.get(self.base + path, params=params, stream=True, timeout=(10, None))
-        if r.status_code >= 400:
-            self.call("GET", path, **params)  # raises with the server's message
-        event, data = "message", list[str]()
-        for raw in r.iter_lines(decode_unicode=True):
-            if raw == "":
-                if data:
-                    yield event, "\n".join(data)
-                event, data = "message", []
-            elif raw.startswith("data: "):
-                data.append(raw[6:])
-            elif raw.startswith("data:"):
-                data.append(raw[5:])
-            elif raw.startswith("event: "):
-                event = raw[7:]
-
-
 def find_server(url: str | None, token: str | None) -> Client:
-    url = url or os.environ.get("GPUPLAT_URL")
-    token = token if token is not None else os.environ.get("GPUPLAT_TOKEN")
-    if url:
-        return Client(url, token or "")
-    from jupyter_server.serverapp import list_running_servers
-
-    for info in list_running_servers():
-        client = Client(info["url"], token or info.get("token", ""))
-        try:
-            r = client.session.get(client.base + "whoami", timeout=3)
-        except requests.RequestException:
-            continue
-        if r.status_code == 200:
-            return client
-    raise CLIError(
-        "no running Jupyter server with jupyter-gpuplat found; start one with `gpuplat lab`, "
-        "or pass --url and --token (or set GPUPLAT_URL and GPUPLAT_TOKEN)"
-    )
+    return Client(url, token)
 
 
 # ---- output -----------------------------------------------------------------
@@ -127,7 +69,7 @@ def cmd_submit(args: argparse.Namespace) -> int:
     if args.env:
         body["env"] = dict(kv.split("=", 1) for kv in args.env)
     if args.preview:
-        p = c.call("POST", "runs/preview", body)
+        p = c.request("POST", "runs/preview", body)
         human = (
             json.dumps(p["resolved"], indent=2)
             + "\n\nset by:\n"
@@ -138,7 +80,7 @@ def cmd_submit(args: argparse.Namespace) -> int:
         human += "".join(f"\n  {x['code']}: {x['message']} ({x['hint']})" for x in v["violations"])
         emit(args, p, human)
         return 0 if v["allowed"] else 1
-    run = c.call("POST", "runs", body)
+    run = c.request("POST", "runs", body)
     emit(args, run, f"{run['id']}  {run['status']}  queue {run['queue']}")
     if args.follow:
         return follow_logs(c, run["id"])
@@ -147,7 +89,7 @@ def cmd_submit(args: argparse.Namespace) -> int:
 
 def follow_logs(c: Client, run_id: str, follow: bool = True) -> int:
     status = ""
-    for event, data in c.stream(f"runs/{run_id}/logs", follow="true" if follow else "false"):
+    for event, data, _ in c.stream(f"runs/{run_id}/logs", follow="true" if follow else "false"):
         if event == "end":
             status = json.loads(data)["status"]
         else:
@@ -159,7 +101,7 @@ def cmd_runs(args: argparse.Namespace) -> int:
     c = find_server(args.url, args.token)
     action = args.action
     if action == "list":
-        data = c.call("GET", "runs", project=args.project, status=args.status, queue=args.queue, limit=args.limit)
+        data = c.request("GET", "runs", project=args.project, status=args.status, queue=args.queue, limit=args.limit)
         rows = [
             (
                 r["id"],
@@ -181,7 +123,7 @@ def cmd_runs(args: argparse.Namespace) -> int:
     if not args.run_id:
         raise CLIError(f"gpuplat runs {action} needs a run id")
     if action == "show":
-        r = c.call("GET", f"runs/{args.run_id}")
+        r = c.request("GET", f"runs/{args.run_id}")
         lines = [f"{k}: {r[k]}" for k in ("id", "name", "project", "user", "queue", "status", "reason", "message")]
         lines.append("clocks: " + ", ".join(f"{k} {v}" for k, v in r["clocks"].items()))
         lines.append("timeline:")
@@ -192,7 +134,7 @@ def cmd_runs(args: argparse.Namespace) -> int:
         ]
         emit(args, r, "\n".join(lines))
     elif action == "explain":
-        e = c.call("GET", f"runs/{args.run_id}/explain")
+        e = c.request("GET", f"runs/{args.run_id}/explain")
         lines = [f"held by: {e['layer']}", f"reason:  {e['reason']}", f"message: {e['message']}"]
         if e.get("position"):
             lines.append(f"position: {e['position']} of {e.get('pending_in_queue')} waiting in {e['queue']}")
@@ -204,14 +146,14 @@ def cmd_runs(args: argparse.Namespace) -> int:
     elif action == "logs":
         return follow_logs(c, args.run_id, args.follow)
     elif action == "stop":
-        r = c.call("POST", f"runs/{args.run_id}/stop")
+        r = c.request("POST", f"runs/{args.run_id}/stop")
         emit(args, r, f"{r['id']}  {r['status']}")
     return 0
 
 
 def cmd_queues(args: argparse.Namespace) -> int:
     c = find_server(args.url, args.token)
-    data = c.call("GET", "queues")
+    data = c.request("GET", "queues")
     rows = []
     for q in data["queues"]:
         conc = f"{q['usage']['runs']}/{q['concurrency'] if q['concurrency'] is not None else '-'}"
@@ -224,7 +166,7 @@ def cmd_queues(args: argparse.Namespace) -> int:
 
 def cmd_presets(args: argparse.Namespace) -> int:
     c = find_server(args.url, args.token)
-    data = c.call("GET", "presets", project=args.project)
+    data = c.request("GET", "presets", project=args.project)
     rows = [
         (p["name"], p["kind"] or "", p["queue"] or "", json.dumps(p.get("resources") or {}), p["description"])
         for p in data["presets"]
@@ -253,7 +195,7 @@ def cmd_config(args: argparse.Namespace) -> int:
     c = find_server(args.url, args.token)
     import yaml
 
-    r = c.call("PUT", "config", {"config": yaml.safe_load(text)}, dry_run="true" if args.dry_run else None)
+    r = c.request("PUT", "config", {"config": yaml.safe_load(text)}, dry_run="true" if args.dry_run else None)
     verb = "would apply" if args.dry_run else "applied"
     emit(args, r, f"{args.file}: {verb} as config version {r['version']}")
     return 0
@@ -347,6 +289,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return handler(args)
     except CLIError as exc:
         print(f"gpuplat: {exc}", file=sys.stderr)
+        return 1
+    except GpuPlatAPIError as exc:
+        hint = f"\n  hint: {exc.hint}" if exc.hint else ""
+        print(f"gpuplat: {exc.message}{hint}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         return 130

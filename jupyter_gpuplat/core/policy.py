@@ -168,6 +168,8 @@ def resolve(cfg: PlatformConfig, user: str, req: RunRequest) -> Resolution:
         spec["name"] = req.name or req.script.rsplit("/", 1)[-1]  # type: ignore[union-attr]
     if req.params:
         spec["params"] = req.params
+    if req.code is not None:
+        spec["code"] = req.code
     queues_ok = allowed_queues(cfg, pr)
     qname = spec.get("queue")
     if not qname:

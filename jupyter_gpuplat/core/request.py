@@ -10,6 +10,7 @@ from pydantic import Field, field_validator, model_validator
 from .spec import PartialSpec
 
 MAX_NAME = 128
+CELL_FILE = "cell.py"
 MAX_COMMAND_BYTES = 64 * 1024
 
 
@@ -24,20 +25,23 @@ class RunRequest(PartialSpec):
     command: list[str] | str | None = None
     # A .py or .ipynb file, relative to the Jupyter root (the service makes it absolute).
     script: str | None = Field(default=None, min_length=1, max_length=4096)
+    # Python source to run as the run's script (a notebook cell): saved as cell.py in the run's directory.
+    code: str | None = Field(default=None, min_length=1, max_length=512 * 1024)
     args: list[str] = Field(default_factory=list, max_length=256)
     presets: list[str] = Field(default_factory=list, max_length=16)
     params: dict[str, str | int | float | bool] | None = None
 
     @model_validator(mode="after")
     def _command_or_script(self) -> Self:
-        if (self.command is None) == (self.script is None):
+        if sum(x is not None for x in (self.command, self.script, self.code)) != 1:
             raise ValueError(
-                "give exactly one of command (an argv list or a shell string) and script (a .py or .ipynb path)"
+                "give exactly one of command (an argv list or a shell string), script (a .py or .ipynb path) "
+                "and code (Python source)"
             )
         if self.script is not None and not self.script.endswith((".py", ".ipynb")):
             raise ValueError(f"script must be a .py or .ipynb file, got {self.script!r}")
-        if self.args and self.script is None:
-            raise ValueError("args go with script; put a command's arguments in command")
+        if self.args and self.command is not None:
+            raise ValueError("args go with script or code; put a command's arguments in command")
         return self
 
     @field_validator("command")
@@ -68,6 +72,8 @@ class RunRequest(PartialSpec):
 
     def argv(self, python: str = sys.executable) -> list[str]:
         """The command line: a notebook runs headless through jupyter_gpuplat.nbrun."""
+        if self.code is not None:
+            return [python, CELL_FILE, *self.args]
         if self.script is not None:
             if self.script.endswith(".ipynb"):
                 return [python, "-m", "jupyter_gpuplat.nbrun", self.script, *self.args]
@@ -77,6 +83,6 @@ class RunRequest(PartialSpec):
 
     def explicit_layer(self) -> dict[str, Any]:
         d = self.model_dump(exclude_unset=True, mode="json")
-        for key in ("project", "name", "command", "script", "args", "presets", "params"):
+        for key in ("project", "name", "command", "script", "code", "args", "presets", "params"):
             d.pop(key, None)
         return d

@@ -31,7 +31,7 @@ from ..core.admission import (
 from ..core.config import PlatformConfig, QueueConfig, dump_config, parse_config
 from ..core.errors import Conflict, Forbidden, NotFound, Unprocessable
 from ..core.policy import can_stop, has_role, is_platform_admin, resolve, visible_projects
-from ..core.request import RunRequest
+from ..core.request import CELL_FILE, RunRequest
 from ..core.resources import Resources
 from ..core.status import FINAL, HOLDING, Reason, Status, can_transition
 from ..executors.base import Executor, LaunchRequest, Observation
@@ -376,6 +376,11 @@ class Engine:
         )
         a.launching = True
         try:
+            if spec.get("code") is not None:
+                # A notebook cell runs as a file: tracebacks then show its lines.
+                os.makedirs(req.workdir, exist_ok=True)
+                with open(os.path.join(req.workdir, CELL_FILE), "w", encoding="utf-8") as f:
+                    f.write(spec["code"])
             handle = await self.executor.submit(req)
         except Exception as exc:  # the executor's message is what the user needs
             a.launching = False
