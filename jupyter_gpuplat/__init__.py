@@ -15,3 +15,10 @@ def _jupyter_server_extension_points() -> list[dict[str, object]]:
     from .service.extension import GpuPlat
 
     return [{"module": "jupyter_gpuplat", "app": GpuPlat}]
+
+
+def load_ipython_extension(ipython: object) -> None:
+    """`%load_ext jupyter_gpuplat`: the %gpu_submit family of magics."""
+    from .magics import GpuMagics
+
+    ipython.register_magics(GpuMagics)  # type: ignore[attr-defined]

@@ -138,14 +138,15 @@ class Client:
         **fields: Any,
     ) -> dict[str, Any]:
         """Submit a run; returns at once with its record (status `queued`)."""
-        return self.request("POST", "runs", self._body(**locals()))
+        body = dict(locals())
+        del body["self"]
+        return self.request("POST", "runs", self._body(**body))
 
     def preview(self, project: str, command: Sequence[str] | str | None = None, **kw: Any) -> dict[str, Any]:
         """The resolved spec, which layer set each field, and the policy verdict; creates nothing."""
         return self.request("POST", "runs/preview", self._body(project=project, command=command, **kw))
 
     def _body(self, **kw: Any) -> dict[str, Any]:
-        kw.pop("self", None)
         extra = kw.pop("fields", None) or {}
         gpus = kw.pop("gpus", None)
         if gpus is not None:

@@ -328,7 +328,8 @@ class RunRequestMixin(BaseHandler):
         if req.script is None:
             return req
         root = Path(self.settings["server_root_dir"]).expanduser().resolve()
-        target = (root / req.script.lstrip("/")).resolve()
+        given = Path(req.script)
+        target = (given if given.is_absolute() else root / given).resolve()
         if root not in target.parents or not target.is_file():
             raise InvalidInput(
                 f"script {req.script!r} is not a file under the Jupyter root directory",

@@ -1,0 +1,207 @@
+"""IPython magics: `%load_ext jupyter_gpuplat`.
+
+    %%gpu_submit --preset single-gpu --param lr=0.1
+    from jupyter_gpuplat import tracking
+    ...
+
+    %gpu_submit train.py --epochs 3        # a script (args after the path)
+    %gpu_submit analysis.ipynb              # a notebook, executed headless
+    %gpu_runs   %gpu_queues   %gpu_explain RUN
+
+Submitting returns at once with a live status widget; only `--wait` blocks the
+kernel. A refusal shows the service's message and what is allowed, not a traceback.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import os
+import shlex
+from typing import Any
+
+from IPython.core.magic import Magics, line_cell_magic, line_magic, magics_class
+from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
+from IPython.display import HTML, display
+
+from .client import Client, GpuPlatAPIError
+
+_VALUE_OPTIONS = {"-p", "--project", "--preset", "-q", "--queue", "--gpus", "-n", "--name", "--param"}
+
+
+def parse_params(items: list[str] | None) -> dict[str, Any]:
+    """`k=v` pairs; values are read as JSON when they parse (numbers, true, lists), else kept as text."""
+    out: dict[str, Any] = {}
+    for item in items or []:
+        key, sep, raw = item.partition("=")
+        if not sep or not key:
+            raise ValueError(f"--param expects key=value, got {item!r}")
+        try:
+            value = json.loads(raw)
+        except ValueError:
+            value = raw
+        out[key] = value
+    return out
+
+
+def refusal_html(err: GpuPlatAPIError) -> HTML:
+    hint = f"<div style='opacity:.85'>{html.escape(err.hint)}</div>" if err.hint else ""
+    return HTML(
+        "<div class='gpuplat-refusal' style='border-left:4px solid var(--jp-error-color1,#d32f2f);"
+        "padding:4px 8px;color:var(--jp-ui-font-color1)'>"
+        f"<b>gpu_submit refused</b> ({html.escape(err.code)}): {html.escape(err.message)}{hint}</div>"
+    )
+
+
+@magics_class
+class GpuMagics(Magics):
+    def __init__(self, shell: Any) -> None:
+        super().__init__(shell)
+        self._client: Client | None = None
+
+    @property
+    def client(self) -> Client:
+        if self._client is None:
+            self._client = Client()
+        return self._client
+
+    def default_project(self) -> str:
+        env = os.environ.get("GPUPLAT_PROJECT")
+        if env:
+            return env
+        me = self.client.whoami()
+        for p in me["projects"]:
+            if p["role"] in ("member", "admin"):
+                return str(p["name"])
+        raise GpuPlatAPIError(f"{me['user']} may submit to no project", "ask a project admin to add you as a member")
+
+    @magic_arguments()
+    @argument("--project", "-p", help="project to submit to (default: GPUPLAT_PROJECT or your first project)")
+    @argument("--preset", action="append", help="preset to apply; repeat for several, in order")
+    @argument("--queue", "-q", help="queue (default: from presets and the project)")
+    @argument("--gpus", type=int, help="number of GPUs")
+    @argument("--name", "-n", help="run name")
+    @argument("--param", action="append", help="key=value passed to the run (tracking.params())")
+    @argument("--wait", action="store_true", help="block until the run ends")
+    @line_cell_magic
+    def gpu_submit(self, line: str, cell: str | None = None) -> Any:
+        """Submit a cell, a script or a notebook to a GPU queue."""
+        opts, target = self._parse(line)
+        if cell is None and not target:
+            print("usage: %gpu_submit path/to/script.py [args]  or  %%gpu_submit [options] (cell magic)")
+            return None
+        try:
+            fields: dict[str, Any] = {
+                "presets": opts.preset or [],
+                "queue": opts.queue,
+                "gpus": opts.gpus,
+                "name": opts.name,
+                "params": parse_params(opts.param) or None,
+            }
+            if cell is not None:
+                fields["code"] = cell
+                fields["name"] = fields["name"] or "cell"
+            else:
+                fields["script"] = os.path.abspath(target[0])
+                fields["args"] = target[1:]
+            run = self.client.submit(opts.project or self.default_project(), **fields)
+        except GpuPlatAPIError as err:
+            display(refusal_html(err))
+            return None
+        except ValueError as err:  # a malformed option, caught before any request
+            display(refusal_html(GpuPlatAPIError(str(err), code="InvalidInput")))
+            return None
+        self.ns["gpu_last_run"] = run
+        if opts.wait:
+            run = self.client.wait(run["id"])
+            self.ns["gpu_last_run"] = run
+        display(self._summary(run))
+        display(self._monitor(run))
+        return None
+
+    def _summary(self, run: dict[str, Any]) -> HTML:
+        """One line any frontend can show (plain text too): the status and, if waiting, why."""
+        line = f"{run['id']} {run['status']} in queue {run['queue']}"
+        if run["status"] in ("queued", "dispatched", "starting"):
+            try:
+                e = self.client.explain(run["id"])
+                pos = f" (position {e['position']} of {e['pending_in_queue']})" if e.get("position") else ""
+                line += f" — {e['reason']}: {e['message']}{pos}"
+            except GpuPlatAPIError:
+                pass
+        return HTML(f"<div class='gpuplat-summary'>{html.escape(line)}</div>")
+
+    def _parse(self, line: str) -> tuple[Any, list[str]]:
+        # Options come first; from the script path on, the words belong to the script.
+        words = shlex.split(line)
+        i = 0
+        while i < len(words):
+            if words[i] in _VALUE_OPTIONS:
+                i += 2
+            elif words[i].startswith("-"):
+                i += 1
+            else:
+                break
+        opts = parse_argstring(self.gpu_submit, " ".join(shlex.quote(w) for w in words[:i]))
+        return opts, words[i:]
+
+    @property
+    def ns(self) -> dict[str, Any]:
+        assert self.shell is not None
+        return self.shell.user_ns  # type: ignore[no-any-return]
+
+    def _monitor(self, run: dict[str, Any]) -> Any:
+        from .widgets import RunMonitor
+
+        return RunMonitor(run, client=self.client)
+
+    @line_magic
+    def gpu_runs(self, line: str) -> None:
+        """Recent runs you can see (optionally: a project name)."""
+        runs = self.client.list(project=line.strip() or None, limit=20)
+        rows = "".join(
+            f"<tr><td>{html.escape(r['id'])}</td><td>{html.escape(r['name'] or '')}</td><td>{r['project']}</td>"
+            f"<td>{r['queue']}</td><td>{r['status']}</td><td>{r['resources']['gpu']}</td>"
+            f"<td>{html.escape(r['message'])}</td></tr>"
+            for r in runs
+        )
+        display(_table(["id", "name", "project", "queue", "status", "GPUs", "message"], rows))
+
+    @line_magic
+    def gpu_queues(self, line: str) -> None:
+        """Queues with live usage and what the head of each waits for."""
+        rows = ""
+        for q in self.client.queues():
+            conc = f"{q['usage']['runs']}/{q['concurrency'] if q['concurrency'] is not None else '∞'}"
+            gpus = f"{q['usage']['gpu']}/{q['quota']['gpu'] if q['quota']['gpu'] is not None else '∞'}"
+            wait = html.escape((q["head_wait"] or {}).get("message", ""))
+            rows += (
+                f"<tr><td>{q['name']}</td><td>{q['priority']}</td><td>{conc}</td><td>{gpus}</td>"
+                f"<td>{q['pending']}</td><td>{'paused' if q['paused'] else ''}</td><td>{wait}</td></tr>"
+            )
+        display(_table(["queue", "priority", "runs", "GPUs", "pending", "", "head waits for"], rows))
+
+    @line_magic
+    def gpu_explain(self, line: str) -> None:
+        """Why a run is where it is: `%gpu_explain RUN_ID`."""
+        run_id = line.strip() or (self.ns.get("gpu_last_run") or {}).get("id")
+        if not run_id:
+            print("usage: %gpu_explain RUN_ID")
+            return
+        try:
+            e = self.client.explain(run_id)
+        except GpuPlatAPIError as err:
+            display(refusal_html(err))
+            return
+        parts = [f"<b>{html.escape(run_id)}</b>: held by <b>{e['layer']}</b> — {e['reason']}",
+                 html.escape(e["message"])]
+        if e.get("position"):
+            parts.append(f"position {e['position']} of {e.get('pending_in_queue')} waiting in {e['queue']}")
+        for w in e.get("who_can_act", []):
+            parts.append(f"{html.escape(w['who'])}: {html.escape(w['can'])}")
+        display(HTML("<div class='gpuplat-explain'>" + "<br>".join(parts) + "</div>"))
+
+
+def _table(headers: list[str], rows: str) -> HTML:
+    head = "".join(f"<th style='text-align:left'>{h}</th>" for h in headers)
+    return HTML(f"<table class='gpuplat-table'><thead><tr>{head}</tr></thead><tbody>{rows}</tbody></table>")
