@@ -9,14 +9,15 @@
 Every call appends one line to a file in the run's artifact directory with a
 single unbuffered write, so nothing logged is lost if the run is killed
 (SIGKILL included) or the control plane is down; the control plane indexes the
-files incrementally. Outside a run it writes to ./gpuplat-local/ and says so once.
+files incrementally. Metrics go to `.gpuplat/metrics.csv` (`step,time,values...`
+lines under `#k ["names",...]` lines), params and outputs to JSON lines.
+Outside a run it writes to ./gpuplat-local/ and says so once.
 Imports stay light: this runs inside training processes.
 """
 
 from __future__ import annotations
 
 import json
-import math
 import os
 import shutil
 import sys
@@ -24,7 +25,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-METRICS_FILE = "metrics.jsonl"
+METRICS_FILE = "metrics.csv"
 PARAMS_FILE = "params.jsonl"
 OUTPUTS_FILE = "outputs.jsonl"
 STATE_DIR = ".gpuplat"
@@ -37,6 +38,8 @@ class _Tracker:
         self._fds: dict[str, int] = {}
         self._step = -1
         self._root: Path | None = None
+        self._names: tuple[str, ...] | None = None  # the names of the last metrics line
+        self._metrics_fd: int | None = None
 
     @property
     def root(self) -> Path:
@@ -51,24 +54,37 @@ class _Tracker:
         return self._root
 
     def _append(self, name: str, record: dict[str, Any]) -> None:
+        self._write(name, (json.dumps(record, separators=(",", ":"), default=str) + "\n").encode())
+
+    def _fd(self, name: str) -> int:
         fd = self._fds.get(name)
         if fd is None:
-            fd = os.open(self.root / STATE_DIR / name, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
-            self._fds[name] = fd
-        # One write() per record: the kernel has it even if this process dies next.
-        os.write(fd, (json.dumps(record, separators=(",", ":"), default=str) + "\n").encode())
+            fd = self._fds[name] = os.open(self.root / STATE_DIR / name, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        return fd
+
+    def _write(self, name: str, data: bytes) -> None:
+        os.write(self._fd(name), data)  # one write() per record: the OS has it even if the process is killed next
 
     def log_metrics(self, step: int | None, values: dict[str, Any]) -> None:
         if step is None:
             step = self._step + 1
-        elif isinstance(step, bool) or not isinstance(step, int):
+        elif step.__class__ is not int:
             raise TypeError(f"step must be an int, got {type(step).__name__}")
         self._step = step
-        clean = {}
-        for k, v in values.items():
-            f = float(v)  # numbers, numpy scalars, 0-d tensors
-            clean[k] = f if math.isfinite(f) else str(f)  # JSON has no NaN/inf literals
-        self._append(METRICS_FILE, {"s": step, "t": round(time.time(), 3), "m": clean})
+        # The hot path of a training loop: one CSV line `step,time,v1,v2,...`, preceded by a
+        # `#k ["name1","name2",...]` line whenever the names change. repr() of a float
+        # round-trips exactly; nan/inf are written as such.
+        names = tuple(values)
+        line = f"{step},{time.time():.3f},{','.join(map(repr, map(float, values.values())))}\n"
+        if names != self._names:
+            if any(not isinstance(k, str) for k in names):
+                raise TypeError("metric names must be strings")
+            line = "#k " + json.dumps(list(names)) + "\n" + line
+            self._names = names
+        fd = self._metrics_fd
+        if fd is None:
+            fd = self._metrics_fd = self._fd(METRICS_FILE)
+        os.write(fd, line.encode())  # one write(): the OS has it even if the process is killed next
 
     def log_params(self, values: dict[str, Any]) -> None:
         self._append(PARAMS_FILE, values)
@@ -93,11 +109,12 @@ class _Tracker:
 
 
 _tracker = _Tracker()
+_log_metrics = _tracker.log_metrics
 
 
 def log_metrics(step: int | None = None, **values: Any) -> None:
     """Record metric values at a step (default: the previous step + 1)."""
-    _tracker.log_metrics(step, values)
+    _log_metrics(step, values)
 
 
 def log_params(**values: Any) -> None:

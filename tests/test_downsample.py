@@ -35,21 +35,25 @@ def test_bounded_ordered_and_keeps_spikes(n: int, max_points: int) -> None:
 
 def test_nan_does_not_hide_extremes() -> None:
     v = np.array([1.0, np.nan, 5.0, 2.0] * 100)
-    out_s, out_v = downsample(np.arange(400), v, 20)
+    _, out_v = downsample(np.arange(400), v, 20)
     assert np.nanmax(out_v) == 5.0 and np.nanmin(out_v) == 1.0
 
 
-def test_parse_metrics_lines_and_damage() -> None:
+def test_parse_metrics_blocks_signatures_and_damage() -> None:
     data = (
-        b'{"s":0,"t":1.0,"m":{"loss":1.5,"acc":0}}\n'
-        b'{"s":1,"t":1.1,"m":{"loss":"nan"}}\n'
-        b'not json\n'
-        b'{"s":2,"t":1.2,"m":{"loss":0.5}}\n'
+        b'#k ["loss","acc"]\n'
+        b"0,1.0,1.5,0\n"
+        b"1,1.1,nan,0.5\n"
+        b"garbage line\n"
+        b'#k ["loss"]\n'
+        b"2,1.2,0.5\n"
     )
     out = parse_metrics(data)
     assert out["loss"][0].tolist() == [0, 1, 2]
     assert out["loss"][1][0] == 1.5 and np.isnan(out["loss"][1][1]) and out["loss"][1][2] == 0.5
-    assert out["acc"][0].tolist() == [0] and out["acc"][1].tolist() == [0.0]
+    assert out["acc"][0].tolist() == [0, 1] and out["acc"][1].tolist() == [0.0, 0.5]
+    # a read that starts mid-block uses the names in effect before it
+    assert parse_metrics(b"7,1.0,0.25\n", ["loss"])["loss"][1].tolist() == [0.25]
     assert parse_metrics(b"") == {}
 
 

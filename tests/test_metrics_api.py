@@ -111,5 +111,6 @@ def test_tracking_outside_a_run_writes_locally_and_says_so(tmp_path: Path) -> No
     assert out.stderr.count("not inside a run") == 1
     root = Path(out.stdout.strip())
     assert root.is_relative_to(tmp_path / "gpuplat-local")
-    lines = (root / ".gpuplat" / "metrics.jsonl").read_text().splitlines()
-    assert [line.split('"s":')[1].split(",")[0] for line in lines] == ["0", "1", "2"]
+    lines = (root / ".gpuplat" / "metrics.csv").read_text().splitlines()
+    assert lines[0] == '#k ["loss"]'
+    assert [line.split(",")[0] for line in lines[1:]] == ["0", "1", "2"]

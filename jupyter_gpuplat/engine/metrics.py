@@ -10,24 +10,19 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import threading
+import warnings
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
 from ..store import Store
 
 STATE_DIR = ".gpuplat"  # kept in step with jupyter_gpuplat.tracking
-METRICS_FILE = "metrics.jsonl"
+METRICS_FILE = "metrics.csv"
 PARAMS_FILE = "params.jsonl"
 READ_BYTES = 64 * 1024 * 1024
-
-
-def _float(v: Any) -> float:
-    try:
-        return float(v)  # "nan" / "inf" were written as strings
-    except (TypeError, ValueError):
-        return float("nan")
 
 
 def _read_new(path: Path, offset: int) -> tuple[bytes, int]:
@@ -42,29 +37,73 @@ def _read_new(path: Path, offset: int) -> tuple[bytes, int]:
     return data[:cut], offset + cut
 
 
-def parse_metrics(data: bytes) -> dict[str, tuple[np.ndarray, np.ndarray]]:
-    """JSON lines {"s": step, "t": time, "m": {name: value}} → per-name (steps, values)."""
-    if not data:
-        return {}
-    try:
-        records = json.loads(b"[" + data.rstrip(b"\n").replace(b"\n", b",") + b"]")
-    except ValueError:
-        records = []
-        for line in data.splitlines():  # one damaged line must not hide the others
-            try:
-                records.append(json.loads(line))
-            except ValueError:
-                continue
-    steps: dict[str, list[int]] = {}
-    values: dict[str, list[float]] = {}
-    for rec in records:
-        if not isinstance(rec, dict) or not isinstance(rec.get("m"), dict):
+def parse_metrics(data: bytes, names: list[str] | None = None) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """`#k [names]` lines, each followed by `step,time,v1,v2,...` lines → per-name (steps, values).
+
+    `names` is the signature in effect before the first `#k` line of `data`. Blocks are
+    parsed by numpy in C; a damaged block falls back to line by line, skipping bad lines.
+    """
+    parts = _HEADER.split(data)
+    out: dict[str, tuple[list[np.ndarray], list[np.ndarray]]] = {}
+    blocks = [(names, parts[0])] + [(_names(parts[i]), parts[i + 1]) for i in range(1, len(parts) - 1, 2)]
+    for sig, block in blocks:
+        if not sig or not block.strip():
             continue
-        step = rec.get("s", 0)
-        for name, v in rec["m"].items():
-            steps.setdefault(name, []).append(step)
-            values.setdefault(name, []).append(v if type(v) is float else _float(v))
-    return {n: (np.asarray(steps[n], dtype=np.int64), np.asarray(values[n], dtype=np.float64)) for n in steps}
+        table = _parse_block(block, len(sig) + 2)
+        if not table.size:
+            continue
+        steps = table[:, 0].astype(np.int64)
+        for j, name in enumerate(sig):
+            s, v = out.setdefault(name, ([], []))
+            s.append(steps)
+            v.append(np.ascontiguousarray(table[:, 2 + j]))
+    return {n: (np.concatenate(s), np.concatenate(v)) for n, (s, v) in out.items()}
+
+
+_HEADER = re.compile(rb"^#k (.*)\n", re.MULTILINE)
+
+
+def _names(raw: bytes) -> list[str] | None:
+    try:
+        names = json.loads(raw)
+    except ValueError:
+        return None
+    return [str(n) for n in names] if isinstance(names, list) else None
+
+
+def _parse_block(block: bytes, ncols: int) -> np.ndarray:
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # numpy warns (not raises) when text stops parsing early
+        try:
+            flat = np.fromstring(block.replace(b"\n", b","), sep=",")
+            if flat.size % ncols == 0 and block.count(b"\n") == flat.size // ncols:
+                return flat.reshape(-1, ncols)
+        except (ValueError, DeprecationWarning):
+            pass
+    rows = []
+    for line in block.splitlines():
+        try:
+            row = [float(x) for x in line.split(b",")]
+        except ValueError:
+            continue
+        if len(row) == ncols:
+            rows.append(row)
+    return np.array(rows, dtype=np.float64).reshape(-1, ncols)
+
+
+def signature_before(path: Path, offset: int) -> list[str] | None:
+    """The `#k` names in effect at `offset`: the last header line before it."""
+    with path.open("rb") as f:
+        end = offset
+        while end > 0:
+            start = max(0, end - (1 << 20))
+            f.seek(start)
+            chunk = f.read(end - start)
+            found = list(_HEADER.finditer(chunk))
+            if found:
+                return _names(found[-1].group(1))
+            end = start
+    return None
 
 
 class MetricsIndexer:
@@ -72,6 +111,9 @@ class MetricsIndexer:
         self.store = store
         self.artifacts_root = artifacts_root
         self._sizes: dict[str, tuple[int, int]] = {}
+        # Indexing runs in worker threads; two at once on one run would append twice.
+        self._locks: dict[str, threading.Lock] = {}
+        self._locks_guard = threading.Lock()
 
     def _files(self, run_id: str) -> tuple[Path, Path]:
         d = Path(self.artifacts_root, run_id, STATE_DIR)
@@ -79,6 +121,12 @@ class MetricsIndexer:
 
     def catch_up(self, run_id: str) -> int:
         """Index everything complete on disk for this run; returns the points added."""
+        with self._locks_guard:
+            lock = self._locks.setdefault(run_id, threading.Lock())
+        with lock:
+            return self._catch_up(run_id)
+
+    def _catch_up(self, run_id: str) -> int:
         mpath, ppath = self._files(run_id)
         sizes = (_size(mpath), _size(ppath))
         if self._sizes.get(run_id) == sizes:
@@ -89,7 +137,7 @@ class MetricsIndexer:
         if not mdata and not pdata:
             self._sizes[run_id] = sizes
             return 0
-        series = parse_metrics(mdata)
+        series = parse_metrics(mdata, signature_before(mpath, state.metrics_offset) if mdata else None)
         params = dict(state.params)
         for line in pdata.splitlines():
             try:
@@ -105,6 +153,8 @@ class MetricsIndexer:
 
     def forget(self, run_id: str) -> None:
         self._sizes.pop(run_id, None)
+        with self._locks_guard:
+            self._locks.pop(run_id, None)
 
 
 def _size(path: Path) -> int:

@@ -24,6 +24,7 @@ from ..core.errors import Forbidden, GpuPlatError, InvalidInput, NotFound
 from ..core.policy import allowed_presets, allowed_queues, require_project, role_in
 from ..core.request import RunRequest
 from ..core.status import Status
+from ..engine.compare import MAX_RUNS as MAX_COMPARE
 from ..engine.compare import compare, metrics_of
 from ..engine.engine import Engine
 from ..engine.explain import explain
@@ -559,8 +560,9 @@ class MetricsHandler(BaseHandler):
     @web.authenticated
     async def get(self, run_id: str) -> None:
         self.engine.get_visible(self.user_name, run_id)
-        if not self.engine.is_final(run_id):
-            await self.engine.index_metrics(run_id)  # answer with what the run has written so far
+        # Answer with all the run has written: a stat when nothing is new, and it also covers
+        # a run that just ended whose final indexing has not finished yet.
+        await self.engine.index_metrics(run_id)
         max_points = _int_arg(self, "max_points", 2000, 4, 1_000_000)
         self.send(metrics_of(self.engine, self.user_name, run_id, _names_arg(self, "names"), max_points))
 
@@ -569,9 +571,8 @@ class CompareHandler(BaseHandler):
     @web.authenticated
     async def get(self) -> None:
         runs = _names_arg(self, "runs") or []
-        for rid in runs:
-            if not self.engine.is_final(rid):
-                await self.engine.index_metrics(rid)
+        for rid in runs[:MAX_COMPARE]:
+            await self.engine.index_metrics(rid)
         max_points = _int_arg(self, "max_points", 500, 4, 100_000)
         self.send(compare(self.engine, self.user_name, runs, _names_arg(self, "metrics"), max_points))
 
