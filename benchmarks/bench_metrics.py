@@ -163,9 +163,10 @@ def main() -> None:
         )  # fmt: skip
 
         big = "r-big"
-        bulk_insert(engine.store, [run_row(rid=big, project="team-a", user="alice", queue="team-a-train",
-                                           request={}, resolved={"queue": "team-a-train"}, provenance={}, gpu=0,
-                                           cpu_milli=0, memory_bytes=0, at=time.time(), status="succeeded")])  # fmt: skip
+        row = run_row(rid=big, project="team-a", user="alice", queue="team-a-train", request={},
+                      resolved={"queue": "team-a-train"}, provenance={}, gpu=0, cpu_milli=0, memory_bytes=0,
+                      at=time.time(), status="succeeded")  # fmt: skip
+        bulk_insert(engine.store, [row])
         import numpy as np
 
         n = 1_000_000
