@@ -92,7 +92,7 @@ def follow_logs(c: Client, run_id: str, follow: bool = True) -> int:
     for event, data, _ in c.stream(f"runs/{run_id}/logs", follow="true" if follow else "false"):
         if event == "end":
             status = json.loads(data)["status"]
-        else:
+        elif event != "keep-alive":
             print(data, flush=True)
     return 0 if status in ("succeeded", "") or not follow else 1
 
@@ -223,6 +223,37 @@ def cmd_lab(args: argparse.Namespace, extra: list[str]) -> int:
     return 0  # pragma: no cover
 
 
+def cmd_cluster(args: argparse.Namespace) -> int:
+    """Check a Kubernetes cluster directly (not through the server): exit 1 when it is not fit."""
+    try:
+        from .executors.kubernetes.check import check_cluster
+        from .executors.kubernetes.executor import KubernetesExecutor, api_client
+    except ImportError as exc:
+        raise CLIError(
+            f"the Kubernetes client is not installed: pip install 'jupyter-gpuplat[kubernetes]' ({exc})"
+        ) from None
+    from .executors.base import ExecutorError
+
+    defaults = KubernetesExecutor.class_traits()
+    namespace = args.namespace or defaults["namespace"].default_value
+    try:
+        api = api_client(args.kubeconfig or "", args.context or "", pool_size=4)
+    except ExecutorError as exc:
+        raise CLIError(str(exc)) from None
+    try:
+        report = check_cluster(
+            api,
+            namespace,
+            artifacts_claim=args.artifacts_claim or "",
+            gpu_resource=args.gpu_resource or defaults["gpu_resource"].default_value,
+            gpu_type_label=args.gpu_type_label or defaults["gpu_type_label"].default_value,
+        )
+    finally:
+        api.close()
+    emit(args, report.to_dict(), report.to_text())
+    return 0 if report.fit else 1
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="gpuplat", description="Shared GPU queues from the command line.")
     p.add_argument("--url", help="Jupyter server URL (default: GPUPLAT_URL or the running server)")
@@ -259,6 +290,15 @@ def build_parser() -> argparse.ArgumentParser:
     pr = sub.add_parser("presets", help="presets you may use")
     pr.add_argument("--project")
 
+    k = sub.add_parser("cluster", help="check that a Kubernetes cluster can run the platform's GPU Jobs")
+    k.add_argument("action", choices=["check"])
+    k.add_argument("--kubeconfig", help="kubeconfig file (default: in-cluster config, else ~/.kube/config)")
+    k.add_argument("--context", help="kubeconfig context (default: the current one)")
+    k.add_argument("-n", "--namespace", help="the platform's namespace (default: gpuplat)")
+    k.add_argument("--artifacts-claim", help="the artifact PersistentVolumeClaim to check (e.g. gpuplat-artifacts)")
+    k.add_argument("--gpu-resource", help="the GPU extended resource (default: nvidia.com/gpu)")
+    k.add_argument("--gpu-type-label", help="node label naming the GPU type (default: nvidia.com/gpu.product)")
+
     c = sub.add_parser("config", help="validate or apply a platform config")
     c.add_argument("action", choices=["validate", "apply"])
     c.add_argument("file", nargs="?")
@@ -285,6 +325,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             "queues": cmd_queues,
             "presets": cmd_presets,
             "config": cmd_config,
+            "cluster": cmd_cluster,
         }[args.cmd]
         return handler(args)
     except CLIError as exc:

@@ -96,7 +96,10 @@ class Client:
     def stream(self, path: str, **params: Any) -> Iterator[tuple[str, str, str | None]]:
         """Server-Sent Events as (event, data, id)."""
         params = {k: v for k, v in params.items() if v is not None}
-        r = self.session.get(self.base + path, params=params, stream=True, timeout=(self.timeout, None))
+        try:
+            r = self.session.get(self.base + path, params=params, stream=True, timeout=(self.timeout, None))
+        except requests.RequestException as exc:
+            raise GpuPlatAPIError(f"cannot reach {self.base}: {exc}", code="Unreachable") from None
         if r.status_code >= 400:
             raise _error(r)
         event, eid = "message", None
@@ -108,7 +111,7 @@ class Client:
                         yield event, "\n".join(data), eid
                     event, data, eid = "message", [], None
                 elif raw.startswith(":"):
-                    continue
+                    yield "keep-alive", "", None  # lets a waiting caller check its deadline
                 else:
                     key, _, value = raw.partition(":")
                     value = value[1:] if value.startswith(" ") else value
@@ -188,9 +191,13 @@ class Client:
                 raise TimeoutError(f"run {run_id} is still {run['status']} after {timeout}s")
         return run
 
-    def logs(self, run_id: str, follow: bool = True) -> Iterator[str]:
-        """The run's log lines; with follow, until the run ends."""
-        for event, data, _ in self.stream(f"runs/{run_id}/logs", follow="true" if follow else "false"):
+    def logs(self, run_id: str, follow: bool = True, offset: int = 0) -> Iterator[str]:
+        """The run's log lines from byte `offset`; with follow, until the run ends."""
+        for event, data, _ in self.stream(
+            f"runs/{run_id}/logs", follow="true" if follow else "false", offset=offset or None
+        ):
+            if event == "keep-alive":
+                continue
             if event == "end":
                 return
             yield data
@@ -213,7 +220,8 @@ class Client:
         """Status changes of the runs you can see, live (replayed from `since`)."""
         import time
 
-        for event, data, _ in self.stream("events", since=since):
+        heartbeat = None if stop_after is None else max(1, min(15, int(stop_after - time.monotonic()) + 1))
+        for event, data, _ in self.stream("events", since=since, heartbeat=heartbeat):
             if event == "status":
                 yield json.loads(data)
             if stop_after is not None and time.monotonic() > stop_after:

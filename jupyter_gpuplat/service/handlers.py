@@ -448,6 +448,7 @@ class LogsHandler(SSEHandler):
             offset = int(last)
         self.start_stream()
         try:
+            await self.flush()  # headers now: a client sees the stream open before the first line
             while True:
                 final = self.engine.is_final(row["id"])  # read before the file: no line is missed
                 offset = await self._send_lines(path, offset, final)
@@ -490,6 +491,7 @@ class EventsHandler(SSEHandler):
         projects = set(self.engine.visible_projects(user))
         since = self.request.headers.get("Last-Event-ID") or self.get_argument("since", "")
         limit = _int_arg(self, "limit", 0, 0, 10**9)
+        heartbeat = float(_int_arg(self, "heartbeat", int(self.heartbeat_seconds), 1, 300))
         sub = self.engine.bus.subscribe()
         sent = 0
         self.start_stream()
@@ -501,7 +503,7 @@ class EventsHandler(SSEHandler):
             await self.emit(json.dumps({"last_event_id": last}), event="ready")
             while not (limit and sent >= limit):
                 try:
-                    ev = await asyncio.wait_for(sub.queue.get(), self.heartbeat_seconds)
+                    ev = await asyncio.wait_for(sub.queue.get(), heartbeat)
                 except TimeoutError:
                     if sub.overflowed:
                         break

@@ -1,0 +1,38 @@
+"""Notebook widgets: launch runs, follow one live, compare finished ones.
+
+    from jupyter_gpuplat.widgets import Launcher, RunMonitor, Compare
+    Launcher(project="team-a")          # pickers limited to what policy allows, live preview, submit
+    RunMonitor("r-123")                 # status, timeline, why it waits, log tail, metrics, stop
+    Compare("r-1,r-2", metrics=["loss"])  # params, config differences, metrics, curves, baseline
+
+Submodules load on first use: ipywidgets and plotly are not imported by
+`import jupyter_gpuplat` nor by `import jupyter_gpuplat.widgets`.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .compare import Compare
+    from .launcher import Launcher
+    from .live import EventFeed
+    from .monitor import RunMonitor
+
+__all__ = ["Compare", "EventFeed", "Launcher", "RunMonitor"]
+
+_WHERE = {"Compare": ".compare", "Launcher": ".launcher", "RunMonitor": ".monitor", "EventFeed": ".live"}
+
+
+def __getattr__(name: str) -> Any:
+    mod = _WHERE.get(name)
+    if mod is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(mod, __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *__all__])

@@ -1,0 +1,361 @@
+"""Compare: runs side by side — params, resolved-config differences, metrics, overlaid curves.
+
+One `Client.compare` call answers everything the widget shows. A baseline run is
+pinned (the table shows every other run's deltas against it); a metric selector
+chooses the curves overlaid in one plotly FigureWidget (one trace per run and
+metric); "Open" shows one run's full record as a RunMonitor. While any compared
+run is still active the widget re-reads the comparison when that run changes
+status (from the shared event feed), and stops when all have ended or on close().
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import threading
+from collections.abc import Sequence
+from typing import Any
+
+import ipywidgets as widgets
+import requests
+import traitlets
+
+from ..client import Client, GpuPlatAPIError
+from . import _html as h
+from .live import EventFeed, Subscription, default_client
+
+__all__ = ["Compare", "lower_is_better"]
+
+log = logging.getLogger(__name__)
+
+_LOWER_BETTER = ("loss", "err", "mse", "mae", "rmse", "nll", "perplexity", "ppl", "wer", "cer", "latency", "time")
+_DASHES = ("solid", "dash", "dot", "dashdot", "longdash", "longdashdot")
+
+
+def lower_is_better(metric: str) -> bool:
+    """Direction of a metric, guessed from its name: losses and errors go down, the rest up."""
+    name = metric.lower()
+    return any(word in name for word in _LOWER_BETTER)
+
+
+def run_ids(runs: Sequence[str] | str) -> list[str]:
+    """A list of run ids, or a string: one id or a comma-separated list."""
+    items = runs.split(",") if isinstance(runs, str) else list(runs)
+    ids = [r.strip() for r in items if r and r.strip()]
+    if not ids:
+        raise ValueError("give the runs to compare: Compare(['r-1', 'r-2']) or Compare('r-1,r-2')")
+    return list(dict.fromkeys(ids))
+
+
+class Compare(widgets.VBox):
+    """Compare runs: `Compare(["r-1", "r-2"])`, `Compare("r-1,r-2", metrics=["loss"])`."""
+
+    baseline = traitlets.Unicode(help="The run every other run is compared against.")
+
+    def __init__(
+        self,
+        runs: Sequence[str] | str,
+        client: Client | None = None,
+        metrics: list[str] | None = None,
+        *,
+        max_points: int = 500,
+        **kwargs: Any,
+    ) -> None:
+        self._closed = threading.Event()  # first: close() runs from __del__ even if __init__ failed
+        self._sub: Subscription | None = None
+        self._thread: threading.Thread | None = None
+        self._parts: list[widgets.Widget] = []
+        self.opened: Any = None  # the RunMonitor shown by "Open record"
+        self.client = client or default_client()
+        self.run_ids = run_ids(runs)
+        self.requested_metrics = list(metrics) if metrics else None
+        self.max_points = max_points
+        self.data: dict[str, Any] = self.client.compare(
+            self.run_ids, metrics=self.requested_metrics, max_points=max_points
+        )
+        self.table_html = ""
+
+        labels = self._labels()
+        self.title = widgets.HTML()
+        self.baseline_selector = widgets.Dropdown(options=labels, description="baseline")
+        self.metric_selector = widgets.SelectMultiple(
+            options=self.data["metrics"], description="curves", rows=min(6, max(2, len(self.data["metrics"])))
+        )
+        self.table = widgets.HTML()
+        self.figure = _figure()
+        self.open_selector = widgets.Dropdown(options=labels, description="run")
+        self.open_button = widgets.Button(description="Open record", icon="external-link")
+        self.record = widgets.VBox()
+        self.message = widgets.HTML()
+        self._parts = [
+            self.title,
+            self.baseline_selector,
+            self.metric_selector,
+            self.table,
+            self.figure,
+            self.open_selector,
+            self.open_button,
+            self.record,
+            self.message,
+        ]
+        controls = widgets.HBox([self.baseline_selector, self.metric_selector])
+        opener = widgets.HBox([self.open_selector, self.open_button])
+        self._parts += [controls, opener]
+        super().__init__(
+            children=[self.title, controls, self.table, self.figure, opener, self.message, self.record], **kwargs
+        )
+        self.add_class("gpuplat-compare")
+        traitlets.link((self.baseline_selector, "value"), (self, "baseline"))
+        self.baseline = self.run_ids[0]
+        self.metric_selector.value = tuple(self._default_metrics())
+        self.observe(lambda _: self._render(), "baseline")
+        self.metric_selector.observe(lambda _: self._plot(), "value")
+        self.open_button.on_click(lambda _: self.open_run(self.open_selector.value))
+        self._render()
+
+        self._wake = threading.Event()
+        if self._active():
+            self._sub = EventFeed.of(self.client).subscribe(self._on_event, on_connect=self._wake.set)
+            self._thread = threading.Thread(target=self._follow_loop, name="gpuplat-compare", daemon=True)
+            self._thread.start()
+
+    # ---- public --------------------------------------------------------------------------------
+    @property
+    def runs(self) -> list[dict[str, Any]]:
+        return list(self.data["runs"])
+
+    @property
+    def thread(self) -> threading.Thread | None:
+        """The thread re-reading the comparison while some run is active (None when all ended)."""
+        return self._thread
+
+    def refresh(self) -> None:
+        """Read the comparison again and re-render."""
+        data = self.client.compare(self.run_ids, metrics=self.requested_metrics, max_points=self.max_points)
+        if self._closed.is_set():
+            return
+        self.data = data
+        names = tuple(data["metrics"])
+        if names != tuple(self.metric_selector.options):
+            keep = [m for m in self.metric_selector.value if m in names]
+            self.metric_selector.options = names
+            self.metric_selector.value = tuple(keep or self._default_metrics())
+        self._render()
+
+    def open_run(self, run_id: str) -> Any:
+        """Show one run's full record (a RunMonitor) below the comparison."""
+        from .monitor import RunMonitor
+
+        if self.opened is not None:
+            self.opened.close()
+        try:
+            self.opened = RunMonitor(run_id, self.client)
+        except GpuPlatAPIError as exc:
+            self.opened = None
+            self.message.value = h.error_block(exc.message, exc.hint)
+            return None
+        self.message.value = ""
+        self.record.children = (self.opened,)
+        return self.opened
+
+    def close(self) -> None:
+        if not self._closed.is_set():
+            self._closed.set()
+            if self._sub is not None:
+                self._sub.close()
+            if self._thread is not None:
+                self._wake.set()
+            if self.opened is not None:
+                self.opened.close()
+            for w in self._parts:
+                w.close()
+        super().close()
+
+    # ---- live ---------------------------------------------------------------------------------
+    def _active(self) -> bool:
+        return any(r["status"] not in h.FINAL for r in self.data["runs"])
+
+    def _on_event(self, ev: dict[str, Any]) -> None:
+        if ev["run_id"] in self.run_ids:
+            self._wake.set()
+
+    def _follow_loop(self) -> None:
+        while not self._closed.is_set():
+            self._wake.wait()
+            self._wake.clear()
+            if self._closed.is_set():
+                return
+            try:
+                self.refresh()
+            except (GpuPlatAPIError, requests.RequestException) as exc:
+                self.message.value = h.error_block(str(exc))
+            except Exception as exc:
+                log.exception("Compare refresh failed")
+                self.message.value = h.error_block(f"refresh failed: {exc!r}")
+            if not self._active():
+                if self._sub is not None:
+                    self._sub.close()
+                return
+
+    # ---- rendering -----------------------------------------------------------------------------
+    def _labels(self) -> list[tuple[str, str]]:
+        return [(f"{r['name'] or r['id']} · {r['id']}", r["id"]) for r in self.data["runs"]]
+
+    def _default_metrics(self) -> list[str]:
+        names = self.data["metrics"]
+        if self.requested_metrics:
+            return [m for m in self.requested_metrics if m in names]
+        return names[:1]
+
+    def _render(self) -> None:
+        if self.baseline not in self.run_ids:
+            return
+        runs = self.data["runs"]
+        self.title.value = h.box(
+            f"<b>{len(runs)} runs</b> "
+            + h.dim(h.esc(f"baseline {self.baseline}; highlighted rows differ; Δ is against the baseline"))
+        )
+        self.table_html = _table_html(self.data, self.baseline)
+        self.table.value = self.table_html
+        self._plot()
+
+    def _plot(self) -> None:
+        chosen = list(self.metric_selector.value)
+        traces = []
+        for mi, metric in enumerate(chosen):
+            for r in self.data["runs"]:
+                curve = self.data["curves"].get(r["id"], {}).get(metric)
+                if not curve:
+                    continue
+                base = r["id"] == self.baseline
+                label = r["name"] or r["id"]
+                traces.append(
+                    {
+                        "type": "scatter",
+                        "mode": "lines",
+                        "x": curve["steps"],
+                        "y": curve["values"],
+                        "name": f"{label} · {metric}" if len(chosen) > 1 else label,
+                        "legendgroup": r["id"],
+                        "line": {"width": 3 if base else 1.5, "dash": _DASHES[mi % len(_DASHES)]},
+                        "meta": {"run_id": r["id"], "metric": metric},
+                        "hovertemplate": f"{h.esc(label)} ({h.esc(r['id'])})<br>{h.esc(metric)}"
+                        " %{y:.6g} at step %{x}<extra></extra>",
+                    }
+                )
+        with self.figure.batch_update():
+            self.figure.data = ()
+            for t in traces:
+                self.figure.add_trace(t)
+            self.figure.layout.yaxis.title.text = ", ".join(chosen)
+
+
+def _figure() -> Any:
+    import plotly.graph_objects as go
+
+    return go.FigureWidget(
+        layout={
+            **h.PLOT_LAYOUT,
+            "height": 320,
+            "margin": {"l": 50, "r": 10, "t": 20, "b": 40},
+            "xaxis": {**h.PLOT_LAYOUT["xaxis"], "title": {"text": "step"}},
+            "legend": {"orientation": "h", "y": -0.2},
+            "hovermode": "x unified",
+        }
+    )
+
+
+def _is_number(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+
+
+def _delta(v: Any, base: Any, *, better_lower: bool | None = None) -> str:
+    if not (_is_number(v) and _is_number(base)) or v == base:
+        return ""
+    d = v - base
+    rel = f", {d / abs(base):+.1%}" if base else ""
+    color = h.FG_DIM
+    if better_lower is not None:
+        color = h.GOOD if (d < 0) == better_lower else h.BAD
+    return f' <span class="gpuplat-delta" style="color:{color}">(Δ {d:+.4g}{rel})</span>'
+
+
+def _section(title: str, ncols: int) -> str:
+    return (
+        f'<tr><td colspan="{ncols + 1}" style="padding:8px 8px 2px;font-weight:600;color:{h.FG_DIM};'
+        f'border-bottom:1px solid {h.BORDER}">{h.esc(title)}</td></tr>'
+    )
+
+
+def _row(label: str, cells: list[str], *, differ: bool = False) -> str:
+    mark = f"border-left:3px solid {h.WARN};" if differ else ""
+    cls = ' class="gpuplat-differ"' if differ else ""
+    return (
+        f"<tr{cls}>"
+        + h.td(h.esc(label), mark=differ, extra=mark + f"font-family:{h.MONO}")
+        + "".join(h.td(c, mark=differ) for c in cells)
+        + "</tr>"
+    )
+
+
+def _best(summary: dict[str, Any], lower: bool) -> Any:
+    return summary.get("min") if lower else summary.get("max")
+
+
+def _table_html(data: dict[str, Any], baseline: str) -> str:
+    runs = data["runs"]
+    base = next(r for r in runs if r["id"] == baseline)
+    n = len(runs)
+    head = "<tr>" + h.td("", header=True)
+    for r in runs:
+        star = " ★ baseline" if r["id"] == baseline else ""
+        head += h.td(
+            f"{h.esc(r['name'] or r['id'])}{h.esc(star)}<br>{h.dim(h.esc(r['id']))} {h.badge(r['status'])}",
+            header=True,
+        )
+    head += "</tr>"
+    rows = [_section("run", n)]
+    for key in ("project", "user", "queue"):
+        values = [r[key] for r in runs]
+        rows.append(_row(key, [h.esc(v) for v in values], differ=len(set(values)) > 1))
+
+    rows.append(_section("params", n))
+    differ = set(data["params"]["differ"])
+    for key in data["params"]["keys"]:
+        cells = []
+        for r in runs:
+            v = r["params"].get(key)
+            delta = "" if r["id"] == baseline else _delta(v, base["params"].get(key))
+            cells.append(h.esc(h.value(v)) + delta)
+        rows.append(_row(key, cells, differ=key in differ))
+    if not data["params"]["keys"]:
+        rows.append(_row("(none logged)", ["" for _ in runs]))
+
+    rows.append(_section("resolved config: differences", n))
+    for d in data["config"]["differ"]:
+        rows.append(_row(d["path"], [h.esc(h.value(d["values"].get(r["id"]))) for r in runs], differ=True))
+    if not data["config"]["differ"]:
+        rows.append(_row("(identical)", ["" for _ in runs]))
+
+    rows.append(_section("metrics: last and best (min for losses/errors, else max)", n))
+    for m in data["metrics"]:
+        lower = lower_is_better(m)
+        bs = base["metrics"].get(m) or {}
+        for kind in ("last", "best"):
+            cells = []
+            values = []
+            for r in runs:
+                s = r["metrics"].get(m)
+                if not s:
+                    cells.append(h.dim("—"))
+                    continue
+                v = s["last"] if kind == "last" else _best(s, lower)
+                values.append(v)
+                bv = bs.get("last") if kind == "last" else _best(bs, lower) if bs else None
+                delta = "" if r["id"] == baseline else _delta(v, bv, better_lower=lower)
+                step = f" {h.dim('@' + str(s['last_step']))}" if kind == "last" else ""
+                cells.append(h.esc(h.value(v)) + step + delta)
+            rows.append(_row(f"{m} ({kind})", cells, differ=len({h.value(v) for v in values}) > 1))
+    if not data["metrics"]:
+        rows.append(_row("(no metrics logged)", ["" for _ in runs]))
+    return h.box(f'<div class="gpuplat-compare-table" style="overflow-x:auto">{h.table(rows, head)}</div>')

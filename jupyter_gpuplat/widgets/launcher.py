@@ -1,0 +1,335 @@
+"""Launcher: a form to submit a run, limited to what policy allows, with a live preview.
+
+Project, presets (an ordered pick: later presets override earlier ones), queue and
+GPU pickers offer what `Client.projects()` says the project may use
+(`usable_queues`, `usable_presets`, `max_run_resources`). Every change schedules a
+debounced `Client.preview`: the resolved spec with the layer that set each field,
+and the policy verdict. Submit shows a refusal inline (message and hint) or, on
+success, a RunMonitor for the new run.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from typing import Any
+
+import ipywidgets as widgets
+import requests
+
+from ..client import Client, GpuPlatAPIError
+from . import _html as h
+from .live import default_client
+
+__all__ = ["Launcher"]
+
+log = logging.getLogger(__name__)
+
+DEFAULT = ""  # the "leave it to the project and presets" choice of the queue and GPU pickers
+MODES = (("Shell command", "command"), ("Script (.py/.ipynb)", "script"), ("Python code", "code"))
+PLACEHOLDER = {
+    "command": "python train.py --epochs 3",
+    "script": "experiments/train.py (relative to the Jupyter root)",
+    "code": "from jupyter_gpuplat import tracking\n...",
+}
+# The preview needs something to run; this stands in until the user types it.
+PREVIEW_PLACEHOLDER = "true"
+
+
+class Launcher(widgets.VBox):
+    """Submit a run: `Launcher(project="team-a")`."""
+
+    debounce_seconds = 0.3
+
+    def __init__(self, client: Client | None = None, project: str | None = None, **kwargs: Any) -> None:
+        self._lock = threading.Lock()  # first: close() runs from __del__ even if __init__ failed
+        self._closed = False
+        self._timer: threading.Timer | None = None
+        self._parts: list[widgets.Widget] = []
+        self.monitor: Any = None  # the RunMonitor of the last submitted run
+        self.client = client or default_client()
+        projects = self.client.projects()
+        self.projects: dict[str, dict[str, Any]] = {p["name"]: p for p in projects}
+        if not self.projects:
+            raise GpuPlatAPIError("you belong to no project", "ask a platform admin to add you to one")
+        if project is not None and project not in self.projects:
+            raise GpuPlatAPIError(f"project {project!r} not found", f"your projects: {', '.join(self.projects)}")
+        self.preview: dict[str, Any] | None = None  # the latest preview answer
+        self.preview_request: dict[str, Any] | None = None  # the request it answered
+        self.preview_error = ""  # why the last preview could not be made
+        self.error_html = ""  # the inline error under Submit
+        self.submitted: dict[str, Any] | None = None  # the run created by the last Submit
+        self._presets_info: dict[str, dict[str, Any]] = {}
+        self._generation = 0
+
+        wide = widgets.Layout(width="520px")
+        self.project_picker = widgets.Dropdown(options=list(self.projects), description="project")
+        self.preset_picker = widgets.TagsInput(allowed_tags=[], value=[], allow_duplicates=False, layout=wide)
+        self.preset_help = widgets.HTML()
+        self.queue_picker = widgets.Dropdown(description="queue")
+        self.gpu_picker = widgets.Dropdown(description="GPUs")
+        self.name_field = widgets.Text(description="name", placeholder="optional", layout=wide)
+        self.mode_picker = widgets.ToggleButtons(options=MODES, value="command", description="run")
+        self.command_field = widgets.Textarea(layout=widgets.Layout(width="520px", height="5em"))
+        self.preview_box = widgets.HTML()
+        self.submit_button = widgets.Button(description="Submit", icon="play", button_style="primary")
+        self.error_box = widgets.HTML()
+        self.monitor_box = widgets.VBox()
+        presets_label = widgets.HTML(h.box(h.dim("presets, in order (later ones override earlier ones)")))
+        presets_row = widgets.VBox([presets_label, self.preset_picker])
+        pickers = widgets.HBox([self.queue_picker, self.gpu_picker])
+        actions = widgets.HBox([self.submit_button, self.error_box])
+        self._parts = [
+            self.project_picker,
+            self.preset_picker,
+            self.preset_help,
+            self.queue_picker,
+            self.gpu_picker,
+            self.name_field,
+            self.mode_picker,
+            self.command_field,
+            self.preview_box,
+            self.submit_button,
+            self.error_box,
+            self.monitor_box,
+            presets_label,
+            presets_row,
+            pickers,
+            actions,
+        ]
+        super().__init__(
+            children=[
+                self.project_picker,
+                presets_row,
+                self.preset_help,
+                pickers,
+                self.name_field,
+                self.mode_picker,
+                self.command_field,
+                self.preview_box,
+                actions,
+                self.monitor_box,
+            ],
+            **kwargs,
+        )
+        self.add_class("gpuplat-launcher")
+        self.project_picker.value = project or next(iter(self.projects))
+        self._project_changed()
+        self._mode_changed()
+        self.project_picker.observe(lambda _: self._project_changed(), "value")
+        self.mode_picker.observe(lambda _: self._mode_changed(), "value")
+        for w in (self.preset_picker, self.queue_picker, self.gpu_picker, self.name_field, self.command_field):
+            w.observe(lambda _: self.schedule_preview(), "value")
+        self.preset_picker.observe(lambda _: self._render_preset_help(), "value")
+        self.submit_button.on_click(lambda _: self.submit())
+        self.schedule_preview()
+
+    # ---- public --------------------------------------------------------------------------------
+    @property
+    def preview_html(self) -> str:
+        return str(self.preview_box.value)
+
+    def request(self, *, for_preview: bool = False) -> dict[str, Any]:
+        """The form as keyword arguments of `Client.submit`."""
+        text = self.command_field.value.strip()
+        mode = self.mode_picker.value
+        body: dict[str, Any] = {"project": self.project_picker.value}
+        if text:
+            body[mode] = text
+        elif for_preview:
+            body["command"] = PREVIEW_PLACEHOLDER
+        if self.preset_picker.value:
+            body["presets"] = list(self.preset_picker.value)
+        if self.queue_picker.value != DEFAULT:
+            body["queue"] = self.queue_picker.value
+        if self.gpu_picker.value != DEFAULT:
+            body["gpus"] = self.gpu_picker.value
+        if self.name_field.value.strip():
+            body["name"] = self.name_field.value.strip()
+        return body
+
+    def schedule_preview(self) -> None:
+        """Preview after the form has been still for `debounce_seconds`."""
+        with self._lock:
+            if self._closed:
+                return
+            self._generation += 1
+            if self._timer is not None:
+                self._timer.cancel()
+            self._timer = threading.Timer(self.debounce_seconds, self._preview_later, args=(self._generation,))
+            self._timer.daemon = True
+            self._timer.start()
+
+    def refresh_preview(self) -> dict[str, Any] | None:
+        """Preview now (in this thread) and render it."""
+        with self._lock:
+            self._generation += 1
+            generation = self._generation
+        self._do_preview(generation)
+        return self.preview
+
+    def submit(self) -> dict[str, Any] | None:
+        """Submit the form; returns the run, or None with the reason in `error_html`."""
+        from .monitor import RunMonitor
+
+        if not self.command_field.value.strip():
+            self._show_error("nothing to run", f"enter a {self.mode_picker.label.lower()} first")
+            return None
+        self.submit_button.disabled = True
+        try:
+            run = self.client.submit(**self.request())
+        except GpuPlatAPIError as exc:
+            self._show_error(exc.message, exc.hint)
+            return None
+        except ValueError as exc:  # the client checks the request against the service's schema first
+            self._show_error(_validation_message(exc), "fix the form and submit again")
+            return None
+        finally:
+            self.submit_button.disabled = False
+        self._show_error("")
+        self.submitted = run
+        if self.monitor is not None:
+            self.monitor.close()
+        self.monitor = RunMonitor(run, self.client)
+        self.monitor_box.children = (self.monitor,)
+        return run
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
+            if self._timer is not None:
+                self._timer.cancel()
+        if self.monitor is not None:
+            self.monitor.close()
+        for w in self._parts:
+            w.close()
+        super().close()
+
+    # ---- form ----------------------------------------------------------------------------------
+    def _project_changed(self) -> None:
+        p = self.projects[self.project_picker.value]
+        try:
+            self._presets_info = {x["name"]: x for x in self.client.presets(p["name"])}
+        except GpuPlatAPIError:
+            self._presets_info = {}
+        usable_presets = list(p.get("usable_presets") or [])
+        self.preset_picker.value = [x for x in self.preset_picker.value if x in usable_presets]
+        self.preset_picker.allowed_tags = usable_presets
+        self.preset_picker.placeholder = "pick: " + ", ".join(usable_presets) if usable_presets else "none allowed"
+        default_q = p.get("default_queue")
+        queues = [(f"default ({default_q or 'from presets'})", DEFAULT)]
+        queues += [(q, q) for q in p.get("usable_queues") or []]
+        self.queue_picker.options = queues
+        self.queue_picker.value = DEFAULT
+        max_gpu = ((p.get("max_run_resources") or {}).get("gpu")) or 8
+        self.gpu_picker.options = [("from presets", DEFAULT), *[(str(n), n) for n in range(max_gpu + 1)]]
+        self.gpu_picker.value = DEFAULT
+        self._render_preset_help()
+
+    def _mode_changed(self) -> None:
+        self.command_field.placeholder = PLACEHOLDER[self.mode_picker.value]
+
+    def _render_preset_help(self) -> None:
+        rows = []
+        for name in self.preset_picker.allowed_tags:
+            info = self._presets_info.get(name, {})
+            res = info.get("resources") or {}
+            shape = ", ".join(f"{k} {v}" for k, v in res.items() if v is not None)
+            picked = name in self.preset_picker.value
+            label = f"<b>{h.esc(name)}</b>" if picked else h.esc(name)
+            locked = f" · locks {', '.join(info['locked'])}" if info.get("locked") else ""
+            about = f"— {info.get('description') or ''} ({shape}){locked}"
+            rows.append(f"{label} {h.dim(h.esc(about))}")
+        self.preset_help.value = h.box("<br>".join(rows)) if rows else h.box(h.dim("no presets allowed here"))
+
+    def _show_error(self, message: str, hint: str = "") -> None:
+        self.error_html = h.error_block(message, hint) if message else ""
+        self.error_box.value = self.error_html
+
+    # ---- preview -------------------------------------------------------------------------------
+    def _preview_later(self, generation: int) -> None:
+        try:
+            self._do_preview(generation)
+        except Exception:  # a timer thread has no one to raise to
+            log.exception("Launcher preview failed")
+
+    def _do_preview(self, generation: int) -> None:
+        req = self.request(for_preview=True)
+        preview: dict[str, Any] | None = None
+        error = ""
+        try:
+            preview = self.client.preview(**req)
+        except GpuPlatAPIError as exc:
+            error = h.error_block(exc.message, exc.hint)
+        except requests.RequestException as exc:
+            error = h.error_block(f"cannot reach the service: {exc}")
+        except ValueError as exc:
+            error = h.error_block(_validation_message(exc))
+        placeholder = not self.command_field.value.strip()
+        rendered = error or _preview_html(preview or {}, placeholder)
+        with self._lock:
+            if generation != self._generation or self._closed:
+                return  # the form changed meanwhile: a newer preview is on its way
+            self.preview_box.value = rendered
+            self.preview, self.preview_request, self.preview_error = preview, req, error
+
+
+def _validation_message(exc: ValueError) -> str:
+    errors = getattr(exc, "errors", None)
+    if callable(errors):
+        try:
+            return "; ".join(f"{'.'.join(map(str, e.get('loc', ()))) or 'request'}: {e['msg']}" for e in errors())
+        except (TypeError, KeyError):
+            pass
+    return str(exc)
+
+
+def _leaf_value(resolved: dict[str, Any], path: str) -> Any:
+    """The value at a provenance path: dotted keys, keyed list items as `list[key]`."""
+    from ..core.merge import KEYED_LISTS
+
+    node: Any = resolved
+    head, _, rest = path.partition("[")
+    for part in head.split("."):
+        if not isinstance(node, dict):
+            return None
+        node = node.get(part)
+    if not rest:
+        return node
+    key = rest[:-1]
+    fields = KEYED_LISTS.get(head, ())
+    for item in node or []:
+        if isinstance(item, dict) and ":".join("" if item.get(f) is None else str(item[f]) for f in fields) == key:
+            others = {k: v for k, v in item.items() if k not in fields}
+            return next(iter(others.values())) if len(others) == 1 else others
+    return None
+
+
+def _preview_html(p: dict[str, Any], placeholder: bool) -> str:
+    verdict = p.get("verdict") or {}
+    resolved = p.get("resolved") or {}
+    if verdict.get("allowed"):
+        res = resolved.get("resources") or {}
+        head = (
+            f'<div class="gpuplat-verdict" style="color:{h.GOOD};font-weight:600">✓ allowed — queue '
+            f"{h.esc(resolved.get('queue'))}, {h.esc(res.get('gpu', 0))} GPU, kind {h.esc(resolved.get('kind'))}</div>"
+        )
+    else:
+        head = f'<div class="gpuplat-verdict" style="color:{h.BAD};font-weight:600">✗ refused by policy</div>'
+        head += "".join(
+            h.error_block(f"{v['message']} [{v.get('code', '')}]", v.get("hint", ""))
+            for v in verdict.get("violations", [])
+        )
+    layers = " < ".join(h.esc(x) for x in p.get("layers") or [])
+    rows = ["<tr>" + h.td("field", header=True) + h.td("value", header=True) + h.td("set by", header=True) + "</tr>"]
+    for path, layer in (p.get("provenance") or {}).items():
+        rows.append(
+            '<tr class="gpuplat-provenance">'
+            + h.td(h.esc(path), extra=f"font-family:{h.MONO}")
+            + h.td(h.esc(h.value(_leaf_value(resolved, path))), extra=f"font-family:{h.MONO}")
+            + h.td(h.esc(layer))
+            + "</tr>"
+        )
+    command = h.dim("(enter what to run)") if placeholder else h.esc(h.value(resolved.get("command")))
+    rows.append("<tr>" + h.td("command", extra=f"font-family:{h.MONO}") + h.td(command) + h.td("run") + "</tr>")
+    return h.box(f'{head}<div>{h.dim("layers: " + layers)}</div><div class="gpuplat-preview">{h.table(rows)}</div>')
