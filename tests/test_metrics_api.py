@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import signal
 import sys
 from pathlib import Path
@@ -66,7 +67,8 @@ async def test_sigkill_mid_training_keeps_every_logged_metric(api: Any) -> None:
     final = await api.wait_status(run["id"], "failed", "stopped")
     assert "SIGKILL" in final["message"]
     log = await api.ok("GET", f"runs/{run['id']}/logs", format="text")
-    printed = [int(line.split()[1]) for line in log.decode().splitlines() if line.startswith("logged")]
+    # the run's stdout is unbuffered: the kill may cut the last line ("logged" alone)
+    printed = [int(m[1]) for m in re.finditer(r"^logged (\d+)$", log.decode(), re.MULTILINE)]
     m = await api.ok("GET", f"runs/{run['id']}/metrics", max_points="1000000")
     steps = m["loss"]["steps"]
     # every metric whose 'logged' line was printed is there (the print came after the write)
