@@ -27,7 +27,9 @@ def free_port() -> int:
 class ServerProcess:
     """Same data dir, db and artifacts across restarts; a new process each start()."""
 
-    def __init__(self, root: Path, gpus: int = 4, config_file: Path = EXAMPLE) -> None:
+    def __init__(
+        self, root: Path, gpus: int = 4, config_file: Path = EXAMPLE, extra_config: dict[str, Any] | None = None
+    ) -> None:
         self.root = root
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}/"
@@ -36,28 +38,27 @@ class ServerProcess:
         self._log: Any = None
         conf_dir = root / "jupyter-config"
         conf_dir.mkdir(parents=True, exist_ok=True)
-        (conf_dir / "jupyter_server_config.json").write_text(
-            json.dumps(
-                {
-                    "ServerApp": {
-                        "jpserver_extensions": {"jupyter_gpuplat": True},
-                        "identity_provider_class": "jupyter_gpuplat.auth.TokenMapIdentityProvider",
-                        "root_dir": str(root),
-                        "open_browser": False,
-                        "port_retries": 0,
-                    },
-                    "IdentityProvider": {"token": self.token},
-                    "TokenMapIdentityProvider": {"tokens": TOKENS, "token": self.token},
-                    "GpuPlat": {
-                        "config_file": str(config_file),
-                        "db_url": f"sqlite:///{root / 'gpuplat.db'}",
-                        "artifacts_root": str(root / "artifacts"),
-                        "default_user": "alice",
-                    },
-                    "LocalExecutor": {"gpus": gpus, "stop_grace_seconds": 2.0},
-                }
-            )
-        )
+        config: dict[str, Any] = {
+            "ServerApp": {
+                "jpserver_extensions": {"jupyter_gpuplat": True},
+                "identity_provider_class": "jupyter_gpuplat.auth.TokenMapIdentityProvider",
+                "root_dir": str(root),
+                "open_browser": False,
+                "port_retries": 0,
+            },
+            "IdentityProvider": {"token": self.token},
+            "TokenMapIdentityProvider": {"tokens": TOKENS, "token": self.token},
+            "GpuPlat": {
+                "config_file": str(config_file),
+                "db_url": f"sqlite:///{root / 'gpuplat.db'}",
+                "artifacts_root": str(root / "artifacts"),
+                "default_user": "alice",
+            },
+            "LocalExecutor": {"gpus": gpus, "stop_grace_seconds": 2.0},
+        }
+        for section, values in (extra_config or {}).items():  # e.g. another executor_class and its settings
+            config.setdefault(section, {}).update(values)
+        (conf_dir / "jupyter_server_config.json").write_text(json.dumps(config))
         self.env = {
             **os.environ,
             "JUPYTER_CONFIG_DIR": str(conf_dir),

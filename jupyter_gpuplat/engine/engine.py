@@ -76,6 +76,7 @@ class ActiveRun:
     stop_requested_by: str | None = None
     launching: bool = False
     times: dict[str, float | None] = field(default_factory=dict)
+    provenance: dict[str, str] | None = None  # None after a reload: read from the store if needed
 
     def pending(self) -> PendingRun:
         return PendingRun(self.id, self.seq, self.queue, self.user, self.request)
@@ -285,6 +286,7 @@ class Engine:
         ]
         seq, ev_ids = self.store.create_run(row, evs)
         a = ActiveRun(rid, seq, req.project, user, qname, Status.QUEUED, r, res.resolved, times={"created_at": now})
+        a.provenance = dict(res.provenance)
         self.active[rid] = a
         q.add_pending(a.pending())
         for ev_id, ev in zip(ev_ids, evs, strict=True):
@@ -365,6 +367,8 @@ class Engine:
         if spec.get("params"):
             env["GPUPLAT_PARAMS"] = json.dumps(spec["params"])
         term = spec.get("termination") or {}
+        if a.provenance is None:
+            a.provenance = dict((self.store.get_run(a.id) or {}).get("provenance") or {})
         req = LaunchRequest(
             run_id=a.id,
             command=list(spec["command"]),
@@ -373,6 +377,9 @@ class Engine:
             workdir=os.path.join(self.artifacts_root, a.id),
             timeout_seconds=term.get("timeout_seconds"),
             spec=spec,
+            project=a.project,
+            user=a.user,
+            provenance=a.provenance,
         )
         a.launching = True
         try:
@@ -392,12 +399,18 @@ class Engine:
         if a.id not in self.active:
             return
         pid = handle.get("pid")
-        where = f"pid {pid}" if pid else "executor"
+        where = f"pid {pid}" if pid else str(handle.get("summary") or "executor")
         started = f"started as {where} on devices {','.join(map(str, a.devices)) or 'none'}"
+        if self.executor.reports_start:
+            # Handed over, not running yet: the executor reports "running" when it is.
+            started = f"submitted as {where}; waiting for the executor to start it"
         if a.stop_requested_by:
             # Stopped while it was being started: keep it `stopping`, then stop it.
             self._record(a, Status.STOPPING, Reason.STARTED, f"{started}; stopping as requested", handle=handle)
             await self._stop_in_executor(a)
+            return
+        if self.executor.reports_start:
+            self._record(a, Status.STARTING, Reason.SUBMITTED, started, handle=handle)
             return
         self._record(a, Status.RUNNING, Reason.STARTED, started, handle=handle, started_at=self.clock())
 

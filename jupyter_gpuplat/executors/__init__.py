@@ -12,12 +12,14 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from .base import Device, Executor, ExecutorError, LaunchRequest, Observation
     from .gpus import detect_gpus, parse_nvidia_smi
+    from .kubernetes import KubernetesExecutor
     from .local import LocalExecutor
 
 __all__ = [
     "Device",
     "Executor",
     "ExecutorError",
+    "KubernetesExecutor",
     "LaunchRequest",
     "LocalExecutor",
     "Observation",
@@ -31,6 +33,7 @@ _HOMES = {
     "ExecutorError": "base",
     "LaunchRequest": "base",
     "Observation": "base",
+    "KubernetesExecutor": "kubernetes",
     "LocalExecutor": "local",
     "detect_gpus": "gpus",
     "parse_nvidia_smi": "gpus",

@@ -46,13 +46,18 @@ class LaunchRequest:
     workdir: str  # absolute: <artifacts_root>/<run_id>; the executor creates it
     timeout_seconds: int | None = None
     spec: Mapping[str, Any] = field(default_factory=dict)  # the whole resolved spec
+    project: str = ""
+    user: str = ""
+    # Which layer set each spec field ("placement.tolerations" → "preset:gpu"), so that an
+    # executor can say where a setting came from when the cluster refuses it.
+    provenance: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
 class Observation:
     """What an executor saw happen to a run.
 
-    `status` is "running", "succeeded", "failed" or "stopped"; `reason` a CamelCase
+    `status` is "starting", "running", "succeeded", "failed" or "stopped"; `reason` a CamelCase
     code (Started, Completed, Error, Signaled, Stopped, TimedOut, Lost, StartFailed,
     Reattached); `message` a sentence with the numbers in it.
     """
@@ -112,6 +117,10 @@ class Executor(LoggingConfigurable, metaclass=_ExecutorMeta):
     # True when the engine hands out device indices (local GPUs); False when the
     # executor's own scheduler places work (Kubernetes).
     assigns_devices: ClassVar[bool] = True
+    # True when `submit` returns once the work is handed over, before it runs (a cluster
+    # queues and places it): the engine records "starting", and the executor reports a
+    # "running" Observation itself when the work starts, so start wait is not run time.
+    reports_start: ClassVar[bool] = False
 
     _observer: Observer | None = None
 

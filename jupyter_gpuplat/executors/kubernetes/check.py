@@ -1,0 +1,289 @@
+"""`gpuplat cluster check`: is this cluster fit to run the platform's GPU Jobs?
+
+Checks, each a finding (ok / warn / fail): the API answers; the service account may
+do everything the executor needs (SelfSubjectAccessReview per verb); nodes expose
+allocatable GPUs (the device plugin works), with their GPU types from node labels,
+taints and cordons; the artifact volume claim is bound. The cluster is fit when no
+finding fails. `assess_*` are pure functions over API objects; `check_cluster` asks.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+OK, WARN, FAIL = "ok", "warn", "fail"
+
+
+@dataclass(frozen=True)
+class Permission:
+    verb: str
+    group: str
+    resource: str
+    subresource: str = ""
+    namespaced: bool = True
+    why: str = ""
+
+    @property
+    def text(self) -> str:
+        res = f"{self.resource}/{self.subresource}" if self.subresource else self.resource
+        return f"{self.verb} {res}{'.' + self.group if self.group else ''}"
+
+
+# Everything the executor does, and so everything deploy/kubernetes/rbac.yaml grants.
+REQUIRED: tuple[Permission, ...] = (
+    Permission("create", "batch", "jobs", why="create a run's Job"),
+    Permission("get", "batch", "jobs", why="adopt a Job created before a crash"),
+    Permission("list", "batch", "jobs", why="list the platform's Jobs"),
+    Permission("watch", "batch", "jobs", why="watch the platform's Jobs"),
+    Permission("delete", "batch", "jobs", why="stop a run, clean up a finished one"),
+    Permission("list", "", "pods", why="list the runs' pods"),
+    Permission("watch", "", "pods", why="watch the runs' pods"),
+    Permission("get", "", "pods", "log", why="follow and archive logs"),
+    Permission("list", "", "events", why="read why a pod waits"),
+    Permission("watch", "", "events", why="read why a pod waits"),
+    Permission("list", "", "nodes", namespaced=False, why="name taints, tell fragmented GPUs from missing ones"),
+    Permission("watch", "", "nodes", namespaced=False, why="keep the node view current"),
+)
+STORAGE_PERMISSION = Permission("get", "", "persistentvolumeclaims", why="check the artifact volume")
+GPU_TYPE_LABELS = ("nvidia.com/gpu.product", "cloud.google.com/gke-accelerator", "karpenter.k8s.aws/instance-gpu-name")
+
+
+@dataclass(frozen=True)
+class Finding:
+    level: str
+    topic: str
+    message: str
+
+
+@dataclass
+class CheckReport:
+    target: str
+    namespace: str
+    findings: list[Finding] = field(default_factory=list)
+    gpu_types: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def fit(self) -> bool:
+        return not any(f.level == FAIL for f in self.findings)
+
+    def add(self, level: str, topic: str, message: str) -> None:
+        self.findings.append(Finding(level, topic, message))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "target": self.target,
+            "namespace": self.namespace,
+            "fit": self.fit,
+            "gpu_types": self.gpu_types,
+            "findings": [{"level": f.level, "topic": f.topic, "message": f.message} for f in self.findings],
+        }
+
+    def to_text(self) -> str:
+        lines = [f"Kubernetes cluster check: {self.target}, namespace {self.namespace}"]
+        width = max((len(f.topic) for f in self.findings), default=0)
+        for f in self.findings:
+            lines.append(f"  {f.level.upper():<5} {f.topic:<{width}}  {f.message}")
+        problems = sum(1 for f in self.findings if f.level == FAIL)
+        warnings = sum(1 for f in self.findings if f.level == WARN)
+        verdict = "fit" if self.fit else f"NOT fit: {problems} problem(s)"
+        lines.append(f"{verdict}{f', {warnings} warning(s)' if warnings else ''}")
+        return "\n".join(lines)
+
+
+def _taint_text(t: Mapping[str, Any]) -> str:
+    value = f"={t.get('value')}" if t.get("value") else ""
+    return f"{t.get('key')}{value}:{t.get('effect')}"
+
+
+def assess_nodes(
+    report: CheckReport, nodes: Sequence[Mapping[str, Any]], gpu_resource: str, gpu_type_label: str
+) -> None:
+    """GPUs the device plugin exposes, their types, and what keeps runs off the GPU nodes."""
+    gpu_nodes = []
+    unhealthy = []
+    for n in nodes:
+        status = n.get("status") or {}
+        alloc = int((status.get("allocatable") or {}).get(gpu_resource) or 0)
+        cap = int((status.get("capacity") or {}).get(gpu_resource) or 0)
+        if alloc > 0:
+            gpu_nodes.append((n, alloc))
+        elif cap > 0:
+            unhealthy.append(n["metadata"]["name"])
+    if unhealthy:
+        report.add(
+            WARN,
+            "gpus",
+            f"{len(unhealthy)} node(s) have {gpu_resource} capacity but none allocatable "
+            f"(device plugin unhealthy?): {', '.join(sorted(unhealthy))}",
+        )
+    if not gpu_nodes:
+        report.add(
+            FAIL,
+            "gpus",
+            f"no node exposes allocatable {gpu_resource} ({len(nodes)} node(s)): is the GPU device plugin "
+            "(e.g. the NVIDIA device plugin or GPU operator) running?",
+        )
+        return
+    total = sum(a for _, a in gpu_nodes)
+    report.add(OK, "gpus", f"{len(gpu_nodes)} of {len(nodes)} node(s) expose {total} allocatable {gpu_resource}")
+    labels = (gpu_type_label, *[lb for lb in GPU_TYPE_LABELS if lb != gpu_type_label])
+    types: Counter[str] = Counter()
+    unlabelled = 0
+    for n, alloc in gpu_nodes:
+        node_labels = (n.get("metadata") or {}).get("labels") or {}
+        found = next((node_labels[lb] for lb in labels if node_labels.get(lb)), None)
+        if found is None:
+            unlabelled += 1
+        else:
+            types[found] += alloc
+    report.gpu_types = dict(types)
+    if types:
+        text = ", ".join(f"{t} ({n} GPUs)" for t, n in sorted(types.items()))
+        report.add(OK, "gpu types", f"from node labels: {text}")
+    if unlabelled:
+        report.add(
+            WARN,
+            "gpu types",
+            f"{unlabelled} GPU node(s) have no {gpu_type_label} label: placement.gpu_type cannot "
+            "select them (install GPU feature discovery, or label them)",
+        )
+    taints: Counter[str] = Counter()
+    cordoned = []
+    for n, _ in gpu_nodes:
+        spec = n.get("spec") or {}
+        if spec.get("unschedulable"):
+            cordoned.append(n["metadata"]["name"])
+        for t in spec.get("taints") or ():
+            if t.get("effect") in ("NoSchedule", "NoExecute"):
+                taints[_taint_text(t)] += 1
+    for taint, count in sorted(taints.items()):
+        report.add(WARN, "taints", f"{count} GPU node(s) carry {taint}: GPU presets need a matching toleration")
+    if cordoned:
+        level = FAIL if len(cordoned) == len(gpu_nodes) else WARN
+        report.add(
+            level, "cordoned", f"{len(cordoned)} of {len(gpu_nodes)} GPU node(s) are cordoned: {', '.join(cordoned)}"
+        )
+
+
+def assess_claim(report: CheckReport, claim_name: str, pvc: Mapping[str, Any] | None) -> None:
+    if not claim_name:
+        report.add(
+            WARN,
+            "storage",
+            "no artifact volume configured (KubernetesExecutor.artifacts_claim): logs are kept, but "
+            "files a run writes end with its pod",
+        )
+        return
+    if pvc is None:
+        report.add(
+            FAIL, "storage", f'PersistentVolumeClaim "{claim_name}" does not exist in namespace {report.namespace}'
+        )
+        return
+    phase = (pvc.get("status") or {}).get("phase") or "Unknown"
+    if phase == "Bound":
+        size = ((pvc.get("status") or {}).get("capacity") or {}).get("storage", "?")
+        modes = ",".join((pvc.get("spec") or {}).get("accessModes") or ())
+        level = OK if "ReadWriteMany" in modes else WARN
+        extra = "" if level == OK else " (not ReadWriteMany: runs on several nodes cannot share it)"
+        report.add(level, "storage", f'PersistentVolumeClaim "{claim_name}" is Bound ({size}, {modes}){extra}')
+    else:
+        report.add(
+            FAIL,
+            "storage",
+            f'PersistentVolumeClaim "{claim_name}" is {phase}: runs that mount it cannot be '
+            "scheduled (check its storage class and provisioner)",
+        )
+
+
+def assess_permissions(report: CheckReport, answers: Sequence[tuple[Permission, bool]], user: str = "") -> None:
+    denied = [p for p, ok in answers if not ok]
+    if not denied:
+        report.add(OK, "permissions", f"the service account may do all {len(answers)} things the executor needs")
+        return
+    for p in denied:
+        scope = f"in namespace {report.namespace}" if p.namespaced else "cluster-wide"
+        report.add(
+            FAIL, "permissions", f"may not {p.text} {scope} (needed to {p.why}): apply deploy/kubernetes/rbac.yaml"
+        )
+
+
+def check_cluster(
+    api: Any,
+    namespace: str,
+    artifacts_claim: str = "",
+    gpu_resource: str = "nvidia.com/gpu",
+    gpu_type_label: str = "nvidia.com/gpu.product",
+    timeout_seconds: float = 15.0,
+) -> CheckReport:
+    """Ask the cluster behind `api` (a kubernetes ApiClient) and return the report."""
+    from kubernetes import client
+    from kubernetes.client.exceptions import ApiException
+
+    target = str(getattr(api.configuration, "host", "?"))
+    report = CheckReport(target, namespace)
+    kw: dict[str, Any] = {"_preload_content": False, "_request_timeout": timeout_seconds}
+
+    def ask(call: Callable[..., Any], *args: Any) -> Any:
+        return json.loads(call(*args, **kw).data)
+
+    try:
+        version = ask(client.VersionApi(api).get_code)
+    except ApiException as exc:
+        report.add(FAIL, "api", f"the API at {target} answers {exc.status} {exc.reason}")
+        return report
+    except Exception as exc:
+        report.add(FAIL, "api", f"cannot reach the Kubernetes API at {target}: {exc}")
+        return report
+    report.add(OK, "api", f"Kubernetes {version.get('gitVersion', '?')} answers at {target}")
+
+    needed = list(REQUIRED) + ([STORAGE_PERMISSION] if artifacts_claim else [])
+    authz = client.AuthorizationV1Api(api)
+    answers = []
+    for p in needed:
+        attrs = {"verb": p.verb, "group": p.group, "resource": p.resource}
+        if p.subresource:
+            attrs["subresource"] = p.subresource
+        if p.namespaced:
+            attrs["namespace"] = namespace
+        body = {
+            "apiVersion": "authorization.k8s.io/v1",
+            "kind": "SelfSubjectAccessReview",
+            "spec": {"resourceAttributes": attrs},
+        }
+        try:
+            answer = ask(authz.create_self_subject_access_review, body)
+            answers.append((p, bool((answer.get("status") or {}).get("allowed"))))
+        except ApiException as exc:
+            report.add(FAIL, "permissions", f"cannot ask whether it may {p.text}: {exc.status} {exc.reason}")
+            answers.append((p, False))
+    assess_permissions(report, answers)
+    allowed = {p for p, ok in answers if ok}
+
+    core = client.CoreV1Api(api)
+    if any(p.resource == "nodes" and p.verb == "list" for p in allowed):
+        try:
+            nodes = ask(core.list_node).get("items") or []
+            assess_nodes(report, nodes, gpu_resource, gpu_type_label)
+        except ApiException as exc:
+            report.add(FAIL, "gpus", f"cannot list nodes: {exc.status} {exc.reason}")
+    else:
+        report.add(FAIL, "gpus", "cannot see nodes (no list permission), so GPUs cannot be checked")
+
+    if artifacts_claim and STORAGE_PERMISSION not in allowed:
+        report.add(FAIL, "storage", f'cannot read PersistentVolumeClaim "{artifacts_claim}" (no get permission)')
+    elif artifacts_claim:
+        try:
+            pvc = ask(core.read_namespaced_persistent_volume_claim, artifacts_claim, namespace)
+        except ApiException as exc:
+            if exc.status != 404:
+                report.add(FAIL, "storage", f"cannot read the artifact volume claim: {exc.status} {exc.reason}")
+                return report
+            pvc = None
+        assess_claim(report, artifacts_claim, pvc)
+    else:
+        assess_claim(report, "", None)
+    return report

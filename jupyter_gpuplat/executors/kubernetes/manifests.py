@@ -1,0 +1,269 @@
+"""Pure builders of the Kubernetes objects a run becomes: `make_*(...) -> dict`.
+
+No client, no I/O: tests compare the output with literal dicts and validate it
+against the Kubernetes schemas. A run is one `batch/v1` Job with one pod:
+restartPolicy Never, `backoffLimit` from the settings (0: a failed run fails),
+`activeDeadlineSeconds` from `termination.timeout_seconds`, and a pod failure
+policy that does not count preemption or eviction (`DisruptionTarget`) as a
+failure, so Kubernetes starts a replacement pod instead.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from ...core.resources import Resources, format_cpu, format_memory
+from ..base import ExecutorError, LaunchRequest
+
+MANAGED_BY = "app.kubernetes.io/managed-by"
+MANAGER = "jupyter-gpuplat"
+LABEL_INSTANCE = "gpuplat.io/instance"
+LABEL_RUN = "gpuplat.io/run-id"
+LABEL_PROJECT = "gpuplat.io/project"
+LABEL_QUEUE = "gpuplat.io/queue"
+ANN_USER = "gpuplat.io/user"
+ANN_PRESETS = "gpuplat.io/presets"
+ANN_PLACEMENT_FROM = "gpuplat.io/placement-from"
+ANN_GPU_TYPE_LABEL = "gpuplat.io/gpu-type-label"
+CONTAINER = "main"
+ARTIFACTS_VOLUME = "gpuplat-artifacts"
+_LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
+
+
+@dataclass(frozen=True)
+class JobSettings:
+    """What the platform admin configured (the executor's traits), as plain values."""
+
+    namespace: str = "gpuplat"
+    instance: str = "default"
+    default_image: str = "python:3.11-slim"
+    python: str = "python"  # replaces the server's own interpreter in commands built for scripts
+    service_account: str = ""
+    artifacts_claim: str = ""
+    artifacts_mount_path: str = "/gpuplat/artifacts"
+    priority_classes: Mapping[str, str] = field(default_factory=dict)  # queue (or "*") → PriorityClass
+    gpu_resource: str = "nvidia.com/gpu"
+    gpu_type_label: str = "nvidia.com/gpu.product"
+    backoff_limit: int = 0
+    ttl_seconds_after_finished: int | None = 86400
+    image_pull_secrets: tuple[str, ...] = ()
+
+
+def job_name(run_id: str) -> str:
+    """`gpuplat-<run id>`, lowercased and cut to a valid object name."""
+    name = re.sub(r"[^a-z0-9-]", "-", f"gpuplat-{run_id}".lower())[:63].rstrip("-")
+    return name
+
+
+def selector(instance: str) -> str:
+    """The label selector of every object this platform instance owns."""
+    return f"{MANAGED_BY}={MANAGER},{LABEL_INSTANCE}={instance}"
+
+
+def _label_value(what: str, value: str) -> str:
+    if len(value) > 63 or not _LABEL_VALUE.match(value):
+        raise ExecutorError(f"{what} {value!r} cannot be a Kubernetes label value (63 characters of [A-Za-z0-9._-])")
+    return value
+
+
+def make_labels(run_id: str, project: str, queue: str, instance: str) -> dict[str, str]:
+    return {
+        MANAGED_BY: MANAGER,
+        LABEL_INSTANCE: _label_value("instance", instance),
+        LABEL_RUN: _label_value("run id", run_id),
+        LABEL_PROJECT: _label_value("project", project),
+        LABEL_QUEUE: _label_value("queue", queue),
+    }
+
+
+def presets_of(provenance: Mapping[str, str]) -> list[str]:
+    """Names of the presets among the layers that set a field, in first-seen order."""
+    out: list[str] = []
+    for layer in provenance.values():
+        if "preset:" in layer:
+            name = layer.rsplit("preset:", 1)[1]
+            if name not in out:
+                out.append(name)
+    return out
+
+
+def make_annotations(req: LaunchRequest, settings: JobSettings) -> dict[str, str]:
+    """Facts the explanation needs later, kept on the Job itself (so they survive a restart)."""
+    placement = {k: v for k, v in req.provenance.items() if k.startswith("placement")}
+    out = {
+        ANN_USER: req.user,
+        ANN_PRESETS: ",".join(presets_of(req.provenance)),
+        ANN_PLACEMENT_FROM: json.dumps(placement, sort_keys=True, separators=(",", ":")),
+        ANN_GPU_TYPE_LABEL: settings.gpu_type_label,
+    }
+    return out
+
+
+def make_resources(raw: Mapping[str, Any] | None, gpu_resource: str) -> dict[str, dict[str, str]]:
+    """Requests from the spec; memory and GPUs also as limits (extended resources need limits = requests)."""
+    r = Resources.parse(dict(raw or {}))
+    requests: dict[str, str] = {}
+    limits: dict[str, str] = {}
+    if r.cpu_milli:
+        requests["cpu"] = format_cpu(r.cpu_milli)
+    if r.memory_bytes:
+        requests["memory"] = limits["memory"] = format_memory(r.memory_bytes)
+    if r.gpu:
+        requests[gpu_resource] = limits[gpu_resource] = str(r.gpu)
+    out: dict[str, dict[str, str]] = {}
+    if requests:
+        out["requests"] = requests
+    if limits:
+        out["limits"] = limits
+    return out
+
+
+def make_tolerations(raw: Sequence[Mapping[str, Any]] | None) -> list[dict[str, Any]]:
+    keys = {"key": "key", "operator": "operator", "value": "value", "effect": "effect"}
+    out = []
+    for t in raw or ():
+        item = {k8s: t[ours] for ours, k8s in keys.items() if t.get(ours) is not None}
+        if t.get("toleration_seconds") is not None:
+            item["tolerationSeconds"] = t["toleration_seconds"]
+        out.append(item)
+    return out
+
+
+def make_node_selector(placement: Mapping[str, Any], gpu_type_label: str) -> dict[str, str]:
+    out = {k: v for k, v in (placement.get("node_selector") or {}).items() if v is not None}
+    gpu_type = placement.get("gpu_type")
+    if gpu_type and gpu_type != "any":
+        out[gpu_type_label] = gpu_type
+    return out
+
+
+def make_volumes(
+    raw: Sequence[Mapping[str, Any]] | None, settings: JobSettings
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """(pod volumes, container mounts): the artifact volume first, then the spec's."""
+    if settings.artifacts_claim:
+        artifacts: dict[str, Any] = {"persistentVolumeClaim": {"claimName": settings.artifacts_claim}}
+    else:
+        artifacts = {"emptyDir": {}}
+    volumes = [{"name": ARTIFACTS_VOLUME, **artifacts}]
+    mounts = [{"name": ARTIFACTS_VOLUME, "mountPath": settings.artifacts_mount_path}]
+    for v in raw or ():
+        name = v["name"]
+        if v.get("claim"):
+            source: dict[str, Any] = {"persistentVolumeClaim": {"claimName": v["claim"]}}
+        elif v.get("secret"):
+            source = {"secret": {"secretName": v["secret"]}}
+        elif v.get("config_map"):
+            source = {"configMap": {"name": v["config_map"]}}
+        elif v.get("host_path"):
+            source = {"hostPath": {"path": v["host_path"]}}
+        else:
+            source = {"emptyDir": {}}
+        volumes.append({"name": name, **source})
+        if v.get("mount_path"):
+            mount: dict[str, Any] = {"name": name, "mountPath": v["mount_path"]}
+            if v.get("read_only"):
+                mount["readOnly"] = True
+            mounts.append(mount)
+    return volumes, mounts
+
+
+def make_command(command: Sequence[str], python: str) -> list[str]:
+    """The run's argv; the server's own interpreter (used for scripts) becomes the image's `python`."""
+    argv = list(command)
+    if argv and argv[0] == sys.executable:
+        argv[0] = python
+    return argv
+
+
+def make_env(req: LaunchRequest, workdir: str) -> list[dict[str, str]]:
+    env = [{"name": k, "value": v} for k, v in req.env.items() if k not in ("GPUPLAT_RUN_ID", "GPUPLAT_ARTIFACTS_DIR")]
+    env.append({"name": "GPUPLAT_RUN_ID", "value": req.run_id})
+    env.append({"name": "GPUPLAT_ARTIFACTS_DIR", "value": workdir})
+    env.append({"name": "PYTHONUNBUFFERED", "value": "1"})
+    return env
+
+
+def priority_class(queue: str, classes: Mapping[str, str]) -> str | None:
+    return classes.get(queue) or classes.get("*") or None
+
+
+def make_pod_spec(req: LaunchRequest, settings: JobSettings) -> dict[str, Any]:
+    spec = req.spec
+    placement = spec.get("placement") or {}
+    workdir = f"{settings.artifacts_mount_path.rstrip('/')}/{req.run_id}"
+    volumes, mounts = make_volumes(spec.get("volumes"), settings)
+    container: dict[str, Any] = {
+        "name": CONTAINER,
+        "image": spec.get("image") or settings.default_image,
+        "command": make_command(req.command, settings.python),
+        "workingDir": workdir,
+        "env": make_env(req, workdir),
+        "volumeMounts": mounts,
+    }
+    resources = make_resources(spec.get("resources"), settings.gpu_resource)
+    if resources:
+        container["resources"] = resources
+    pod: dict[str, Any] = {
+        "restartPolicy": "Never",
+        "containers": [container],
+        "volumes": volumes,
+        # A run needs no API access of its own, nor the namespace's service links.
+        "automountServiceAccountToken": False,
+        "enableServiceLinks": False,
+    }
+    node_selector = make_node_selector(placement, settings.gpu_type_label)
+    if node_selector:
+        pod["nodeSelector"] = node_selector
+    tolerations = make_tolerations(placement.get("tolerations"))
+    if tolerations:
+        pod["tolerations"] = tolerations
+    if placement.get("affinity"):
+        pod["affinity"] = dict(placement["affinity"])
+    pc = priority_class(str(spec.get("queue") or ""), settings.priority_classes)
+    if pc:
+        pod["priorityClassName"] = pc
+    if settings.service_account:
+        pod["serviceAccountName"] = settings.service_account
+    if settings.image_pull_secrets:
+        pod["imagePullSecrets"] = [{"name": s} for s in settings.image_pull_secrets]
+    return pod
+
+
+def make_job(req: LaunchRequest, settings: JobSettings) -> dict[str, Any]:
+    """The batch/v1 Job of one run."""
+    if not req.command or not all(isinstance(a, str) and a for a in req.command):
+        raise ExecutorError(f"run {req.run_id}: the command must be a non-empty list of strings")
+    queue = str(req.spec.get("queue") or "")
+    labels = make_labels(req.run_id, req.project, queue, settings.instance)
+    annotations = make_annotations(req, settings)
+    job_spec: dict[str, Any] = {
+        "backoffLimit": settings.backoff_limit,
+        "podFailurePolicy": {
+            "rules": [{"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}]}]
+        },
+        "template": {
+            "metadata": {"labels": dict(labels), "annotations": dict(annotations)},
+            "spec": make_pod_spec(req, settings),
+        },
+    }
+    if req.timeout_seconds:
+        job_spec["activeDeadlineSeconds"] = int(req.timeout_seconds)
+    if settings.ttl_seconds_after_finished is not None:
+        job_spec["ttlSecondsAfterFinished"] = settings.ttl_seconds_after_finished
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {
+            "name": job_name(req.run_id),
+            "namespace": settings.namespace,
+            "labels": labels,
+            "annotations": annotations,
+        },
+        "spec": job_spec,
+    }

@@ -1,0 +1,550 @@
+"""`EmulatedCluster`: the store, the controllers and the HTTP server, with a test API.
+
+The controllers (scheduler, Job controller, kubelet model) run on one thread that
+reacts to store changes and timers, under the store's lock, so that every object
+change any client sees is one a real control plane could have made.
+"""
+
+from __future__ import annotations
+
+import calendar
+import heapq
+import itertools
+import secrets
+import threading
+import time
+import uuid
+from collections import Counter
+from collections.abc import Callable, Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from .faults import Faults
+from .jobs import PRIORITY_CLASS, JobController
+from .kubelet import Kubelet
+from .rbac import Permissions
+from .scheduler import TAINT_WORDINGS, pod_requests, schedule
+from .server import ApiServer
+from .store import EVENT, JOB, NODE, POD, PVC, RESOURCES, Change, ResourceType, Store, now_rfc3339
+
+NAMESPACE = RESOURCES[("", "namespaces")]
+SECRET = RESOURCES[("", "secrets")]
+CONFIGMAP = RESOURCES[("", "configmaps")]
+
+
+class EmulatedCluster:
+    """A Kubernetes API on 127.0.0.1 with a scheduler, a Job controller and a kubelet model.
+
+    Use as a context manager, or `start()` / `stop()`. Tests change the cluster
+    through the methods here (they act as an admin or as the node would), and the
+    code under test talks to `url` with the official client.
+    """
+
+    def __init__(
+        self,
+        *,
+        taint_wording: str = "v1.34",
+        dra_message: bool = False,
+        bookmark_seconds: float = 1.0,
+        history_limit: int = 100_000,
+        token: str | None = None,
+    ) -> None:
+        if taint_wording not in TAINT_WORDINGS:
+            raise ValueError(f"taint_wording must be one of {TAINT_WORDINGS}")
+        self.store = Store(history_limit)
+        self.taint_wording = taint_wording
+        self.dra_message = dra_message
+        self.bookmark_seconds = bookmark_seconds
+        self.token = token or secrets.token_hex(16)
+        self.faults = Faults()
+        self.permissions = Permissions()
+        self.requests: Counter[tuple[str, str]] = Counter()  # (verb, resource) → calls
+        self.jobs = JobController(self)
+        self.kubelet = Kubelet(self)
+        self.server = ApiServer(self)
+        self._queue: list[Change] = []
+        self._timers: list[tuple[float, int, Callable[[], None]]] = []
+        self._seq = itertools.count()
+        self._pending: dict[str, tuple[str, str]] = {}  # pod uid → (ns, name): waiting for a node
+        self._unschedulable: dict[str, tuple[str, str]] = {}
+        self._usage: dict[str, tuple[str, Counter[str]]] = {}  # pod uid → (node, requests)
+        self.node_used: dict[str, Counter[str]] = {}
+        self._deadlines: set[str] = set()
+        self._event_keys: dict[tuple[str, str, str, str], tuple[str, str]] = {}
+        self._thread: threading.Thread | None = None
+        self._running = False
+        self.errors: list[BaseException] = []
+        self.store.subscribe(self._queue.append)
+
+    # -- lifecycle ---------------------------------------------------------------------------
+    def start(self) -> EmulatedCluster:
+        self.server.start()
+        self._running = True
+        self._thread = threading.Thread(target=self._loop, name="k8s-emulator-controllers", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        with self.store.lock:
+            self._running = False
+            self.store.changed.notify_all()
+        self.server.stop()
+        if self._thread is not None:
+            self._thread.join(10)
+
+    def __enter__(self) -> EmulatedCluster:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    @property
+    def url(self) -> str:
+        return self.server.url
+
+    def kubeconfig(self, namespace: str = "default") -> dict[str, Any]:
+        return {
+            "apiVersion": "v1",
+            "kind": "Config",
+            "clusters": [{"name": "emulator", "cluster": {"server": self.url}}],
+            "users": [{"name": "gpuplat", "user": {"token": self.token}}],
+            "contexts": [
+                {"name": "emulator", "context": {"cluster": "emulator", "user": "gpuplat", "namespace": namespace}}
+            ],
+            "current-context": "emulator",
+        }
+
+    def write_kubeconfig(self, path: str | Path, namespace: str = "default") -> Path:
+        p = Path(path)
+        p.write_text(yaml.safe_dump(self.kubeconfig(namespace)))
+        return p
+
+    # -- the controller loop -----------------------------------------------------------------
+    def after(self, seconds: float, action: Callable[[], None]) -> None:
+        """Run `action` on the controller thread after `seconds` (under the store lock)."""
+        with self.store.lock:
+            heapq.heappush(self._timers, (time.monotonic() + max(0.0, seconds), next(self._seq), action))
+            self.store.changed.notify_all()
+
+    def _loop(self) -> None:
+        with self.store.lock:
+            while self._running:
+                try:
+                    self._drain()
+                except Exception as exc:  # a bug in the model must not hang every test: record it, go on
+                    self.errors.append(exc)
+                    import traceback
+
+                    traceback.print_exc()
+                wait = 1.0
+                if self._timers:
+                    wait = max(0.0, min(wait, self._timers[0][0] - time.monotonic()))
+                if not self._queue and wait > 0:
+                    self.store.changed.wait(wait)
+
+    def _drain(self) -> None:
+        for _ in range(10_000):
+            progressed = False
+            while self._queue:
+                batch, self._queue[:] = list(self._queue), []
+                for change in batch:
+                    self._dispatch(change)
+                progressed = True
+            now = time.monotonic()
+            while self._timers and self._timers[0][0] <= now:
+                _, _, action = heapq.heappop(self._timers)
+                action()
+                progressed = True
+            if self._pending:
+                self._schedule_pending()
+                progressed = progressed or bool(self._queue)
+            if not progressed:
+                return
+
+    def _dispatch(self, change: Change) -> None:
+        obj, rt = change.obj, change.rt
+        if rt is POD:
+            uid = obj["metadata"]["uid"]
+            if change.type == "DELETED":
+                self._pending.pop(uid, None)
+                self._unschedulable.pop(uid, None)
+                self._release(uid)
+                self.kubelet.procs.pop(uid, None)
+                self.jobs.pod_gone(obj)
+                return
+            phase = (obj.get("status") or {}).get("phase")
+            if phase in ("Succeeded", "Failed"):
+                self._release(uid)
+            if not obj["spec"].get("nodeName"):
+                if not obj["metadata"].get("deletionTimestamp") and uid not in self._unschedulable:
+                    self._pending[uid] = (obj["metadata"]["namespace"], obj["metadata"]["name"])
+            elif uid not in self.kubelet.procs and phase == "Pending" and not obj["metadata"].get("deletionTimestamp"):
+                self.kubelet.start(obj)
+            for ref in obj["metadata"].get("ownerReferences") or ():
+                if ref.get("kind") == "Job":
+                    job = self.store.find(JOB, obj["metadata"]["namespace"], ref["name"])
+                    if job is not None and job["metadata"]["uid"] == ref["uid"]:
+                        self.jobs.sync(job)
+        elif rt is JOB and change.type != "DELETED":
+            self.jobs.sync(obj)
+        elif rt in (NODE, PVC):
+            self._retry_unschedulable()
+        elif rt is PRIORITY_CLASS:
+            self.jobs.retry_failed_creates()
+
+    # -- scheduling --------------------------------------------------------------------------
+    def _release(self, uid: str) -> None:
+        used = self._usage.pop(uid, None)
+        if used is not None:
+            node, req = used
+            self.node_used[node] -= req
+            self._retry_unschedulable()
+
+    def _retry_unschedulable(self) -> None:
+        self._pending.update(self._unschedulable)
+        self._unschedulable.clear()
+
+    def _schedule_pending(self) -> None:
+        nodes = sorted(self.store.iter(NODE), key=lambda n: n["metadata"]["name"])
+        pods = [self.store.find(POD, ns, name) for ns, name in self._pending.values()]
+        self._pending.clear()
+        live = [
+            p
+            for p in pods
+            if p is not None and not p["spec"].get("nodeName") and not p["metadata"].get("deletionTimestamp")
+        ]
+        live.sort(
+            key=lambda p: (
+                -int(p["spec"].get("priority") or 0),
+                p["metadata"]["creationTimestamp"],
+                p["metadata"]["name"],
+            )
+        )
+        for pod in live:
+            ns = pod["metadata"]["namespace"]
+            claims = {c["metadata"]["name"]: c for c in self.store.select(PVC, ns)[0]}
+            placed = schedule(pod, nodes, self.node_used, claims, self.taint_wording, self.dra_message)
+            uid = pod["metadata"]["uid"]
+            if placed.node is not None:
+                req = pod_requests(pod)
+                self._usage[uid] = (placed.node, req)
+                self.node_used.setdefault(placed.node, Counter()).update(req)
+
+                def bind(p: dict[str, Any], node: str = placed.node) -> None:
+                    p["spec"]["nodeName"] = node
+                    _set_condition(p.setdefault("status", {}), "PodScheduled", "True")
+
+                bound = self.store.update(POD, ns, pod["metadata"]["name"], bind)
+                self.event(
+                    bound,
+                    "Normal",
+                    "Scheduled",
+                    f"Successfully assigned {ns}/{pod['metadata']['name']} to {placed.node}",
+                    "default-scheduler",
+                )
+                continue
+            self._unschedulable[uid] = (ns, pod["metadata"]["name"])
+            reason = "SchedulingGated" if placed.gated else "Unschedulable"
+
+            def unschedulable(p: dict[str, Any], reason: str = reason, message: str = placed.message) -> None:
+                _set_condition(p.setdefault("status", {}), "PodScheduled", "False", reason, message)
+
+            updated = self.store.update(POD, ns, pod["metadata"]["name"], unschedulable)
+            if not placed.gated:
+                self.event(updated, "Warning", "FailedScheduling", placed.message, "default-scheduler")
+
+    # -- events ------------------------------------------------------------------------------
+    def event(self, obj: Mapping[str, Any], type_: str, reason: str, message: str, component: str) -> None:
+        """Record a core/v1 Event about `obj`; a repeat bumps `count` and `lastTimestamp`."""
+        meta = obj["metadata"]
+        ns = meta.get("namespace") or "default"
+        key = (meta["uid"], reason, message, component)
+        now = now_rfc3339()
+        with self.store.lock:
+            known = self._event_keys.get(key)
+            if known is not None and self.store.find(EVENT, *known) is not None:
+
+                def bump(e: dict[str, Any]) -> None:
+                    e["count"] = int(e.get("count", 1)) + 1
+                    e["lastTimestamp"] = now
+
+                self.store.update(EVENT, known[0], known[1], bump)
+                return
+            rt = _rt_of(obj)
+            created = self.store.create(
+                EVENT,
+                ns,
+                {
+                    "metadata": {"name": f"{meta['name']}.{secrets.token_hex(8)}"},
+                    "involvedObject": {
+                        "apiVersion": rt.api_version,
+                        "kind": rt.kind,
+                        "name": meta["name"],
+                        "namespace": meta.get("namespace"),
+                        "uid": meta["uid"],
+                        "resourceVersion": meta.get("resourceVersion"),
+                    },
+                    "reason": reason,
+                    "message": message,
+                    "source": {"component": component},
+                    "firstTimestamp": now,
+                    "lastTimestamp": now,
+                    "count": 1,
+                    "type": type_,
+                    "eventTime": None,
+                    "reportingComponent": component,
+                    "reportingInstance": "",
+                },
+            )
+            self._event_keys[key] = (ns, created["metadata"]["name"])
+
+    def deadline(self, job: dict[str, Any], seconds: int, action: Callable[[str, str, str], None]) -> None:
+        uid = job["metadata"]["uid"]
+        if uid in self._deadlines:
+            return
+        self._deadlines.add(uid)
+        start = (job.get("status") or {}).get("startTime")
+        elapsed = 0.0
+        if start:
+            elapsed = max(0.0, time.time() - calendar.timegm(time.strptime(start, "%Y-%m-%dT%H:%M:%SZ")))
+        ns, name = job["metadata"]["namespace"], job["metadata"]["name"]
+        self.after(max(0.0, seconds - elapsed), lambda: action(ns, name, uid))
+
+    # -- the test API: building a cluster ----------------------------------------------------
+    def apply(self, docs: Iterable[Mapping[str, Any]]) -> None:
+        """Create objects as an admin would (`kubectl create -f`)."""
+        for doc in docs:
+            if not doc:
+                continue
+            group, _, _version = doc["apiVersion"].rpartition("/")
+            rt = next((r for r in RESOURCES.values() if r.group == group and r.kind == doc["kind"]), None)
+            if rt is None:
+                continue  # kinds the emulator does not model (Roles, Deployments) are only read, not stored
+            self.store.create(rt, doc["metadata"].get("namespace", "default") if rt.namespaced else "", doc)
+
+    def add_namespace(self, name: str) -> None:
+        self.store.create(NAMESPACE, "", {"metadata": {"name": name}, "status": {"phase": "Active"}})
+
+    def add_node(
+        self,
+        name: str,
+        *,
+        gpus: int = 0,
+        cpu: str = "32",
+        memory: str = "256Gi",
+        labels: Mapping[str, str] | None = None,
+        taints: Iterable[Mapping[str, str]] = (),
+        unschedulable: bool = False,
+        gpu_capacity: int | None = None,
+    ) -> dict[str, Any]:
+        """A Ready node; `gpus` allocatable nvidia.com/gpu (`gpu_capacity` differs when the plugin is unhealthy)."""
+        alloc = {"cpu": cpu, "memory": memory, "pods": "110", "ephemeral-storage": "100Gi"}
+        cap = dict(alloc)
+        if gpus or gpu_capacity:
+            alloc["nvidia.com/gpu"] = str(gpus)
+            cap["nvidia.com/gpu"] = str(gpus if gpu_capacity is None else gpu_capacity)
+        spec: dict[str, Any] = {}
+        if taints:
+            spec["taints"] = [dict(t) for t in taints]
+        if unschedulable:
+            spec["unschedulable"] = True
+        return self.store.create(
+            NODE,
+            "",
+            {
+                "metadata": {
+                    "name": name,
+                    "labels": {"kubernetes.io/hostname": name, "kubernetes.io/os": "linux", **(labels or {})},
+                },
+                "spec": spec,
+                "status": {
+                    "capacity": cap,
+                    "allocatable": alloc,
+                    "conditions": [
+                        {
+                            "type": "Ready",
+                            "status": "True",
+                            "reason": "KubeletReady",
+                            "message": "kubelet is posting ready status",
+                        }
+                    ],
+                    "nodeInfo": {
+                        "architecture": "amd64",
+                        "bootID": str(uuid.uuid5(uuid.NAMESPACE_DNS, f"{name}.boot")),
+                        "containerRuntimeVersion": "containerd://2.0.0",
+                        "kernelVersion": "6.8.0",
+                        "kubeProxyVersion": "",
+                        "kubeletVersion": "v1.34.1",
+                        "machineID": uuid.uuid5(uuid.NAMESPACE_DNS, name).hex,
+                        "operatingSystem": "linux",
+                        "osImage": "Ubuntu 24.04 LTS",
+                        "systemUUID": str(uuid.uuid5(uuid.NAMESPACE_DNS, f"{name}.system")),
+                    },
+                },
+            },
+        )
+
+    def add_pvc(self, namespace: str, name: str, *, phase: str = "Bound", size: str = "100Gi") -> dict[str, Any]:
+        return self.store.create(
+            PVC,
+            namespace,
+            {
+                "metadata": {"name": name},
+                "spec": {"accessModes": ["ReadWriteMany"], "resources": {"requests": {"storage": size}}},
+                "status": {"phase": phase, **({"capacity": {"storage": size}} if phase == "Bound" else {})},
+            },
+        )
+
+    def set_pvc_phase(self, namespace: str, name: str, phase: str) -> None:
+        """As a provisioner would: Bound gets the requested capacity."""
+
+        def change(o: dict[str, Any]) -> None:
+            status = o.setdefault("status", {})
+            status["phase"] = phase
+            if phase == "Bound":
+                status["capacity"] = {"storage": o["spec"]["resources"]["requests"]["storage"]}
+                status["accessModes"] = list(o["spec"].get("accessModes") or [])
+
+        self.store.update(PVC, namespace, name, change)
+
+    def add_priority_class(self, name: str, value: int) -> None:
+        self.store.create(
+            PRIORITY_CLASS, "", {"metadata": {"name": name}, "value": value, "preemptionPolicy": "PreemptLowerPriority"}
+        )
+
+    def add_secret(self, namespace: str, name: str, data: Mapping[str, str]) -> None:
+        self.store.create(
+            SECRET,
+            namespace,
+            {"metadata": {"name": name}, "type": "Opaque", "stringData": dict(data), "data": dict(data)},
+        )
+
+    def cordon(self, node: str, on: bool = True) -> None:
+        def change(n: dict[str, Any]) -> None:
+            if on:
+                n.setdefault("spec", {})["unschedulable"] = True
+            else:
+                n.setdefault("spec", {}).pop("unschedulable", None)
+
+        self.store.update(NODE, "", node, change)
+
+    def set_taints(self, node: str, taints: Iterable[Mapping[str, str]]) -> None:
+        self.store.update(NODE, "", node, lambda n: n.setdefault("spec", {}).update(taints=[dict(t) for t in taints]))
+
+    def open_gate(self, name: str) -> None:
+        """Let every container waiting at `gate NAME` (and any that reaches it later) go on."""
+        with self.store.lock:
+            self.kubelet.open_gate(name)
+            self.store.changed.notify_all()
+
+    def missing_image(self, image: str) -> None:
+        with self.store.lock:
+            self.kubelet.missing_images.add(image)
+
+    # -- the test API: disruptions -----------------------------------------------------------
+    def evict(self, namespace: str, pod: str, message: str = "Eviction API: evicting") -> None:
+        """The Eviction API (a drain): DisruptionTarget=EvictionByEvictionAPI, then graceful deletion."""
+        with self.store.lock:
+            self.store.update(
+                POD,
+                namespace,
+                pod,
+                lambda p: _set_condition(
+                    p.setdefault("status", {}), "DisruptionTarget", "True", "EvictionByEvictionAPI", message
+                ),
+            )
+            self.store.delete(POD, namespace, pod, "Background")
+
+    def preempt(self, namespace: str, pod: str, by: str = "default/high-priority") -> None:
+        """Preemption by the scheduler: DisruptionTarget=PreemptionByScheduler, a Preempted event, deletion."""
+        with self.store.lock:
+            victim = self.store.get(POD, namespace, pod)
+            msg = f"{by}: preempting to accommodate a higher priority pod"
+            victim = self.store.update(
+                POD,
+                namespace,
+                pod,
+                lambda p: _set_condition(
+                    p.setdefault("status", {}), "DisruptionTarget", "True", "PreemptionByScheduler", msg
+                ),
+            )
+            self.event(
+                victim,
+                "Normal",
+                "Preempted",
+                f"Preempted by pod {secrets.token_hex(4)}-uid on node {victim['spec'].get('nodeName', '')}",
+                "default-scheduler",
+            )
+            self.store.delete(POD, namespace, pod, "Background")
+
+    def evict_by_kubelet(
+        self, namespace: str, pod: str, message: str = "The node was low on resource: memory. "
+    ) -> None:
+        with self.store.lock:
+            self.kubelet.evicted_by_kubelet(self.store.get(POD, namespace, pod), message)
+
+    def compact(self) -> int:
+        """Forget the change history: watches resuming from before now get 410 Expired."""
+        return self.store.compact()
+
+    # -- the test API: reading -------------------------------------------------------------
+    def pods(self, namespace: str, label_selector: str | None = None) -> list[dict[str, Any]]:
+        return self.store.select(POD, namespace, label_selector)[0]
+
+    def jobs_in(self, namespace: str, label_selector: str | None = None) -> list[dict[str, Any]]:
+        return self.store.select(JOB, namespace, label_selector)[0]
+
+    def events_for(self, obj: Mapping[str, Any]) -> list[dict[str, Any]]:
+        ns = obj["metadata"].get("namespace") or "default"
+        return self.store.select(EVENT, ns, field_selector=f"involvedObject.uid={obj['metadata']['uid']}")[0]
+
+    def wait_for(self, predicate: Callable[[], Any], timeout: float = 10.0, what: str = "condition") -> Any:
+        """Wait (on store changes, no fixed sleeps) until `predicate()` is truthy."""
+        deadline = time.monotonic() + timeout
+        with self.store.lock:
+            while True:
+                value = predicate()
+                if value:
+                    return value
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise TimeoutError(f"emulated cluster: timed out after {timeout}s waiting for {what}")
+                self.store.changed.wait(min(left, 0.1))
+
+
+def _rt_of(obj: Mapping[str, Any]) -> ResourceType:
+    group = obj.get("apiVersion", "v1").rpartition("/")[0]
+    return next(r for r in RESOURCES.values() if r.group == group and r.kind == obj.get("kind"))
+
+
+def _set_condition(
+    status: dict[str, Any], type_: str, value: str, reason: str | None = None, message: str | None = None
+) -> None:
+    conds = status.setdefault("conditions", [])
+    now = now_rfc3339()
+    for c in conds:
+        if c["type"] == type_:
+            if c["status"] != value:
+                c["lastTransitionTime"] = now
+            c["status"] = value
+            for k, v in (("reason", reason), ("message", message)):
+                if v:
+                    c[k] = v
+                else:
+                    c.pop(k, None)
+            return
+    new: dict[str, Any] = {"type": type_, "status": value, "lastProbeTime": None, "lastTransitionTime": now}
+    if reason:
+        new["reason"] = reason
+    if message:
+        new["message"] = message
+    conds.append(new)
+
+
+def load_manifests(paths: Iterable[str | Path]) -> list[dict[str, Any]]:
+    docs: list[dict[str, Any]] = []
+    for p in paths:
+        docs.extend(d for d in yaml.safe_load_all(Path(p).read_text()) if d)
+    return docs

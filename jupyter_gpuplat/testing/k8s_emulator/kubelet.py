@@ -1,0 +1,584 @@
+"""A kubelet model: pulls images, checks config, "runs" containers, keeps their logs.
+
+A container's command is read as a tiny script, not run: `sh -c "echo epoch 1; sleep
+0.2; gate g1; echo done; exit 3"`. Statements: `echo WORDS` (a log line), `sleep S`,
+`gate NAME` (wait until the test opens the gate), `exit N`, `oom` (killed with
+OOMKilled, 137), `true`, `false`, `:`. `$VAR` and `${VAR}` expand from the container's
+env. Any other command ends the container with 127 and `sh: 1: CMD: not found`, as a
+shell in an image without the program would. Images in `missing_images` fail to pull
+(ErrImagePull, then ImagePullBackOff); a missing Secret or ConfigMap referenced from
+env gives CreateContainerConfigError, one referenced from a volume leaves the pod in
+ContainerCreating with FailedMount events. Under restartPolicy OnFailure/Always a
+failed container restarts with CrashLoopBackOff in between.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import functools
+import re
+import shlex
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from .store import POD, RESOURCES, ResourceType, now_rfc3339
+
+if TYPE_CHECKING:
+    from .cluster import EmulatedCluster
+
+SECRET = RESOURCES[("", "secrets")]
+CONFIGMAP = RESOURCES[("", "configmaps")]
+_VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}|\$([A-Za-z_][A-Za-z0-9_]*)")
+_IMAGE = re.compile(r"^[a-z0-9]+([._/:@-][a-zA-Z0-9_.-]+)*$")
+
+
+def parse_script(argv: list[str], env: dict[str, str]) -> list[list[str]]:
+    """The statements of a container's command, each as words."""
+    if len(argv) >= 3 and argv[0].rsplit("/", 1)[-1] in ("sh", "bash") and argv[1] == "-c":
+        text = argv[2]
+    else:
+        text = shlex.join(argv)
+    text = _VAR.sub(lambda m: env.get(m.group(1) or m.group(2), ""), text)
+    out: list[list[str]] = []
+    for line in text.splitlines():
+        lexer = shlex.shlex(line, posix=True, punctuation_chars=";&")
+        lexer.whitespace_split = True
+        words: list[str] = []
+        for tok in lexer:
+            if tok in (";", "&&", "&"):
+                if words:
+                    out.append(words)
+                words = []
+            else:
+                words.append(tok)
+        if words:
+            out.append(words)
+    return out
+
+
+def rfc3339_nano(ns: int) -> str:
+    secs, nanos = divmod(ns, 1_000_000_000)
+    return dt.datetime.fromtimestamp(secs, dt.UTC).strftime("%Y-%m-%dT%H:%M:%S") + f".{nanos:09d}Z"
+
+
+@dataclass
+class ContainerLog:
+    """One container run's output: (unix ns, line) pairs, ended when the container stops."""
+
+    lines: list[tuple[int, str]] = field(default_factory=list)
+    ended: bool = False
+    started: bool = False
+
+
+@dataclass
+class _Proc:
+    pod_uid: str
+    namespace: str
+    name: str
+    statements: list[list[str]]
+    pc: int = 0
+    status: int = 0
+    waiting_gate: str | None = None
+    generation: int = 0  # bumped when the run is abandoned (deleted, evicted): stale timers do nothing
+
+
+class Kubelet:
+    def __init__(self, cluster: EmulatedCluster) -> None:
+        self.cluster = cluster
+        self.store = cluster.store
+        self.missing_images: set[str] = set()
+        self.pull_seconds = 0.0
+        self.image_retry_seconds = 1.0
+        self.crash_backoff_seconds = 0.3
+        self.termination_seconds = 0.0
+        self.logs: dict[tuple[str, str], list[ContainerLog]] = {}  # (pod uid, container) → runs, oldest first
+        self.logs_changed = threading.Condition(self.store.lock)
+        self.procs: dict[str, _Proc] = {}
+        self.gates: set[str] = set()
+        self._last_ns = 0
+        self.store.graceful = self.graceful
+
+    # -- helpers ---------------------------------------------------------------------------
+    def _now_ns(self) -> int:
+        ns = time.time_ns()
+        self._last_ns = max(ns, self._last_ns + 1)  # strictly increasing: timestamps resume logs
+        return self._last_ns
+
+    def _pod(self, uid: str) -> dict[str, Any] | None:
+        proc = self.procs.get(uid)
+        if proc is None:
+            return None
+        pod = self.store.find(POD, proc.namespace, proc.name)
+        return pod if pod is not None and pod["metadata"]["uid"] == uid else None
+
+    def _set_status(self, pod: dict[str, Any], change: Callable[[dict[str, Any]], None]) -> dict[str, Any]:
+        meta = pod["metadata"]
+        return self.store.update(POD, meta["namespace"], meta["name"], lambda p: change(p.setdefault("status", {})))
+
+    @staticmethod
+    def _container(pod: dict[str, Any]) -> dict[str, Any]:
+        return pod["spec"]["containers"][0]
+
+    def _cstatus(self, status: dict[str, Any], pod: dict[str, Any], state: dict[str, Any], **extra: Any) -> None:
+        c = self._container(pod)
+        prev = (status.get("containerStatuses") or [{}])[0]
+        cs = {
+            "name": c["name"],
+            "image": c.get("image", ""),
+            "imageID": prev.get("imageID", ""),
+            "ready": "running" in state,
+            "started": "running" in state,
+            "restartCount": prev.get("restartCount", 0),
+            "state": state,
+            "lastState": prev.get("lastState", {}),
+        }
+        if "containerID" in prev:
+            cs["containerID"] = prev["containerID"]
+        cs.update(extra)
+        status["containerStatuses"] = [cs]
+
+    @staticmethod
+    def _condition(
+        status: dict[str, Any], type_: str, value: str, reason: str | None = None, message: str | None = None
+    ) -> None:
+        conds = status.setdefault("conditions", [])
+        for c in conds:
+            if c["type"] == type_:
+                if c["status"] != value:
+                    c["lastTransitionTime"] = now_rfc3339()
+                c["status"] = value
+                if reason:
+                    c["reason"] = reason
+                else:
+                    c.pop("reason", None)
+                if message:
+                    c["message"] = message
+                else:
+                    c.pop("message", None)
+                return
+        c = {"type": type_, "status": value, "lastProbeTime": None, "lastTransitionTime": now_rfc3339()}
+        if reason:
+            c["reason"] = reason
+        if message:
+            c["message"] = message
+        conds.append(c)
+
+    # -- lifecycle -------------------------------------------------------------------------
+    def start(self, pod: dict[str, Any]) -> None:
+        """A pod was bound to a node: pull, check config, run."""
+        uid = pod["metadata"]["uid"]
+        if uid in self.procs:
+            return
+        c = self._container(pod)
+        env = {e["name"]: e.get("value", "") for e in c.get("env") or [] if "value" in e}
+        self.procs[uid] = _Proc(
+            uid,
+            pod["metadata"]["namespace"],
+            pod["metadata"]["name"],
+            parse_script(list(c.get("command") or []) + list(c.get("args") or []), env),
+        )
+
+        def creating(s: dict[str, Any]) -> None:
+            s["phase"] = "Pending"
+            s["hostIP"] = "10.0.0.1"
+            s["startTime"] = now_rfc3339()
+            s["qosClass"] = "Burstable"
+            self._condition(s, "PodReadyToStartContainers", "True")
+            self._condition(s, "Initialized", "True")
+            self._condition(s, "Ready", "False", "ContainersNotReady", f"containers with unready status: [{c['name']}]")
+            self._condition(
+                s, "ContainersReady", "False", "ContainersNotReady", f"containers with unready status: [{c['name']}]"
+            )
+            self._cstatus(s, pod, {"waiting": {"reason": "ContainerCreating"}})
+
+        pod = self._set_status(pod, creating)
+        image = c.get("image", "")
+        if not _IMAGE.match(image):
+            self._invalid_image(pod, image)
+            return
+        self.cluster.event(pod, "Normal", "Pulling", f'Pulling image "{image}"', "kubelet")
+        self.cluster.after(self.pull_seconds, lambda: self._pulled(uid))
+
+    def _invalid_image(self, pod: dict[str, Any], image: str) -> None:
+        msg = (
+            f'Failed to apply default image tag "{image}": couldn\'t parse image name "{image}": '
+            "invalid reference format: repository name must be lowercase"
+        )
+        self._set_status(
+            pod, lambda s: self._cstatus(s, pod, {"waiting": {"reason": "InvalidImageName", "message": msg}})
+        )
+        self.cluster.event(pod, "Warning", "InspectFailed", msg, "kubelet")
+        self.cluster.event(pod, "Warning", "Failed", "Error: InvalidImageName", "kubelet")
+
+    def _pull_error(self, image: str) -> str:
+        ref = image if "/" in image.split(":")[0] and "." in image.split("/")[0] else f"docker.io/library/{image}"
+        if ":" not in ref.rsplit("/", 1)[-1]:
+            ref += ":latest"
+        return (
+            f'rpc error: code = NotFound desc = failed to pull and unpack image "{ref}": '
+            f'failed to resolve reference "{ref}": {ref}: not found'
+        )
+
+    def _pulled(self, uid: str, attempt: int = 1) -> None:
+        pod = self._pod(uid)
+        if pod is None or pod["metadata"].get("deletionTimestamp"):
+            return
+        c = self._container(pod)
+        image = c.get("image", "")
+        if image in self.missing_images:
+            err = self._pull_error(image)
+            self._set_status(
+                pod, lambda s: self._cstatus(s, pod, {"waiting": {"reason": "ErrImagePull", "message": err}})
+            )
+            self.cluster.event(pod, "Warning", "Failed", f'Failed to pull image "{image}": {err}', "kubelet")
+            self.cluster.event(pod, "Warning", "Failed", "Error: ErrImagePull", "kubelet")
+
+            def backoff() -> None:
+                p = self._pod(uid)
+                if p is None or p["metadata"].get("deletionTimestamp"):
+                    return
+                msg = f'Back-off pulling image "{image}"'
+                self._set_status(
+                    p, lambda s: self._cstatus(s, p, {"waiting": {"reason": "ImagePullBackOff", "message": msg}})
+                )
+                self.cluster.event(p, "Normal", "BackOff", msg, "kubelet")
+                self.cluster.event(p, "Warning", "Failed", "Error: ImagePullBackOff", "kubelet")
+                self.cluster.after(self.image_retry_seconds * attempt, lambda: self._pulled(uid, attempt + 1))
+
+            self.cluster.after(min(0.05, self.image_retry_seconds), backoff)
+            return
+        self.cluster.event(
+            pod, "Normal", "Pulled", f'Successfully pulled image "{image}" in 1.2s (1.2s including waiting)', "kubelet"
+        )
+        missing = self._missing_config(pod)
+        if missing is not None:
+            where, msg = missing
+            if where == "env":
+                self._set_status(
+                    pod,
+                    lambda s: self._cstatus(
+                        s, pod, {"waiting": {"reason": "CreateContainerConfigError", "message": msg}}
+                    ),
+                )
+                self.cluster.event(pod, "Warning", "Failed", f"Error: {msg}", "kubelet")
+            else:
+                self.cluster.event(pod, "Warning", "FailedMount", msg, "kubelet")
+            # The kubelet keeps retrying; a test that creates the object later sees the pod start.
+            self.cluster.after(self.image_retry_seconds, lambda: self._pulled(uid, attempt))
+            return
+        self._run(uid)
+
+    def _missing_config(self, pod: dict[str, Any]) -> tuple[str, str] | None:
+        ns = pod["metadata"]["namespace"]
+        c = self._container(pod)
+        for e in c.get("env") or []:
+            src = e.get("valueFrom") or {}
+            for ref_key, rt, kind in (("secretKeyRef", SECRET, "Secret"), ("configMapKeyRef", CONFIGMAP, "ConfigMap")):
+                ref = src.get(ref_key)
+                if not ref or ref.get("optional"):
+                    continue
+                obj = self.store.find(rt, ns, ref["name"])
+                if obj is None:
+                    return "env", f'{kind.lower()} "{ref["name"]}" not found'
+                if ref["key"] not in (obj.get("data") or {}) and ref["key"] not in (obj.get("stringData") or {}):
+                    return "env", f"couldn't find key {ref['key']} in {kind} {ns}/{ref['name']}"
+        for e in c.get("envFrom") or []:
+            for ref_key, rt, kind in (("secretRef", SECRET, "secret"), ("configMapRef", CONFIGMAP, "configmap")):
+                ref = e.get(ref_key)
+                if ref and not ref.get("optional") and self.store.find(rt, ns, ref["name"]) is None:
+                    return "env", f'{kind} "{ref["name"]}" not found'
+        for v in pod["spec"].get("volumes") or []:
+            for key, rt, kind, name_key in (
+                ("secret", SECRET, "secret", "secretName"),
+                ("configMap", CONFIGMAP, "configmap", "name"),
+            ):
+                ref = v.get(key)
+                if ref and not ref.get("optional") and self.store.find(rt, ns, ref[name_key]) is None:
+                    return (
+                        "volume",
+                        f'MountVolume.SetUp failed for volume "{v["name"]}" : {kind} "{ref[name_key]}" not found',
+                    )
+        return None
+
+    def _run(self, uid: str) -> None:
+        found = self._pod(uid)
+        proc = self.procs.get(uid)
+        if found is None or proc is None:
+            return
+        pod: dict[str, Any] = found
+        c = self._container(pod)
+        key = (uid, c["name"])
+        runs = self.logs.setdefault(key, [])
+        runs.append(ContainerLog(started=True))
+        proc.pc, proc.status = 0, 0
+        started = now_rfc3339()
+
+        def running(s: dict[str, Any]) -> None:
+            s["phase"] = "Running"
+            s["podIP"] = "10.244.0.10"
+            s["podIPs"] = [{"ip": "10.244.0.10"}]
+            self._condition(s, "Ready", "True")
+            self._condition(s, "ContainersReady", "True")
+            self._cstatus(
+                s,
+                pod,
+                {"running": {"startedAt": started}},
+                containerID=f"containerd://{uid.replace('-', '')}{len(runs)}",
+                imageID=f"{c.get('image', '')}@sha256:{'0' * 64}",
+            )
+
+        pod = self._set_status(pod, running)
+        if len(runs) == 1:
+            self.cluster.event(pod, "Normal", "Created", f"Created container: {c['name']}", "kubelet")
+        self.cluster.event(pod, "Normal", "Started", f"Started container {c['name']}", "kubelet")
+        self.logs_changed.notify_all()
+        self._step(uid, proc.generation)
+
+    def _emit_line(self, uid: str, container: str, text: str) -> None:
+        runs = self.logs.get((uid, container))
+        if runs:
+            runs[-1].lines.append((self._now_ns(), text))
+            self.logs_changed.notify_all()
+
+    def _step(self, uid: str, generation: int) -> None:
+        proc = self.procs.get(uid)
+        if proc is None or proc.generation != generation:
+            return
+        pod = self._pod(uid)
+        if pod is None or pod["metadata"].get("deletionTimestamp"):
+            return
+        cname = self._container(pod)["name"]
+        while proc.pc < len(proc.statements):
+            words = proc.statements[proc.pc]
+            proc.pc += 1
+            cmd, args = words[0], words[1:]
+            if cmd == "echo":
+                self._emit_line(uid, cname, " ".join(args))
+                proc.status = 0
+            elif cmd in ("true", ":"):
+                proc.status = 0
+            elif cmd == "false":
+                proc.status = 1
+            elif cmd == "sleep":
+                try:
+                    secs = float(args[0]) if args else 0.0
+                except ValueError:
+                    secs = 0.0
+                self.cluster.after(secs, lambda: self._step(uid, generation))
+                return
+            elif cmd == "gate":
+                name = args[0] if args else ""
+                if name not in self.gates:
+                    proc.waiting_gate = name
+                    proc.pc -= 1
+                    return
+                proc.waiting_gate = None
+            elif cmd == "exit":
+                try:
+                    code = int(args[0]) if args else proc.status
+                except ValueError:
+                    code = 2
+                self._terminate(uid, code)
+                return
+            elif cmd == "oom":
+                self._terminate(uid, 137, reason="OOMKilled")
+                return
+            else:
+                self._emit_line(uid, cname, f"sh: 1: {cmd}: not found")
+                proc.status = 127
+        self._terminate(uid, proc.status)
+
+    def open_gate(self, name: str) -> None:
+        self.gates.add(name)
+        for proc in list(self.procs.values()):
+            if proc.waiting_gate == name:
+                self.cluster.after(0, functools.partial(self._step, proc.pod_uid, proc.generation))
+
+    def _terminate(self, uid: str, code: int, reason: str | None = None, message: str | None = None) -> None:
+        found = self._pod(uid)
+        proc = self.procs.get(uid)
+        if found is None or proc is None:
+            return
+        pod: dict[str, Any] = found
+        proc.generation += 1
+        c = self._container(pod)
+        runs = self.logs.get((uid, c["name"])) or [ContainerLog()]
+        runs[-1].ended = True
+        self.logs_changed.notify_all()
+        reason = reason or ("Completed" if code == 0 else "Error")
+        prev = (pod.get("status", {}).get("containerStatuses") or [{}])[0]
+        started = (prev.get("state", {}).get("running") or {}).get("startedAt") or now_rfc3339()
+        terminated = {
+            "exitCode": code,
+            "reason": reason,
+            "startedAt": started,
+            "finishedAt": now_rfc3339(),
+            "containerID": prev.get("containerID", ""),
+        }
+        if message:
+            terminated["message"] = message
+        policy = pod["spec"].get("restartPolicy", "Always")
+        restart = policy == "Always" or (policy == "OnFailure" and code != 0)
+        if restart and not pod["metadata"].get("deletionTimestamp"):
+            count = int(prev.get("restartCount", 0)) + 1
+            pod_ref = f"{pod['metadata']['name']}_{pod['metadata']['namespace']}({uid})"
+            wait = f"back-off {10 * 2 ** (count - 1)}s restarting failed container={c['name']} pod={pod_ref}"
+
+            def crashloop(s: dict[str, Any]) -> None:
+                self._condition(
+                    s, "Ready", "False", "ContainersNotReady", f"containers with unready status: [{c['name']}]"
+                )
+                self._condition(
+                    s,
+                    "ContainersReady",
+                    "False",
+                    "ContainersNotReady",
+                    f"containers with unready status: [{c['name']}]",
+                )
+                self._cstatus(
+                    s,
+                    pod,
+                    {"waiting": {"reason": "CrashLoopBackOff", "message": wait}},
+                    restartCount=count,
+                    lastState={"terminated": terminated},
+                )
+
+            pod = self._set_status(pod, crashloop)
+            self.cluster.event(
+                pod,
+                "Warning",
+                "BackOff",
+                "Back-off restarting failed container "
+                + c["name"]
+                + " in pod "
+                + pod["metadata"]["name"]
+                + f"_{pod['metadata']['namespace']}({uid})",
+                "kubelet",
+            )
+            self.cluster.after(self.crash_backoff_seconds, lambda: self._run(uid))
+            return
+
+        def ended(s: dict[str, Any]) -> None:
+            s["phase"] = "Succeeded" if code == 0 else "Failed"
+            self._condition(s, "Ready", "False", "PodCompleted" if code == 0 else "PodFailed")
+            self._condition(s, "ContainersReady", "False", "PodCompleted" if code == 0 else "PodFailed")
+            self._condition(s, "PodReadyToStartContainers", "False")
+            self._cstatus(s, pod, {"terminated": terminated})
+
+        self._set_status(pod, ended)
+
+    # -- deletion and eviction -------------------------------------------------------------
+    def graceful(self, rt: ResourceType, obj: dict[str, Any]) -> bool:
+        """A bound pod ends gracefully: its container gets SIGTERM (exit 143), then it is removed."""
+        if rt is not POD or not obj.get("spec", {}).get("nodeName"):
+            return False
+        uid = obj["metadata"]["uid"]
+        ns, name = obj["metadata"]["namespace"], obj["metadata"]["name"]
+        proc = self.procs.get(uid)
+        phase = (obj.get("status") or {}).get("phase")
+        if proc is not None and phase not in ("Succeeded", "Failed"):
+            state = ((obj.get("status") or {}).get("containerStatuses") or [{}])[0].get("state", {})
+            self.cluster.event(
+                obj, "Normal", "Killing", f"Stopping container {self._container(obj)['name']}", "kubelet"
+            )
+            if "running" in state:
+                self.cluster.after(0, lambda: self._terminate(uid, 143))
+            else:
+                proc.generation += 1
+
+        def remove() -> None:
+            self.procs.pop(uid, None)
+            for key in [k for k in self.logs if k[0] == uid]:
+                for run in self.logs[key]:
+                    run.ended = True
+            self.logs_changed.notify_all()
+            self.store.remove_now(POD, ns, name)
+            for key in [k for k in self.logs if k[0] == uid]:
+                del self.logs[key]
+
+        self.cluster.after(self.termination_seconds, remove)
+        return True
+
+    def evicted_by_kubelet(self, pod: dict[str, Any], message: str) -> None:
+        """Node-pressure eviction: the pod fails in place with reason Evicted."""
+        uid = pod["metadata"]["uid"]
+        proc = self.procs.get(uid)
+        if proc is not None:
+            proc.generation += 1
+        for run in self.logs.get((uid, self._container(pod)["name"]), []):
+            run.ended = True
+        self.logs_changed.notify_all()
+
+        def evicted(s: dict[str, Any]) -> None:
+            s["phase"] = "Failed"
+            s["reason"] = "Evicted"
+            s["message"] = message
+            self._condition(s, "DisruptionTarget", "True", "TerminationByKubelet", message)
+            self._condition(s, "Ready", "False", "PodFailed")
+            prev = (s.get("containerStatuses") or [{}])[0]
+            started = (prev.get("state", {}).get("running") or {}).get("startedAt") or now_rfc3339()
+            self._cstatus(
+                s,
+                pod,
+                {
+                    "terminated": {
+                        "exitCode": 137,
+                        "reason": "ContainerStatusUnknown",
+                        "startedAt": started,
+                        "finishedAt": now_rfc3339(),
+                        "message": "The container could not be located when the pod was terminated",
+                    }
+                },
+            )
+
+        self._set_status(pod, evicted)
+        self.cluster.event(pod, "Warning", "Evicted", message, "kubelet")
+
+    # -- logs ------------------------------------------------------------------------------
+    def log_runs(self, pod: dict[str, Any], container: str) -> list[ContainerLog]:
+        return self.logs.get((pod["metadata"]["uid"], container), [])
+
+    def read_log(
+        self,
+        pod: dict[str, Any],
+        container: str,
+        *,
+        follow: bool,
+        timestamps: bool,
+        previous: bool,
+        since_seconds: int | None,
+        tail_lines: int | None,
+        stop: Callable[[], bool],
+    ) -> Iterator[bytes]:
+        """The container's log as the API streams it; with follow, until the container stops."""
+        with self.store.lock:
+            runs = self.log_runs(pod, container)
+            if previous:
+                runs = runs[:-1]
+            run = runs[-1] if runs else None
+        if run is None:
+            return
+        since_ns = time.time_ns() - since_seconds * 1_000_000_000 if since_seconds else 0
+        pos = 0
+        with self.store.lock:
+            selected = [i for i, (ts, _) in enumerate(run.lines) if ts >= since_ns]
+            if tail_lines is not None:
+                selected = selected[-tail_lines:] if tail_lines else []
+            pos = selected[0] if selected else len(run.lines)
+        while True:
+            with self.store.lock:
+                chunk = run.lines[pos:]
+                pos += len(chunk)
+                ended = run.ended
+            if chunk:
+                yield "".join(
+                    (f"{rfc3339_nano(ts)} {text}\n" if timestamps else f"{text}\n") for ts, text in chunk
+                ).encode()
+            if not follow or ended or stop():
+                return  # `ended` was read with the lines: everything has been sent
+            with self.store.lock:
+                if len(run.lines) == pos and not run.ended:
+                    self.logs_changed.wait(0.25)

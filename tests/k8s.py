@@ -1,0 +1,47 @@
+"""Shared setup for the Kubernetes tests: an emulated cluster laid out like deploy/kubernetes/."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from jupyter_gpuplat.testing.k8s_emulator import EmulatedCluster, Permissions, load_manifests
+
+ROOT = Path(__file__).resolve().parents[1]
+DEPLOY = ROOT / "deploy" / "kubernetes"
+NAMESPACE = "gpuplat"
+GPU_TAINT = {"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}
+TOLERATE_GPU = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
+
+
+def deployed_cluster(*, taint_wording: str = "v1.34", bound: bool = True, rbac: bool = True) -> EmulatedCluster:
+    """A started cluster with the project's namespace, priority classes, claims and (enforced) Role applied."""
+    cluster = EmulatedCluster(taint_wording=taint_wording, bookmark_seconds=0.5)
+    cluster.apply(load_manifests([DEPLOY / "namespace.yaml", DEPLOY / "priorityclasses.yaml", DEPLOY / "storage.yaml"]))
+    if bound:
+        cluster.set_pvc_phase(NAMESPACE, "gpuplat-artifacts", "Bound")
+    if rbac:
+        cluster.permissions = Permissions.from_manifests(load_manifests([DEPLOY / "rbac.yaml"]), "gpuplat", NAMESPACE)
+    return cluster.start()
+
+
+def executor_config(cluster: EmulatedCluster, tmp_path: Path, artifacts: Path) -> dict[str, Any]:
+    """KubernetesExecutor settings as deploy/kubernetes/control-plane.yaml has them, with short timeouts."""
+    kubeconfig = cluster.write_kubeconfig(tmp_path / "kubeconfig", NAMESPACE)
+    return {
+        "kubeconfig": str(kubeconfig),
+        "namespace": NAMESPACE,
+        "service_account": "gpuplat-run",
+        "artifacts_claim": "gpuplat-artifacts",
+        "artifacts_mount_path": str(artifacts),
+        "watch_timeout_seconds": 5,
+        "connect_timeout_seconds": 2.0,
+        "request_timeout_seconds": 5.0,
+        "log_idle_timeout_seconds": 10.0,
+        "log_drain_seconds": 5.0,
+        "stop_wait_seconds": 10.0,
+    }
+
+
+def run_selector(run_id: str) -> str:
+    return f"gpuplat.io/run-id={run_id}"

@@ -1,0 +1,251 @@
+"""The Kubernetes executor through the REST API of a real Jupyter server, against the emulator.
+
+The official `kubernetes` client talks HTTP to the emulated cluster, which enforces
+the project's own Role (deploy/kubernetes/rbac.yaml).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from jupyter_gpuplat.testing.k8s_emulator import EmulatedCluster
+
+from .conftest import TOKENS, wait_for
+from .k8s import GPU_TAINT, NAMESPACE, TOLERATE_GPU, deployed_cluster, executor_config, run_selector
+
+
+@pytest.fixture
+def cluster() -> Iterator[EmulatedCluster]:
+    c = deployed_cluster(taint_wording="v1.25")
+    yield c
+    c.stop()
+    assert not c.errors, c.errors
+
+
+@pytest.fixture
+def jp_server_config(tmp_path: Path, platform_config_file: Path, cluster: EmulatedCluster) -> dict[str, Any]:
+    artifacts = tmp_path / "artifacts"
+    return {
+        "ServerApp": {
+            "jpserver_extensions": {"jupyter_gpuplat": True},
+            "allow_unauthenticated_access": False,
+            "identity_provider_class": "jupyter_gpuplat.auth.TokenMapIdentityProvider",
+        },
+        "TokenMapIdentityProvider": {"tokens": TOKENS},
+        "GpuPlat": {
+            "config_file": str(platform_config_file),
+            "db_url": f"sqlite:///{tmp_path / 'gpuplat.db'}",
+            "artifacts_root": str(artifacts),
+            "default_user": "ops",
+            "executor_class": "jupyter_gpuplat.executors.kubernetes.KubernetesExecutor",
+        },
+        "KubernetesExecutor": executor_config(cluster, tmp_path, artifacts),
+    }
+
+
+async def explained(api: Any, run_id: str, reason: str, timeout: float = 20) -> dict[str, Any]:
+    last: list[Any] = [None]
+
+    async def cond() -> dict[str, Any] | None:
+        e = last[0] = await api.ok("GET", f"runs/{run_id}/explain")
+        return e if e["reason"] == reason else None
+
+    try:
+        return await wait_for(cond, timeout, f"explain of {run_id} to say {reason}")
+    except AssertionError as exc:
+        raise AssertionError(f"{exc}; it says {last[0]}") from None
+
+
+def objects_of(cluster: EmulatedCluster, run_id: str) -> tuple[list[Any], list[Any]]:
+    return cluster.jobs_in(NAMESPACE, run_selector(run_id)), cluster.pods(NAMESPACE, run_selector(run_id))
+
+
+async def test_queue_held_and_executor_held_runs_explain_differently(api: Any, cluster: EmulatedCluster) -> None:
+    # Two 2-GPU nodes; two notebook sessions (interactive queue) take one GPU on each.
+    cluster.add_node("gpu-1", gpus=2, labels={"nvidia.com/gpu.product": "NVIDIA-A100"})
+    cluster.add_node("gpu-2", gpus=2, labels={"nvidia.com/gpu.product": "NVIDIA-A100"})
+    sessions = [await api.submit(user, presets=["notebook"], command="gate never") for user in ("alice", "bob")]
+    for s in sessions:
+        await api.wait_status(s["id"], "running", user="alice")
+    # team-a-train's quota (2 GPUs) admits a 2-GPU run that no node can hold now.
+    big = await api.submit(name="big", presets=["multi-gpu"], command="echo never")
+    ex = await explained(api, big["id"], "GPUsFragmented")
+    assert ex["layer"] == "executor" and ex["status"] == "starting"
+    assert ex["message"].startswith("2 GPUs are free but spread over nodes (1 on gpu-2 + 1 on gpu-1)"), ex
+    assert "this run needs 2 on one node" in ex["message"]
+    assert ex["details"]["counts"] == {"nodes": 2, "insufficient_gpu": 2, "free_gpus": 2}
+    assert ex["details"]["raw"].startswith("0/2 nodes are available: 2 Insufficient nvidia.com/gpu.")
+    assert {"who": "the run's owner", "can": "wait for a node to free up, or ask for fewer GPUs per run"} in ex[
+        "who_can_act"
+    ]
+
+    small = await api.submit(name="small", presets=["single-gpu"], command="echo small")
+    held = await api.ok("GET", f"runs/{small['id']}/explain")
+    assert held["layer"] == "queue" and held["reason"] == "QueueQuota"
+    assert held["queue_usage"]["gpu"] == 2 and held["queue_usage"]["gpu_quota"] == 2
+    assert "2/2" in held["message"]
+    assert [b["id"] for b in held["blockers"]] == [big["id"]]
+
+    # The wait for a node is its own clock: no run time while Kubernetes cannot place it.
+    record = await api.run(big["id"])
+    assert record["status"] == "starting" and record["started_at"] is None
+    assert record["clocks"]["run_seconds"] is None and record["clocks"]["start_wait_seconds"] >= 0
+    reasons = [e["reason"] for e in record["timeline"]]
+    assert reasons[:4] == ["Submitted", "Submitted", "Admitted", "Submitted"], reasons
+    assert "GPUsFragmented" in reasons
+
+    await api.ok("POST", f"runs/{big['id']}/stop")
+    stopped = await api.wait_status(big["id"], "stopped")
+    assert stopped["message"].startswith("stopped by alice")
+    done = await api.wait_status(small["id"], "succeeded")
+    assert done["exit_code"] == 0 and done["clocks"]["run_seconds"] is not None
+    assert (await api.ok("GET", f"runs/{small['id']}/logs", format="text")) == b"small\n"
+    for s in sessions:
+        await api.ok("POST", f"runs/{s['id']}/stop", "ops")
+
+
+async def test_taint_explain_names_the_preset(api: Any, cluster: EmulatedCluster) -> None:
+    for i in (1, 2):
+        cluster.add_node(f"gpu-{i}", gpus=4, taints=[GPU_TAINT])
+    cluster.add_node("cpu-1", gpus=0)
+    run = await api.submit(presets=["single-gpu"], command="echo hi")
+    ex = await explained(api, run["id"], "UntoleratedTaint")
+    assert ex["layer"] == "executor"
+    assert ex["message"] == (
+        "2 of 3 nodes are reserved by taint(s) (nvidia.com/gpu: present) that this run does not tolerate. "
+        "Its placement comes from preset single-gpu, which sets no toleration for them. "
+        "Other nodes: 1 Insufficient nvidia.com/gpu."
+    )
+    assert ex["who_can_act"][0] == {"who": "platform admins", "can": "add the matching toleration to preset single-gpu"}
+    assert "had untolerated taint {nvidia.com/gpu: present}" in ex["details"]["raw"]
+    await api.ok("POST", f"runs/{run['id']}/stop")
+    await api.wait_status(run["id"], "stopped")
+
+    fixed = await api.submit(presets=["single-gpu"], placement={"tolerations": [TOLERATE_GPU]}, command="echo placed")
+    assert (await api.wait_status(fixed["id"], "succeeded"))["exit_code"] == 0
+
+
+async def test_bad_image_explains_the_pull_error(api: Any, cluster: EmulatedCluster) -> None:
+    cluster.add_node("gpu-1", gpus=2)
+    cluster.missing_image("registry.example.com/team-a/trainer:nope")
+    run = await api.submit(presets=["single-gpu"], image="registry.example.com/team-a/trainer:nope", command="true")
+    ex = await explained(api, run["id"], "ImagePullError")
+    assert ex["layer"] == "executor" and ex["status"] == "starting"
+    assert ex["message"].startswith('Cannot pull image "registry.example.com/team-a/trainer:nope" on node gpu-1: ')
+    assert "not found" in ex["message"]
+    assert ex["details"]["kubernetes_reason"] in ("ErrImagePull", "ImagePullBackOff")
+    # ErrImagePull and ImagePullBackOff alternate in Kubernetes; the timeline records the episode once.
+    timeline = (await api.run(run["id"]))["timeline"]
+    assert sum(e["reason"] == "ImagePullError" for e in timeline) == 1
+    await api.ok("POST", f"runs/{run['id']}/stop")
+    await api.wait_status(run["id"], "stopped")
+
+
+async def test_logs_stream_while_the_pod_prints_and_outlive_it(api: Any, cluster: EmulatedCluster) -> None:
+    cluster.add_node("gpu-1", gpus=2)
+    run = await api.submit(presets=["single-gpu"], command="echo epoch 1 of $GPUPLAT_RUN_ID; gate g1; echo epoch 2")
+    rid = run["id"]
+    running = await api.wait_status(rid, "running")
+    assert running["started_at"] is not None
+    assert (await api.wait_log(rid, "epoch 1")) == f"epoch 1 of {rid}\n".encode()
+    # Follow the log as SSE from while the pod still prints until the run ends.
+    follow = asyncio.ensure_future(api("GET", f"runs/{rid}/logs"))
+    assert (await api.run(rid))["status"] == "running" and not follow.done()
+    cluster.open_gate("g1")
+    code, streamed = await asyncio.wait_for(follow, 20)
+    assert code == 200
+    assert streamed.index(b"data: epoch 1") < streamed.index(b"data: epoch 2") < streamed.index(b"event: end")
+    done = await api.wait_status(rid, "succeeded")
+    assert done["exit_code"] == 0
+    # Archived before the end was recorded, and kept after the Job and pod are deleted.
+    await wait_for(lambda: _no_objects(cluster, rid), 10, "the finished Job to be cleaned up")
+    assert (await api.ok("GET", f"runs/{rid}/logs", format="text")) == f"epoch 1 of {rid}\nepoch 2\n".encode()
+    code, body = await api("GET", f"runs/{rid}/logs", follow="false")
+    assert code == 200 and b"data: epoch 2" in body and b"event: end" in body
+    statuses = [e["status"] for e in done["timeline"]]
+    assert statuses.index("starting") < statuses.index("running") < statuses.index("succeeded") == len(statuses) - 1
+
+
+async def _no_objects(cluster: EmulatedCluster, run_id: str) -> bool:
+    jobs, pods = objects_of(cluster, run_id)
+    return not jobs and not pods
+
+
+async def test_stop_removes_the_job_and_its_pods(api: Any, cluster: EmulatedCluster) -> None:
+    cluster.add_node("gpu-1", gpus=2)
+    run = await api.submit(presets=["single-gpu"], command="echo started; gate never")
+    await api.wait_status(run["id"], "running")
+    await api.wait_log(run["id"], "started")
+    jobs, pods = objects_of(cluster, run["id"])
+    assert len(jobs) == 1 and len(pods) == 1
+    await api.ok("POST", f"runs/{run['id']}/stop")
+    final = await api.wait_status(run["id"], "stopped")
+    assert final["message"].startswith("stopped by alice; Job gpuplat-")
+    assert objects_of(cluster, run["id"]) == ([], [])
+    assert (await api.ok("GET", f"runs/{run['id']}/logs", format="text")) == b"started\n"
+
+
+async def test_dropped_watch_and_410_lose_no_status_change(api: Any, cluster: EmulatedCluster, platform: Any) -> None:
+    cluster.add_node("gpu-1", gpus=2)
+    run = await api.submit(presets=["single-gpu"], command="echo one; gate g; echo two; exit 3")
+    rid = run["id"]
+    await api.wait_status(rid, "running")
+    await api.wait_log(rid, "one")
+    # The network drops every watch and refuses new ones while the run ends; history is compacted.
+    cluster.faults.fail_next(verb="watch", code=503, times=None)
+    cluster.faults.drop_watches()
+    cluster.open_gate("g")
+    cluster.wait_for(lambda: any(c["type"] == "Failed" for c in _job_conditions(cluster, rid)), 10, "the Job to fail")
+    assert (await api.run(rid))["status"] == "running"  # the executor has not seen it yet
+    cluster.compact()
+    cluster.faults.clear()
+    final = await api.wait_status(rid, "failed")
+    assert final["exit_code"] == 3 and final["reason"] == "Error"
+    assert "exited with code 3" in final["message"]
+    stats = platform.executor.stats
+    assert stats["jobs.expired"] + stats["pods.expired"] >= 1, stats  # resumed with 410, listed again
+    assert stats["jobs.list"] >= 2, stats
+    assert (await api.ok("GET", f"runs/{rid}/logs", format="text")) == b"one\ntwo\n"  # no line lost or doubled
+
+
+def _job_conditions(cluster: EmulatedCluster, run_id: str) -> list[dict[str, Any]]:
+    jobs, _ = objects_of(cluster, run_id)
+    return list((jobs[0].get("status") or {}).get("conditions") or []) if jobs else []
+
+
+async def test_failures_timeouts_and_preemption_are_explained(api: Any, cluster: EmulatedCluster) -> None:
+    cluster.add_node("gpu-1", gpus=4)
+    oom = await api.submit(presets=["single-gpu"], command="echo loading; oom")
+    slow = await api.submit(presets=["single-gpu"], termination={"timeout_seconds": 1}, command="gate never")
+    f = await api.wait_status(oom["id"], "failed")
+    assert f["reason"] == "OOMKilled" and f["exit_code"] == 137
+    assert "ran out of memory (OOMKilled, exit 137, memory limit 16Gi)" in f["message"]
+    t = await api.wait_status(slow["id"], "failed")
+    assert t["reason"] == "TimedOut" and "time limit of 1 s" in t["message"]
+    assert t["timeline"][-1]["details"]["kubernetes_reason"] == "DeadlineExceeded"
+
+    victim = await api.submit(presets=["single-gpu"], command="echo attempt; gate again")
+    await api.wait_status(victim["id"], "running")
+    await api.wait_log(victim["id"], "attempt")
+    _, pods = objects_of(cluster, victim["id"])
+    cluster.preempt(NAMESPACE, pods[0]["metadata"]["name"], by="gpuplat/urgent")
+    await explained(api, victim["id"], "Running")
+
+    async def replaced() -> bool:
+        tl = (await api.run(victim["id"]))["timeline"]
+        reasons = [e["reason"] for e in tl]
+        return "Preempted" in reasons and reasons[-1] == "Running"
+
+    await wait_for(replaced, 20, "the preempted run to run again")
+    tl = (await api.run(victim["id"]))["timeline"]
+    pre = next(e for e in tl if e["reason"] == "Preempted")
+    assert pre["status"] == "running" and "preempted by a higher-priority pod" in pre["message"]
+    cluster.open_gate("again")
+    assert (await api.wait_status(victim["id"], "succeeded"))["exit_code"] == 0
+    log = (await api.ok("GET", f"runs/{victim['id']}/logs", format="text")).decode()
+    assert log.count("attempt\n") == 2 and "--- gpuplat: next attempt, pod" in log

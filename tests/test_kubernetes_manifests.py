@@ -1,0 +1,241 @@
+"""Pure manifest builders against literal dicts; every manifest against the Kubernetes schemas.
+
+Schemas: the `kubernetes-validate` package ships the upstream OpenAPI-derived JSON
+schemas per Kubernetes release (strict: unknown fields are errors), so this runs
+offline. Checked against the oldest and newest releases the platform targets.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any
+
+import kubernetes_validate
+import pytest
+import yaml
+
+from jupyter_gpuplat.core.config import load_config_text
+from jupyter_gpuplat.executors.base import ExecutorError, LaunchRequest
+from jupyter_gpuplat.executors.kubernetes.check import REQUIRED, STORAGE_PERMISSION
+from jupyter_gpuplat.executors.kubernetes.executor import KubernetesExecutor
+from jupyter_gpuplat.executors.kubernetes.manifests import JobSettings, job_name, make_job, make_tolerations
+
+from .k8s import DEPLOY
+
+VERSIONS = ("1.27.0", "1.34.0")
+SETTINGS = JobSettings(
+    namespace="gpuplat",
+    priority_classes={"interactive": "gpuplat-interactive", "*": "gpuplat-batch"},
+    service_account="gpuplat-run",
+    artifacts_claim="gpuplat-artifacts",
+    artifacts_mount_path="/srv/gpuplat/artifacts",
+)
+
+
+def request(**spec: Any) -> LaunchRequest:
+    return LaunchRequest(
+        run_id="r-0a1b2c3d4e",
+        command=["/bin/sh", "-c", "python train.py"],
+        env={"HF_HOME": "/tmp/hf-cache"},
+        devices=(),
+        workdir="/srv/gpuplat/artifacts/r-0a1b2c3d4e",
+        timeout_seconds=7200,
+        spec={"queue": "team-a-train", **spec},
+        project="team-a",
+        user="alice",
+        provenance={"placement.tolerations": "preset:gpu", "resources.gpu": "preset:gpu", "queue": "project:team-a"},
+    )
+
+
+def validate(doc: dict[str, Any]) -> None:
+    for v in VERSIONS:
+        kubernetes_validate.validate(doc, v, strict=True)
+
+
+def test_make_job_literal() -> None:
+    job = make_job(
+        request(
+            resources={"gpu": 2, "cpu": "8", "memory": "64Gi"},
+            placement={
+                "gpu_type": "NVIDIA-A100-SXM4-80GB",
+                "node_selector": {"pool": "train", "gone": None},
+                "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
+            },
+            image="ghcr.io/team-a/train:1.4",
+            volumes=[{"name": "data", "claim": "datasets", "mount_path": "/data", "read_only": True}],
+        ),
+        SETTINGS,
+    )
+    labels = {
+        "app.kubernetes.io/managed-by": "jupyter-gpuplat",
+        "gpuplat.io/instance": "default",
+        "gpuplat.io/run-id": "r-0a1b2c3d4e",
+        "gpuplat.io/project": "team-a",
+        "gpuplat.io/queue": "team-a-train",
+    }
+    annotations = {
+        "gpuplat.io/user": "alice",
+        "gpuplat.io/presets": "gpu",
+        "gpuplat.io/placement-from": '{"placement.tolerations":"preset:gpu"}',
+        "gpuplat.io/gpu-type-label": "nvidia.com/gpu.product",
+    }
+    workdir = "/srv/gpuplat/artifacts/r-0a1b2c3d4e"
+    assert job == {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {
+            "name": "gpuplat-r-0a1b2c3d4e",
+            "namespace": "gpuplat",
+            "labels": labels,
+            "annotations": annotations,
+        },
+        "spec": {
+            "backoffLimit": 0,
+            "podFailurePolicy": {
+                "rules": [{"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}]}]
+            },
+            "template": {
+                "metadata": {"labels": labels, "annotations": annotations},
+                "spec": {
+                    "restartPolicy": "Never",
+                    "containers": [
+                        {
+                            "name": "main",
+                            "image": "ghcr.io/team-a/train:1.4",
+                            "command": ["/bin/sh", "-c", "python train.py"],
+                            "workingDir": workdir,
+                            "env": [
+                                {"name": "HF_HOME", "value": "/tmp/hf-cache"},
+                                {"name": "GPUPLAT_RUN_ID", "value": "r-0a1b2c3d4e"},
+                                {"name": "GPUPLAT_ARTIFACTS_DIR", "value": workdir},
+                                {"name": "PYTHONUNBUFFERED", "value": "1"},
+                            ],
+                            "volumeMounts": [
+                                {"name": "gpuplat-artifacts", "mountPath": "/srv/gpuplat/artifacts"},
+                                {"name": "data", "mountPath": "/data", "readOnly": True},
+                            ],
+                            "resources": {
+                                "requests": {"cpu": "8", "memory": "64Gi", "nvidia.com/gpu": "2"},
+                                "limits": {"memory": "64Gi", "nvidia.com/gpu": "2"},
+                            },
+                        }
+                    ],
+                    "volumes": [
+                        {"name": "gpuplat-artifacts", "persistentVolumeClaim": {"claimName": "gpuplat-artifacts"}},
+                        {"name": "data", "persistentVolumeClaim": {"claimName": "datasets"}},
+                    ],
+                    "automountServiceAccountToken": False,
+                    "enableServiceLinks": False,
+                    "nodeSelector": {"pool": "train", "nvidia.com/gpu.product": "NVIDIA-A100-SXM4-80GB"},
+                    "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
+                    "priorityClassName": "gpuplat-batch",
+                    "serviceAccountName": "gpuplat-run",
+                },
+            },
+            "activeDeadlineSeconds": 7200,
+            "ttlSecondsAfterFinished": 86400,
+        },
+    }
+    validate(job)
+
+
+def test_minimal_job_defaults() -> None:
+    req = LaunchRequest("r-1", [sys.executable, "/srv/x.py"], {}, (), "/tmp/r-1", spec={"queue": "interactive"})
+    job = make_job(req, JobSettings(priority_classes={"interactive": "gpuplat-interactive"}))
+    pod = job["spec"]["template"]["spec"]
+    assert "activeDeadlineSeconds" not in job["spec"]
+    assert pod["containers"][0]["command"] == ["python", "/srv/x.py"]  # the image's interpreter, not ours
+    assert pod["containers"][0]["image"] == "python:3.11-slim"
+    assert "resources" not in pod["containers"][0] and "nodeSelector" not in pod
+    assert pod["volumes"] == [{"name": "gpuplat-artifacts", "emptyDir": {}}]
+    assert pod["priorityClassName"] == "gpuplat-interactive"
+    validate(job)
+
+
+def test_spec_volumes_and_toleration_seconds() -> None:
+    job = make_job(
+        request(
+            placement={"gpu_type": "any", "tolerations": [{"key": "spot", "operator": "Equal", "value": "true",
+                                                            "effect": "NoExecute", "toleration_seconds": 30}]},
+            volumes=[
+                {"name": "creds", "secret": "hf-token", "mount_path": "/creds"},
+                {"name": "cfg", "config_map": "train-config", "mount_path": "/cfg"},
+                {"name": "scratch", "host_path": "/mnt/nvme", "mount_path": "/scratch"},
+                {"name": "tmp"},
+            ],
+        ),
+        SETTINGS,
+    )  # fmt: skip
+    pod = job["spec"]["template"]["spec"]
+    assert "nodeSelector" not in pod  # gpu_type "any" selects nothing
+    assert pod["tolerations"] == [
+        {"key": "spot", "operator": "Equal", "value": "true", "effect": "NoExecute", "tolerationSeconds": 30}
+    ]
+    assert pod["volumes"][1:] == [
+        {"name": "creds", "secret": {"secretName": "hf-token"}},
+        {"name": "cfg", "configMap": {"name": "train-config"}},
+        {"name": "scratch", "hostPath": {"path": "/mnt/nvme"}},
+        {"name": "tmp", "emptyDir": {}},
+    ]
+    validate(job)
+
+
+def test_names_and_refusals() -> None:
+    assert job_name("r-ABC_def") == "gpuplat-r-abc-def"
+    assert make_tolerations(None) == []
+    with pytest.raises(ExecutorError, match="cannot be a Kubernetes label value"):
+        make_job(request(), JobSettings(instance="no spaces allowed"))
+    bad = LaunchRequest("r-1", [], {}, (), "/tmp/r-1", spec={"queue": "q"}, project="p")
+    with pytest.raises(ExecutorError, match="non-empty list of strings"):
+        make_job(bad, SETTINGS)
+
+
+def deploy_docs() -> list[tuple[str, dict[str, Any]]]:
+    out = []
+    for path in sorted(DEPLOY.glob("*.yaml")):
+        out.extend((path.name, d) for d in yaml.safe_load_all(path.read_text()) if d)
+    return out
+
+
+@pytest.mark.parametrize("name,doc", deploy_docs(), ids=lambda x: x if isinstance(x, str) else x["kind"])
+def test_deploy_manifests_match_the_schemas(name: str, doc: dict[str, Any]) -> None:
+    validate(doc)
+
+
+def test_role_is_least_privilege_and_enough() -> None:
+    docs = [d for _, d in deploy_docs()]
+    role = next(d for d in docs if d["kind"] == "Role")
+    cluster_role = next(d for d in docs if d["kind"] == "ClusterRole")
+    granted = {
+        (v, g, r) for rule in role["rules"] for g in rule["apiGroups"] for r in rule["resources"] for v in rule["verbs"]
+    }
+    cluster = {
+        (v, g, r)
+        for rule in cluster_role["rules"]
+        for g in rule["apiGroups"]
+        for r in rule["resources"]
+        for v in rule["verbs"]
+    }
+    needed = {
+        (p.verb, p.group, f"{p.resource}/{p.subresource}" if p.subresource else p.resource)
+        for p in (*REQUIRED, STORAGE_PERMISSION)
+    }
+    assert granted | cluster == needed, "the Role grants exactly what the executor uses (check.REQUIRED)"
+    assert cluster == {("list", "", "nodes"), ("watch", "", "nodes")}, "cluster-wide: nodes, read-only"
+    assert not any("*" in x for x in granted | cluster)
+    assert not any(r in ("secrets", "pods/exec", "pods/attach") for _, _, r in granted)
+
+
+def test_control_plane_config_is_real() -> None:
+    docs = [d for _, d in deploy_docs()]
+    cm = next(d for d in docs if d["kind"] == "ConfigMap")
+    server = json.loads(cm["data"]["jupyter_server_config.json"])
+    traits = KubernetesExecutor.class_traits(config=True)
+    assert set(server["KubernetesExecutor"]) <= set(traits), "every setting is a real KubernetesExecutor trait"
+    assert server["GpuPlat"]["executor_class"] == "jupyter_gpuplat.executors.kubernetes.KubernetesExecutor"
+    assert server["KubernetesExecutor"]["artifacts_mount_path"] == server["GpuPlat"]["artifacts_root"]
+    load_config_text(cm["data"]["platform.yaml"])  # the sample platform config is valid
+    pcs = {d["metadata"]["name"]: d["value"] for d in docs if d["kind"] == "PriorityClass"}
+    assert set(server["KubernetesExecutor"]["priority_classes"].values()) <= set(pcs)
+    assert pcs["gpuplat-interactive"] > pcs["gpuplat-batch"]
