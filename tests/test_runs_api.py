@@ -271,3 +271,10 @@ async def test_list_filters_and_pagination(api: Any) -> None:
     assert [r["id"] for r in found["runs"]] == [ids[3]]
     assert len((await api.ok("GET", "runs", status="succeeded,failed"))["runs"]) == 5
     assert (await api.ok("GET", "runs", status="queued"))["runs"] == []
+    # each row names the presets the run asked for (the sidebar shows them)
+    assert found["runs"][0]["presets"] == []
+    with_preset = await api.submit(name="pre", command="true", presets=["single-gpu"])
+    assert with_preset["presets"] == ["single-gpu"]
+    assert (await api.ok("GET", "runs", q="pre"))["runs"][0]["presets"] == ["single-gpu"]
+    assert (await api.run(with_preset["id"]))["presets"] == ["single-gpu"]
+    await api.wait_status(with_preset["id"], "succeeded")

@@ -399,6 +399,7 @@ def test_list_runs_newest_first_with_filters(store: Store) -> None:
 
     rows = store.list_runs(["team-a", "team-b"])
     assert "request" not in rows[0] and "provenance" not in rows[0]
+    assert rows[0]["presets"] == ["single-gpu"]  # from the request, without the whole request
     assert rows[-1]["seq"] == r1["seq"] and rows[-1]["status"] == "running" and rows[-1]["resolved"]["kind"] == "job"
 
 

@@ -37,6 +37,8 @@ def run_summary(row: dict[str, Any], now: float) -> dict[str, Any]:
         "message": row["message"],
         "resources": Resources(row["gpu"], row["cpu_milli"], row["memory_bytes"]).to_dict(),
         "devices": row["devices"] or [],
+        # list rows carry `presets`; full rows have the request it comes from
+        "presets": (row["presets"] if "presets" in row else (row.get("request") or {}).get("presets")) or [],
         "exit_code": row["exit_code"],
         "command": resolved.get("command"),
         "clocks": clocks(row, now),

@@ -24,6 +24,8 @@ _INSERT_RUN = insert(schema.runs)
 _INSERT_EVENT = insert(schema.events)
 _UPDATE_RUN = update(schema.runs).where(schema.runs.c.id == bindparam("_run_id"))
 _RUN_COLS = [c for c in schema.runs.c if c.name not in ("request", "provenance")]
+# Lists show which presets a run used without decoding each whole request.
+_REQUEST_PRESETS = schema.runs.c.request["presets"].label("presets")
 
 
 def make_engine(url: str) -> Engine:
@@ -154,7 +156,7 @@ class Store:
         if not projects:
             return []
         r = schema.runs.c
-        q = select(*_RUN_COLS).where(r.project.in_(list(projects)))
+        q = select(*_RUN_COLS, _REQUEST_PRESETS).where(r.project.in_(list(projects)))
         if status:
             q = q.where(r.status.in_(list(status)))
         if queue:
