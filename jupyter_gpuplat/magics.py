@@ -193,8 +193,10 @@ class GpuMagics(Magics):
         except GpuPlatAPIError as err:
             display(refusal_html(err))
             return
-        parts = [f"<b>{html.escape(run_id)}</b>: held by <b>{e['layer']}</b> — {e['reason']}",
-                 html.escape(e["message"])]
+        parts = [
+            f"<b>{html.escape(run_id)}</b>: held by <b>{e['layer']}</b> — {e['reason']}",
+            html.escape(e["message"]),
+        ]
         if e.get("position"):
             parts.append(f"position {e['position']} of {e.get('pending_in_queue')} waiting in {e['queue']}")
         for w in e.get("who_can_act", []):
