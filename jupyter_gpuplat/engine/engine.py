@@ -210,6 +210,25 @@ class Engine:
         self._schedule()
         return version
 
+    def put_config_item(self, user: str, section: str, item: dict[str, Any]) -> int:
+        """Create or replace one named queue, preset or project; the whole config is re-validated."""
+
+        def change(body: dict[str, Any]) -> None:
+            kept = [x for x in body.get(section, []) if x["name"] != item["name"]]
+            body[section] = [*kept, item]
+
+        return self.update_config(user, change, source=f"api:PUT {section}/{item['name']}")
+
+    def delete_config_item(self, user: str, section: str, name: str) -> int:
+        known = [x.name for x in getattr(self.cfg, section)]
+        if name not in known:
+            raise NotFound(f"{section[:-1]} {name!r} not found", f"{section}: {', '.join(known) or 'none'}")
+
+        def change(body: dict[str, Any]) -> None:
+            body[section] = [x for x in body.get(section, []) if x["name"] != name]
+
+        return self.update_config(user, change, source=f"api:DELETE {section}/{name}")
+
     def update_config(self, user: str, change: Callable[[dict[str, Any]], None], *, source: str) -> int:
         """Apply an admin write: edit a copy of the config document, re-validate it whole."""
         body = dump_config(self.cfg)

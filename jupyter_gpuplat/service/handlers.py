@@ -167,20 +167,12 @@ class QueueHandler(BaseHandler):
         if q.name != name:
             raise InvalidInput(f"body name {q.name!r} does not match the URL's {name!r}")
 
-        def change(body: dict[str, Any]) -> None:
-            qs = [x for x in body.get("queues", []) if x["name"] != name]
-            body["queues"] = [*qs, q.model_dump(mode="json", exclude_defaults=True)]
-
-        version = self.engine.update_config(user, change, source=f"api:PUT queues/{name}")
+        version = self.engine.put_config_item(user, "queues", q.model_dump(mode="json", exclude_defaults=True))
         self.send({"queue": queue_view(self.engine.queues[name], self.engine.free_gpus), "version": version})
 
     @web.authenticated
     async def delete(self, name: str) -> None:
-        user = self.require_admin()
-        _require_named(self.engine.cfg.queue(name), "queue", name, [q.name for q in self.engine.cfg.queues])
-        version = self.engine.update_config(
-            user, lambda b: b.__setitem__("queues", [x for x in b["queues"] if x["name"] != name]), source="api"
-        )
+        version = self.engine.delete_config_item(self.require_admin(), "queues", name)
         self.send({"deleted": name, "version": version})
 
 
@@ -245,20 +237,12 @@ class ProjectHandler(BaseHandler):
                     f"queues: {', '.join(allowed_queues(cfg, old))}; presets: {', '.join(allowed_presets(cfg, old))}",
                 )
 
-        def change(body: dict[str, Any]) -> None:
-            ps = [x for x in body.get("projects", []) if x["name"] != name]
-            body["projects"] = [*ps, pr.model_dump(mode="json", exclude_defaults=True)]
-
-        version = self.engine.update_config(user, change, source=f"api:PUT projects/{name}")
+        version = self.engine.put_config_item(user, "projects", pr.model_dump(mode="json", exclude_defaults=True))
         self.send({"project": pr.model_dump(mode="json"), "version": version})
 
     @web.authenticated
     async def delete(self, name: str) -> None:
-        user = self.require_admin()
-        _require_named(self.engine.cfg.project(name), "project", name, [p.name for p in self.engine.cfg.projects])
-        version = self.engine.update_config(
-            user, lambda b: b.__setitem__("projects", [x for x in b["projects"] if x["name"] != name]), source="api"
-        )
+        version = self.engine.delete_config_item(self.require_admin(), "projects", name)
         self.send({"deleted": name, "version": version})
 
 
@@ -289,20 +273,12 @@ class PresetHandler(BaseHandler):
         if p.name != name:
             raise InvalidInput(f"body name {p.name!r} does not match the URL's {name!r}")
 
-        def change(body: dict[str, Any]) -> None:
-            ps = [x for x in body.get("presets", []) if x["name"] != name]
-            body["presets"] = [*ps, p.model_dump(mode="json", exclude_unset=True)]
-
-        version = self.engine.update_config(user, change, source=f"api:PUT presets/{name}")
+        version = self.engine.put_config_item(user, "presets", p.model_dump(mode="json", exclude_unset=True))
         self.send({"preset": p.model_dump(mode="json"), "version": version})
 
     @web.authenticated
     async def delete(self, name: str) -> None:
-        user = self.require_admin()
-        _require_named(self.engine.cfg.preset(name), "preset", name, [p.name for p in self.engine.cfg.presets])
-        version = self.engine.update_config(
-            user, lambda b: b.__setitem__("presets", [x for x in b["presets"] if x["name"] != name]), source="api"
-        )
+        version = self.engine.delete_config_item(self.require_admin(), "presets", name)
         self.send({"deleted": name, "version": version})
 
 
