@@ -1,0 +1,71 @@
+/** A small DOM builder for the views (text is always set as text, never as HTML). */
+
+export type Child = Node | string | null | undefined | false;
+
+export interface IAttrs {
+  class?: string;
+  title?: string;
+  role?: string;
+  [key: string]: string | number | boolean | undefined | ((ev: any) => void);
+}
+
+export function h<K extends keyof HTMLElementTagNameMap>(
+  tag: K,
+  attrs: IAttrs | null = null,
+  ...children: Child[]
+): HTMLElementTagNameMap[K] {
+  const el = document.createElement(tag);
+  if (attrs) {
+    for (const [k, v] of Object.entries(attrs)) {
+      if (v === undefined || v === false) {
+        continue;
+      }
+      if (k.startsWith('on') && typeof v === 'function') {
+        el.addEventListener(k.slice(2).toLowerCase(), v as EventListener);
+      } else if (k === 'class') {
+        el.className = String(v);
+      } else if (v === true) {
+        el.setAttribute(k, '');
+      } else {
+        el.setAttribute(k, String(v));
+      }
+    }
+  }
+  append(el, children);
+  return el;
+}
+
+export function append(el: HTMLElement, children: Child[]): void {
+  for (const c of children) {
+    if (c === null || c === undefined || c === false) {
+      continue;
+    }
+    el.append(typeof c === 'string' ? document.createTextNode(c) : c);
+  }
+}
+
+/** A section with a heading, used by the run detail. */
+export function section(title: string, cls: string, ...children: Child[]): HTMLElement {
+  return h('section', { class: `jp-GpuPlat-section ${cls}`, 'aria-label': title }, h('h3', { class: 'jp-GpuPlat-sectionTitle' }, title), ...children);
+}
+
+/** Hand a Blob to the browser as a file download. */
+export function saveBlob(blob: Blob, filename: string): void {
+  const url = URL.createObjectURL(blob);
+  const a = h('a', { href: url, download: filename, style: 'display:none' });
+  document.body.append(a);
+  a.click();
+  a.remove();
+  window.setTimeout(() => URL.revokeObjectURL(url), 10_000);
+}
+
+/** Message and hint of an error, as the service gave them. */
+export function errorBox(error: unknown): HTMLElement {
+  const e = error as { message?: string; hint?: string };
+  return h(
+    'div',
+    { class: 'jp-GpuPlat-error', role: 'alert' },
+    h('div', { class: 'jp-GpuPlat-errorMessage' }, e?.message ?? String(error)),
+    e?.hint ? h('div', { class: 'jp-GpuPlat-errorHint' }, e.hint) : null
+  );
+}

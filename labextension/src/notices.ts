@@ -1,0 +1,71 @@
+/** Which of the user's run events deserve a notification (pure; notify.ts shows them). */
+
+import type { IRun, IStatusEvent } from './types';
+import { statusGroup } from './lifecycle';
+
+export interface INotifySettings {
+  started: boolean;
+  finished: boolean;
+  failed: boolean;
+  longWait: boolean;
+  longWaitMinutes: number;
+}
+
+export const DEFAULT_NOTIFY: INotifySettings = {
+  started: true,
+  finished: true,
+  failed: true,
+  longWait: true,
+  longWaitMinutes: 10
+};
+
+export interface INotice {
+  kind: 'started' | 'finished' | 'failed' | 'longWait';
+  type: 'info' | 'success' | 'error' | 'warning';
+  message: string;
+}
+
+/** The notification a status event deserves for `me`, or null (others' runs, repeats). */
+export function noticeFor(ev: IStatusEvent, me: string, s: INotifySettings): INotice | null {
+  if (ev.user !== me) {
+    return null;
+  }
+  const name = ev.name || ev.run_id;
+  if (ev.status === 'running' && ev.reason === 'Started' && s.started) {
+    return { kind: 'started', type: 'info', message: `Run ${name} started in ${ev.queue}` };
+  }
+  if (ev.status === 'succeeded' && s.finished) {
+    return { kind: 'finished', type: 'success', message: `Run ${name} succeeded` };
+  }
+  if (ev.status === 'stopped' && s.finished) {
+    return { kind: 'finished', type: 'info', message: `Run ${name} stopped: ${ev.message}` };
+  }
+  if (ev.status === 'failed' && s.failed) {
+    return { kind: 'failed', type: 'error', message: `Run ${name} failed: ${ev.message}` };
+  }
+  return null;
+}
+
+/** My waiting runs that have waited at least the threshold and were not announced yet. */
+export type IWaitingRun = Pick<IRun, 'id' | 'user' | 'status' | 'queued_at' | 'created_at' | 'name' | 'queue'>;
+
+export function longWaiters(
+  runs: Iterable<IWaitingRun>,
+  me: string,
+  now: number,
+  s: INotifySettings,
+  announced: ReadonlySet<string>
+): IWaitingRun[] {
+  if (!s.longWait) {
+    return [];
+  }
+  const limit = s.longWaitMinutes * 60;
+  const out: IWaitingRun[] = [];
+  for (const r of runs) {
+    const since = r.queued_at ?? r.created_at;
+    if (r.user === me && statusGroup(r.status) === 'waiting' && since !== null && now - since >= limit && !announced.has(r.id)) {
+      out.push(r);
+    }
+  }
+  return out;
+}

@@ -1,0 +1,114 @@
+/**
+ * Notifications (JupyterLab's notification API) when the user's runs start, finish,
+ * fail, or have waited unusually long; each links to the run in the sidebar.
+ */
+
+import { Notification } from '@jupyterlab/apputils';
+
+import type { GpuPlatService } from './request';
+import type { IStatusEvent } from './types';
+import { DEFAULT_NOTIFY, INotifySettings, IWaitingRun, formatDuration, longWaiters, noticeFor, statusGroup } from './viewmodel';
+
+const LONG_WAIT_CHECK_MS = 30_000;
+
+export class Notifier {
+  constructor(
+    private _service: GpuPlatService,
+    private _openRun: (id: string) => void,
+    private _clockOffset: () => number
+  ) {
+    this._timer = window.setInterval(() => this.checkLongWaits(), LONG_WAIT_CHECK_MS);
+  }
+
+  settings: INotifySettings = { ...DEFAULT_NOTIFY };
+
+  /** Whose runs to announce; empty until `whoami` answered. */
+  set user(name: string) {
+    this._user = name;
+    void this._loadWaiting();
+  }
+
+  onEvent(ev: IStatusEvent): void {
+    if (ev.user !== this._user) {
+      return;
+    }
+    this._trackWaiting(ev);
+    const n = noticeFor(ev, this._user, this.settings);
+    if (!n) {
+      return;
+    }
+    const key = `${ev.run_id}:${n.kind}`;
+    if (this._shown.has(key)) {
+      return;
+    }
+    this._shown.add(key);
+    this._emit(n.message, n.type, ev.run_id);
+  }
+
+  /** Announce my runs that have waited longer than the setting (once per run). */
+  checkLongWaits(): void {
+    const now = Date.now() / 1000 - this._clockOffset();
+    for (const r of longWaiters(this._waiting.values(), this._user, now, this.settings, this._announced)) {
+      this._announced.add(r.id);
+      const since = r.queued_at ?? r.created_at ?? now;
+      this._emit(
+        `Run ${r.name || r.id} has waited ${formatDuration(now - since)} in queue ${r.queue}`,
+        'warning',
+        r.id
+      );
+    }
+  }
+
+  dispose(): void {
+    window.clearInterval(this._timer);
+  }
+
+  private _emit(message: string, type: 'info' | 'success' | 'error' | 'warning', runId: string): void {
+    Notification.emit(message, type, {
+      autoClose: type === 'error' || type === 'warning' ? false : 8000,
+      actions: [
+        {
+          label: 'Open run',
+          caption: `Show ${runId} in the GPU platform sidebar`,
+          callback: () => this._openRun(runId)
+        }
+      ]
+    });
+  }
+
+  private _trackWaiting(ev: IStatusEvent): void {
+    if (statusGroup(ev.status) !== 'waiting') {
+      this._waiting.delete(ev.run_id);
+      return;
+    }
+    if (!this._waiting.has(ev.run_id)) {
+      this._waiting.set(ev.run_id, {
+        id: ev.run_id,
+        user: ev.user,
+        status: ev.status,
+        queued_at: ev.at,
+        created_at: ev.at,
+        name: ev.name,
+        queue: ev.queue
+      });
+    }
+  }
+
+  private async _loadWaiting(): Promise<void> {
+    try {
+      const page = await this._service.listRuns({ user: this._user, status: 'created,queued' }, null, 1000);
+      for (const r of page.runs) {
+        this._waiting.set(r.id, r);
+      }
+      this.checkLongWaits();
+    } catch {
+      // the sidebar shows connection problems; notifications just stay quiet
+    }
+  }
+
+  private _user = '';
+  private _timer: number;
+  private _waiting = new Map<string, IWaitingRun>();
+  private _shown = new Set<string>();
+  private _announced = new Set<string>();
+}

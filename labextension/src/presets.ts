@@ -1,0 +1,122 @@
+/**
+ * Presets: one card per preset the project may use, with what it requests and where it
+ * places work; "Submit a file…" opens the submit dialog with the preset chosen.
+ */
+
+import { Widget } from '@lumino/widgets';
+
+import { errorBox, h } from './dom';
+import type { GpuPlatService } from './request';
+import type { IPreset, IProject } from './types';
+import { presetView } from './viewmodel';
+
+export const SESSIONS_UNAVAILABLE = 'GPU sessions are not available yet: submit a notebook as a job instead.';
+
+export interface IPresetsOptions {
+  service: GpuPlatService;
+  projects: () => IProject[];
+  project: () => string;
+  onProject: (name: string) => void;
+  onSubmit: (preset: string) => void;
+}
+
+export class PresetsView extends Widget {
+  constructor(private _opts: IPresetsOptions) {
+    super();
+    this.addClass('jp-GpuPlat-presets');
+    this._select = h('select', { class: 'jp-GpuPlat-select', 'aria-label': 'Project' });
+    this._select.addEventListener('change', () => {
+      this._opts.onProject(this._select.value);
+      void this.refresh();
+    });
+    this._cards = h('div', { class: 'jp-GpuPlat-presetCards' });
+    this._error = h('div');
+    this.node.append(
+      h('label', { class: 'jp-GpuPlat-field jp-GpuPlat-inline' }, h('span', null, 'Project'), this._select),
+      this._error,
+      this._cards
+    );
+  }
+
+  async refresh(): Promise<void> {
+    const project = this._opts.project();
+    this._select.replaceChildren(
+      ...this._opts.projects().map(p => h('option', { value: p.name, selected: p.name === project }, p.name))
+    );
+    if (!project) {
+      this._cards.replaceChildren(h('div', { class: 'jp-GpuPlat-empty' }, 'You are not a member of any project.'));
+      return;
+    }
+    try {
+      const presets = await this._opts.service.presets(project);
+      const order = this._opts.projects().find(p => p.name === project)?.default_presets ?? [];
+      this._error.replaceChildren();
+      this._render(presets, order);
+    } catch (error) {
+      this._error.replaceChildren(errorBox(error));
+    }
+  }
+
+  private _render(presets: IPreset[], defaults: string[]): void {
+    if (!presets.length) {
+      this._cards.replaceChildren(h('div', { class: 'jp-GpuPlat-empty' }, 'No presets are allowed in this project.'));
+      return;
+    }
+    this._cards.replaceChildren(
+      ...presets.map(p => {
+        const v = presetView(p);
+        const submit = h(
+          'button',
+          {
+            class: 'jp-GpuPlat-button jp-mod-accept jp-GpuPlat-presetSubmit',
+            title: `Submit a .py or .ipynb file with preset ${p.name}`,
+            onclick: () => this._opts.onSubmit(p.name)
+          },
+          'Submit a file…'
+        );
+        // aria-disabled (not disabled) keeps it focusable, so keyboard users meet the tooltip too.
+        const session = h(
+          'button',
+          {
+            class: 'jp-GpuPlat-button jp-GpuPlat-presetSession',
+            'aria-disabled': 'true',
+            title: SESSIONS_UNAVAILABLE,
+            'aria-description': SESSIONS_UNAVAILABLE
+          },
+          'Start GPU session'
+        );
+        return h(
+          'article',
+          { class: 'jp-GpuPlat-preset', 'data-preset': p.name, 'aria-label': `Preset ${p.name}` },
+          h(
+            'div',
+            { class: 'jp-GpuPlat-presetHead' },
+            h('span', { class: 'jp-GpuPlat-presetName' }, v.name),
+            h('span', { class: 'jp-GpuPlat-chip' }, v.kind),
+            defaults.includes(p.name) ? h('span', { class: 'jp-GpuPlat-chip', title: 'Applied to every run of the project' }, 'project default') : null
+          ),
+          v.description ? h('div', { class: 'jp-GpuPlat-presetDesc' }, v.description) : null,
+          h(
+            'dl',
+            { class: 'jp-GpuPlat-presetFacts' },
+            h('dt', null, 'Requests'),
+            h('dd', null, v.requests),
+            h('dt', null, 'Places'),
+            h('dd', null, v.places),
+            h('dt', null, 'Queue'),
+            h('dd', null, v.queue),
+            v.limits ? h('dt', null, 'Limits') : null,
+            v.limits ? h('dd', null, v.limits) : null,
+            v.locked ? h('dt', null, 'Fixed') : null,
+            v.locked ? h('dd', null, v.locked) : null
+          ),
+          h('div', { class: 'jp-GpuPlat-presetActions' }, submit, session)
+        );
+      })
+    );
+  }
+
+  private _select: HTMLSelectElement;
+  private _cards: HTMLElement;
+  private _error: HTMLElement;
+}

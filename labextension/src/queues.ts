@@ -1,0 +1,143 @@
+/**
+ * Queues: per queue, GPUs used/quota, runs dispatched/concurrency, pending runs and
+ * what the head waits for, paused state; platform admins pause and resume.
+ */
+
+import { Widget } from '@lumino/widgets';
+
+import { errorBox, h } from './dom';
+import type { GpuPlatService } from './request';
+import type { IQueue } from './types';
+import { queueView } from './viewmodel';
+
+export interface IQueuesOptions {
+  service: GpuPlatService;
+  isAdmin: () => boolean;
+  /** Oldest `queued_at` among the waiting runs we list in this queue. */
+  oldestWaiting: (queue: string) => number | null;
+  clockOffset: () => number;
+}
+
+export class QueuesView extends Widget {
+  constructor(private _opts: IQueuesOptions) {
+    super();
+    this.addClass('jp-GpuPlat-queues');
+    this._list = h('ul', { class: 'jp-GpuPlat-queueList', 'aria-label': 'Queues' });
+    this._error = h('div');
+    this.node.append(this._error, this._list);
+  }
+
+  get queues(): IQueue[] {
+    return this._queues;
+  }
+
+  /** Reload (coalesced: a burst of status events costs one request). */
+  schedule(): void {
+    window.clearTimeout(this._timer);
+    this._timer = window.setTimeout(() => void this.refresh(), 200);
+  }
+
+  async refresh(): Promise<void> {
+    try {
+      this._queues = await this._opts.service.queues();
+      this._error.replaceChildren();
+      this.render();
+    } catch (error) {
+      this._error.replaceChildren(errorBox(error));
+    }
+  }
+
+  render(): void {
+    const now = Date.now() / 1000 - this._opts.clockOffset();
+    const admin = this._opts.isAdmin();
+    if (!this._queues.length) {
+      this._list.replaceChildren(h('li', { class: 'jp-GpuPlat-empty' }, 'No queues you may use.'));
+      return;
+    }
+    this._list.replaceChildren(
+      ...this._queues.map(q => {
+        const v = queueView(q, this._opts.oldestWaiting(q.name), now);
+        const action = admin
+          ? h(
+              'button',
+              {
+                class: 'jp-GpuPlat-button jp-GpuPlat-queueAction',
+                title: v.paused ? `Resume queue ${q.name}: dispatch starts again` : `Pause queue ${q.name}: nothing new is dispatched`,
+                onclick: () => void this._toggle(q)
+              },
+              v.paused ? 'Resume' : 'Pause'
+            )
+          : null;
+        return h(
+          'li',
+          { class: `jp-GpuPlat-queue${v.paused ? ' jp-mod-paused' : ''}`, 'data-queue': q.name },
+          h(
+            'div',
+            { class: 'jp-GpuPlat-queueHead' },
+            h('span', { class: 'jp-GpuPlat-queueName' }, q.name),
+            h('span', { class: 'jp-GpuPlat-muted' }, `priority ${v.priority}`),
+            v.paused ? h('span', { class: 'jp-GpuPlat-chip jp-mod-paused' }, 'paused') : null,
+            h('span', { class: 'jp-GpuPlat-spacer' }),
+            action
+          ),
+          meter('GPUs', v.gpuText, v.gpuFraction),
+          meter('Runs', v.runsText, v.runsFraction),
+          h(
+            'div',
+            { class: 'jp-GpuPlat-queuePending' },
+            v.pendingText,
+            v.oldestWaitText ? ` · ${v.oldestWaitText}` : ''
+          ),
+          v.waitText ? h('div', { class: 'jp-GpuPlat-queueWait' }, v.waitText) : null
+        );
+      })
+    );
+  }
+
+  dispose(): void {
+    window.clearTimeout(this._timer);
+    super.dispose();
+  }
+
+  private async _toggle(q: IQueue): Promise<void> {
+    try {
+      const r = q.paused ? await this._opts.service.resumeQueue(q.name) : await this._opts.service.pauseQueue(q.name);
+      this._queues = this._queues.map(x => (x.name === q.name ? r.queue : x));
+      this._error.replaceChildren();
+      this.render();
+    } catch (error) {
+      this._error.replaceChildren(errorBox(error));
+    }
+  }
+
+  private _list: HTMLElement;
+  private _error: HTMLElement;
+  private _queues: IQueue[] = [];
+  private _timer = 0;
+}
+
+function meter(label: string, text: string, fraction: number | null): HTMLElement {
+  const bar = h('div', { class: 'jp-GpuPlat-meterBar' });
+  bar.style.width = `${Math.round((fraction ?? 0) * 100)}%`;
+  if (fraction !== null && fraction >= 1) {
+    bar.classList.add('jp-mod-full');
+  }
+  return h(
+    'div',
+    { class: 'jp-GpuPlat-meter' },
+    h('span', { class: 'jp-GpuPlat-meterLabel' }, label),
+    h(
+      'div',
+      {
+        class: 'jp-GpuPlat-meterTrack',
+        role: 'meter',
+        'aria-label': `${label}: ${text}`,
+        'aria-valuemin': 0,
+        'aria-valuemax': 100,
+        'aria-valuenow': Math.round((fraction ?? 0) * 100)
+      },
+      bar
+    ),
+    h('span', { class: 'jp-GpuPlat-meterText' }, text)
+  );
+}

@@ -1,0 +1,397 @@
+/**
+ * One run in detail: clocks, explain, the timeline by phase, live logs, outputs,
+ * metrics, the resolved config with the layer of each field, and stop.
+ */
+
+import { Dialog, showDialog } from '@jupyterlab/apputils';
+import { Widget } from '@lumino/widgets';
+
+import { errorBox, h, saveBlob, section } from './dom';
+import { LogView } from './logview';
+import { MetricsView } from './metricsview';
+import type { GpuPlatService } from './request';
+import type { IExplain, IOutputFile, IRunDetail, IStatusEvent } from './types';
+import {
+  clocks,
+  configRows,
+  explainView,
+  formatBytes,
+  formatDuration,
+  formatGpus,
+  isFinal,
+  phaseOf,
+  statusGroup,
+  timelinePhases
+} from './viewmodel';
+
+export interface IRunDetailOptions {
+  service: GpuPlatService;
+  runId: string;
+  onBack: () => void;
+  clockOffset: () => number;
+}
+
+export class RunDetail extends Widget {
+  constructor(private _opts: IRunDetailOptions) {
+    super();
+    this.addClass('jp-GpuPlat-detail');
+    this.id = `jp-GpuPlat-detail-${_opts.runId}`;
+    this.node.dataset.runId = _opts.runId;
+    this._header = h('div', { class: 'jp-GpuPlat-detailHeader' });
+    this._summary = h('div', { class: 'jp-GpuPlat-summary' });
+    this._clocks = h('div', { class: 'jp-GpuPlat-clocks', role: 'group', 'aria-label': 'Clocks' });
+    this._explain = h('div', { class: 'jp-GpuPlat-explain', 'aria-live': 'polite' });
+    this._timeline = h('ol', { class: 'jp-GpuPlat-timeline' });
+    this._outputs = h('div', { class: 'jp-GpuPlat-outputs' });
+    this._config = h('div', { class: 'jp-GpuPlat-config' });
+    this._error = h('div', { class: 'jp-GpuPlat-detailError' });
+    this._logs = new LogView(_opts.service, _opts.runId);
+    this._metrics = new MetricsView(_opts.service, _opts.runId);
+    const back = h(
+      'button',
+      { class: 'jp-GpuPlat-button jp-GpuPlat-back', title: 'Back to the runs list (Escape)', onclick: () => _opts.onBack() },
+      '← Runs'
+    );
+    this._stop = h(
+      'button',
+      { class: 'jp-GpuPlat-button jp-GpuPlat-stop jp-mod-warn', onclick: () => void this._confirmStop() },
+      'Stop…'
+    );
+    this.node.append(
+      h('div', { class: 'jp-GpuPlat-toolbar' }, back, h('span', { class: 'jp-GpuPlat-spacer' }), this._stop),
+      this._header,
+      this._error,
+      this._summary,
+      this._clocks,
+      section('Why is it here?', 'jp-GpuPlat-explainSection', this._explain),
+      section('Timeline', 'jp-GpuPlat-timelineSection', this._timeline),
+      section('Logs', 'jp-GpuPlat-logSection', this._logs.node),
+      section('Outputs', 'jp-GpuPlat-outputSection', this._outputs),
+      section('Metrics', 'jp-GpuPlat-metricSection', this._metrics.node),
+      section('Resolved config', 'jp-GpuPlat-configSection', this._config)
+    );
+    this.node.addEventListener('keydown', ev => {
+      if (ev.key === 'Escape' && !(ev.target as HTMLElement).closest('input')) {
+        ev.preventDefault();
+        _opts.onBack();
+      }
+    });
+    this.node.tabIndex = -1;
+  }
+
+  get runId(): string {
+    return this._opts.runId;
+  }
+
+  get run(): IRunDetail | null {
+    return this._run;
+  }
+
+  /** Load the record, start the log stream and the outputs. */
+  async load(): Promise<void> {
+    this._logs.start();
+    await this._reload();
+  }
+
+  /** A status event: this run's (reload it) or its queue's (its explain may change). */
+  onEvent(ev: IStatusEvent): void {
+    if (ev.run_id === this._opts.runId) {
+      // Show the new status at once; the full record follows.
+      this._setStatus(ev.status, ev.message);
+      this._scheduleReload();
+    } else if (this._run && ev.queue === this._run.queue && !isFinal(this._run.status)) {
+      this._scheduleExplain();
+    }
+  }
+
+  /** Every second: the live clocks. */
+  tick(): void {
+    if (this._run && !isFinal(this._run.status)) {
+      this._renderClocks();
+    }
+  }
+
+  focusFirst(): void {
+    this.node.querySelector<HTMLElement>('.jp-GpuPlat-back')?.focus();
+  }
+
+  dispose(): void {
+    if (this.isDisposed) {
+      return;
+    }
+    window.clearTimeout(this._reloadTimer);
+    window.clearTimeout(this._explainTimer);
+    this._logs.dispose();
+    this._metrics.dispose();
+    super.dispose();
+  }
+
+  private _scheduleReload(): void {
+    window.clearTimeout(this._reloadTimer);
+    this._reloadTimer = window.setTimeout(() => void this._reload(), 30);
+  }
+
+  private _scheduleExplain(): void {
+    window.clearTimeout(this._explainTimer);
+    this._explainTimer = window.setTimeout(() => void this._loadExplain(), 150);
+  }
+
+  private async _reload(): Promise<void> {
+    const s = this._opts.service;
+    try {
+      const run = await s.getRun(this._opts.runId);
+      if (this.isDisposed) {
+        return;
+      }
+      this._error.replaceChildren();
+      this._run = run;
+      this._render(run);
+      await Promise.all([this._loadExplain(), this._loadOutputs(), this._metrics.refresh(isFinal(run.status))]);
+    } catch (error) {
+      if (!this.isDisposed) {
+        this._error.replaceChildren(errorBox(error));
+      }
+    }
+  }
+
+  private async _loadExplain(): Promise<void> {
+    try {
+      const ex = await this._opts.service.explain(this._opts.runId);
+      if (!this.isDisposed) {
+        this._renderExplain(ex);
+      }
+    } catch (error) {
+      if (!this.isDisposed) {
+        this._explain.replaceChildren(errorBox(error));
+      }
+    }
+  }
+
+  private async _loadOutputs(): Promise<void> {
+    try {
+      const files = await this._opts.service.outputs(this._opts.runId);
+      if (!this.isDisposed) {
+        this._renderOutputs(files);
+      }
+    } catch (error) {
+      // A run that has not started has no directory yet: nothing to list.
+      if (!this.isDisposed) {
+        this._renderOutputs([]);
+      }
+    }
+  }
+
+  private _setStatus(status: string, message: string): void {
+    const badge = this._header.querySelector<HTMLElement>('.jp-GpuPlat-status');
+    if (badge) {
+      badge.textContent = status;
+      badge.dataset.group = statusGroup(status);
+    }
+    const msg = this._header.querySelector<HTMLElement>('.jp-GpuPlat-detailMessage');
+    if (msg) {
+      msg.textContent = message;
+    }
+    this.node.dataset.status = status;
+    this._stop.disabled = isFinal(status);
+  }
+
+  private _render(run: IRunDetail): void {
+    this.node.dataset.status = run.status;
+    this._stop.disabled = isFinal(run.status);
+    this._stop.title = isFinal(run.status) ? 'The run has ended' : 'Stop this run (asks first)';
+    this._header.replaceChildren(
+      h(
+        'div',
+        { class: 'jp-GpuPlat-detailTitle' },
+        h('span', { class: 'jp-GpuPlat-detailName' }, run.name || run.id),
+        h('span', { class: 'jp-GpuPlat-status', 'data-group': statusGroup(run.status) }, run.status)
+      ),
+      h('div', { class: 'jp-GpuPlat-detailMessage' }, run.message)
+    );
+    const devices = run.devices.length ? ` on GPU ${run.devices.join(',')}` : '';
+    const exit = run.exit_code !== null ? ` · exit code ${run.exit_code}` : '';
+    this._summary.replaceChildren(
+      h('span', null, `${run.id} · ${run.project} · ${run.user}`),
+      h(
+        'span',
+        null,
+        `queue ${run.queue} · ${run.presets.length ? run.presets.join(' + ') : 'no preset'} · ${formatGpus(run.resources.gpu)}${devices}${exit}`
+      )
+    );
+    this._renderClocks();
+    this._renderTimeline(run);
+    this._renderConfig(run);
+  }
+
+  private _renderClocks(): void {
+    if (!this._run) {
+      return;
+    }
+    const now = Date.now() / 1000 - this._opts.clockOffset();
+    this._clocks.replaceChildren(
+      ...clocks(this._run, now).map(c =>
+        h(
+          'div',
+          { class: `jp-GpuPlat-clock jp-mod-${c.side}${c.live ? ' jp-mod-live' : ''}`, title: c.help, 'data-clock': c.key },
+          h('div', { class: 'jp-GpuPlat-clockLabel' }, c.label),
+          h('div', { class: 'jp-GpuPlat-clockValue' }, c.text)
+        )
+      )
+    );
+  }
+
+  private _renderExplain(ex: IExplain): void {
+    const v = explainView(ex);
+    this._explain.dataset.side = v.side;
+    const list = (cls: string, title: string, items: string[]) =>
+      items.length
+        ? h('div', { class: cls }, h('div', { class: 'jp-GpuPlat-explainLabel' }, title), h('ul', null, ...items.map(i => h('li', null, i))))
+        : null;
+    const parts: Array<HTMLElement | null> = [
+      h('div', { class: 'jp-GpuPlat-explainLayer' }, h('span', { class: `jp-GpuPlat-side jp-mod-${v.side}` }, v.layerLabel)),
+      h('div', { class: 'jp-GpuPlat-explainHeadline' }, v.headline),
+      h('div', { class: 'jp-GpuPlat-explainMessage' }, v.message),
+      list('jp-GpuPlat-explainNumbers', 'Numbers', v.numbers),
+      v.position ? h('div', { class: 'jp-GpuPlat-explainPosition' }, `Position: ${v.position}`) : null,
+      list('jp-GpuPlat-explainBlockers', 'Held up by', v.blockers),
+      list('jp-GpuPlat-explainDetails', 'Executor says', v.details),
+      list('jp-GpuPlat-explainWho', 'Who can act', v.whoCanAct)
+    ];
+    this._explain.replaceChildren(...parts.filter((p): p is HTMLElement => p !== null));
+  }
+
+  private _renderTimeline(run: IRunDetail): void {
+    const fmt = (at: number) => new Date(at * 1000).toLocaleTimeString();
+    const now = Date.now() / 1000 - this._opts.clockOffset();
+    this._timeline.replaceChildren(
+      ...timelinePhases(run.timeline).map(p =>
+        h(
+          'li',
+          { class: `jp-GpuPlat-phase jp-mod-${p.phase}`, 'data-phase': p.phase },
+          h(
+            'div',
+            { class: 'jp-GpuPlat-phaseTitle' },
+            h('span', null, p.label),
+            p.phase === 'end' ? null : h('span', { class: 'jp-GpuPlat-phaseTime' }, formatDuration((p.end ?? run.finished_at ?? now) - p.start))
+          ),
+          h(
+            'ul',
+            { class: 'jp-GpuPlat-events' },
+            ...p.events.map(e =>
+              h(
+                'li',
+                { class: 'jp-GpuPlat-event', 'data-status': e.status, 'data-phase': phaseOf(e.status) },
+                h('span', { class: 'jp-GpuPlat-eventTime' }, fmt(e.at)),
+                h('span', { class: 'jp-GpuPlat-eventStatus' }, `${e.status} · ${e.reason}`),
+                h('span', { class: 'jp-GpuPlat-eventMessage' }, e.message)
+              )
+            )
+          )
+        )
+      )
+    );
+  }
+
+  private _renderOutputs(files: IOutputFile[]): void {
+    if (!files.length) {
+      const ended = this._run && isFinal(this._run.status);
+      this._outputs.replaceChildren(
+        h('div', { class: 'jp-GpuPlat-muted' }, ended ? 'The run wrote no output files.' : 'No output files yet.')
+      );
+      return;
+    }
+    this._outputs.replaceChildren(
+      h(
+        'ul',
+        { class: 'jp-GpuPlat-outputList' },
+        ...files.map(f =>
+          h(
+            'li',
+            { class: 'jp-GpuPlat-output' },
+            h('span', { class: 'jp-GpuPlat-outputPath' }, f.path),
+            h('span', { class: 'jp-GpuPlat-muted' }, formatBytes(f.size)),
+            h(
+              'button',
+              {
+                class: 'jp-GpuPlat-button',
+                title: `Download ${f.path}`,
+                'aria-label': `Download ${f.path}`,
+                onclick: () => void this._download(f.path)
+              },
+              'Download'
+            )
+          )
+        )
+      )
+    );
+  }
+
+  private async _download(path: string): Promise<void> {
+    try {
+      saveBlob(await this._opts.service.outputBlob(this._opts.runId, path), path.split('/').pop() || path);
+    } catch (error) {
+      this._error.replaceChildren(errorBox(error));
+    }
+  }
+
+  private _renderConfig(run: IRunDetail): void {
+    const rows = configRows(run.resolved ?? {}, run.provenance ?? {});
+    this._config.replaceChildren(
+      h(
+        'table',
+        { class: 'jp-GpuPlat-configTable' },
+        h('thead', null, h('tr', null, h('th', null, 'Field'), h('th', null, 'Value'), h('th', null, 'Set by'))),
+        h(
+          'tbody',
+          null,
+          ...rows.map(r =>
+            h(
+              'tr',
+              { 'data-path': r.path },
+              h('td', { class: 'jp-GpuPlat-configPath' }, r.path),
+              h('td', { class: 'jp-GpuPlat-configValue' }, r.value),
+              h('td', null, h('span', { class: `jp-GpuPlat-layer jp-mod-${r.layerKind}` }, r.layer))
+            )
+          )
+        )
+      )
+    );
+  }
+
+  private async _confirmStop(): Promise<void> {
+    const run = this._run;
+    if (!run) {
+      return;
+    }
+    const result = await showDialog({
+      title: 'Stop this run?',
+      body: `${run.name || run.id} (${run.id}) is ${run.status}. Stopping ends it for good; its logs and outputs are kept.`,
+      buttons: [Dialog.cancelButton({ label: 'Keep running' }), Dialog.warnButton({ label: 'Stop run' })]
+    });
+    if (!result.button.accept) {
+      return;
+    }
+    try {
+      const updated = await this._opts.service.stop(run.id);
+      this._run = updated;
+      this._render(updated);
+    } catch (error) {
+      this._error.replaceChildren(errorBox(error));
+    }
+  }
+
+  private _header: HTMLElement;
+  private _summary: HTMLElement;
+  private _clocks: HTMLElement;
+  private _explain: HTMLElement;
+  private _timeline: HTMLElement;
+  private _outputs: HTMLElement;
+  private _config: HTMLElement;
+  private _error: HTMLElement;
+  private _stop: HTMLButtonElement;
+  private _logs: LogView;
+  private _metrics: MetricsView;
+  private _run: IRunDetail | null = null;
+  private _reloadTimer = 0;
+  private _explainTimer = 0;
+}

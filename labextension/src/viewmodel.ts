@@ -1,0 +1,317 @@
+/**
+ * View-model logic of the sidebar: pure functions from API records to what is shown.
+ *
+ * No DOM and no JupyterLab imports, so it runs (and is unit-tested) in plain node.
+ * Times are epoch seconds as the service records them; `now` is always passed in.
+ * The smaller topics live in their own modules and are re-exported here.
+ */
+
+import type { IExplain, IPreset, IQueue, IRun } from './types';
+import { formatDuration, formatGpus, formatResources, humanReason, ordinal } from './format';
+import { STATUS_GROUPS, StatusGroup, isFinal, phaseStart, statusGroup } from './lifecycle';
+
+export * from './format';
+export * from './lifecycle';
+export * from './provenance';
+export * from './notices';
+export * from './chart';
+export * from './submitmodel';
+
+// ---- resources, presets, queues -------------------------------------------------------------
+
+export interface IPresetView {
+  name: string;
+  description: string;
+  kind: string;
+  requests: string;
+  places: string;
+  queue: string;
+  limits: string;
+  locked: string;
+  session: boolean;
+}
+
+/** One preset card: what it requests and where it places work. */
+export function presetView(p: IPreset): IPresetView {
+  const place: string[] = [];
+  const pl = p.placement;
+  if (pl?.gpu_type) {
+    place.push(`GPU type ${pl.gpu_type}`);
+  }
+  if (pl?.node_selector) {
+    const sel = Object.entries(pl.node_selector)
+      .filter(([, v]) => v !== null)
+      .map(([k, v]) => `${k}=${v}`);
+    if (sel.length) {
+      place.push(`nodes ${sel.join(', ')}`);
+    }
+  }
+  if (pl?.tolerations?.length) {
+    place.push(`tolerates ${pl.tolerations.map(t => String(t.key ?? '*')).join(', ')}`);
+  }
+  if (pl?.affinity && Object.keys(pl.affinity).length) {
+    place.push('custom affinity');
+  }
+  if (p.image) {
+    place.push(`image ${p.image}`);
+  }
+  const limits: string[] = [];
+  if (p.termination?.timeout_seconds) {
+    limits.push(`timeout ${formatDuration(p.termination.timeout_seconds)}`);
+  }
+  if (p.termination?.idle_seconds) {
+    limits.push(`idle stop ${formatDuration(p.termination.idle_seconds)}`);
+  }
+  return {
+    name: p.name,
+    description: p.description,
+    kind: p.kind ?? 'job',
+    requests: formatResources(p.resources),
+    places: place.join(' · ') || 'anywhere the queue dispatches',
+    queue: p.queue ? `queue ${p.queue}` : "the project's queue",
+    limits: limits.join(' · '),
+    locked: p.locked.length ? `locked: ${p.locked.join(', ')}` : '',
+    session: p.kind === 'session'
+  };
+}
+
+export interface IQueueView {
+  name: string;
+  paused: boolean;
+  priority: number;
+  gpuText: string;
+  /** 0..1 of the GPU quota in use; null without a GPU quota. */
+  gpuFraction: number | null;
+  runsText: string;
+  runsFraction: number | null;
+  pendingText: string;
+  waitText: string;
+  oldestWaitText: string;
+}
+
+function ratio(used: number, limit: number | null | undefined): number | null {
+  if (limit === null || limit === undefined) {
+    return null;
+  }
+  return limit <= 0 ? 1 : Math.min(1, used / limit);
+}
+
+/**
+ * A queue's row: GPUs used/quota, runs dispatched/concurrency, pending count, what the
+ * head of the queue waits for, and the longest wait among the pending runs we can see.
+ */
+export function queueView(q: IQueue, oldestQueuedAt: number | null, now: number): IQueueView {
+  const gpu = Number(q.usage.gpu ?? 0);
+  const quota = q.quota.gpu ?? null;
+  const runs = q.usage.runs;
+  const head = q.head_wait;
+  return {
+    name: q.name,
+    paused: q.paused,
+    priority: q.priority,
+    gpuText: quota === null ? `${gpu} GPUs (no quota)` : `${gpu}/${quota} GPUs`,
+    gpuFraction: ratio(gpu, quota),
+    runsText:
+      q.concurrency === null ? `${runs} runs dispatched` : `${runs}/${q.concurrency} runs dispatched`,
+    runsFraction: ratio(runs, q.concurrency),
+    pendingText: `${q.pending} pending`,
+    waitText: q.paused ? 'paused: nothing is dispatched' : head ? head.message : '',
+    oldestWaitText:
+      oldestQueuedAt === null || q.pending === 0
+        ? ''
+        : `longest wait ${formatDuration(now - oldestQueuedAt)}`
+  };
+}
+
+// ---- run rows ---------------------------------------------------------------------------------
+
+export interface IRunRowView {
+  id: string;
+  name: string;
+  status: string;
+  group: StatusGroup;
+  queue: string;
+  presets: string;
+  gpus: string;
+  phaseText: string;
+  title: string;
+}
+
+const PHASE_VERB: Record<StatusGroup, string> = {
+  waiting: 'waiting',
+  starting: 'starting',
+  running: 'running',
+  succeeded: 'ran',
+  failed: 'ran',
+  stopped: 'ran'
+};
+
+/** A list row: status, queue, preset, GPUs and the time in the current phase. */
+export function runRowView(run: IRun, now: number): IRunRowView {
+  const group = statusGroup(run.status);
+  let phaseText: string;
+  if (isFinal(run.status)) {
+    const ran = run.started_at !== null ? (run.finished_at ?? now) - run.started_at : null;
+    const ago = run.finished_at !== null ? `${formatDuration(now - run.finished_at)} ago` : '';
+    phaseText = ran !== null ? `ran ${formatDuration(ran)}${ago ? `, ${ago}` : ''}` : ago;
+  } else {
+    const start = phaseStart(run);
+    phaseText = `${PHASE_VERB[group]} ${formatDuration(start === null ? null : now - start)}`;
+  }
+  return {
+    id: run.id,
+    name: run.name || run.id,
+    status: run.status,
+    group,
+    queue: run.queue,
+    // a run listed from its first event has no presets/resources until it is fetched
+    presets: run.presets === undefined ? '…' : run.presets.length ? run.presets.join(' + ') : 'no preset',
+    gpus: run.resources?.gpu === undefined ? '… GPUs' : formatGpus(run.resources.gpu),
+    phaseText,
+    title: `${run.id} · ${run.status} (${run.reason}): ${run.message}`
+  };
+}
+
+// ---- filters -------------------------------------------------------------------------------
+
+export interface IRunFilter {
+  project: string;
+  queue: string;
+  group: StatusGroup | '';
+  search: string;
+}
+
+export const EMPTY_FILTER: IRunFilter = { project: '', queue: '', group: '', search: '' };
+
+/** Whether a run (or a status event about it) passes the filter, as the service would. */
+export function matchesFilter(
+  r: { project: string; queue: string; status: string; name: string | null },
+  f: IRunFilter
+): boolean {
+  if (f.project && r.project !== f.project) {
+    return false;
+  }
+  if (f.queue && r.queue !== f.queue) {
+    return false;
+  }
+  if (f.group && statusGroup(r.status) !== f.group) {
+    return false;
+  }
+  if (f.search && !(r.name ?? '').includes(f.search)) {
+    return false;
+  }
+  return true;
+}
+
+/** The `GET runs` query for a filter (the service filters; live events are checked here). */
+export function filterQuery(f: IRunFilter): Record<string, string> {
+  const q: Record<string, string> = {};
+  if (f.project) {
+    q.project = f.project;
+  }
+  if (f.queue) {
+    q.queue = f.queue;
+  }
+  if (f.group) {
+    const g = STATUS_GROUPS.find(x => x.group === f.group);
+    if (g) {
+      q.status = g.statuses.join(',');
+    }
+  }
+  if (f.search) {
+    q.q = f.search;
+  }
+  return q;
+}
+
+// ---- explain -------------------------------------------------------------------------------
+
+export interface IExplainView {
+  side: 'dispatch' | 'execution' | 'running' | 'done';
+  layerLabel: string;
+  headline: string;
+  message: string;
+  numbers: string[];
+  position: string | null;
+  blockers: string[];
+  whoCanAct: string[];
+  details: string[];
+}
+
+const LAYER_LABELS: Record<IExplainView['side'], string> = {
+  dispatch: 'Held by our queue (dispatch side)',
+  execution: 'Held by the executor (execution side)',
+  running: 'Running',
+  done: 'Finished'
+};
+
+// Above this, the service's "free GPUs" means "the executor does not count GPUs".
+const UNLIMITED_GPUS = 1 << 29;
+
+/** The explain answer as lines: layer, reason, numbers, position, blockers, who can act. */
+export function explainView(ex: IExplain): IExplainView {
+  const side: IExplainView['side'] =
+    ex.layer === 'queue'
+      ? 'dispatch'
+      : ex.layer === 'executor'
+        ? 'execution'
+        : ex.layer === 'running'
+          ? 'running'
+          : 'done';
+  const numbers: string[] = [];
+  const n = ex.numbers ?? {};
+  switch (ex.reason) {
+    case 'QueueConcurrency':
+      numbers.push(`${n.used}/${n.limit} runs dispatched in queue ${ex.queue}`);
+      break;
+    case 'UserLimit':
+      numbers.push(`${n.used}/${n.limit} of this user's runs dispatched (max_per_user)`);
+      break;
+    case 'QueueQuota':
+      numbers.push(`${n.used}/${n.limit} in use, ${n.requested} requested`);
+      break;
+    case 'NoCapacity':
+      numbers.push(`${formatGpus(n.requested)} needed, ${n.free} free on this machine`);
+      break;
+    default:
+      break;
+  }
+  const u = ex.queue_usage;
+  if (u) {
+    const conc = u.concurrency === null ? `${u.runs}` : `${u.runs}/${u.concurrency}`;
+    const gpus = u.gpu_quota === null ? `${u.gpu}` : `${u.gpu}/${u.gpu_quota}`;
+    let line = `queue ${ex.queue}: ${conc} runs, ${gpus} GPUs in use, ${u.pending} pending`;
+    if (u.free_gpus < UNLIMITED_GPUS) {
+      line += `; ${u.free_gpus} GPUs free`;
+    }
+    numbers.push(line);
+  }
+  let position: string | null = null;
+  if (ex.position !== null && ex.position !== undefined) {
+    const of = ex.pending_in_queue ?? ex.position;
+    position = `${ordinal(ex.position)} of ${of} pending in queue ${ex.queue}`;
+  }
+  const blockers = ex.blockers.map(b => {
+    const what = b.id ? `${b.id}${b.name ? ` (${b.name}` + (b.user ? `, ${b.user})` : ')') : ''}` : `a ${b.project} run`;
+    const dev = b.devices && b.devices.length ? ` on GPU ${b.devices.join(',')}` : '';
+    return `${what}: ${b.status}, ${formatGpus(b.gpu)}${dev}`;
+  });
+  const details: string[] = [];
+  for (const [k, v] of Object.entries(ex.details ?? {})) {
+    if (k === 'layer' || k === 'who_can_act' || v === null || typeof v === 'object') {
+      continue;
+    }
+    details.push(`${k}: ${String(v)}`);
+  }
+  return {
+    side,
+    layerLabel: LAYER_LABELS[side],
+    headline: humanReason(ex.reason || ex.status),
+    message: ex.message,
+    numbers,
+    position,
+    blockers,
+    whoCanAct: ex.who_can_act.map(w => `${w.who} can ${w.can}`),
+    details
+  };
+}

@@ -1,0 +1,109 @@
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+
+import { RunsModel } from '../src/runsmodel';
+import type { IRun, IStatusEvent } from '../src/types';
+import { EMPTY_FILTER } from '../src/viewmodel';
+
+function run(seq: number, over: Partial<IRun> = {}): IRun {
+  return {
+    id: `r-${seq}`,
+    seq,
+    project: 'team-a',
+    user: 'alice',
+    name: `train-${seq}`,
+    kind: 'job',
+    queue: 'team-a-train',
+    status: 'queued',
+    reason: 'Submitted',
+    message: 'waiting',
+    resources: { gpu: 1 },
+    presets: ['single-gpu'],
+    devices: [],
+    exit_code: null,
+    clocks: { queue_wait_seconds: 1, start_wait_seconds: null, run_seconds: null },
+    created_at: 100 + seq,
+    queued_at: 100 + seq,
+    dispatched_at: null,
+    started_at: null,
+    finished_at: null,
+    updated_at: 100 + seq,
+    ...over
+  };
+}
+
+function ev(id: string, status: IStatusEvent['status'], at: number, over: Partial<IStatusEvent> = {}): IStatusEvent {
+  return {
+    id: 1,
+    run_id: id,
+    project: 'team-a',
+    queue: 'team-a-train',
+    user: 'alice',
+    name: null,
+    status,
+    reason: 'Admitted',
+    message: 'm',
+    at,
+    ...over
+  };
+}
+
+test('pages keep newest-first order; events update in place and set the phase times', () => {
+  const m = new RunsModel();
+  let changes = 0;
+  m.onChange(() => (changes += 1));
+  m.addPage({ runs: [run(3), run(2)], next_before: 2 }, true);
+  m.addPage({ runs: [run(1)], next_before: null }, false);
+  assert.deepEqual(m.runs.map(r => r.seq), [3, 2, 1]);
+  assert.equal(m.applyEvent(ev('r-2', 'dispatched', 200)), 'updated');
+  assert.equal(m.applyEvent(ev('r-2', 'running', 201, { reason: 'Started' })), 'updated');
+  const r2 = m.get('r-2')!;
+  assert.equal(r2.status, 'running');
+  assert.equal(r2.dispatched_at, 200);
+  assert.equal(r2.started_at, 201);
+  assert.equal(m.applyEvent(ev('r-2', 'succeeded', 230)), 'updated');
+  assert.equal(m.get('r-2')!.finished_at, 230);
+  assert.equal(changes, 5);
+});
+
+test('stale events are ignored, unknown matching runs are fetched and inserted in order', () => {
+  const m = new RunsModel();
+  m.addPage({ runs: [run(5), run(3)], next_before: null }, true);
+  assert.equal(m.applyEvent(ev('r-5', 'dispatched', 50)), 'ignored'); // older than the row
+  assert.equal(m.applyEvent(ev('r-9', 'queued', 300)), 'fetch');
+  m.upsert(run(9));
+  m.upsert(run(4));
+  assert.deepEqual(m.runs.map(r => r.seq), [9, 5, 4, 3]);
+  assert.equal(m.applyEvent(ev('r-7', 'queued', 300, { project: 'team-b' })), 'fetch');
+});
+
+test('a new submission is listed from its first event, then completed by the fetched record', () => {
+  const m = new RunsModel();
+  m.addPage({ runs: [run(5)], next_before: null }, true);
+  assert.equal(m.applyEvent(ev('r-6', 'created', 300, { reason: 'Submitted', name: 'new' })), 'fetch');
+  assert.deepEqual(m.runs.map(r => [r.id, r.status, r.presets]), [['r-6', 'created', undefined], ['r-5', 'queued', ['single-gpu']]]);
+  assert.equal(m.applyEvent(ev('r-6', 'queued', 300, { reason: 'Submitted' })), 'updated');
+  m.upsert(run(6, { updated_at: 300 }));
+  assert.deepEqual(m.runs.map(r => [r.id, r.seq, r.presets]), [['r-6', 6, ['single-gpu']], ['r-5', 5, ['single-gpu']]]);
+  // a run re-entering the list is not new: it waits for its record to find its place
+  assert.equal(m.applyEvent(ev('r-2', 'queued', 300)), 'fetch');
+  assert.equal(m.runs.length, 2);
+});
+
+test('a filter drops runs that stop matching and never fetches those that do not match', () => {
+  const m = new RunsModel();
+  m.setFilter({ ...EMPTY_FILTER, group: 'waiting' });
+  m.addPage({ runs: [run(2), run(1)], next_before: null }, true);
+  assert.equal(m.applyEvent(ev('r-2', 'dispatched', 500)), 'removed');
+  assert.deepEqual(m.runs.map(r => r.id), ['r-1']);
+  assert.equal(m.applyEvent(ev('r-8', 'running', 500)), 'ignored');
+  m.upsert(run(8, { status: 'running' }));
+  assert.deepEqual(m.runs.map(r => r.id), ['r-1']);
+});
+
+test('runs older than the loaded pages wait for their page', () => {
+  const m = new RunsModel();
+  m.addPage({ runs: [run(10), run(9)], next_before: 9 }, true);
+  m.upsert(run(4));
+  assert.deepEqual(m.runs.map(r => r.seq), [10, 9]);
+});

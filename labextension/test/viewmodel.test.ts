@@ -1,0 +1,343 @@
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+
+import type { IExplain, IPreset, IQueue, IRun, IStatusEvent } from '../src/types';
+import {
+  DEFAULT_NOTIFY,
+  buildRunRequest,
+  chartGeometry,
+  clockOffset,
+  clocks,
+  configRows,
+  explainView,
+  filterQuery,
+  formatDuration,
+  formatMetric,
+  groupCounts,
+  humanReason,
+  longWaiters,
+  matchesFilter,
+  noticeFor,
+  ordinal,
+  presetView,
+  queueView,
+  runRowView,
+  splitArgs,
+  statusGroup,
+  timelinePhases
+} from '../src/viewmodel';
+
+const base: IRun = {
+  id: 'r-1',
+  seq: 1,
+  project: 'team-a',
+  user: 'alice',
+  name: 'train.py',
+  kind: 'job',
+  queue: 'team-a-train',
+  status: 'queued',
+  reason: 'QueuePaused',
+  message: 'queue team-a-train is paused',
+  resources: { gpu: 1, cpu: '4', memory: '16Gi' },
+  presets: ['single-gpu'],
+  devices: [],
+  exit_code: null,
+  clocks: { queue_wait_seconds: 5, start_wait_seconds: null, run_seconds: null },
+  created_at: 1000,
+  queued_at: 1000,
+  dispatched_at: null,
+  started_at: null,
+  finished_at: null,
+  updated_at: 1000
+};
+
+test('durations read as people say them', () => {
+  assert.equal(formatDuration(null), '—');
+  assert.equal(formatDuration(0), '0.0s');
+  assert.equal(formatDuration(0.46), '0.4s');
+  assert.equal(formatDuration(1.9), '1s');
+  assert.equal(formatDuration(42.7), '42s');
+  assert.equal(formatDuration(245), '4m 05s');
+  assert.equal(formatDuration(2 * 3600 + 3 * 60 + 59), '2h 03m');
+  assert.equal(formatDuration(3 * 86400 + 4 * 3600 + 100), '3d 4h');
+  assert.equal(formatDuration(-3), '0.0s');
+});
+
+test('the three clocks: dispatch wait, execution wait, run time; live ones end at now', () => {
+  const waiting = clocks(base, 1030);
+  assert.deepEqual(
+    waiting.map(c => [c.key, c.side, c.seconds, c.live]),
+    [
+      ['queue_wait', 'dispatch', 30, true],
+      ['start_wait', 'execution', null, false],
+      ['run', 'run', null, false]
+    ]
+  );
+  const done = clocks({ queued_at: 1000, dispatched_at: 1060, started_at: 1062.5, finished_at: 1200 }, 5000);
+  assert.deepEqual(done.map(c => c.text), ['1m 00s', '2s', '2m 17s']);
+  assert.ok(done.every(c => !c.live));
+  const starting = clocks({ queued_at: 1000, dispatched_at: 1010, started_at: null, finished_at: null }, 1015);
+  assert.deepEqual(starting.map(c => [c.seconds, c.live]), [[10, false], [5, true], [null, false]]);
+});
+
+test('the server clock offset comes from an open clock', () => {
+  // the server computed queue_wait 5 s at its now = 1005; we read it at 1007
+  assert.equal(clockOffset(base, 1007), 2);
+  assert.equal(clockOffset({ ...base, finished_at: 1100 }, 1007), null);
+});
+
+test('statuses group and count in display order', () => {
+  assert.equal(statusGroup('created'), 'waiting');
+  assert.equal(statusGroup('dispatched'), 'starting');
+  assert.equal(statusGroup('stopping'), 'running');
+  assert.equal(statusGroup('failed'), 'failed');
+  const c = groupCounts(['queued', 'queued', 'starting', 'running', 'succeeded', 'failed', 'stopped'].map(status => ({ status })));
+  assert.deepEqual(c, { waiting: 2, starting: 1, running: 1, succeeded: 1, failed: 1, stopped: 1 });
+});
+
+test('the timeline splits into dispatch, execution, run and end phases', () => {
+  const tl = [
+    { status: 'created', reason: 'Submitted', message: '', at: 10 },
+    { status: 'queued', reason: 'Submitted', message: '', at: 10 },
+    { status: 'queued', reason: 'QueuePaused', message: 'paused', at: 10.1 },
+    { status: 'dispatched', reason: 'Admitted', message: '', at: 70 },
+    { status: 'starting', reason: 'ImagePull', message: 'pulling', at: 71 },
+    { status: 'running', reason: 'Started', message: '', at: 75 },
+    { status: 'succeeded', reason: 'Completed', message: 'exit 0', at: 100 }
+  ] as const;
+  const phases = timelinePhases(tl.map(e => ({ ...e })));
+  assert.deepEqual(
+    phases.map(p => [p.phase, p.start, p.end, p.events.length]),
+    [
+      ['dispatch', 10, 70, 3],
+      ['execution', 70, 75, 2],
+      ['run', 75, 100, 1],
+      ['end', 100, null, 1]
+    ]
+  );
+  assert.match(phases[0].label, /our queue/);
+  assert.match(phases[1].label, /executor/);
+});
+
+test('a row shows status, queue, preset, GPUs and the time in the current phase', () => {
+  const v = runRowView(base, 1125);
+  assert.equal(v.phaseText, 'waiting 2m 05s');
+  assert.equal(v.presets, 'single-gpu');
+  assert.equal(v.gpus, '1 GPU');
+  const running = runRowView({ ...base, status: 'running', dispatched_at: 1010, started_at: 1012 }, 1020);
+  assert.equal(running.phaseText, 'running 8s');
+  const ended = runRowView({ ...base, status: 'succeeded', dispatched_at: 1010, started_at: 1012, finished_at: 1072, presets: [] }, 1372);
+  assert.equal(ended.phaseText, 'ran 1m 00s, 5m 00s ago');
+  assert.equal(ended.presets, 'no preset');
+  const fresh = runRowView({ ...base, presets: undefined, resources: {} }, 1000);
+  assert.deepEqual([fresh.presets, fresh.gpus], ['…', '… GPUs']);
+});
+
+test('explain while waiting: layer, numbers, position, blockers and who can act', () => {
+  const ex: IExplain = {
+    run_id: 'r-9',
+    status: 'queued',
+    queue: 'team-a-train',
+    layer: 'queue',
+    reason: 'QueueConcurrency',
+    message: 'queue team-a-train is at its concurrency limit: 2/2 runs dispatched',
+    numbers: { used: 2, limit: 2 },
+    position: 2,
+    pending_in_queue: 3,
+    blockers: [
+      { id: 'r-1', name: 'train.py', user: 'bob', project: 'team-a', status: 'running', gpu: 1, devices: [0] },
+      { id: null, name: null, user: null, project: 'team-b', status: 'running', gpu: 2, devices: [1, 2] }
+    ],
+    queue_usage: { runs: 2, concurrency: 2, gpu: 2, gpu_quota: 2, pending: 3, free_gpus: 1 },
+    who_can_act: [
+      { who: 'ops', can: 'raise the concurrency of queue team-a-train' },
+      { who: 'bob', can: 'stop their runs that hold the queue' }
+    ]
+  };
+  const v = explainView(ex);
+  assert.equal(v.side, 'dispatch');
+  assert.equal(v.layerLabel, 'Held by our queue (dispatch side)');
+  assert.equal(v.headline, 'Queue concurrency');
+  assert.deepEqual(v.numbers, [
+    '2/2 runs dispatched in queue team-a-train',
+    'queue team-a-train: 2/2 runs, 2/2 GPUs in use, 3 pending; 1 GPUs free'
+  ]);
+  assert.equal(v.position, '2nd of 3 pending in queue team-a-train');
+  assert.deepEqual(v.blockers, ['r-1 (train.py, bob): running, 1 GPU on GPU 0', 'a team-b run: running, 2 GPUs on GPU 1,2']);
+  assert.deepEqual(v.whoCanAct, ['ops can raise the concurrency of queue team-a-train', 'bob can stop their runs that hold the queue']);
+});
+
+test('explain on the execution side shows what the executor said; unlimited GPUs are not counted', () => {
+  const v = explainView({
+    run_id: 'r-2',
+    status: 'starting',
+    queue: 'q',
+    layer: 'executor',
+    reason: 'Unschedulable',
+    message: '0/3 nodes are available: 3 Insufficient nvidia.com/gpu.',
+    position: null,
+    blockers: [],
+    details: { layer: 'executor', raw: '0/3 nodes are available', nodes: 3, who_can_act: [] },
+    who_can_act: [{ who: 'ops', can: 'check the executor' }]
+  });
+  assert.equal(v.side, 'execution');
+  assert.equal(v.layerLabel, 'Held by the executor (execution side)');
+  assert.deepEqual(v.details, ['raw: 0/3 nodes are available', 'nodes: 3']);
+  assert.equal(v.position, null);
+  const q = explainView({
+    run_id: 'r-3', status: 'queued', queue: 'q', layer: 'queue', reason: 'NoCapacity', message: 'm',
+    numbers: { requested: 2, free: 1 }, position: 1, pending_in_queue: 1, blockers: [],
+    queue_usage: { runs: 0, concurrency: null, gpu: 0, gpu_quota: null, pending: 1, free_gpus: 1 << 30 },
+    who_can_act: []
+  });
+  assert.deepEqual(q.numbers, ['2 GPUs needed, 1 free on this machine', 'queue q: 0 runs, 0 GPUs in use, 1 pending']);
+  assert.equal(q.position, '1st of 1 pending in queue q');
+});
+
+test('reasons and ordinals read as words', () => {
+  assert.equal(humanReason('BehindQueueHead'), 'Behind queue head');
+  assert.equal(humanReason('QueuePaused'), 'Queue paused');
+  assert.deepEqual([1, 2, 3, 4, 11, 12, 13, 21, 22, 101].map(ordinal), ['1st', '2nd', '3rd', '4th', '11th', '12th', '13th', '21st', '22nd', '101st']);
+});
+
+test('the resolved config lists each leaf with the layer that set it', () => {
+  const rows = configRows(
+    {
+      resources: { cpu: '4', gpu: 1 },
+      env: [{ name: 'HF_HOME', value: '/tmp/hf' }],
+      placement: { tolerations: [{ key: 'nvidia.com/gpu', effect: 'NoSchedule', operator: 'Exists' }] },
+      queue: 'team-a-train',
+      command: ['python', 'train.py']
+    },
+    {
+      'resources.cpu': 'preset:single-gpu',
+      'resources.gpu': 'run',
+      'env[HF_HOME]': 'org',
+      'placement.tolerations[nvidia.com/gpu:NoSchedule]': 'project:team-a/preset:base',
+      queue: 'project:team-a'
+    }
+  );
+  assert.deepEqual(
+    rows.map(r => [r.path, r.value, r.layer, r.layerKind]),
+    [
+      ['resources.cpu', '4', 'preset:single-gpu', 'preset'],
+      ['resources.gpu', '1', 'run', 'run'],
+      ['env[HF_HOME]', '/tmp/hf', 'org', 'org'],
+      ['placement.tolerations[nvidia.com/gpu:NoSchedule]', '{"operator":"Exists"}', 'project:team-a/preset:base', 'project'],
+      ['queue', 'team-a-train', 'project:team-a', 'project'],
+      ['command', '["python","train.py"]', 'request', 'request']
+    ]
+  );
+});
+
+test('a preset card says what it requests and where it places work', () => {
+  const p: IPreset = {
+    name: 'notebook',
+    description: 'Interactive',
+    kind: 'session',
+    queue: 'interactive',
+    resources: { gpu: 1, cpu: '2', memory: '8Gi' },
+    placement: { gpu_type: 'a100', node_selector: { pool: 'gpu', zone: null }, tolerations: [{ key: 'nvidia.com/gpu' }] },
+    image: null,
+    env: null,
+    termination: { idle_seconds: 3600, timeout_seconds: null },
+    locked: ['queue'],
+    merge: 'post_merge'
+  };
+  const v = presetView(p);
+  assert.equal(v.requests, '1 GPU · 2 CPU · 8Gi memory');
+  assert.equal(v.places, 'GPU type a100 · nodes pool=gpu · tolerates nvidia.com/gpu');
+  assert.equal(v.queue, 'queue interactive');
+  assert.equal(v.limits, 'idle stop 1h 00m');
+  assert.equal(v.locked, 'locked: queue');
+  assert.ok(v.session);
+  assert.equal(presetView({ ...p, placement: null, queue: null, image: null }).places, 'anywhere the queue dispatches');
+});
+
+test('a queue row: GPUs and runs against their limits, pending, head wait, longest wait', () => {
+  const q: IQueue = {
+    name: 'team-a-train',
+    priority: 10,
+    concurrency: 2,
+    quota: { gpu: 2 },
+    max_per_user: null,
+    ordering: 'best_effort_fifo',
+    paused: false,
+    usage: { runs: 2, gpu: 2 },
+    pending: 3,
+    head_wait: { reason: 'QueueConcurrency', message: 'queue team-a-train is at its concurrency limit: 2/2 runs dispatched' }
+  };
+  const v = queueView(q, 1000, 1090);
+  assert.equal(v.gpuText, '2/2 GPUs');
+  assert.equal(v.gpuFraction, 1);
+  assert.equal(v.runsText, '2/2 runs dispatched');
+  assert.equal(v.pendingText, '3 pending');
+  assert.match(v.waitText, /concurrency limit/);
+  assert.equal(v.oldestWaitText, 'longest wait 1m 30s');
+  const paused = queueView({ ...q, paused: true, concurrency: null, quota: {}, pending: 0 }, null, 0);
+  assert.equal(paused.waitText, 'paused: nothing is dispatched');
+  assert.equal(paused.gpuText, '2 GPUs (no quota)');
+  assert.equal(paused.runsFraction, null);
+  assert.equal(paused.oldestWaitText, '');
+});
+
+test('filters match live events as the service matches list queries', () => {
+  const f = { project: 'team-a', queue: '', group: 'waiting' as const, search: 'train' };
+  assert.ok(matchesFilter({ project: 'team-a', queue: 'x', status: 'queued', name: 'my-train' }, f));
+  assert.ok(!matchesFilter({ project: 'team-a', queue: 'x', status: 'running', name: 'my-train' }, f));
+  assert.ok(!matchesFilter({ project: 'team-b', queue: 'x', status: 'queued', name: 'my-train' }, f));
+  assert.ok(!matchesFilter({ project: 'team-a', queue: 'x', status: 'queued', name: null }, f));
+  assert.deepEqual(filterQuery(f), { project: 'team-a', status: 'created,queued', q: 'train' });
+});
+
+test('notifications: my starts, finishes and failures; never other people runs', () => {
+  const ev = (status: IStatusEvent['status'], reason: string, user = 'alice'): IStatusEvent => ({
+    id: 1, run_id: 'r-1', project: 'team-a', queue: 'q', user, name: 'train.py', status, reason, message: 'exit code 1', at: 0
+  });
+  assert.equal(noticeFor(ev('running', 'Started'), 'alice', DEFAULT_NOTIFY)?.kind, 'started');
+  assert.equal(noticeFor(ev('running', 'Reattached'), 'alice', DEFAULT_NOTIFY), null);
+  assert.equal(noticeFor(ev('succeeded', 'Completed'), 'alice', DEFAULT_NOTIFY)?.type, 'success');
+  assert.deepEqual(noticeFor(ev('failed', 'Error'), 'alice', DEFAULT_NOTIFY), {
+    kind: 'failed', type: 'error', message: 'Run train.py failed: exit code 1'
+  });
+  assert.equal(noticeFor(ev('failed', 'Error', 'bob'), 'alice', DEFAULT_NOTIFY), null);
+  assert.equal(noticeFor(ev('succeeded', 'Completed'), 'alice', { ...DEFAULT_NOTIFY, finished: false }), null);
+  const waiting = [base, { ...base, id: 'r-2', queued_at: 1500 }, { ...base, id: 'r-3', user: 'bob' }];
+  assert.deepEqual(longWaiters(waiting, 'alice', 1000 + 600, DEFAULT_NOTIFY, new Set()).map(r => r.id), ['r-1']);
+  assert.deepEqual(longWaiters(waiting, 'alice', 1600, DEFAULT_NOTIFY, new Set(['r-1'])), []);
+  assert.deepEqual(longWaiters(waiting, 'alice', 1600, { ...DEFAULT_NOTIFY, longWait: false }, new Set()), []);
+});
+
+test('arguments split like a shell line', () => {
+  assert.deepEqual(splitArgs(''), []);
+  assert.deepEqual(splitArgs('--epochs 3  --name "my run" \'a b\' c\\ d ""'), ['--epochs', '3', '--name', 'my run', 'a b', 'c d', '']);
+});
+
+test('the submit form sends only what the user set, or says what is missing', () => {
+  const s = { script: '/train.py', args: '--lr 0.1', name: '', project: 'team-a', presets: ['single-gpu'], queue: '', gpu: '', cpu: '', memory: '', env: '' };
+  assert.deepEqual(buildRunRequest(s), {
+    request: { project: 'team-a', script: 'train.py', args: ['--lr', '0.1'], presets: ['single-gpu'] },
+    errors: []
+  });
+  const over = buildRunRequest({ ...s, args: '', queue: 'interactive', gpu: '2', memory: '8Gi', env: 'A=1\n\nB=x=y' });
+  assert.deepEqual(over.request, {
+    project: 'team-a', script: 'train.py', presets: ['single-gpu'], queue: 'interactive',
+    resources: { gpu: 2, memory: '8Gi' }, env: [{ name: 'A', value: '1' }, { name: 'B', value: 'x=y' }]
+  });
+  const bad = buildRunRequest({ ...s, script: 'notes.txt', gpu: '1.5', env: 'NOPE' });
+  assert.equal(bad.request, null);
+  assert.deepEqual(bad.errors, [
+    'notes.txt is not a .py or .ipynb file.',
+    'GPUs must be a whole number ≥ 0, not 1.5.',
+    'Environment line "NOPE" is not NAME=value.'
+  ]);
+});
+
+test('chart geometry scales into the box and breaks at missing values', () => {
+  const g = chartGeometry([0, 1, 2, 3], [1, 3, null, 2], 30, 20);
+  assert.equal(g.d, 'M0.0,20.0L10.0,0.0M30.0,10.0');
+  assert.deepEqual([g.min, g.max, g.last, g.firstStep, g.lastStep], [1, 3, 2, 0, 3]);
+  assert.equal(chartGeometry([5], [7], 30, 20).d, 'M15.0,10.0');
+  assert.equal(chartGeometry([], [], 30, 20).d, '');
+  assert.deepEqual([formatMetric(0.123456), formatMetric(12345.678), formatMetric(1e-5), formatMetric(null)], ['0.1235', '12350', '1.00e-5', '—']);
+});

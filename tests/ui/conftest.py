@@ -1,0 +1,153 @@
+"""Browser tests: Python Playwright driving Debian's Chromium against a real JupyterLab.
+
+One `jupyter server` subprocess (JupyterLab is its server extension, so it serves /lab)
+with the platform extension, the example platform, 4 declared GPUs and isolated
+JUPYTER_* directories; one browser for these tests. Both are package-scoped: Playwright's
+sync API holds an event loop while it lives, which pytest-jupyter's loop fixtures in the
+tests after this package must not meet. Screenshots go to
+GPUPLAT_SCREENSHOT_DIR (docs/screenshots/ to refresh the committed ones), else to a
+temporary directory.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ..server import ServerProcess
+
+CHROMIUM_FLAGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+
+# A training script that prints, logs a metric and an output, then waits for a gate
+# file named by its first argument, so tests can see it running before it ends.
+TRAIN_PY = """\
+import pathlib, sys, time
+from jupyter_gpuplat import tracking
+gate = pathlib.Path(__file__).with_name(sys.argv[1] if len(sys.argv) > 1 else "go")
+for i in range(3):
+    print(f"step {i} loss={1 / (i + 1):.3f}", flush=True)
+    tracking.log_metrics(step=i, loss=1 / (i + 1))
+pathlib.Path("result.txt").write_text("accuracy 0.93\\n")
+while not gate.exists():
+    time.sleep(0.05)
+print("finished", flush=True)
+"""
+
+
+@pytest.fixture(autouse=True)
+def jp_asyncio_loop() -> Iterator[None]:
+    """Neutralise pytest-jupyter's autouse loop: Playwright's sync API runs its own."""
+    yield None
+
+
+@pytest.fixture(autouse=True)
+def jp_server_cleanup() -> Iterator[None]:
+    yield
+
+
+class Lab(ServerProcess):
+    """The platform's server with JupyterLab's front end configured for tests."""
+
+    def __init__(self, root: Path) -> None:
+        super().__init__(root)
+        self.work = root / "work"  # the file browser's root
+        self.work.mkdir()
+        (self.work / "train.py").write_text(TRAIN_PY)
+        settings = root / "lab-settings"
+        notif = settings / "@jupyterlab" / "apputils-extension"
+        notif.mkdir(parents=True)
+        # No "fetch Jupyter news?" toast over the screenshots.
+        (notif / "notification.jupyterlab-settings").write_text(json.dumps({"fetchNews": "false"}))
+        conf_file = root / "jupyter-config" / "jupyter_server_config.json"
+        conf = json.loads(conf_file.read_text())
+        conf["ServerApp"]["root_dir"] = str(self.work)
+        conf["LabApp"] = {
+            "user_settings_dir": str(settings),
+            "workspaces_dir": str(root / "workspaces"),
+            "expose_app_in_browser": True,
+        }
+        conf_file.write_text(json.dumps(conf))
+
+    @property
+    def lab_url(self) -> str:
+        return f"{self.url}lab?token={self.token}"
+
+
+@pytest.fixture(scope="package")
+def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
+    server = Lab(tmp_path_factory.mktemp("lab"))
+    server.start(timeout=90)
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="package")
+def screenshots(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    target = os.environ.get("GPUPLAT_SCREENSHOT_DIR")
+    path = Path(target) if target else tmp_path_factory.mktemp("screenshots")
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+@pytest.fixture(scope="package")
+def browser_context(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    from playwright.sync_api import sync_playwright
+
+    chromium = shutil.which("chromium") or "/usr/bin/chromium"
+    with sync_playwright() as p:
+        ctx = p.chromium.launch_persistent_context(
+            str(tmp_path_factory.mktemp("chromium-profile")),
+            executable_path=chromium,
+            headless=True,
+            args=CHROMIUM_FLAGS,
+            viewport={"width": 1400, "height": 900},
+        )
+        yield ctx
+        ctx.close()
+
+
+def widen_left_sidebar(page: Any, width: int) -> None:
+    """Drag the handle between the left sidebar and the main area (as a user would)."""
+    handle = page.locator("#jp-main-split-panel > .lm-SplitPanel-handle").first
+    box = handle.bounding_box()
+    assert box is not None
+    y = box["y"] + box["height"] / 2
+    page.mouse.move(box["x"] + box["width"] / 2, y)
+    page.mouse.down()
+    page.mouse.move(width, y, steps=4)
+    page.mouse.up()
+
+
+@pytest.fixture(scope="package")
+def lab_page(lab: Lab, browser_context: Any) -> Iterator[Any]:
+    """JupyterLab loaded once, with the GPU platform sidebar open."""
+    from playwright.sync_api import expect
+
+    page = browser_context.new_page()
+    page.set_default_timeout(30_000)
+    errors: list[str] = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.goto(lab.lab_url)
+    tab = page.locator('li[data-id="jupyter-gpuplat-sidebar"]')
+    expect(tab).to_be_visible(timeout=60_000)
+    if not page.locator("#jupyter-gpuplat-sidebar").is_visible():
+        tab.click()
+    expect(page.locator("#jupyter-gpuplat-sidebar")).to_be_visible()
+    widen_left_sidebar(page, 460)
+    page.errors = errors
+    yield page
+    page.close()
