@@ -15,7 +15,7 @@ import pytest
 
 from jupyter_gpuplat.testing.k8s_emulator import EmulatedCluster
 
-from .conftest import TOKENS, wait_for
+from .conftest import wait_for
 from .k8s import GPU_TAINT, NAMESPACE, TOLERATE_GPU, deployed_cluster, executor_config, run_selector
 
 
@@ -28,24 +28,15 @@ def cluster() -> Iterator[EmulatedCluster]:
 
 
 @pytest.fixture
-def jp_server_config(tmp_path: Path, platform_config_file: Path, cluster: EmulatedCluster) -> dict[str, Any]:
-    artifacts = tmp_path / "artifacts"
-    return {
-        "ServerApp": {
-            "jpserver_extensions": {"jupyter_gpuplat": True},
-            "allow_unauthenticated_access": False,
-            "identity_provider_class": "jupyter_gpuplat.auth.TokenMapIdentityProvider",
-        },
-        "TokenMapIdentityProvider": {"tokens": TOKENS},
-        "GpuPlat": {
-            "config_file": str(platform_config_file),
-            "db_url": f"sqlite:///{tmp_path / 'gpuplat.db'}",
-            "artifacts_root": str(artifacts),
-            "default_user": "ops",
-            "executor_class": "jupyter_gpuplat.executors.kubernetes.KubernetesExecutor",
-        },
-        "KubernetesExecutor": executor_config(cluster, tmp_path, artifacts),
+def jp_server_config(jp_server_config: dict[str, Any], tmp_path: Path, cluster: EmulatedCluster) -> dict[str, Any]:
+    """The suite's server config (tests/conftest.py), with the Kubernetes executor on the emulator."""
+    cfg = dict(jp_server_config)
+    cfg["GpuPlat"] = {
+        **cfg["GpuPlat"],
+        "executor_class": "jupyter_gpuplat.executors.kubernetes.KubernetesExecutor",
     }
+    cfg["KubernetesExecutor"] = executor_config(cluster, tmp_path, Path(cfg["GpuPlat"]["artifacts_root"]))
+    return cfg
 
 
 async def explained(api: Any, run_id: str, reason: str, timeout: float = 20) -> dict[str, Any]:

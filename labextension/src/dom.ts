@@ -1,5 +1,7 @@
 /** A small DOM builder for the views (text is always set as text, never as HTML). */
 
+import type { IConfigRow } from './provenance';
+
 export type Child = Node | string | null | undefined | false;
 
 export interface IAttrs {
@@ -67,5 +69,27 @@ export function errorBox(error: unknown): HTMLElement {
     { class: 'jp-GpuPlat-error', role: 'alert' },
     h('div', { class: 'jp-GpuPlat-errorMessage' }, e?.message ?? String(error)),
     e?.hint ? h('div', { class: 'jp-GpuPlat-errorHint' }, e.hint) : null
+  );
+}
+
+/** The resolved spec, one row per field with the layer that set it (run detail and submit preview). */
+export function configTable(rows: IConfigRow[]): HTMLElement {
+  return h(
+    'table',
+    { class: 'jp-GpuPlat-configTable' },
+    h('thead', null, h('tr', null, h('th', null, 'Field'), h('th', null, 'Value'), h('th', null, 'Set by'))),
+    h(
+      'tbody',
+      null,
+      ...rows.map(r =>
+        h(
+          'tr',
+          { 'data-path': r.path },
+          h('td', { class: 'jp-GpuPlat-configPath' }, r.path),
+          h('td', { class: 'jp-GpuPlat-configValue' }, r.value),
+          h('td', null, h('span', { class: `jp-GpuPlat-layer jp-mod-${r.layerKind}` }, r.layer))
+        )
+      )
+    )
   );
 }

@@ -6,7 +6,7 @@
 import { Dialog, showDialog } from '@jupyterlab/apputils';
 import { Widget } from '@lumino/widgets';
 
-import { errorBox, h, saveBlob, section } from './dom';
+import { configTable, errorBox, h, saveBlob, section } from './dom';
 import { LogView } from './logview';
 import { MetricsView } from './metricsview';
 import type { GpuPlatService } from './request';
@@ -336,26 +336,7 @@ export class RunDetail extends Widget {
 
   private _renderConfig(run: IRunDetail): void {
     const rows = configRows(run.resolved ?? {}, run.provenance ?? {});
-    this._config.replaceChildren(
-      h(
-        'table',
-        { class: 'jp-GpuPlat-configTable' },
-        h('thead', null, h('tr', null, h('th', null, 'Field'), h('th', null, 'Value'), h('th', null, 'Set by'))),
-        h(
-          'tbody',
-          null,
-          ...rows.map(r =>
-            h(
-              'tr',
-              { 'data-path': r.path },
-              h('td', { class: 'jp-GpuPlat-configPath' }, r.path),
-              h('td', { class: 'jp-GpuPlat-configValue' }, r.value),
-              h('td', null, h('span', { class: `jp-GpuPlat-layer jp-mod-${r.layerKind}` }, r.layer))
-            )
-          )
-        )
-      )
-    );
+    this._config.replaceChildren(configTable(rows));
   }
 
   private async _confirmStop(): Promise<void> {

@@ -7,7 +7,7 @@
 import { Dialog } from '@jupyterlab/apputils';
 import { Widget } from '@lumino/widgets';
 
-import { errorBox, h } from './dom';
+import { configTable, errorBox, h } from './dom';
 import type { GpuPlatService } from './request';
 import type { IPreset, IPreview, IProject, IRun } from './types';
 import { buildRunRequest, configRows, formatResources, ISubmitState } from './viewmodel';
@@ -278,24 +278,7 @@ export class SubmitForm extends Widget {
     this._preview.replaceChildren(
       verdict,
       h('div', { class: 'jp-GpuPlat-muted' }, `Layers, weakest first: ${p.layers.join(' < ')}`),
-      h(
-        'table',
-        { class: 'jp-GpuPlat-configTable' },
-        h('thead', null, h('tr', null, h('th', null, 'Field'), h('th', null, 'Value'), h('th', null, 'Set by'))),
-        h(
-          'tbody',
-          null,
-          ...rows.map(r =>
-            h(
-              'tr',
-              { 'data-path': r.path },
-              h('td', { class: 'jp-GpuPlat-configPath' }, r.path),
-              h('td', { class: 'jp-GpuPlat-configValue' }, r.value),
-              h('td', null, h('span', { class: `jp-GpuPlat-layer jp-mod-${r.layerKind}` }, r.layer))
-            )
-          )
-        )
-      )
+      configTable(rows)
     );
   }
 
