@@ -2,7 +2,7 @@
 
 What runs for real: the `Engine` over a real SQLite `Store`, the `KubernetesExecutor` with
 the official `kubernetes` client, over HTTP, against the project's Kubernetes API emulator
-(`jupyter_gpuplat.testing.k8s_emulator`: scheduler, Job controller, kubelet model) on
+(`kube_emulator`: scheduler, Job controller, kubelet model) on
 127.0.0.1. Nothing is mocked; the emulator stands in for the cluster.
 
 1. API calls per run lifecycle. N runs (default 1,000) are submitted through
@@ -47,7 +47,7 @@ from jupyter_gpuplat.core.status import Status
 from jupyter_gpuplat.engine.engine import Engine
 from jupyter_gpuplat.executors.kubernetes.executor import KubernetesExecutor
 from jupyter_gpuplat.store.store import Store
-from jupyter_gpuplat.testing.k8s_emulator import EmulatedCluster
+from kube_emulator import EmulatedCluster
 
 NAMESPACE = "gpuplat"
 TARGET_EVENT_S = 0.001

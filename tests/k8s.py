@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from jupyter_gpuplat.testing.k8s_emulator import EmulatedCluster, Permissions, load_manifests
+from kube_emulator import EmulatedCluster, Permissions, load_manifests
 
 ROOT = Path(__file__).resolve().parents[1]
 DEPLOY = ROOT / "deploy" / "kubernetes"

@@ -10,8 +10,8 @@ import pytest
 from kubernetes import client, config, watch
 from kubernetes.client.exceptions import ApiException
 
-from jupyter_gpuplat.testing.k8s_emulator import EmulatedCluster, Permissions, load_manifests
-from jupyter_gpuplat.testing.k8s_emulator.store import NODE
+from kube_emulator import EmulatedCluster, Permissions, load_manifests
+from kube_emulator.store import NODE
 
 from .k8s import DEPLOY
 

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from jupyter_gpuplat.testing.k8s_emulator import EmulatedCluster
+from kube_emulator import EmulatedCluster
 
 from .conftest import wait_for
 from .k8s import GPU_TAINT, NAMESPACE, TOLERATE_GPU, deployed_cluster, executor_config, run_selector

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from jupyter_gpuplat.cli import main
-from jupyter_gpuplat.testing.k8s_emulator import EmulatedCluster
+from kube_emulator import EmulatedCluster
 
 from .k8s import GPU_TAINT, NAMESPACE, deployed_cluster
 

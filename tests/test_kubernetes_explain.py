@@ -9,7 +9,7 @@ import pytest
 import yaml
 
 from jupyter_gpuplat.executors.kubernetes.explain import NodeView, explain_run, parse_fit_error
-from jupyter_gpuplat.testing.k8s_emulator.scheduler import TAINT_WORDINGS, fit_message, taint_reason
+from kube_emulator.scheduler import TAINT_WORDINGS, fit_message, taint_reason
 
 CASES = yaml.safe_load((Path(__file__).parent / "fixtures" / "k8s" / "explain_cases.yaml").read_text())["cases"]
 

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from jupyter_gpuplat.executors.kubernetes.manifests import LABEL_INSTANCE, LABEL_RUN, MANAGED_BY, MANAGER
-from jupyter_gpuplat.testing.k8s_emulator import EmulatedCluster
-from jupyter_gpuplat.testing.k8s_emulator.store import JOB
+from kube_emulator import EmulatedCluster
+from kube_emulator.store import JOB
 
 from .k8s import NAMESPACE, deployed_cluster, executor_config, run_selector
 from .server import ServerProcess

@@ -16,7 +16,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ...core.resources import parse_cpu, parse_memory
+from kubernetes.utils import parse_quantity
 
 # Taint wordings Kubernetes has used for the TaintToleration filter, oldest first.
 TAINT_WORDINGS = ("legacy", "v1.18", "v1.25", "v1.34")
@@ -96,11 +96,9 @@ def matches_node(pod: Mapping[str, Any], node: Mapping[str, Any]) -> bool:
 
 
 def _quantity(name: str, value: Any) -> int:
-    if name == "cpu":
-        return parse_cpu(value)
-    if name in ("memory", "ephemeral-storage"):
-        return parse_memory(value)
-    return int(parse_memory(value))
+    # cpu in millicores, everything else in whole units (bytes, devices)
+    q = parse_quantity(value)
+    return int(q * 1000) if name == "cpu" else int(q)
 
 
 def pod_requests(pod: Mapping[str, Any]) -> Counter[str]:

@@ -11,7 +11,7 @@ driven by each container's command, RBAC from Role manifests, and fault injectio
         cluster.add_node("gpu-1", gpus=8)
         cluster.write_kubeconfig(path, namespace="gpuplat")
 
-It is a test double: the product never imports it.
+It is a test double: the product never imports it, and the jupyter-gpuplat wheel does not ship it.
 """
 
 from .cluster import EmulatedCluster, load_manifests
