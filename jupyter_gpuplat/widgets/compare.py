@@ -22,20 +22,14 @@ import traitlets
 
 from ..client import Client, GpuPlatAPIError
 from . import _html as h
+from ._metrics import lower_is_better
 from .live import EventFeed, Subscription, default_client
 
 __all__ = ["Compare", "lower_is_better"]
 
 log = logging.getLogger(__name__)
 
-_LOWER_BETTER = ("loss", "err", "mse", "mae", "rmse", "nll", "perplexity", "ppl", "wer", "cer", "latency", "time")
 _DASHES = ("solid", "dash", "dot", "dashdot", "longdash", "longdashdot")
-
-
-def lower_is_better(metric: str) -> bool:
-    """Direction of a metric, guessed from its name: losses and errors go down, the rest up."""
-    name = metric.lower()
-    return any(word in name for word in _LOWER_BETTER)
 
 
 def run_ids(runs: Sequence[str] | str) -> list[str]:

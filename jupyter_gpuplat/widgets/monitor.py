@@ -21,7 +21,7 @@ import traitlets
 
 from ..client import Client, GpuPlatAPIError
 from . import _html as h
-from .compare import lower_is_better
+from ._metrics import lower_is_better
 from .live import EventFeed, Streams, Subscription, default_client
 
 __all__ = ["RunMonitor"]
