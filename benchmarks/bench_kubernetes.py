@@ -40,6 +40,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _common import machine, ms, rounds_summary, table
+from kube_emulator import EmulatedCluster
 
 from jupyter_gpuplat.core.config import PlatformConfig, parse_config
 from jupyter_gpuplat.core.request import RunRequest
@@ -47,7 +48,6 @@ from jupyter_gpuplat.core.status import Status
 from jupyter_gpuplat.engine.engine import Engine
 from jupyter_gpuplat.executors.kubernetes.executor import KubernetesExecutor
 from jupyter_gpuplat.store.store import Store
-from kube_emulator import EmulatedCluster
 
 NAMESPACE = "gpuplat"
 TARGET_EVENT_S = 0.001

@@ -148,7 +148,7 @@ class GpuMagics(Magics):
     @property
     def ns(self) -> dict[str, Any]:
         assert self.shell is not None
-        return self.shell.user_ns  # type: ignore[no-any-return]
+        return self.shell.user_ns
 
     def _monitor(self, run: dict[str, Any]) -> Any:
         from .widgets import RunMonitor

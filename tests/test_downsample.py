@@ -40,14 +40,7 @@ def test_nan_does_not_hide_extremes() -> None:
 
 
 def test_parse_metrics_blocks_signatures_and_damage() -> None:
-    data = (
-        b'#k ["loss","acc"]\n'
-        b"0,1.0,1.5,0\n"
-        b"1,1.1,nan,0.5\n"
-        b"garbage line\n"
-        b'#k ["loss"]\n'
-        b"2,1.2,0.5\n"
-    )
+    data = b'#k ["loss","acc"]\n0,1.0,1.5,0\n1,1.1,nan,0.5\ngarbage line\n#k ["loss"]\n2,1.2,0.5\n'
     out = parse_metrics(data)
     assert out["loss"][0].tolist() == [0, 1, 2]
     assert out["loss"][1][0] == 1.5 and np.isnan(out["loss"][1][1]) and out["loss"][1][2] == 0.5

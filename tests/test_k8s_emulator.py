@@ -7,11 +7,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from kubernetes import client, config, watch
-from kubernetes.client.exceptions import ApiException
-
 from kube_emulator import EmulatedCluster, Permissions, load_manifests
 from kube_emulator.store import NODE
+from kubernetes import client, config, watch
+from kubernetes.client.exceptions import ApiException
 
 from .k8s import DEPLOY
 

@@ -12,7 +12,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
 from kube_emulator import EmulatedCluster
 
 from .conftest import wait_for

@@ -8,9 +8,9 @@ import sys
 from pathlib import Path
 
 import pytest
+from kube_emulator import EmulatedCluster
 
 from jupyter_gpuplat.cli import main
-from kube_emulator import EmulatedCluster
 
 from .k8s import GPU_TAINT, NAMESPACE, deployed_cluster
 

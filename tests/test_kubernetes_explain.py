@@ -7,9 +7,9 @@ from typing import Any
 
 import pytest
 import yaml
+from kube_emulator.scheduler import TAINT_WORDINGS, fit_message, taint_reason
 
 from jupyter_gpuplat.executors.kubernetes.explain import NodeView, explain_run, parse_fit_error
-from kube_emulator.scheduler import TAINT_WORDINGS, fit_message, taint_reason
 
 CASES = yaml.safe_load((Path(__file__).parent / "fixtures" / "k8s" / "explain_cases.yaml").read_text())["cases"]
 

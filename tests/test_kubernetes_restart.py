@@ -6,10 +6,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-
-from jupyter_gpuplat.executors.kubernetes.manifests import LABEL_INSTANCE, LABEL_RUN, MANAGED_BY, MANAGER
 from kube_emulator import EmulatedCluster
 from kube_emulator.store import JOB
+
+from jupyter_gpuplat.executors.kubernetes.manifests import LABEL_INSTANCE, LABEL_RUN, MANAGED_BY, MANAGER
 
 from .k8s import NAMESPACE, deployed_cluster, executor_config, run_selector
 from .server import ServerProcess
