@@ -208,7 +208,7 @@ LAYERED = {
     "queues": [{"name": "q-default"}, {"name": "q-preset"}, {"name": "q-run"}],
     "presets": [
         {"name": "dp1", "image": "dp1-img", "env": [{"name": "B", "value": "dp1"}], "resources": {"memory": "1Gi"}},
-        {"name": "dp2", "env": [{"name": "A", "value": "dp2"}], "termination": {"idle_seconds": 50}},
+        {"name": "dp2", "env": [{"name": "A", "value": "dp2"}], "termination": {"timeout_seconds": 50}},
         {"name": "pick1", "image": "pick1-img", "queue": "q-preset", "resources": {"gpu": 1, "memory": "2Gi"}},
         {"name": "pick2", "env": [{"name": "B", "value": "pick2"}], "resources": {"gpu": 2}},
     ],
@@ -239,7 +239,7 @@ def test_layer_order_and_provenance(layered: PlatformConfig) -> None:
     assert spec["image"] == "pick1-img"
     assert spec["queue"] == "q-preset"
     assert spec["resources"] == {"cpu": "2", "memory": "2Gi", "gpu": 2}
-    assert spec["termination"] == {"timeout_seconds": 100, "idle_seconds": 50}
+    assert spec["termination"] == {"timeout_seconds": 50}
     assert {e["name"]: e["value"] for e in spec["env"]} == {"A": "dp2", "B": "pick2", "C": "org"}
     assert res.provenance == {
         "image": "preset:pick1",
@@ -247,8 +247,7 @@ def test_layer_order_and_provenance(layered: PlatformConfig) -> None:
         "resources.cpu": "run",
         "resources.memory": "preset:pick1",
         "resources.gpu": "preset:pick2",
-        "termination.timeout_seconds": "org",
-        "termination.idle_seconds": "project:p/preset:dp2",
+        "termination.timeout_seconds": "project:p/preset:dp2",
         "env[A]": "project:p/preset:dp2",
         "env[B]": "preset:pick2",
         "env[C]": "org",
@@ -397,7 +396,7 @@ def test_locked_preset_overrides_project_default_queue(cfg: PlatformConfig) -> N
     res = run(cfg, "bob", presets=["notebook"])
     assert res.violations == ()
     assert (res.queue, res.provenance["queue"]) == ("interactive", "preset:notebook")
-    assert res.resolved["kind"] == "session"
+    assert res.resolved["kind"] == "job"
 
 
 def test_run_repeating_the_locked_value_is_fine(cfg: PlatformConfig) -> None:

@@ -13,7 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from .errors import ConfigErrors
 from .resources import Quota
-from .spec import NAME_PATTERN, Kind, MergeStrategy, PartialSpec, ResourcesSpec
+from .spec import NAME_PATTERN, NOT_IMPLEMENTED, Kind, MergeStrategy, PartialSpec, ResourcesSpec
 
 Role = Literal["viewer", "member", "admin"]
 ROLE_RANK = {"viewer": 1, "member": 2, "admin": 3}
@@ -155,7 +155,11 @@ def parse_config(data: Any) -> PlatformConfig:
     try:
         cfg = PlatformConfig.model_validate(data)
     except ValidationError as exc:
-        raise ConfigErrors(validation_messages(exc)) from None
+        err = ConfigErrors(validation_messages(exc))
+        if all(e["type"] == NOT_IMPLEMENTED for e in exc.errors()):
+            # well-formed, but asks for what this release does not do
+            err.status, err.code = 422, "NotImplemented"
+        raise err from None
     errors = cross_check(cfg)
     if errors:
         raise ConfigErrors(errors)

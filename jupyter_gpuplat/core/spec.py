@@ -9,12 +9,26 @@ from __future__ import annotations
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic_core import PydanticCustomError
 
 from .resources import MAX_CPU_MILLI, MAX_GPU, MAX_MEMORY_BYTES, Resources, parse_cpu, parse_memory
 
 NAME_PATTERN = r"^[a-z0-9]([a-z0-9._-]{0,61}[a-z0-9])?$"
 NAME_HINT = "lowercase letters, digits, '.', '_' and '-', 1-63 characters, starting and ending alphanumeric"
 Kind = Literal["job", "session", "sweep"]
+# What runs today. A kind or field the platform would silently ignore is refused instead
+# (error type NOT_IMPLEMENTED, a 422), until the release that implements it.
+IMPLEMENTED_KINDS: tuple[str, ...] = ("job",)
+NOT_IMPLEMENTED = "not_implemented"
+_COMING = {"session": "GPU sessions", "sweep": "sweeps"}
+
+
+def not_implemented(what: str, comes_with: str) -> PydanticCustomError:
+    return PydanticCustomError(
+        NOT_IMPLEMENTED,
+        "{what} is not implemented in this release (it comes with {comes_with}); remove it",
+        {"what": what, "comes_with": comes_with},
+    )
 MergeStrategy = Literal["post_merge", "pre_merge", "isnull", "replace"]
 
 # Top-level spec fields a layer may set, in display order.
@@ -79,6 +93,13 @@ class Termination(_Strict):
     timeout_seconds: int | None = Field(default=None, gt=0, le=365 * 86400)
     idle_seconds: int | None = Field(default=None, gt=0, le=365 * 86400)
 
+    @field_validator("idle_seconds")
+    @classmethod
+    def _idle_not_implemented(cls, v: int | None) -> int | None:
+        if v is not None:
+            raise not_implemented("idle_seconds", "GPU sessions")
+        return v
+
 
 class PartialSpec(_Strict):
     """Every field optional: what one layer contributes."""
@@ -91,6 +112,13 @@ class PartialSpec(_Strict):
     env: list[EnvVar] | None = None
     volumes: list[Volume] | None = None
     termination: Termination | None = None
+
+    @field_validator("kind")
+    @classmethod
+    def _kind_implemented(cls, v: str | None) -> str | None:
+        if v is not None and v not in IMPLEMENTED_KINDS:
+            raise not_implemented(f"kind {v!r}", _COMING.get(v, "a later release"))
+        return v
 
     @field_validator("env", mode="before")
     @classmethod

@@ -8,7 +8,8 @@ from typing import Any
 from pydantic import ValidationError
 
 from ..core.config import validation_messages
-from ..core.errors import GpuPlatError, InvalidInput
+from ..core.errors import GpuPlatError, InvalidInput, Unprocessable
+from ..core.spec import NOT_IMPLEMENTED
 
 
 def parse_json_body(raw: bytes, model: Any | None = None, *, max_bytes: int = 1_000_000) -> Any:
@@ -31,9 +32,12 @@ def parse_json_body(raw: bytes, model: Any | None = None, *, max_bytes: int = 1_
         raise from_validation(exc, model) from None
 
 
-def from_validation(exc: ValidationError, model: Any) -> InvalidInput:
+def from_validation(exc: ValidationError, model: Any) -> GpuPlatError:
     msgs = validation_messages(exc)
     fields = ", ".join(model.model_fields)
+    if any(e["type"] == NOT_IMPLEMENTED for e in exc.errors()):
+        # well-formed, but asks for what this release does not do: refused, never ignored
+        return Unprocessable("invalid request: " + "; ".join(msgs), "remove the fields named", code="NotImplemented")
     return InvalidInput("invalid request: " + "; ".join(msgs), f"fields allowed: {fields}", code="InvalidRequest")
 
 
