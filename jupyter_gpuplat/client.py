@@ -24,8 +24,8 @@ import requests
 
 from .core.errors import GpuPlatError
 from .core.request import RunRequest
+from .core.status import FINAL
 
-FINAL = frozenset({"succeeded", "failed", "stopped"})
 API = "gpuplat/api/"
 
 __all__ = ["FINAL", "Client", "GpuPlatAPIError"]

@@ -11,9 +11,11 @@ import html
 import json
 from typing import Any
 
-FINAL = frozenset({"succeeded", "failed", "stopped"})
-WAITING = frozenset({"created", "queued"})
-EXECUTION = frozenset({"dispatched", "starting", "running", "stopping"})
+from ..core.status import FINAL, HOLDING, WAITING
+
+__all__ = ["EXECUTION", "FINAL", "WAITING"]
+
+EXECUTION = HOLDING  # dispatched until it ends: the executor holds the run
 
 FG = "var(--jp-ui-font-color1)"
 FG_DIM = "var(--jp-ui-font-color2)"

@@ -431,8 +431,9 @@ def _explain_lines(ex: dict[str, Any] | None, run: dict[str, Any]) -> list[tuple
         lines.append(
             (
                 "queue",
-                f"{u['runs']}/{conc} runs, {u['gpu']}/{quota} GPUs in use, {u['pending']} pending; "
-                f"{u['free_gpus']} GPU(s) free on the machine",
+                f"{u['runs']}/{conc} runs, {u['gpu']}/{quota} GPUs in use, {u['pending']} pending"
+                # free_gpus is null where the executor has no count (Kubernetes): say nothing then
+                + ("" if u.get("free_gpus") is None else f"; {u['free_gpus']} GPU(s) free on the machine"),
             )
         )
     blockers = ex.get("blockers") or []
