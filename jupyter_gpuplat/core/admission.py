@@ -127,7 +127,7 @@ class QueueState:
         return held
 
 
-def _queue_wait(q: QueueState, run: PendingRun, free_gpus: int) -> Wait | None:
+def _queue_wait(q: QueueState, run: PendingRun, free_gpus: int | None) -> Wait | None:
     """The first limit that holds `run`, checked in the order users care about."""
     lim = q.limits
     if lim.paused:
@@ -164,7 +164,7 @@ def _queue_wait(q: QueueState, run: PendingRun, free_gpus: int) -> Wait | None:
             holders,
             {"used": used, "requested": req, "limit": limit},
         )
-    if run.request.gpu > free_gpus:
+    if free_gpus is not None and run.request.gpu > free_gpus:
         return Wait(
             Reason.NO_CAPACITY,
             f"needs {run.request.gpu} GPU(s); {free_gpus} free on this machine",
@@ -177,8 +177,10 @@ def _queue_wait(q: QueueState, run: PendingRun, free_gpus: int) -> Wait | None:
 _FIELD = {"gpu": "gpu", "cpu": "cpu_milli", "memory": "memory_bytes"}
 
 
-def choose(q: QueueState, free_gpus: int) -> tuple[PendingRun | None, bool]:
+def choose(q: QueueState, free_gpus: int | None) -> tuple[PendingRun | None, bool]:
     """The next run this queue may dispatch, and whether local capacity blocked one.
+
+    `free_gpus` is None when GPUs are not counted by us (the executor places work itself).
 
     best_effort_fifo: the earliest run that fits (a blocked head does not block
     smaller or other users' runs). strict_fifo: the head or nothing.
@@ -206,7 +208,7 @@ def choose(q: QueueState, free_gpus: int) -> tuple[PendingRun | None, bool]:
     return best, capacity_blocked
 
 
-def wait_reason(q: QueueState, run: PendingRun, free_gpus: int) -> Wait:
+def wait_reason(q: QueueState, run: PendingRun, free_gpus: int | None) -> Wait:
     """Why this pending run is waiting, for explain and the timeline."""
     wait = _queue_wait(q, run, free_gpus)
     if wait is not None:

@@ -68,6 +68,100 @@ def can_stop(cfg: PlatformConfig, user: str, project: str, owner: str) -> bool:
     return has_role(cfg, user, project, "admin")
 
 
+def require_can_stop(cfg: PlatformConfig, user: str, run: dict[str, Any]) -> None:
+    """Stop: the run's owner (a member or more), project admins and platform admins."""
+    if not can_stop(cfg, user, run["project"], run["user"]):
+        raise Forbidden(
+            f"{user} may not stop run {run['id']} (owned by {run['user']})",
+            "the run's owner, project admins and platform admins can stop it",
+        )
+
+
+def can_see(cfg: PlatformConfig, user: str, project: str) -> bool:
+    """See a run (detail, logs, outputs, metrics, explain, compare): a viewer of its project or more."""
+    return has_role(cfg, user, project, "viewer")
+
+
+def require_visible_run(cfg: PlatformConfig, user: str, run_id: str, run: dict[str, Any] | None) -> dict[str, Any]:
+    """The run, if the user may see it. Unknown and invisible look alike: other teams' ids leak nothing."""
+    if run is None or not can_see(cfg, user, run["project"]):
+        raise NotFound(f"run {run_id!r} not found", "list your runs with GET /gpuplat/api/runs")
+    return run
+
+
+def require_platform_admin(cfg: PlatformConfig, user: str) -> None:
+    """Admin writes (queues, presets, the whole config, pause/resume, project create/delete)."""
+    if not is_platform_admin(cfg, user):
+        raise Forbidden(f"{user} is not a platform admin", f"platform admins: {', '.join(cfg.admins) or 'none'}")
+
+
+# Restrictions stay with platform admins; project admins manage members and defaults.
+PLATFORM_ONLY_PROJECT_FIELDS = ("allowed_queues", "allowed_presets", "max_run_resources")
+
+
+def require_project_write(cfg: PlatformConfig, user: str, new: ProjectConfig) -> None:
+    """Write a project: platform admins anything; its project admins members, description and defaults."""
+    if is_platform_admin(cfg, user):
+        return
+    name = new.name
+    old = cfg.project(name)
+    if old is None:
+        raise Forbidden(f"{user} may not create projects", "platform admins create projects")
+    require_project(cfg, user, name, "admin")
+    for f in PLATFORM_ONLY_PROJECT_FIELDS:
+        if getattr(new, f) != getattr(old, f):
+            raise Forbidden(
+                f"{f} of project {name} is set by platform admins",
+                "project admins may change members, description, default_queue and default_presets",
+            )
+    queues, presets = allowed_queues(cfg, old), allowed_presets(cfg, old)
+    outside = [q for q in [new.default_queue] if q and q not in queues]
+    outside += [p for p in new.default_presets if p not in presets]
+    if outside:
+        raise Forbidden(
+            f"{', '.join(outside)} not allowed in project {name}",
+            f"queues: {', '.join(queues)}; presets: {', '.join(presets)}",
+        )
+
+
+def listable_queues(cfg: PlatformConfig, user: str) -> list[str]:
+    """Queues a user may list: all for platform admins, else those usable in one of their projects."""
+    if is_platform_admin(cfg, user):
+        return [q.name for q in cfg.queues]
+    usable: set[str] = set()
+    for p in visible_projects(cfg, user):
+        pr = cfg.project(p)
+        if pr is not None:
+            usable.update(allowed_queues(cfg, pr))
+    return [q.name for q in cfg.queues if q.name in usable]
+
+
+def listable_presets(cfg: PlatformConfig, user: str, project: str | None = None) -> list[str]:
+    """Presets a user may list, in config order: one project's (a viewer or more), else all their projects'."""
+    if project:
+        pr = require_project(cfg, user, project, "viewer")
+        names = set(allowed_presets(cfg, pr)) | set(pr.default_presets)
+    elif is_platform_admin(cfg, user):
+        names = {p.name for p in cfg.presets}
+    else:
+        names = set()
+        for p in visible_projects(cfg, user):
+            pr2 = cfg.project(p)
+            if pr2 is not None:
+                names |= set(allowed_presets(cfg, pr2))
+    return [p.name for p in cfg.presets if p.name in names]
+
+
+def listable_run_projects(cfg: PlatformConfig, user: str, project: str | None = None) -> list[str]:
+    """Projects whose runs a user may list (one, if asked for and visible)."""
+    projects = visible_projects(cfg, user)
+    if not project:
+        return projects
+    if project not in projects:
+        raise NotFound(f"project {project!r} not found", f"your projects: {', '.join(projects) or 'none'}")
+    return [project]
+
+
 def allowed_queues(cfg: PlatformConfig, pr: ProjectConfig) -> list[str]:
     if pr.allowed_queues is not None:
         return list(pr.allowed_queues)
@@ -101,8 +195,10 @@ class Resolution:
         if self.violations:
             raise self.violations[0]
 
-    def verdict(self) -> dict[str, Any]:
-        return {"allowed": not self.violations, "violations": [v.to_dict() for v in self.violations]}
+    def verdict(self, *more: GpuPlatError) -> dict[str, Any]:
+        """Allowed or not, and every violation (the policy's, then `more`, e.g. capacity) in order."""
+        violations = (*self.violations, *more)
+        return {"allowed": not violations, "violations": [v.to_dict() for v in violations]}
 
 
 def build_layers(cfg: PlatformConfig, pr: ProjectConfig, req: RunRequest) -> tuple[list[Layer], list[GpuPlatError]]:

@@ -3,17 +3,28 @@
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
 from ..core.compare import differing, flatten
+from ..core.config import PlatformConfig
 from ..core.downsample import downsample
-from ..core.errors import InvalidInput, NotFound
-from ..core.policy import has_role
-from .engine import Engine
+from ..core.errors import InvalidInput
+from ..core.policy import require_visible_run
+from ..store import Store
 
 MAX_RUNS = 500
+
+
+class Source(Protocol):
+    """What compare reads: the store and the config (an Engine or its state)."""
+
+    @property
+    def store(self) -> Store: ...
+
+    @property
+    def cfg(self) -> PlatformConfig: ...
 
 
 def curve(steps: np.ndarray, values: np.ndarray, max_points: int) -> dict[str, Any]:
@@ -25,21 +36,19 @@ def curve(steps: np.ndarray, values: np.ndarray, max_points: int) -> dict[str, A
     }
 
 
-def metrics_of(engine: Engine, user: str, run_id: str, names: list[str] | None, max_points: int) -> dict[str, Any]:
-    engine.get_visible(user, run_id)
+def metrics_of(engine: Source, user: str, run_id: str, names: list[str] | None, max_points: int) -> dict[str, Any]:
+    require_visible_run(engine.cfg, user, run_id, engine.store.get_run(run_id))
     return {n: curve(s, v, max_points) for n, (s, v) in engine.store.metrics.series(run_id, names).items()}
 
 
-def compare(engine: Engine, user: str, run_ids: list[str], names: list[str] | None, max_points: int) -> dict[str, Any]:
+def compare(engine: Source, user: str, run_ids: list[str], names: list[str] | None, max_points: int) -> dict[str, Any]:
     if not run_ids:
         raise InvalidInput("give the runs to compare: compare?runs=ID,ID", "e.g. compare?runs=r-1,r-2&metrics=loss")
     if len(run_ids) > MAX_RUNS:
         raise InvalidInput(f"{len(run_ids)} runs given; at most {MAX_RUNS} can be compared at once")
     rows = engine.store.runs_by_ids(run_ids)
     for rid in run_ids:
-        row = rows.get(rid)
-        if row is None or not has_role(engine.cfg, user, row["project"], "viewer"):
-            raise NotFound(f"run {rid!r} not found", "compare runs of your projects only")
+        require_visible_run(engine.cfg, user, rid, rows.get(rid))
     logged = engine.store.metrics.params(run_ids)
     summaries = engine.store.metrics.summaries(run_ids, names)
     series = engine.store.metrics.series_many(run_ids, names)

@@ -1,0 +1,251 @@
+"""The dispatcher: submission, the admission cycle, dispatch recording and launch hand-off.
+
+Decisions are made by the pure functions in core.admission over the `QueueState`s of
+the snapshot (decide → assume → persist). A dispatch is recorded before the executor
+starts the work. Wake-ups merge: many events before the loop turns cost one cycle.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from ..core.admission import QueueState, choose, order_queues, pick_devices, wait_reason
+from ..core.errors import Unprocessable
+from ..core.policy import resolve
+from ..core.request import CELL_FILE, RunRequest
+from ..core.resources import Resources
+from ..core.status import Reason, Status
+from ..executors.base import LaunchRequest
+from .state import ActiveRun, EngineState, log
+
+if TYPE_CHECKING:
+    from .reconciler import Reconciler
+
+
+class Dispatcher:
+    def __init__(self, state: EngineState, *, artifacts_root: str, new_id: Callable[[], str]) -> None:
+        self.s = state
+        self.artifacts_root = artifacts_root
+        self.new_id = new_id
+        self.reconciler: Reconciler  # set by the Engine: a failed launch is a finish
+        self.dirty: set[str] = set()
+        self._capacity_waiters: set[str] = set()
+        self._newly_queued: list[str] = []
+        self.cycle_handle: asyncio.Handle | None = None
+        self.cycles = 0
+
+    # ---- submission ------------------------------------------------------
+    def capacity_violation(self, req: Resources) -> Unprocessable | None:
+        n = len(self.s.devices)
+        if self.s.assigns_devices and req.gpu > n:
+            return Unprocessable(
+                f"requests {req.gpu} GPU(s) but this platform has {n} in all: it could never start",
+                f"ask for at most {n} GPU(s)",
+                code="NoCapacity",
+            )
+        return None
+
+    def preview(self, user: str, req: RunRequest) -> dict[str, Any]:
+        """What submit would do: the resolved spec, where each field came from, and the verdict."""
+        res = resolve(self.s.cfg, user, req)
+        cap = self.capacity_violation(res.resources)
+        return {
+            "resolved": res.resolved,
+            "provenance": res.provenance,
+            "layers": list(res.layers),
+            "verdict": res.verdict(*([cap] if cap else [])),
+        }
+
+    def submit(self, user: str, req: RunRequest) -> dict[str, Any]:
+        s = self.s
+        res = resolve(s.cfg, user, req)
+        res.raise_first()
+        cap = self.capacity_violation(res.resources)
+        if cap:
+            raise cap
+        qname = res.queue
+        assert qname is not None
+        now = s.clock()
+        rid = self.new_id()
+        r = res.resources
+        q = s.queues[qname]
+        row = {
+            "id": rid,
+            "project": req.project,
+            "user": user,
+            "name": res.resolved.get("name"),
+            "kind": res.resolved.get("kind", "job"),
+            "queue": qname,
+            "status": Status.QUEUED.value,
+            "reason": Reason.SUBMITTED.value,
+            "message": f"waiting for dispatch in queue {qname}",
+            "request": req.model_dump(mode="json", exclude_unset=True),
+            "resolved": res.resolved,
+            "provenance": res.provenance,
+            "gpu": r.gpu,
+            "cpu_milli": r.cpu_milli,
+            "memory_bytes": r.memory_bytes,
+            "created_at": now,
+            "queued_at": now,
+            "updated_at": now,
+        }
+        evs = [
+            {"status": "created", "reason": Reason.SUBMITTED.value, "message": f"submitted by {user}", "at": now},
+            {
+                "status": "queued",
+                "reason": Reason.SUBMITTED.value,
+                "message": f"waiting for dispatch in queue {qname} (priority {q.limits.priority})",
+                "at": now,
+            },
+        ]
+        seq, ev_ids = s.store.create_run(row, evs)
+        a = ActiveRun(rid, seq, req.project, user, qname, Status.QUEUED, r, res.resolved, times={"created_at": now})
+        a.provenance = dict(res.provenance)
+        s.active[rid] = a
+        q.add_pending(a.pending())
+        for ev_id, ev in zip(ev_ids, evs, strict=True):
+            s.publish(ev_id, a, ev)
+        self._newly_queued.append(rid)
+        self.dirty.add(qname)
+        self.schedule()
+        # The full row, as the store now holds it, without reading it back.
+        row.update(seq=seq, devices=None, handle=None, exit_code=None, stop_requested_by=None)
+        row.update(dispatched_at=None, started_at=None, finished_at=None)
+        return row
+
+    # ---- the admission cycle --------------------------------------------
+    def wake(self, queue: str | None = None) -> None:
+        self.dirty |= {queue} if queue else set(self.s.queues)
+        self.schedule()
+
+    def freed_devices(self) -> None:
+        """Freed GPUs may unblock any queue that waited on local capacity."""
+        self.dirty |= self._capacity_waiters
+
+    def schedule(self) -> None:
+        if self.cycle_handle is None:
+            try:
+                loop = asyncio.get_running_loop()
+            except RuntimeError:
+                return
+            self.cycle_handle = loop.call_soon(self.run_cycle)
+
+    def run_cycle(self) -> list[str]:
+        """Decide over the snapshot, assume, persist, hand to the executor. Returns admitted ids."""
+        s = self.s
+        self.cycle_handle = None
+        self.cycles += 1
+        dirty = [s.queues[n] for n in self.dirty if n in s.queues]
+        self.dirty.clear()
+        admitted: list[tuple[ActiveRun, QueueState]] = []
+        for q in order_queues(dirty):
+            self._capacity_waiters.discard(q.limits.name)
+            while True:
+                run, capacity_blocked = choose(q, s.free_gpus)
+                if run is None:
+                    if capacity_blocked:
+                        self._capacity_waiters.add(q.limits.name)
+                    break
+                devices = pick_devices(s.free_devices, run.request.gpu) if s.assigns_devices else ()
+                s.free_devices -= set(devices)
+                q.assume(run, devices)
+                a = s.active[run.id]
+                a.devices = devices
+                admitted.append((a, q))
+        for a, q in admitted:
+            self._record_dispatch(a, q)
+            s.spawn(self.launch(a))
+        if self._newly_queued:
+            self._record_first_waits()
+        return [a.id for a, _ in admitted]
+
+    def _record_dispatch(self, a: ActiveRun, q: QueueState) -> None:
+        lim = q.limits
+        conc = f"{len(q.held)}/{lim.concurrency}" if lim.concurrency is not None else f"{len(q.held)}"
+        gpus = f"{q.used.gpu}/{lim.quota.gpu}" if lim.quota.gpu is not None else f"{q.used.gpu}"
+        dev = ",".join(map(str, a.devices)) or "none"
+        self.s.record(
+            a,
+            Status.DISPATCHED,
+            Reason.ADMITTED,
+            f"admitted by queue {lim.name} ({conc} runs, {gpus} GPUs in use); devices {dev}",
+            devices=list(a.devices),
+            dispatched_at=self.s.clock(),
+        )
+
+    def _record_first_waits(self) -> None:
+        """A run that was not dispatched in the cycle after its submission says why it waits."""
+        s = self.s
+        fresh, self._newly_queued = self._newly_queued, []
+        for rid in fresh:
+            waiting = s.active.get(rid)
+            if waiting is None or waiting.status != Status.QUEUED:
+                continue
+            q = s.queues[waiting.queue]
+            p = q.pending(rid)
+            if p is not None:
+                w = wait_reason(q, p, s.free_gpus)
+                s.record(waiting, Status.QUEUED, w.reason, w.message)
+
+    # ---- launch hand-off ---------------------------------------------------
+    async def launch(self, a: ActiveRun) -> None:
+        s = self.s
+        spec = a.resolved
+        env = {e["name"]: e["value"] for e in spec.get("env") or [] if e.get("value") is not None}
+        if spec.get("params"):
+            env["GPUPLAT_PARAMS"] = json.dumps(spec["params"])
+        term = spec.get("termination") or {}
+        if a.provenance is None:
+            a.provenance = dict((s.store.get_run(a.id) or {}).get("provenance") or {})
+        req = LaunchRequest(
+            run_id=a.id,
+            command=list(spec["command"]),
+            env=env,
+            devices=a.devices,
+            workdir=os.path.join(self.artifacts_root, a.id),
+            timeout_seconds=term.get("timeout_seconds"),
+            spec=spec,
+            project=a.project,
+            user=a.user,
+            provenance=a.provenance,
+        )
+        a.launching = True
+        try:
+            if spec.get("code") is not None:
+                # A notebook cell runs as a file: tracebacks then show its lines.
+                os.makedirs(req.workdir, exist_ok=True)
+                with open(os.path.join(req.workdir, CELL_FILE), "w", encoding="utf-8") as f:
+                    f.write(spec["code"])
+            handle = await s.executor.submit(req)
+        except Exception as exc:  # the executor's message is what the user needs
+            a.launching = False
+            log.warning("run %s failed to start: %s", a.id, exc)
+            self.reconciler.finish(a, Status.FAILED, Reason.START_FAILED, f"could not start: {exc}")
+            return
+        a.launching = False
+        a.handle = handle
+        if a.id not in s.active:
+            return
+        await self._handed_over(a, handle)
+
+    async def _handed_over(self, a: ActiveRun, handle: dict[str, Any]) -> None:
+        s = self.s
+        pid = handle.get("pid")
+        where = f"pid {pid}" if pid else str(handle.get("summary") or "executor")
+        started = f"started as {where} on devices {','.join(map(str, a.devices)) or 'none'}"
+        if s.executor.reports_start:
+            # Handed over, not running yet: the executor reports "running" when it is.
+            started = f"submitted as {where}; waiting for the executor to start it"
+        if a.stop_requested_by:
+            # Stopped while it was being started: keep it `stopping`, then stop it.
+            s.record(a, Status.STOPPING, Reason.STARTED, f"{started}; stopping as requested", handle=handle)
+            await self.reconciler.stop_in_executor(a)
+            return
+        if s.executor.reports_start:
+            s.record(a, Status.STARTING, Reason.SUBMITTED, started, handle=handle)
+            return
+        s.record(a, Status.RUNNING, Reason.STARTED, started, handle=handle, started_at=s.clock())

@@ -1,0 +1,180 @@
+"""The read model: every read the service needs, with access control applied.
+
+Handlers ask this, never the snapshot (`active`, `queues`, `cfg`) or the store. Who may
+see what is decided by core.policy; this only gathers the answer.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..core.admission import QueueState, order_queues
+from ..core.config import ProjectConfig, dump_config
+from ..core.errors import InvalidInput, NotFound
+from ..core.policy import (
+    allowed_presets,
+    allowed_queues,
+    can_see,
+    is_platform_admin,
+    listable_presets,
+    listable_queues,
+    listable_run_projects,
+    require_platform_admin,
+    require_visible_run,
+    role_in,
+    visible_projects,
+)
+from ..core.status import Status
+from .compare import compare, metrics_of
+from .state import ActiveRun, EngineState
+
+
+class ReadModel:
+    def __init__(self, state: EngineState) -> None:
+        self.s = state
+
+    # ---- identity -----------------------------------------------------------
+    def visible_projects(self, user: str) -> list[str]:
+        return visible_projects(self.s.cfg, user)
+
+    def is_admin(self, user: str) -> bool:
+        return is_platform_admin(self.s.cfg, user)
+
+    def whoami(self, user: str) -> dict[str, Any]:
+        cfg = self.s.cfg
+        projects = [{"name": p, "role": role_in(cfg, user, p)} for p in visible_projects(cfg, user)]
+        return {"user": user, "platform_admin": is_platform_admin(cfg, user), "projects": projects}
+
+    # ---- capacity and queues --------------------------------------------------
+    @property
+    def free_gpus(self) -> int | None:
+        return self.s.free_gpus
+
+    def capacity(self, user: str) -> dict[str, Any]:
+        """The executor's devices, and which run holds each (its id only if the user may see it)."""
+        s = self.s
+        holders = {d: a for a in s.active.values() for d in a.devices}
+        devices = []
+        for d in s.devices:
+            a = holders.get(d.index)
+            devices.append(
+                {
+                    "index": d.index,
+                    "name": d.name,
+                    "memory_mb": d.memory_mb,
+                    "uuid": d.uuid,
+                    "declared": d.declared,
+                    "in_use": a is not None,
+                    "run_id": a.id if a is not None and can_see(s.cfg, user, a.project) else None,
+                }
+            )
+        return {
+            "executor": getattr(s.executor, "name", type(s.executor).__name__),
+            "gpus": len(devices),
+            "free_gpus": s.free_gpus,
+            "devices": devices,
+        }
+
+    def queues(self, user: str) -> tuple[list[QueueState], int | None]:
+        """The queues the user may list, in dispatch order, and the free GPUs (for their usage)."""
+        names = listable_queues(self.s.cfg, user)
+        return order_queues(self.s.queues[n] for n in names if n in self.s.queues), self.s.free_gpus
+
+    def queue(self, name: str) -> tuple[QueueState, int | None]:
+        """One queue's state and the free GPUs (after an admin write to it)."""
+        q = self.queue_state(name)
+        if q is None:
+            known = ", ".join(self.s.queues) or "none"
+            raise NotFound(f"queue {name!r} not found", f"queues: {known}")
+        return q, self.s.free_gpus
+
+    # ---- projects, presets, config ------------------------------------------------
+    def projects(self, user: str) -> dict[str, Any]:
+        cfg = self.s.cfg
+        out = []
+        for name in visible_projects(cfg, user):
+            pr = cfg.project(name)
+            assert pr is not None
+            d = pr.model_dump(mode="json")
+            d["role"] = role_in(cfg, user, name)
+            d["usable_queues"] = allowed_queues(cfg, pr)
+            d["usable_presets"] = allowed_presets(cfg, pr)
+            out.append(d)
+        return {"projects": out, "restrict_by_default": cfg.restrict_by_default}
+
+    def presets(self, user: str, project: str | None = None) -> dict[str, Any]:
+        cfg = self.s.cfg
+        names = set(listable_presets(cfg, user, project))
+        return {"presets": [p.model_dump(mode="json") for p in cfg.presets if p.name in names]}
+
+    def config(self, user: str) -> dict[str, Any]:
+        require_platform_admin(self.s.cfg, user)
+        return {"config": dump_config(self.s.cfg), "version": self.s.config_version}
+
+    # ---- runs -------------------------------------------------------------------
+    def get_visible(self, user: str, run_id: str) -> dict[str, Any]:
+        """One run's full record (with timeline), if the user may see it."""
+        return require_visible_run(self.s.cfg, user, run_id, self.s.store.get_run(run_id))
+
+    def is_final(self, run_id: str) -> bool:
+        return run_id not in self.s.active
+
+    def list_runs(
+        self,
+        user: str,
+        *,
+        project: str | None = None,
+        statuses: list[str] | None = None,
+        queue: str | None = None,
+        owner: str | None = None,
+        name_contains: str | None = None,
+        before_seq: int | None = None,
+        limit: int = 100,
+    ) -> tuple[list[dict[str, Any]], int | None]:
+        """A page of visible runs, newest first, and the `before` of the next page (None at the end)."""
+        projects = listable_run_projects(self.s.cfg, user, project)
+        statuses = statuses or []
+        bad = [s for s in statuses if s not in Status.__members__.values()]
+        if bad:
+            raise InvalidInput(f"unknown status {bad[0]!r}", f"statuses: {', '.join(s.value for s in Status)}")
+        rows = self.s.store.list_runs(
+            projects,
+            status=statuses,
+            queue=queue,
+            user=owner,
+            name_contains=name_contains,
+            before_seq=before_seq,
+            limit=limit,
+        )
+        return rows, (rows[-1]["seq"] if len(rows) == limit else None)
+
+    def metrics(self, user: str, run_id: str, names: list[str] | None, max_points: int) -> dict[str, Any]:
+        return metrics_of(self.s, user, run_id, names, max_points)
+
+    def compare(self, user: str, run_ids: list[str], names: list[str] | None, max_points: int) -> dict[str, Any]:
+        return compare(self.s, user, run_ids, names, max_points)
+
+    # ---- what explain needs -------------------------------------------------------
+    def active_run(self, run_id: str) -> ActiveRun | None:
+        """The in-memory record of an unfinished run (None once final)."""
+        return self.s.active.get(run_id)
+
+    def queue_state(self, name: str) -> QueueState | None:
+        return self.s.queues.get(name)
+
+    def device_holders(self) -> list[ActiveRun]:
+        """Unfinished runs that hold devices (what a run waiting for GPUs waits on)."""
+        return [a for a in self.s.active.values() if a.devices and a.status != Status.QUEUED]
+
+    def briefs(self, run_ids: list[str]) -> dict[str, dict[str, Any]]:
+        """id → {project, user, name, status, gpu, devices} of the given runs (no access check)."""
+        return self.s.store.runs_brief(run_ids)
+
+    def platform_admins(self) -> list[str]:
+        return list(self.s.cfg.admins)
+
+    def project(self, name: str) -> ProjectConfig | None:
+        return self.s.cfg.project(name)
+
+    def now(self) -> float:
+        return self.s.clock()

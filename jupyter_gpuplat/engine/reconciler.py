@@ -1,0 +1,142 @@
+"""The reconciler: executor observations → the run's timeline; finishing and stopping runs.
+
+Executors never write run state: they report `Observation`s, and this records them.
+An observation for a run that is no longer active (a repeated final, "running" after
+the run ended) changes nothing. Re-attaching to work after a restart lives here too.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from ..core.admission import HeldRun
+from ..core.errors import Conflict
+from ..core.policy import require_can_stop
+from ..core.resources import Resources
+from ..core.status import Reason, Status
+from ..executors.base import Observation
+from .dispatcher import Dispatcher
+from .state import ActiveRun, EngineState, log
+
+
+class Reconciler:
+    def __init__(
+        self,
+        state: EngineState,
+        dispatcher: Dispatcher,
+        *,
+        on_final: Callable[[str], Awaitable[None]],
+        stop_grace_seconds: float | None = None,
+    ) -> None:
+        self.s = state
+        self.d = dispatcher
+        self.on_final = on_final  # the last metrics indexing of a run that ended
+        self.stop_grace_seconds = stop_grace_seconds
+
+    # ---- start-up: reload and re-attach ------------------------------------
+    def reload(self, row: dict[str, Any]) -> None:
+        """Take one unfinished run from the store back into the snapshot, re-attaching its work."""
+        s = self.s
+        a = ActiveRun(
+            id=row["id"],
+            seq=row["seq"],
+            project=row["project"],
+            user=row["user"],
+            queue=row["queue"],
+            status=Status(row["status"]),
+            request=Resources(row["gpu"], row["cpu_milli"], row["memory_bytes"]),
+            resolved=row["resolved"],
+            devices=tuple(row["devices"] or ()),
+            handle=row["handle"],
+            stop_requested_by=row["stop_requested_by"],
+            times={k: row[k] for k in ("created_at", "queued_at", "dispatched_at", "started_at")},
+        )
+        s.active[a.id] = a
+        q = s.queues.get(a.queue)
+        if q is None:
+            # Config lost the queue while the server was down: never leave the run in limbo.
+            self.finish(a, Status.FAILED, Reason.LOST, f"queue {a.queue} no longer exists in the platform config")
+            return
+        if a.status in (Status.CREATED, Status.QUEUED):
+            q.add_pending(a.pending())
+            return
+        taken = set(a.devices) - s.free_devices
+        if taken:
+            log.error("run %s holds devices %s already held by another run", a.id, sorted(taken))
+        q.hold(HeldRun(a.id, a.user, a.request, a.devices))
+        s.free_devices -= set(a.devices)
+        if a.handle is None:
+            # Dispatch was recorded but the executor never started it: start it now.
+            s.spawn(self.d.launch(a))
+            return
+        obs = s.executor.attach(a.id, a.handle)
+        if obs.status == "running":
+            s.record(a, a.status, Reason.REATTACHED, obs.message or "re-attached after a server restart")
+            if a.stop_requested_by:
+                s.spawn(self.stop_in_executor(a))
+        else:
+            self.observe(obs)
+
+    # ---- observations ---------------------------------------------------------
+    def observe(self, obs: Observation) -> None:
+        s = self.s
+        a = s.active.get(obs.run_id)
+        if a is None:
+            # Already final (a repeated or late observation) or unknown: nothing to record.
+            log.debug("ignoring %s %s for run %s: not an active run", obs.status, obs.reason, obs.run_id)
+            return
+        details = dict(obs.details) if obs.details else None
+        if obs.status in ("starting", "running"):
+            # Execution-side progress: every observation is a new timeline event (a repeated
+            # warning is a new episode, never an overwrite). A stopping run stays stopping.
+            status = Status(obs.status) if a.status != Status.STOPPING else Status.STOPPING
+            fields: dict[str, Any] = {}
+            if status == Status.RUNNING and a.status != Status.RUNNING:
+                fields["started_at"] = s.clock()
+            s.record(a, status, obs.reason, obs.message, details=details, **fields)
+            return
+        status = Status(obs.status)
+        message = obs.message
+        if a.stop_requested_by and status == Status.STOPPED:
+            message = f"stopped by {a.stop_requested_by}; {obs.message.removeprefix('stopped by request; ')}"
+        self.finish(a, status, obs.reason, message, exit_code=obs.exit_code, details=details)
+
+    def finish(self, a: ActiveRun, status: Status, reason: str, message: str, **fields: Any) -> None:
+        s = self.s
+        s.record(a, status, reason, message, finished_at=s.clock(), **fields)
+        s.active.pop(a.id, None)
+        if a.handle is not None:
+            s.spawn(self.on_final(a.id))
+        q = s.queues.get(a.queue)
+        if q is not None:
+            q.remove_pending(a.id)
+            if q.release(a.id) is not None:
+                self.d.dirty.add(a.queue)
+        if a.devices:
+            s.free_devices |= set(a.devices)
+            self.d.freed_devices()
+        self.d.schedule()
+
+    # ---- stop ------------------------------------------------------------
+    def stop(self, user: str, row: dict[str, Any]) -> None:
+        """Stop a run the user can see: before dispatch it ends now, after it the executor is asked."""
+        s = self.s
+        run_id = row["id"]
+        require_can_stop(s.cfg, user, row)
+        a = s.active.get(run_id)
+        if a is None:
+            raise Conflict(f"run {run_id} has already ended ({row['status']})", "only unfinished runs can be stopped")
+        if a.status in (Status.CREATED, Status.QUEUED):
+            self.finish(a, Status.STOPPED, Reason.STOPPED, f"stopped by {user} before dispatch")
+            self.d.dirty.add(a.queue)  # a strict FIFO queue may have been waiting behind it
+            self.d.schedule()
+        elif a.stop_requested_by is None:
+            a.stop_requested_by = user
+            s.record(a, Status.STOPPING, Reason.STOP_REQUESTED, f"stop requested by {user}", stop_requested_by=user)
+            if a.handle is not None:
+                s.spawn(self.stop_in_executor(a))
+
+    async def stop_in_executor(self, a: ActiveRun) -> None:
+        assert a.handle is not None
+        await self.s.executor.stop(a.id, a.handle, self.stop_grace_seconds)

@@ -1,0 +1,146 @@
+"""The engine's in-memory snapshot and its one write path.
+
+`EngineState` holds what the dispatcher, reconciler, config administration and read
+model share: the platform config, one `QueueState` per queue, the unfinished runs,
+the free devices. Every run state change goes through `record`, which persists the
+change and its timeline event in one transaction, then publishes it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import secrets
+from collections.abc import Callable, Coroutine
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..core.admission import PendingRun, QueueLimits, QueueState
+from ..core.config import PlatformConfig, QueueConfig
+from ..core.resources import Resources
+from ..core.status import Status, can_transition
+from ..executors.base import Device, Executor
+from ..store import Store
+from .bus import EventBus
+
+log = logging.getLogger("jupyter_gpuplat.engine")
+
+
+def new_run_id() -> str:
+    return "r-" + secrets.token_hex(5)
+
+
+def queue_limits(q: QueueConfig) -> QueueLimits:
+    return QueueLimits(
+        name=q.name,
+        priority=q.priority,
+        concurrency=q.concurrency,
+        quota=q.quota.quota(),
+        max_per_user=q.max_per_user,
+        ordering=q.ordering,
+        paused=q.paused,
+    )
+
+
+@dataclass
+class ActiveRun:
+    """What the engine keeps in memory for a run that is not final."""
+
+    id: str
+    seq: int
+    project: str
+    user: str
+    queue: str
+    status: Status
+    request: Resources
+    resolved: dict[str, Any]
+    devices: tuple[int, ...] = ()
+    handle: dict[str, Any] | None = None
+    stop_requested_by: str | None = None
+    launching: bool = False
+    times: dict[str, float | None] = field(default_factory=dict)
+    provenance: dict[str, str] | None = None  # None after a reload: read from the store if needed
+
+    def pending(self) -> PendingRun:
+        return PendingRun(self.id, self.seq, self.queue, self.user, self.request)
+
+
+class EngineState:
+    """The snapshot every engine part reads and changes; the store is read only at start-up."""
+
+    def __init__(self, store: Store, executor: Executor, clock: Callable[[], float]) -> None:
+        self.store = store
+        self.executor = executor
+        self.clock = clock
+        self.cfg = PlatformConfig()
+        self.config_version = 0
+        self.queues: dict[str, QueueState] = {}
+        self.active: dict[str, ActiveRun] = {}
+        self.devices: list[Device] = executor.devices()
+        self.free_devices: set[int] = {d.index for d in self.devices}
+        # A cluster executor places work itself: our queues still count GPUs, devices are not ours.
+        self.assigns_devices = executor.assigns_devices
+        self.bus = EventBus()
+        self.tasks: set[asyncio.Task[Any]] = set()
+
+    @property
+    def free_gpus(self) -> int | None:
+        """Free GPUs we hand out; None when the executor places work itself (no number of ours)."""
+        return len(self.free_devices) if self.assigns_devices else None
+
+    def set_config(self, cfg: PlatformConfig, version: int) -> set[str]:
+        """Make `cfg` current in memory; returns the queue names (all need a new look)."""
+        self.cfg = cfg
+        self.config_version = version
+        names = {q.name for q in cfg.queues}
+        for q in cfg.queues:
+            limits = queue_limits(q)
+            if q.name in self.queues:
+                self.queues[q.name].limits = limits
+            else:
+                self.queues[q.name] = QueueState(limits)
+        for name in list(self.queues):
+            if name not in names:
+                del self.queues[name]
+        return names
+
+    def spawn(self, coro: Coroutine[Any, Any, Any]) -> None:
+        task = asyncio.ensure_future(coro)
+        self.tasks.add(task)
+        task.add_done_callback(self.tasks.discard)
+
+    # ---- the one write path ----------------------------------------------------
+    def record(
+        self,
+        a: ActiveRun,
+        status: Status,
+        reason: str,
+        message: str,
+        details: dict[str, Any] | None = None,
+        **fields: Any,
+    ) -> None:
+        if not can_transition(a.status, status):
+            # Never drop an observation: record it, but make the broken invariant loud.
+            log.error("run %s: unexpected transition %s -> %s (%s)", a.id, a.status, status, reason)
+        now = self.clock()
+        ev: dict[str, Any] = {"status": status.value, "reason": str(reason), "message": message, "at": now}
+        if details:
+            ev["details"] = details
+        cols = {"status": status.value, "reason": str(reason), "message": message, "updated_at": now, **fields}
+        ev_id = self.store.transition(a.id, a.project, cols, ev)
+        a.status = status
+        assert ev_id is not None
+        self.publish(ev_id, a, ev)
+
+    def publish(self, ev_id: int, a: ActiveRun, ev: dict[str, Any]) -> None:
+        self.bus.publish(
+            {
+                "id": ev_id,
+                "run_id": a.id,
+                "project": a.project,
+                "queue": a.queue,
+                "user": a.user,
+                "name": (a.resolved or {}).get("name"),
+                **ev,
+            }
+        )
