@@ -23,7 +23,7 @@ from ..engine.engine import Engine
 from ..executors.base import Executor
 from ..executors.local import LocalExecutor
 from ..store import Store
-from .handlers import make_handlers
+from .routes import make_handlers
 
 
 class Platform:

@@ -28,11 +28,11 @@ from ..engine.compare import MAX_RUNS as MAX_COMPARE
 from ..engine.compare import compare, metrics_of
 from ..engine.engine import Engine
 from ..engine.explain import explain
+from . import models as m
 from .errors import error_body, parse_json_body
-from .openapi import openapi_document
+from .openapi import API
 from .views import queue_view, run_detail, run_summary
 
-API = "gpuplat/api"
 ID = r"(?P<run_id>[A-Za-z0-9_-]{1,64})"
 NAME = r"(?P<name>[^/]{1,200})"
 INTERNAL_DIR = ".gpuplat"  # the executor's bookkeeping (exit record, stop marker)
@@ -93,6 +93,13 @@ class BaseHandler(APIHandler):
         self.set_header("Content-Type", "application/json")
         self.finish(json.dumps(data, default=str))
 
+    def send_model(self, model: type[m.BaseModel], data: Any, status: int = 200) -> None:
+        """Render through the response model the OpenAPI document declares for this answer."""
+        self.send(m.render(model, data), status)
+
+    def queue_view(self, name: str) -> dict[str, Any]:
+        return queue_view(self.engine.queues[name], self.engine.free_gpus)
+
     def require_admin(self) -> str:
         user = self.user_name
         if not self.engine.is_admin(user):
@@ -108,7 +115,7 @@ class WhoAmIHandler(BaseHandler):
     async def get(self) -> None:
         user, cfg = self.user_name, self.engine.cfg
         projects = [{"name": p, "role": role_in(cfg, user, p)} for p in self.engine.visible_projects(user)]
-        self.send({"user": user, "platform_admin": self.engine.is_admin(user), "projects": projects})
+        self.send_model(m.WhoAmI, {"user": user, "platform_admin": self.engine.is_admin(user), "projects": projects})
 
 
 class CapacityHandler(BaseHandler):
@@ -131,13 +138,14 @@ class CapacityHandler(BaseHandler):
                     "run_id": rid if a is not None and a.project in visible else None,
                 }
             )
-        self.send(
+        self.send_model(
+            m.Capacity,
             {
                 "executor": getattr(self.engine.executor, "name", type(self.engine.executor).__name__),
                 "gpus": len(devices),
                 "free_gpus": self.engine.free_gpus,
                 "devices": devices,
-            }
+            },
         )
 
 
@@ -156,7 +164,7 @@ class QueuesHandler(BaseHandler):
             names = [q.name for q in cfg.queues if q.name in usable]
         free = self.engine.free_gpus
         states = order_queues(self.engine.queues[n] for n in names if n in self.engine.queues)  # dispatch order
-        self.send({"queues": [queue_view(q, free) for q in states]})
+        self.send_model(m.QueuesPage, {"queues": [queue_view(q, free) for q in states]})
 
 
 class QueueHandler(BaseHandler):
@@ -168,12 +176,12 @@ class QueueHandler(BaseHandler):
             raise InvalidInput(f"body name {q.name!r} does not match the URL's {name!r}")
 
         version = self.engine.put_config_item(user, "queues", q.model_dump(mode="json", exclude_defaults=True))
-        self.send({"queue": queue_view(self.engine.queues[name], self.engine.free_gpus), "version": version})
+        self.send_model(m.QueueWritten, {"queue": self.queue_view(name), "version": version})
 
     @web.authenticated
     async def delete(self, name: str) -> None:
         version = self.engine.delete_config_item(self.require_admin(), "queues", name)
-        self.send({"deleted": name, "version": version})
+        self.send_model(m.Deleted, {"deleted": name, "version": version})
 
 
 class QueuePauseHandler(BaseHandler):
@@ -188,7 +196,7 @@ class QueuePauseHandler(BaseHandler):
                     x["paused"] = action == "pause"
 
         version = self.engine.update_config(user, change, source=f"api:{action} {name}")
-        self.send({"queue": queue_view(self.engine.queues[name], self.engine.free_gpus), "version": version})
+        self.send_model(m.QueueWritten, {"queue": self.queue_view(name), "version": version})
 
 
 class ProjectsHandler(BaseHandler):
@@ -204,7 +212,7 @@ class ProjectsHandler(BaseHandler):
             d["usable_queues"] = allowed_queues(cfg, pr)
             d["usable_presets"] = allowed_presets(cfg, pr)
             out.append(d)
-        self.send({"projects": out, "restrict_by_default": cfg.restrict_by_default})
+        self.send_model(m.ProjectsPage, {"projects": out, "restrict_by_default": cfg.restrict_by_default})
 
 
 # Restrictions stay with platform admins; project admins manage members and defaults.
@@ -238,12 +246,12 @@ class ProjectHandler(BaseHandler):
                 )
 
         version = self.engine.put_config_item(user, "projects", pr.model_dump(mode="json", exclude_defaults=True))
-        self.send({"project": pr.model_dump(mode="json"), "version": version})
+        self.send_model(m.ProjectWritten, {"project": pr.model_dump(mode="json"), "version": version})
 
     @web.authenticated
     async def delete(self, name: str) -> None:
         version = self.engine.delete_config_item(self.require_admin(), "projects", name)
-        self.send({"deleted": name, "version": version})
+        self.send_model(m.Deleted, {"deleted": name, "version": version})
 
 
 class PresetsHandler(BaseHandler):
@@ -262,7 +270,7 @@ class PresetsHandler(BaseHandler):
                 pr2 = cfg.project(p)
                 if pr2 is not None:
                     names |= set(allowed_presets(cfg, pr2))
-        self.send({"presets": [p.model_dump(mode="json") for p in cfg.presets if p.name in names]})
+        self.send_model(m.PresetsPage, {"presets": [p.model_dump(mode="json") for p in cfg.presets if p.name in names]})
 
 
 class PresetHandler(BaseHandler):
@@ -274,19 +282,19 @@ class PresetHandler(BaseHandler):
             raise InvalidInput(f"body name {p.name!r} does not match the URL's {name!r}")
 
         version = self.engine.put_config_item(user, "presets", p.model_dump(mode="json", exclude_unset=True))
-        self.send({"preset": p.model_dump(mode="json"), "version": version})
+        self.send_model(m.PresetWritten, {"preset": p.model_dump(mode="json"), "version": version})
 
     @web.authenticated
     async def delete(self, name: str) -> None:
         version = self.engine.delete_config_item(self.require_admin(), "presets", name)
-        self.send({"deleted": name, "version": version})
+        self.send_model(m.Deleted, {"deleted": name, "version": version})
 
 
 class ConfigHandler(BaseHandler):
     @web.authenticated
     async def get(self) -> None:
         self.require_admin()
-        self.send({"config": dump_config(self.engine.cfg), "version": self.engine.config_version})
+        self.send_model(m.ConfigView, {"config": dump_config(self.engine.cfg), "version": self.engine.config_version})
 
     @web.authenticated
     async def put(self) -> None:
@@ -295,7 +303,7 @@ class ConfigHandler(BaseHandler):
         cfg = parse_config(data.get("config", data) if isinstance(data, dict) else data)
         dry = self.get_argument("dry_run", "false") == "true"
         version = self.engine.config_version if dry else self.engine.apply_config(cfg, source="api", by=user)
-        self.send({"config": dump_config(cfg), "version": version, "applied": not dry})
+        self.send_model(m.ConfigView, {"config": dump_config(cfg), "version": version, "applied": not dry})
 
 
 class RunRequestMixin(BaseHandler):
@@ -319,7 +327,7 @@ class PreviewHandler(RunRequestMixin):
     @web.authenticated
     async def post(self) -> None:
         req = self.run_request()
-        self.send(self.engine.preview(self.user_name, req))
+        self.send_model(m.Preview, self.engine.preview(self.user_name, req))
 
 
 class RunsHandler(RunRequestMixin):
@@ -328,7 +336,7 @@ class RunsHandler(RunRequestMixin):
         req = self.run_request()
         row = self.engine.submit(self.user_name, req)
         self.set_header("Location", f"{self.base_url}{API}/runs/{row['id']}")
-        self.send(run_summary(row, self.engine.clock()), 201)
+        self.send_model(m.RunSummary, run_summary(row, self.engine.clock()), 201)
 
     @web.authenticated
     async def get(self) -> None:
@@ -356,27 +364,27 @@ class RunsHandler(RunRequestMixin):
         )
         now = self.engine.clock()
         nxt = rows[-1]["seq"] if len(rows) == limit else None
-        self.send({"runs": [run_summary(r, now) for r in rows], "next_before": nxt})
+        self.send_model(m.RunsPage, {"runs": [run_summary(r, now) for r in rows], "next_before": nxt})
 
 
 class RunHandler(BaseHandler):
     @web.authenticated
     async def get(self, run_id: str) -> None:
         row = self.engine.get_visible(self.user_name, run_id)
-        self.send(run_detail(row, self.engine.clock()))
+        self.send_model(m.RunDetail, run_detail(row, self.engine.clock()))
 
 
 class ExplainHandler(BaseHandler):
     @web.authenticated
     async def get(self, run_id: str) -> None:
-        self.send(explain(self.engine, self.user_name, run_id))
+        self.send_model(m.Explain, explain(self.engine, self.user_name, run_id))
 
 
 class StopHandler(BaseHandler):
     @web.authenticated
     async def post(self, run_id: str) -> None:
         row = await self.engine.stop(self.user_name, run_id)
-        self.send(run_detail(row, self.engine.clock()))
+        self.send_model(m.RunDetail, run_detail(row, self.engine.clock()))
 
 
 class SSEHandler(BaseHandler):
@@ -514,7 +522,7 @@ class OutputsHandler(BaseHandler):
                 if f.is_file() and rel.parts[0] != INTERNAL_DIR:
                     st = f.stat()
                     files.append({"path": str(rel), "size": st.st_size, "modified": st.st_mtime})
-            self.send({"run_id": run_id, "outputs": files})
+            self.send_model(m.Outputs, {"run_id": run_id, "outputs": files})
             return
         ctype = mimetypes.guess_type(target.name)[0] or "application/octet-stream"
         self.raw_content_type = True
@@ -542,7 +550,8 @@ class MetricsHandler(BaseHandler):
         # a run that just ended whose final indexing has not finished yet.
         await self.engine.index_metrics(run_id)
         max_points = _int_arg(self, "max_points", 2000, 4, 1_000_000)
-        self.send(metrics_of(self.engine, self.user_name, run_id, _names_arg(self, "names"), max_points))
+        curves = metrics_of(self.engine, self.user_name, run_id, _names_arg(self, "names"), max_points)
+        self.send_model(m.Metrics, curves)
 
 
 class CompareHandler(BaseHandler):
@@ -552,13 +561,7 @@ class CompareHandler(BaseHandler):
         for rid in runs[:MAX_COMPARE]:
             await self.engine.index_metrics(rid)
         max_points = _int_arg(self, "max_points", 500, 4, 100_000)
-        self.send(compare(self.engine, self.user_name, runs, _names_arg(self, "metrics"), max_points))
-
-
-class OpenAPIHandler(BaseHandler):
-    @web.authenticated
-    async def get(self) -> None:
-        self.send(openapi_document(self.base_url))
+        self.send_model(m.Compare, compare(self.engine, self.user_name, runs, _names_arg(self, "metrics"), max_points))
 
 
 def _require_named(obj: object, kind: str, name: str, known: list[str]) -> None:
@@ -577,33 +580,3 @@ def _int_arg(h: web.RequestHandler, name: str, default: int, lo: int, hi: int) -
     if not lo <= v <= hi:
         raise InvalidInput(f"{name} must be between {lo} and {hi}, got {v}")
     return v
-
-
-ROUTES: list[tuple[str, type[BaseHandler], str]] = [
-    ("whoami", WhoAmIHandler, "The caller's platform identity and project roles"),
-    ("capacity", CapacityHandler, "The executor's GPUs, declared or detected, and which are in use"),
-    ("queues", QueuesHandler, "Queues the caller may use, with live usage and pending counts"),
-    (rf"queues/{NAME}/(?P<action>pause|resume)", QueuePauseHandler, "Pause or resume a queue (platform admins)"),
-    (rf"queues/{NAME}", QueueHandler, "Create/replace (PUT) or delete a queue (platform admins)"),
-    ("projects", ProjectsHandler, "Projects the caller belongs to"),
-    (rf"projects/{NAME}", ProjectHandler, "Create/replace or delete a project"),
-    ("presets", PresetsHandler, "Presets usable in a project (?project=)"),
-    (rf"presets/{NAME}", PresetHandler, "Create/replace or delete a preset (platform admins)"),
-    ("config", ConfigHandler, "The whole platform config (platform admins); PUT applies it declaratively"),
-    ("runs/preview", PreviewHandler, "Resolve a run request: spec, provenance, policy verdict"),
-    ("runs", RunsHandler, "Submit (POST) or list (GET) runs"),
-    (rf"runs/{ID}", RunHandler, "One run's full record"),
-    (rf"runs/{ID}/explain", ExplainHandler, "Why the run is where it is"),
-    (rf"runs/{ID}/stop", StopHandler, "Stop a queued or running run"),
-    (rf"runs/{ID}/logs", LogsHandler, "The run's log as Server-Sent Events (follow)"),
-    (rf"runs/{ID}/outputs", OutputsHandler, "List the run's output files"),
-    (rf"runs/{ID}/outputs/(?P<path>.+)", OutputsHandler, "Download one output file"),
-    (rf"runs/{ID}/metrics", MetricsHandler, "Metric curves (?names=a,b&max_points=N), downsampled keeping extremes"),
-    ("compare", CompareHandler, "Compare runs (?runs=a,b&metrics=m): params, config differences, summaries, curves"),
-    ("events", EventsHandler, "Status changes of visible runs as Server-Sent Events"),
-    ("openapi.json", OpenAPIHandler, "This API's OpenAPI document"),
-]
-
-
-def make_handlers() -> list[tuple[str, type[BaseHandler]]]:
-    return [(f"{API}/{pattern}", handler) for pattern, handler, _ in ROUTES]

@@ -1,0 +1,424 @@
+"""Response models: the shape of every JSON answer of the REST API.
+
+Handlers render through `render(Model, data)`: the data is validated against the
+model and serialised from it, keeping only what was given (`exclude_unset`), so a
+field the service does not send stays absent and nothing is renamed. The OpenAPI
+document (service/openapi.py) takes its response schemas from these models, and
+the sidebar's TypeScript types are generated from that document.
+
+Counts that have no number (an executor that does not count GPUs, e.g. Kubernetes)
+are `null`, never a sentinel.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, RootModel, field_validator
+
+from ..core.config import PresetConfig, ProjectConfig, Role
+from ..core.status import Status
+
+# Above this a GPU count is the engine's "unlimited" stand-in, not a number (kept until
+# every executor reports None itself).
+_NO_COUNT = 1 << 30
+
+Number = int | float
+Seconds = float
+
+
+class _Out(BaseModel):
+    """A response object: fields it does not declare are refused when rendering (schema drift is a bug)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
+class _Open(BaseModel):
+    """A response object that other layers extend: undeclared fields pass through."""
+
+    model_config = ConfigDict(extra="allow")
+
+
+def _count(v: int | None) -> int | None:
+    return None if v is None or v >= _NO_COUNT else v
+
+
+# ---- errors -------------------------------------------------------------------------------------
+
+
+class ErrorDetail(_Out):
+    code: str = Field(description="A stable code, e.g. InvalidRequest, NotFound, Forbidden")
+    message: str
+    hint: str
+
+
+class Error(_Out):
+    """Every refusal: `{"error": {code, message, hint}}`."""
+
+    error: ErrorDetail
+
+
+# ---- runs ---------------------------------------------------------------------------------------
+
+
+class ResourceAmounts(_Out):
+    """Amounts for people: gpu a count, cpu and memory as quantities (`4`, `500m`, `16Gi`)."""
+
+    gpu: int | None = None
+    cpu: str | None = None
+    memory: str | None = None
+
+
+class Clocks(_Out):
+    """Separate clocks: waiting in our queue, waiting to start, running."""
+
+    queue_wait_seconds: Seconds | None
+    start_wait_seconds: Seconds | None
+    run_seconds: Seconds | None
+
+
+class GitState(_Open):
+    commit: str | None = None
+    dirty: bool | None = None
+    diff_path: str | None = None
+
+
+class CodeRecord(_Open):
+    """What code ran: the snapshot in the artifacts and, in a git repository, the commit and diff."""
+
+    snapshot: str | None = None
+    git: GitState | None = None
+
+
+class RunSummary(_Open):
+    """One run, as listed (and the body of `POST runs`)."""
+
+    id: str
+    seq: int
+    project: str
+    user: str
+    name: str | None
+    kind: str
+    queue: str
+    status: Status
+    reason: str
+    message: str
+    resources: ResourceAmounts
+    devices: list[int]
+    presets: list[str]
+    exit_code: int | None
+    command: list[str] | None
+    clocks: Clocks
+    pid: int | None
+    created_at: Seconds | None
+    queued_at: Seconds | None
+    dispatched_at: Seconds | None
+    started_at: Seconds | None
+    finished_at: Seconds | None
+    updated_at: Seconds | None
+    code: CodeRecord | None = None
+    working_dir: str | None = None
+
+
+class TimelineEvent(_Open):
+    id: int | None = None
+    status: Status
+    reason: str
+    message: str
+    at: Seconds
+    details: dict[str, Any] | None = None
+
+
+class RunDetail(RunSummary):
+    """One run's full record: request, resolved spec, provenance and timeline."""
+
+    request: dict[str, Any] | None
+    resolved: dict[str, Any] | None
+    provenance: dict[str, str] | None
+    timeline: list[TimelineEvent]
+    stop_requested_by: str | None
+
+
+class RunsPage(_Out):
+    runs: list[RunSummary]
+    next_before: int | None = Field(description="Pass as `before` for the next (older) page; null on the last")
+
+
+# ---- explain ------------------------------------------------------------------------------------
+
+
+class WhoCanAct(_Open):
+    who: str
+    can: str
+
+
+class Blocker(_Open):
+    """A run that holds what this one waits for; id/name/user only when the caller may see them."""
+
+    id: str | None
+    name: str | None
+    user: str | None
+    project: str
+    status: str
+    gpu: int
+    devices: list[int] | None
+
+
+class QueueUsage(_Open):
+    runs: int
+    concurrency: int | None
+    gpu: int
+    gpu_quota: int | None
+    pending: int
+    free_gpus: int | None = Field(description="GPUs free on the executor; null where it does not count them")
+
+    _free = field_validator("free_gpus")(_count)
+
+
+class Explain(_Open):
+    """Why the run is where it is: the layer that holds it, the reason, numbers and who can act."""
+
+    run_id: str
+    status: Status
+    queue: str
+    layer: str = Field(description="queue (dispatch side), executor (execution side), running or done")
+    reason: str
+    message: str
+    position: int | None
+    blockers: list[Blocker]
+    who_can_act: list[WhoCanAct]
+    numbers: dict[str, Number | None] | None = None
+    pending_in_queue: int | None = None
+    queue_usage: QueueUsage | None = None
+    details: dict[str, Any] | None = None
+
+
+# ---- queues, presets, projects, identity, capacity ---------------------------------------------
+
+
+class HeadWait(_Out):
+    reason: str
+    message: str
+
+
+class QueueUsageAmounts(ResourceAmounts):
+    runs: int
+
+
+class QueueView(_Open):
+    """A queue with its limits, live usage and what holds its head."""
+
+    name: str
+    priority: int
+    concurrency: int | None
+    quota: ResourceAmounts
+    max_per_user: int | None
+    ordering: str
+    paused: bool
+    usage: QueueUsageAmounts
+    pending: int
+    head_wait: HeadWait | None
+
+
+class QueuesPage(_Out):
+    queues: list[QueueView]
+
+
+class PresetsPage(_Out):
+    presets: list[PresetConfig]
+
+
+class ProjectView(ProjectConfig):
+    """A project with the caller's role and what it may use."""
+
+    role: Role | None
+    usable_queues: list[str]
+    usable_presets: list[str]
+
+
+class ProjectsPage(_Out):
+    projects: list[ProjectView]
+    restrict_by_default: bool
+
+
+class ProjectRole(_Out):
+    name: str
+    role: Role | None
+
+
+class WhoAmI(_Out):
+    user: str
+    platform_admin: bool
+    projects: list[ProjectRole]
+
+
+class DeviceView(_Out):
+    index: int
+    name: str
+    memory_mb: int | None
+    uuid: str | None
+    declared: bool
+    in_use: bool
+    run_id: str | None = Field(description="The run holding it, when the caller may see that run")
+
+
+class Capacity(_Out):
+    executor: str
+    gpus: int
+    free_gpus: int | None = Field(description="GPUs free now; null where the executor does not count them")
+    devices: list[DeviceView]
+
+    _free = field_validator("free_gpus")(_count)
+
+
+# ---- admin writes -------------------------------------------------------------------------------
+
+
+class QueueWritten(_Out):
+    queue: QueueView
+    version: int
+
+
+class PresetWritten(_Out):
+    preset: PresetConfig
+    version: int
+
+
+class ProjectWritten(_Out):
+    project: ProjectConfig
+    version: int
+
+
+class Deleted(_Out):
+    deleted: str
+    version: int
+
+
+class ConfigView(_Out):
+    """The whole platform config (the YAML's content as JSON) and its version."""
+
+    config: dict[str, Any]
+    version: int
+    applied: bool | None = Field(default=None, description="PUT only: false for a dry run")
+
+
+# ---- preview, outputs, metrics, compare ---------------------------------------------------------
+
+
+class Violation(_Out):
+    code: str
+    message: str
+    hint: str
+
+
+class Verdict(_Out):
+    allowed: bool
+    violations: list[Violation]
+
+
+class Preview(_Open):
+    """A run request resolved: the spec, which layer set each field, and the policy verdict."""
+
+    resolved: dict[str, Any]
+    provenance: dict[str, str]
+    layers: list[str]
+    verdict: Verdict
+
+
+class OutputFile(_Out):
+    path: str
+    size: int
+    modified: Seconds
+
+
+class Outputs(_Out):
+    run_id: str
+    outputs: list[OutputFile]
+
+
+class Curve(_Out):
+    """One metric curve, downsampled keeping extremes; null where the run logged NaN or infinity."""
+
+    steps: list[Number]
+    values: list[Number | None]
+    count: int = Field(description="Points before downsampling")
+
+
+class Metrics(RootModel[dict[str, Curve]]):
+    """`GET runs/{id}/metrics`: one curve per metric name."""
+
+
+class MetricSummary(_Open):
+    count: int
+    min: Number | None = None
+    max: Number | None = None
+    last: Number | None = None
+    last_step: Number | None = None
+
+
+class CompareRun(_Open):
+    id: str
+    name: str | None
+    project: str
+    user: str
+    queue: str
+    status: Status
+    created_at: Seconds | None
+    params: dict[str, Any]
+    metrics: dict[str, MetricSummary]
+
+
+class ParamsDiff(_Out):
+    keys: list[str]
+    differ: list[str]
+
+
+class ConfigDifference(_Out):
+    path: str
+    values: dict[str, Any]
+
+
+class ConfigDiff(_Out):
+    differ: list[ConfigDifference]
+
+
+class Compare(_Open):
+    runs: list[CompareRun]
+    metrics: list[str]
+    params: ParamsDiff
+    config: ConfigDiff
+    curves: dict[str, dict[str, Curve]]
+
+
+class OpenAPIDocument(RootModel[dict[str, Any]]):
+    """This API's OpenAPI 3.1 document."""
+
+
+RESPONSE_MODELS: tuple[type[BaseModel], ...] = (
+    Error,
+    RunSummary,
+    RunDetail,
+    RunsPage,
+    TimelineEvent,
+    Explain,
+    QueuesPage,
+    QueueView,
+    PresetsPage,
+    ProjectsPage,
+    WhoAmI,
+    Capacity,
+    QueueWritten,
+    PresetWritten,
+    ProjectWritten,
+    Deleted,
+    ConfigView,
+    Preview,
+    Outputs,
+    Metrics,
+    Compare,
+)
+
+
+def render(model: type[BaseModel], data: Any) -> Any:
+    """Validate `data` against `model` and return it as JSON-ready data, keeping only what was given."""
+    return model.model_validate(data).model_dump(mode="json", exclude_unset=True)

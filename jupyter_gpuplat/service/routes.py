@@ -1,0 +1,99 @@
+"""The route table of the REST API, its OpenAPI handler, and a catch-all for unknown paths.
+
+`python -m jupyter_gpuplat.service.routes > labextension/openapi.json` writes the
+OpenAPI document (base URL `/`) from which the sidebar's TypeScript types are generated.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+
+from tornado import web
+
+from ..core.errors import NotFound
+from . import models as m
+from .handlers import (
+    ID,
+    NAME,
+    BaseHandler,
+    CapacityHandler,
+    CompareHandler,
+    ConfigHandler,
+    EventsHandler,
+    ExplainHandler,
+    LogsHandler,
+    MetricsHandler,
+    OutputsHandler,
+    PresetHandler,
+    PresetsHandler,
+    PreviewHandler,
+    ProjectHandler,
+    ProjectsHandler,
+    QueueHandler,
+    QueuePauseHandler,
+    QueuesHandler,
+    RunHandler,
+    RunsHandler,
+    StopHandler,
+    WhoAmIHandler,
+)
+from .openapi import API, openapi_document
+
+
+class OpenAPIHandler(BaseHandler):
+    @web.authenticated
+    async def get(self) -> None:
+        self.send_model(m.OpenAPIDocument, openapi_document(self.base_url, ROUTES))
+
+
+class UnknownPathHandler(BaseHandler):
+    """Any other path under the API: our JSON 404, not Jupyter's HTML page."""
+
+    def _refuse(self, *args: str) -> None:
+        raise NotFound(
+            f"no endpoint {self.request.method} {self.request.path}",
+            f"the endpoints are listed in GET {self.base_url}{API}/openapi.json",
+        )
+
+    get = post = put = delete = patch = web.authenticated(_refuse)
+
+
+ROUTES: list[tuple[str, type[BaseHandler], str]] = [
+    ("whoami", WhoAmIHandler, "The caller's platform identity and project roles"),
+    ("capacity", CapacityHandler, "The executor's GPUs, declared or detected, and which are in use"),
+    ("queues", QueuesHandler, "Queues the caller may use, with live usage and pending counts"),
+    (rf"queues/{NAME}/(?P<action>pause|resume)", QueuePauseHandler, "Pause or resume a queue (platform admins)"),
+    (rf"queues/{NAME}", QueueHandler, "Create/replace (PUT) or delete a queue (platform admins)"),
+    ("projects", ProjectsHandler, "Projects the caller belongs to"),
+    (rf"projects/{NAME}", ProjectHandler, "Create/replace or delete a project"),
+    ("presets", PresetsHandler, "Presets usable in a project (?project=)"),
+    (rf"presets/{NAME}", PresetHandler, "Create/replace or delete a preset (platform admins)"),
+    ("config", ConfigHandler, "The whole platform config (platform admins); PUT applies it declaratively"),
+    ("runs/preview", PreviewHandler, "Resolve a run request: spec, provenance, policy verdict"),
+    ("runs", RunsHandler, "Submit (POST) or list (GET) runs"),
+    (rf"runs/{ID}", RunHandler, "One run's full record"),
+    (rf"runs/{ID}/explain", ExplainHandler, "Why the run is where it is"),
+    (rf"runs/{ID}/stop", StopHandler, "Stop a queued or running run"),
+    (rf"runs/{ID}/logs", LogsHandler, "The run's log as Server-Sent Events (follow)"),
+    (rf"runs/{ID}/outputs", OutputsHandler, "List the run's output files"),
+    (rf"runs/{ID}/outputs/(?P<path>.+)", OutputsHandler, "Download one output file"),
+    (rf"runs/{ID}/metrics", MetricsHandler, "Metric curves (?names=a,b&max_points=N), downsampled keeping extremes"),
+    ("compare", CompareHandler, "Compare runs (?runs=a,b&metrics=m): params, config differences, summaries, curves"),
+    ("events", EventsHandler, "Status changes of visible runs as Server-Sent Events"),
+    ("openapi.json", OpenAPIHandler, "This API's OpenAPI document"),
+]
+
+
+def make_handlers() -> list[tuple[str, type[BaseHandler]]]:
+    """The routes for tornado, the catch-all last."""
+    return [(f"{API}/{pattern}", handler) for pattern, handler, _ in ROUTES] + [(f"{API}/.*", UnknownPathHandler)]
+
+
+def main() -> None:
+    json.dump(openapi_document("/", ROUTES), sys.stdout, indent=2)
+    sys.stdout.write("\n")
+
+
+if __name__ == "__main__":
+    main()
