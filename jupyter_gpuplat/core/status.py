@@ -1,8 +1,10 @@
-"""Run statuses, the allowed transitions, and typed reason codes."""
+"""Run statuses and the allowed transitions (reason codes: `core/reasons.py`, re-exported)."""
 
 from __future__ import annotations
 
 from enum import StrEnum
+
+from .reasons import DISPATCH_REASONS, Reason
 
 
 class Status(StrEnum):
@@ -36,39 +38,5 @@ def can_transition(old: Status, new: Status) -> bool:
     return new in _NEXT.get(old, frozenset())
 
 
-class Reason(StrEnum):
-    # dispatch side (our queue holds the run)
-    QUEUE_CONCURRENCY = "QueueConcurrency"
-    QUEUE_QUOTA = "QueueQuota"
-    USER_LIMIT = "UserLimit"
-    SWEEP_CONCURRENCY = "SweepConcurrency"
-    QUEUE_PAUSED = "QueuePaused"
-    NO_CAPACITY = "NoCapacity"
-    BEHIND_HEAD = "BehindQueueHead"
-    PRIORITY = "WaitingForHigherPriority"
-    # lifecycle
-    SUBMITTED = "Submitted"
-    ADMITTED = "Admitted"
-    STARTED = "Started"
-    REATTACHED = "Reattached"
-    COMPLETED = "Completed"
-    ERROR = "Error"
-    SIGNALED = "Signaled"
-    STOP_REQUESTED = "StopRequested"
-    STOPPED = "Stopped"
-    TIMED_OUT = "TimedOut"
-    LOST = "Lost"
-    START_FAILED = "StartFailed"
-
-
-DISPATCH_REASONS = frozenset(
-    {
-        Reason.QUEUE_CONCURRENCY,
-        Reason.QUEUE_QUOTA,
-        Reason.USER_LIMIT,
-        Reason.SWEEP_CONCURRENCY,
-        Reason.QUEUE_PAUSED,
-        Reason.NO_CAPACITY,
-        Reason.BEHIND_HEAD,
-    }
-)
+# Reason codes live in one registry (core/reasons.py); re-exported here, where they always were.
+__all__ = ["DISPATCH_REASONS", "FINAL", "HOLDING", "WAITING", "Reason", "Status", "can_transition"]

@@ -18,6 +18,7 @@ from traitlets import MetaHasTraits
 from traitlets.config import LoggingConfigurable
 
 from ..core.errors import GpuPlatError
+from ..core.reasons import Reason
 
 RUNNING = "running"
 SUCCEEDED = "succeeded"
@@ -57,14 +58,14 @@ class LaunchRequest:
 class Observation:
     """What an executor saw happen to a run.
 
-    `status` is "starting", "running", "succeeded", "failed" or "stopped"; `reason` a CamelCase
-    code (Started, Completed, Error, Signaled, Stopped, TimedOut, Lost, StartFailed,
-    Reattached); `message` a sentence with the numbers in it.
+    `status` is "starting", "running", "succeeded", "failed" or "stopped"; `reason` a code of
+    the registry (`core/reasons.py`: Started, Completed, Error, …, and the execution side's);
+    `message` a sentence with the numbers in it.
     """
 
     run_id: str
     status: str
-    reason: str
+    reason: Reason
     message: str
     exit_code: int | None = None
     # Executor-specific facts kept on the timeline event: the raw text (e.g. Kubernetes'

@@ -30,6 +30,7 @@ from typing import Any, Final, Literal
 import psutil
 from traitlets import Bool, Float, Integer, Unicode
 
+from ..core.reasons import Reason
 from .base import (
     FAILED,
     RUNNING,
@@ -150,18 +151,18 @@ def make_final_observation(
     if stop:
         if stop.get("reason") == "TimedOut":
             head = f"exceeded its timeout of {_seconds(stop.get('timeout_seconds'))}"
-            return Observation(run_id, FAILED, "TimedOut", f"{head}; {outcome}", exit_code)
-        return Observation(run_id, STOPPED, "Stopped", f"stopped by request; {outcome}", exit_code)
+            return Observation(run_id, FAILED, Reason.TIMED_OUT, f"{head}; {outcome}", exit_code)
+        return Observation(run_id, STOPPED, Reason.STOPPED, f"stopped by request; {outcome}", exit_code)
     if returncode is not None:
         error = record.get("error") if record else None
         if error:
-            return Observation(run_id, FAILED, "StartFailed", f"{error} (exit code {returncode})", returncode)
+            return Observation(run_id, FAILED, Reason.START_FAILED, f"{error} (exit code {returncode})", returncode)
         if returncode == 0:
-            return Observation(run_id, SUCCEEDED, "Completed", outcome, 0)
-        return Observation(run_id, FAILED, "Error" if returncode > 0 else "Signaled", outcome, returncode)
+            return Observation(run_id, SUCCEEDED, Reason.COMPLETED, outcome, 0)
+        return Observation(run_id, FAILED, Reason.ERROR if returncode > 0 else Reason.SIGNALED, outcome, returncode)
     if launcher_code is not None:
-        return Observation(run_id, FAILED, "Signaled" if launcher_code < 0 else "Error", outcome, exit_code)
-    return Observation(run_id, FAILED, "Lost", outcome, None)
+        return Observation(run_id, FAILED, Reason.SIGNALED if launcher_code < 0 else Reason.ERROR, outcome, exit_code)
+    return Observation(run_id, FAILED, Reason.LOST, outcome, None)
 
 
 def _open_log(path: str) -> int:
@@ -365,7 +366,7 @@ class LocalExecutor(Executor):
         """
         known = self._runs.get(run_id)
         if known is not None:
-            return Observation(run_id, RUNNING, "Reattached", f"process {known.pid} is already watched")
+            return Observation(run_id, RUNNING, Reason.REATTACHED, f"process {known.pid} is already watched")
         try:
             pid = int(handle["pid"])
             create_time = float(handle["create_time"])
@@ -376,7 +377,7 @@ class LocalExecutor(Executor):
             boot_time = float(boot) if boot is not None else None
         except (KeyError, TypeError, ValueError) as exc:
             return Observation(
-                run_id, FAILED, "Lost", f"the run's handle is unusable ({exc!r}); nothing to re-attach to"
+                run_id, FAILED, Reason.LOST, f"the run's handle is unusable ({exc!r}); nothing to re-attach to"
             )
         gone = f"process {pid} is gone and left no exit record (the machine may have restarted)"
         run = _Run(run_id, pid, create_time, exit_file, own=False, timeout_seconds=timeout_seconds)
@@ -407,7 +408,7 @@ class LocalExecutor(Executor):
         return Observation(
             run_id,
             RUNNING,
-            "Reattached",
+            Reason.REATTACHED,
             f"re-attached to process {pid}, running for {time.time() - create_time:.0f} s",
         )
 

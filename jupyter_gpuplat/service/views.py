@@ -5,20 +5,15 @@ from __future__ import annotations
 from typing import Any
 
 from ..core.admission import QueueState, wait_reason
+from ..core.clocks import clocks as run_clocks
 from ..core.resources import Resources
 
 _TIMES = ("created_at", "queued_at", "dispatched_at", "started_at", "finished_at", "updated_at")
 
 
 def clocks(row: dict[str, Any], now: float) -> dict[str, float | None]:
-    """Separate clocks: waiting in our queue, waiting to start, running."""
-    queued, disp, started, fin = row["queued_at"], row["dispatched_at"], row["started_at"], row["finished_at"]
-    end = fin if fin is not None else now
-    return {
-        "queue_wait_seconds": None if queued is None else round((disp if disp is not None else end) - queued, 3),
-        "start_wait_seconds": None if disp is None else round((started if started is not None else end) - disp, 3),
-        "run_seconds": None if started is None else round(end - started, 3),
-    }
+    """Separate clocks: waiting in our queue, waiting to start (again, after a preemption), running."""
+    return run_clocks(row, row.get("timeline"), now)
 
 
 def run_summary(row: dict[str, Any], now: float) -> dict[str, Any]:

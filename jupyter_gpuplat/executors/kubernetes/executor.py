@@ -21,10 +21,10 @@ from typing import Any
 
 from traitlets import Bool, Dict, Float, Integer, List, Unicode
 
+from ...core.reasons import Reason
 from ..base import FAILED, RUNNING, STOPPED, Device, Executor, ExecutorError, LaunchRequest, Observation
 from .cache import ClusterCache, Snapshot, Timeouts
-from .explain import FINISHING, condition, explain_pod, explain_run
-from .explain import RUNNING as RUNNING_REASON
+from .explain import DISRUPTIONS, condition, explain_pod, explain_run
 from .logs import LogFollower, LogState
 from .manifests import CONTAINER, JobSettings, make_job, selector
 
@@ -69,7 +69,7 @@ class _Run:
     log_path: str
     reattached: bool
     seen_job: bool = False
-    reported: tuple[str, str, str] | None = None
+    reported: tuple[str, Reason, str] | None = None
     running_reported: bool = False
     stopping: bool = False
     finishing: bool = False
@@ -304,24 +304,26 @@ class KubernetesExecutor(Executor):
         """After a restart: watch the run's Job again; its state arrives through the observer."""
         known = self._runs.get(run_id)
         if known is not None:
-            return Observation(run_id, RUNNING, "Reattached", f"Job {known.job} is already watched")
+            return Observation(run_id, RUNNING, Reason.REATTACHED, f"Job {known.job} is already watched")
         try:
             job = str(handle["job"])
             workdir = str(handle["workdir"])
             log_path = str(handle.get("log_path") or os.path.join(workdir, LOG_NAME))
         except (KeyError, TypeError) as exc:
             return Observation(
-                run_id, FAILED, "Lost", f"the run's handle is unusable ({exc!r}); nothing to re-attach to"
+                run_id, FAILED, Reason.LOST, f"the run's handle is unusable ({exc!r}); nothing to re-attach to"
             )
         try:
             self._start()
         except ExecutorError as exc:
-            return Observation(run_id, FAILED, "Lost", f"cannot watch Job {job} again: {exc}")
+            return Observation(run_id, FAILED, Reason.LOST, f"cannot watch Job {job} again: {exc}")
         self._runs[run_id] = _Run(run_id, job, workdir, log_path, reattached=True)
         cache = self._cache
         if cache is not None and cache.synced and self._loop is not None:
             self._loop.call_soon(self._evaluate_id, run_id)
-        return Observation(run_id, RUNNING, "Reattached", f"watching Job {job} in namespace {self.namespace} again")
+        return Observation(
+            run_id, RUNNING, Reason.REATTACHED, f"watching Job {job} in namespace {self.namespace} again"
+        )
 
     # -- stop --------------------------------------------------------------------------------
     async def stop(self, run_id: str, handle: Mapping[str, Any], grace_seconds: float | None = None) -> None:
@@ -418,7 +420,7 @@ class KubernetesExecutor(Executor):
                     Observation(
                         run.run_id,
                         STOPPED,
-                        "Stopped",
+                        Reason.STOPPED,
                         f"stopped by request; Job {run.job} and its pods are deleted",
                     ),
                     snap,
@@ -429,7 +431,7 @@ class KubernetesExecutor(Executor):
                     Observation(
                         run.run_id,
                         FAILED,
-                        "Lost",
+                        Reason.LOST,
                         f"Job {run.job} disappeared from namespace {self.namespace} (deleted outside the platform, "
                         "or by its TTL while the server was down); its outcome is unknown",
                         details={
@@ -448,13 +450,13 @@ class KubernetesExecutor(Executor):
         # Nodes matter only to say why a pod cannot be placed: build the view only then.
         nodes = cache.node_views() if any(not (p.get("spec") or {}).get("nodeName") for p in snap.pods) else None
         ex = explain_run(snap.job, snap.pods, snap.events, nodes, self.gpu_resource, settle)
-        if ex.reason == FINISHING:
+        if ex.reason == Reason.FINISHING:
             if run.settle is None and self._loop is not None:
                 run.settle = self._loop.call_later(self.pod_settle_seconds, self._evaluate, run, True)
             return
         if ex.final:
             if not run.running_reported and _container_started(snap):
-                self._emit(Observation(run.run_id, RUNNING, RUNNING_REASON, _running_message(snap)))
+                self._emit(Observation(run.run_id, RUNNING, Reason.RUNNING, _running_message(snap)))
                 run.running_reported = True
             self._finish(
                 run,
@@ -469,6 +471,8 @@ class KubernetesExecutor(Executor):
                 snap,
             )
             return
+        if ex.reason in DISRUPTIONS and ex.pod_uid in run.disrupted:
+            return  # that pod's disruption is recorded already (re-explained later from its event: not new)
         status = RUNNING if ex.status == RUNNING or run.running_reported else "starting"
         key = (status, ex.reason, ex.message)
         if key == run.reported:
