@@ -33,10 +33,16 @@ class _Out(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
+def _open_schema(schema: dict[str, Any]) -> None:
+    # JSON Schema's default already allows other keys; saying nothing keeps the generated
+    # TypeScript types to the declared fields (no index signature).
+    schema.pop("additionalProperties", None)
+
+
 class _Open(BaseModel):
     """A response object that other layers extend: undeclared fields pass through."""
 
-    model_config = ConfigDict(extra="allow")
+    model_config = ConfigDict(extra="allow", json_schema_extra=_open_schema)
 
 
 def _count(v: int | None) -> int | None:
@@ -224,11 +230,23 @@ class QueuesPage(_Out):
     queues: list[QueueView]
 
 
+class PresetView(PresetConfig):
+    """A preset as configured, every field present."""
+
+    model_config = ConfigDict(json_schema_serialization_defaults_required=True)
+
+
 class PresetsPage(_Out):
-    presets: list[PresetConfig]
+    presets: list[PresetView]
 
 
-class ProjectView(ProjectConfig):
+class ProjectRecord(ProjectConfig):
+    """A project as configured, every field present."""
+
+    model_config = ConfigDict(json_schema_serialization_defaults_required=True)
+
+
+class ProjectView(ProjectRecord):
     """A project with the caller's role and what it may use."""
 
     role: Role | None
@@ -280,12 +298,12 @@ class QueueWritten(_Out):
 
 
 class PresetWritten(_Out):
-    preset: PresetConfig
+    preset: PresetView
     version: int
 
 
 class ProjectWritten(_Out):
-    project: ProjectConfig
+    project: ProjectRecord
     version: int
 
 
@@ -390,6 +408,29 @@ class Compare(_Open):
     curves: dict[str, dict[str, Curve]]
 
 
+class StatusEvent(_Open):
+    """One `event: status` of `GET events` (its SSE id is `id`)."""
+
+    id: int
+    run_id: str
+    project: str
+    queue: str
+    user: str
+    name: str | None
+    status: Status
+    reason: str
+    message: str
+    at: Seconds
+    details: dict[str, Any] | None = None
+
+
+class LogEnd(_Out):
+    """The `event: end` closing `GET runs/{id}/logs`: the run's status and the offset to resume from."""
+
+    status: Status
+    offset: int
+
+
 class OpenAPIDocument(RootModel[dict[str, Any]]):
     """This API's OpenAPI 3.1 document."""
 
@@ -417,6 +458,8 @@ RESPONSE_MODELS: tuple[type[BaseModel], ...] = (
     Metrics,
     Compare,
 )
+# Payloads of the event streams: documented as schemas, sent as SSE `data:`.
+STREAM_MODELS: tuple[type[BaseModel], ...] = (StatusEvent, LogEnd)
 
 
 def render(model: type[BaseModel], data: Any) -> Any:

@@ -68,12 +68,20 @@ _RAW: dict[tuple[str, str], dict[str, Any]] = {
     ("runs/{run_id}/logs", "get"): {
         "description": "Server-Sent Events: one `data:` per log line (id = byte offset after it), then `event: end`"
         " with {status, offset}; `format=text`: the plain log",
-        "content": {**_SSE, "text/plain": {"schema": {"type": "string"}}},
+        "content": {
+            "text/event-stream": {**_SSE["text/event-stream"], "x-end-event": {"$ref": "#/components/schemas/LogEnd"}},
+            "text/plain": {"schema": {"type": "string"}},
+        },
     },
     ("events", "get"): {
         "description": "Server-Sent Events: `event: status` per status change of a visible run (id = event id),"
         " `event: ready` once caught up, comments as keep-alives",
-        "content": _SSE,
+        "content": {
+            "text/event-stream": {
+                **_SSE["text/event-stream"],
+                "x-status-event": {"$ref": "#/components/schemas/StatusEvent"},
+            }
+        },
     },
     ("runs/{run_id}/outputs/{path}", "get"): {
         "description": "The file's bytes (Content-Disposition: attachment)",
@@ -165,7 +173,7 @@ def openapi_path(pattern: str) -> str:
 def _schemas() -> dict[str, Any]:
     pairs = [(b, "validation") for b in dict.fromkeys(_BODIES.values())]
     pairs += [(r, "serialization") for r in dict.fromkeys(r for _, r in _RESPONSES.values())]
-    pairs += [(m.Error, "serialization")]
+    pairs += [(x, "serialization") for x in (m.Error, *m.STREAM_MODELS)]
     keys, top = models_json_schema(pairs, ref_template=REF)  # type: ignore[arg-type]
     return {"keys": keys, "defs": top.get("$defs", {})}
 

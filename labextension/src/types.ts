@@ -1,228 +1,74 @@
 /**
  * Wire shapes of the gpuplat REST API (`/gpuplat/api`), as the sidebar reads them.
  *
- * The service's pydantic views (jupyter_gpuplat/service/views.py) are the source of
- * truth; only the fields the sidebar uses are listed.
+ * Generated, not copied: the service's response models (jupyter_gpuplat/service/models.py)
+ * make the OpenAPI document (`labextension/openapi.json`, written by
+ * `jlpm gen:openapi`), and `jlpm gen:types` (run by every build) turns it into
+ * `api.gen.ts`. These are the names the views use for those generated types.
  */
 
-export type Status =
-  | 'created'
-  | 'queued'
-  | 'dispatched'
-  | 'starting'
-  | 'running'
-  | 'stopping'
-  | 'succeeded'
-  | 'failed'
-  | 'stopped';
+import type { components } from './api.gen';
 
-export interface IResources {
-  gpu?: number | null;
-  cpu?: string | number | null;
-  memory?: string | number | null;
-}
+type Schemas = components['schemas'];
 
-export interface IClocks {
-  queue_wait_seconds: number | null;
-  start_wait_seconds: number | null;
-  run_seconds: number | null;
-}
+export type Status = Schemas['Status'];
 
-/** One row of `GET runs` (and the body of `POST runs`). */
-export interface IRun {
-  id: string;
-  seq: number;
-  project: string;
-  user: string;
-  name: string | null;
-  kind: string;
-  queue: string;
-  status: Status;
-  reason: string;
-  message: string;
-  resources: IResources;
-  presets?: string[];
-  devices: number[];
-  exit_code: number | null;
-  command?: string[] | null;
-  clocks: IClocks;
-  created_at: number | null;
-  queued_at: number | null;
-  dispatched_at: number | null;
-  started_at: number | null;
-  finished_at: number | null;
-  updated_at: number | null;
-}
+/** Amounts as the service shows them (runs, quotas), or as a request gives them. */
+export type IResources = Schemas['ResourceAmounts'] | Schemas['ResourcesSpec'];
 
-export interface ITimelineEvent {
-  id?: number;
-  status: Status;
-  reason: string;
-  message: string;
-  at: number;
-  details?: Record<string, unknown> | null;
-}
+export type IClocks = Schemas['Clocks'];
+
+type MakeOptional<T, K extends keyof T> = Omit<T, K> & Partial<Pick<T, K>>;
+
+/**
+ * One row of `GET runs` (and the body of `POST runs`). A row the sidebar makes from a
+ * status event, before the record arrives, lacks what the event does not carry.
+ */
+export type IRun = MakeOptional<Schemas['RunSummary'], 'presets' | 'command' | 'pid'>;
+
+export type ITimelineEvent = Schemas['TimelineEvent'];
 
 /** `GET runs/{id}`: the full record. */
-export interface IRunDetail extends IRun {
-  presets: string[];
-  request: Record<string, unknown> | null;
-  resolved: Record<string, unknown>;
-  provenance: Record<string, string>;
-  timeline: ITimelineEvent[];
-  stop_requested_by: string | null;
-}
+export type IRunDetail = Schemas['RunDetail'];
 
-export interface IRunsPage {
-  runs: IRun[];
-  next_before: number | null;
-}
+export type IRunsPage = Omit<Schemas['RunsPage'], 'runs'> & { runs: IRun[] };
 
 /** One `event: status` of `GET events`. */
-export interface IStatusEvent {
-  id: number;
-  run_id: string;
-  project: string;
-  queue: string;
-  user: string;
-  name: string | null;
-  status: Status;
-  reason: string;
-  message: string;
-  at: number;
-  details?: Record<string, unknown>;
-}
+export type IStatusEvent = Schemas['StatusEvent'];
 
-export interface IWhoCanAct {
-  who: string;
-  can: string;
-}
+export type IWhoCanAct = Schemas['WhoCanAct'];
 
-export interface IBlocker {
-  id: string | null;
-  name: string | null;
-  user: string | null;
-  project: string;
-  status: string;
-  gpu: number;
-  devices: number[] | null;
-}
+export type IBlocker = Schemas['Blocker'];
 
-/** `GET runs/{id}/explain`. */
-export interface IExplain {
-  run_id: string;
-  status: Status;
-  queue: string;
-  layer: 'queue' | 'executor' | 'running' | 'done' | string;
-  reason: string;
-  message: string;
-  numbers?: Record<string, number>;
-  position: number | null;
-  pending_in_queue?: number;
-  blockers: IBlocker[];
-  queue_usage?: {
-    runs: number;
-    concurrency: number | null;
-    gpu: number;
-    gpu_quota: number | null;
-    pending: number;
-    free_gpus: number;
-  };
-  details?: Record<string, unknown>;
-  who_can_act: IWhoCanAct[];
-}
+/** `GET runs/{id}/explain`; `queue_usage.free_gpus` is null where the executor does not count GPUs. */
+export type IExplain = Schemas['Explain'];
 
-export interface IQueue {
-  name: string;
-  priority: number;
-  concurrency: number | null;
-  quota: IResources;
-  max_per_user: number | null;
-  ordering: string;
-  paused: boolean;
-  usage: IResources & { runs: number };
-  pending: number;
-  head_wait: { reason: string; message: string } | null;
-}
+export type IQueue = Schemas['QueueView'];
 
-export interface IPlacement {
-  node_selector?: Record<string, string | null> | null;
-  tolerations?: Array<Record<string, unknown>> | null;
-  affinity?: Record<string, unknown> | null;
-  gpu_type?: string | null;
-}
+export type IPlacement = Schemas['Placement'];
 
-export interface IPreset {
-  name: string;
-  description: string;
-  kind: string | null;
-  queue: string | null;
-  resources: IResources | null;
-  placement: IPlacement | null;
-  image: string | null;
-  env: Array<{ name: string; value: string | null }> | null;
-  termination: { timeout_seconds?: number | null; idle_seconds?: number | null } | null;
-  locked: string[];
-  merge: string;
-}
+export type IPreset = Schemas['PresetView'];
 
-export interface IProject {
-  name: string;
-  description: string;
-  role: 'viewer' | 'member' | 'admin' | null;
-  default_queue: string | null;
-  default_presets: string[];
-  usable_queues: string[];
-  usable_presets: string[];
-  max_run_resources: IResources | null;
-}
+export type IProject = Schemas['ProjectView'];
 
-export interface IWhoAmI {
-  user: string;
-  platform_admin: boolean;
-  projects: Array<{ name: string; role: string | null }>;
-}
+export type IWhoAmI = Schemas['WhoAmI'];
 
-export interface IViolation {
-  code: string;
-  message: string;
-  hint: string;
-}
+export type IViolation = Schemas['Violation'];
 
 /** `POST runs/preview`. */
-export interface IPreview {
-  resolved: Record<string, unknown>;
-  provenance: Record<string, string>;
-  layers: string[];
-  verdict: { allowed: boolean; violations: IViolation[] };
-}
+export type IPreview = Schemas['Preview'];
 
-export interface IOutputFile {
-  path: string;
-  size: number;
-  modified: number;
-}
+export type IOutputFile = Schemas['OutputFile'];
 
 /** What the submit dialog sends to `runs/preview` and `POST runs`. */
-export interface IRunRequest {
-  project: string;
-  script: string;
-  args?: string[];
-  name?: string;
-  presets?: string[];
-  queue?: string;
-  resources?: IResources;
-  env?: Array<{ name: string; value: string | null }>;
-}
+export type IRunRequest = Schemas['RunRequest'];
 
 /** One metric curve of `GET runs/{id}/metrics`, downsampled by the service (extremes kept). */
-export interface ICurve {
-  steps: number[];
-  /** null where the run logged NaN or infinity */
-  values: Array<number | null>;
-  /** points before downsampling */
-  count: number;
-}
+export type ICurve = Schemas['Curve'];
 
 /** `GET runs/{id}/metrics`: one curve per metric name. */
-export type IMetrics = Record<string, ICurve>;
+export type IMetrics = Schemas['Metrics'];
+
+export type ICapacity = Schemas['Capacity'];
+
+export type IError = Schemas['Error'];

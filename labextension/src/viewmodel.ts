@@ -245,9 +245,6 @@ const LAYER_LABELS: Record<IExplainView['side'], string> = {
   done: 'Finished'
 };
 
-// Above this, the service's "free GPUs" means "the executor does not count GPUs".
-const UNLIMITED_GPUS = 1 << 29;
-
 /** The explain answer as lines: layer, reason, numbers, position, blockers, who can act. */
 export function explainView(ex: IExplain): IExplainView {
   const side: IExplainView['side'] =
@@ -281,7 +278,8 @@ export function explainView(ex: IExplain): IExplainView {
     const conc = u.concurrency === null ? `${u.runs}` : `${u.runs}/${u.concurrency}`;
     const gpus = u.gpu_quota === null ? `${u.gpu}` : `${u.gpu}/${u.gpu_quota}`;
     let line = `queue ${ex.queue}: ${conc} runs, ${gpus} GPUs in use, ${u.pending} pending`;
-    if (u.free_gpus < UNLIMITED_GPUS) {
+    // null: the executor does not count GPUs (Kubernetes); say nothing then
+    if (u.free_gpus !== null && u.free_gpus !== undefined) {
       line += `; ${u.free_gpus} GPUs free`;
     }
     numbers.push(line);

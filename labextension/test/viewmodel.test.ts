@@ -167,7 +167,7 @@ test('explain while waiting: layer, numbers, position, blockers and who can act'
   assert.deepEqual(v.whoCanAct, ['ops can raise the concurrency of queue team-a-train', 'bob can stop their runs that hold the queue']);
 });
 
-test('explain on the execution side shows what the executor said; unlimited GPUs are not counted', () => {
+test('explain on the execution side shows what the executor said; GPUs the executor does not count (null) are not shown', () => {
   const v = explainView({
     run_id: 'r-2',
     status: 'starting',
@@ -187,7 +187,7 @@ test('explain on the execution side shows what the executor said; unlimited GPUs
   const q = explainView({
     run_id: 'r-3', status: 'queued', queue: 'q', layer: 'queue', reason: 'NoCapacity', message: 'm',
     numbers: { requested: 2, free: 1 }, position: 1, pending_in_queue: 1, blockers: [],
-    queue_usage: { runs: 0, concurrency: null, gpu: 0, gpu_quota: null, pending: 1, free_gpus: 1 << 30 },
+    queue_usage: { runs: 0, concurrency: null, gpu: 0, gpu_quota: null, pending: 1, free_gpus: null },
     who_can_act: []
   });
   assert.deepEqual(q.numbers, ['2 GPUs needed, 1 free on this machine', 'queue q: 0 runs, 0 GPUs in use, 1 pending']);
@@ -241,6 +241,7 @@ test('a preset card says what it requests and where it places work', () => {
     image: null,
     env: null,
     termination: { idle_seconds: 3600, timeout_seconds: null },
+    volumes: null,
     locked: ['queue'],
     merge: 'post_merge'
   };
