@@ -87,7 +87,7 @@ ROUTES: list[tuple[str, type[BaseHandler], str]] = [
 
 def make_handlers() -> list[tuple[str, type[BaseHandler]]]:
     """The routes for tornado, the catch-all last."""
-    return [(f"{API}/{pattern}", handler) for pattern, handler, _ in ROUTES] + [(f"{API}/.*", UnknownPathHandler)]
+    return [(f"{API}/{pattern}", handler) for pattern, handler, _ in ROUTES] + [(f"{API}(?:/.*)?", UnknownPathHandler)]
 
 
 def main() -> None:
