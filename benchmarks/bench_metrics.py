@@ -34,6 +34,7 @@ from jupyter_gpuplat.core.config import load_config_text
 from jupyter_gpuplat.engine.compare import compare, metrics_of
 from jupyter_gpuplat.engine.engine import Engine
 from jupyter_gpuplat.engine.metrics import MetricsIndexer
+from jupyter_gpuplat.executors.artifacts import LocalArtifactReader
 from jupyter_gpuplat.executors.local import LocalExecutor
 from jupyter_gpuplat.store import Store
 
@@ -56,7 +57,7 @@ def ingest(root: Path, points: int) -> dict[str, float]:
     rid = f"r-ingest{time.monotonic_ns()}"
     workdir = root / "art" / rid
     env = {**os.environ, "GPUPLAT_ARTIFACTS_DIR": str(workdir), "GPUPLAT_RUN_ID": rid}
-    indexer = MetricsIndexer(store, str(root / "art"))
+    indexer = MetricsIndexer(store, LocalArtifactReader(str(root / "art")))
     t0 = time.perf_counter()
     proc = subprocess.Popen([sys.executable, "-c", WRITER, str(points)], env=env, stdout=subprocess.PIPE, text=True)
     added, index_busy = 0, 0.0

@@ -19,6 +19,8 @@ import nbformat
 from nbclient import NotebookClient
 from nbclient.exceptions import CellExecutionError
 
+from .core.artifacts import OUTPUTS_DIR
+
 
 def inject_params(nb: Any, params: dict[str, Any]) -> None:
     if not params:
@@ -50,7 +52,7 @@ def main(argv: list[str]) -> int:
     path = Path(argv[0])
     nb = nbformat.read(path, as_version=4)
     inject_params(nb, json.loads(os.environ.get("GPUPLAT_PARAMS") or "{}"))
-    out_dir = Path(os.environ.get("GPUPLAT_ARTIFACTS_DIR", ".")) / "outputs"
+    out_dir = Path(os.environ.get("GPUPLAT_ARTIFACTS_DIR", ".")) / OUTPUTS_DIR
     out_dir.mkdir(parents=True, exist_ok=True)
     target = out_dir / path.name
     total = len(nb.cells)
@@ -72,7 +74,7 @@ def main(argv: list[str]) -> int:
         tmp = target.with_name(f".{target.name}.tmp")
         nbformat.write(nb, tmp)
         os.replace(tmp, target)
-        print(f"[nbrun] executed notebook saved as outputs/{target.name}", flush=True)
+        print(f"[nbrun] executed notebook saved as {OUTPUTS_DIR}/{target.name}", flush=True)
     return code
 
 

@@ -25,10 +25,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-METRICS_FILE = "metrics.csv"
-PARAMS_FILE = "params.jsonl"
-OUTPUTS_FILE = "outputs.jsonl"
-STATE_DIR = ".gpuplat"
+from .core.artifacts import METRICS_FILE, OUTPUTS_DIR, OUTPUTS_FILE, PARAMS_FILE, STATE_DIR
 
 __all__ = ["artifacts_dir", "log_metrics", "log_output", "log_params", "params", "run_id"]
 
@@ -93,7 +90,7 @@ class _Tracker:
         src = Path(path)
         if not src.exists():
             raise FileNotFoundError(f"log_output: {src} does not exist")
-        dest = self.root / "outputs" / (name or src.name)
+        dest = self.root / OUTPUTS_DIR / (name or src.name)
         if src.resolve() != dest.resolve():
             dest.parent.mkdir(parents=True, exist_ok=True)
             tmp = dest.with_name(f".{dest.name}.tmp-{os.getpid()}")

@@ -16,10 +16,17 @@ import pytest
 import yaml
 
 from jupyter_gpuplat.core.config import load_config_text
+from jupyter_gpuplat.core.request import Entrypoint
 from jupyter_gpuplat.executors.base import ExecutorError, LaunchRequest
 from jupyter_gpuplat.executors.kubernetes.check import REQUIRED, STORAGE_PERMISSION
 from jupyter_gpuplat.executors.kubernetes.executor import KubernetesExecutor
-from jupyter_gpuplat.executors.kubernetes.manifests import JobSettings, job_name, make_job, make_tolerations
+from jupyter_gpuplat.executors.kubernetes.manifests import (
+    JobSettings,
+    job_name,
+    make_job,
+    make_tolerations,
+    working_dir_problem,
+)
 
 from .k8s import DEPLOY
 
@@ -36,7 +43,7 @@ SETTINGS = JobSettings(
 def request(**spec: Any) -> LaunchRequest:
     return LaunchRequest(
         run_id="r-0a1b2c3d4e",
-        command=["/bin/sh", "-c", "python train.py"],
+        entrypoint=Entrypoint("shell", shell="python train.py"),
         env={"HF_HOME": "/tmp/hf-cache"},
         devices=(),
         workdir="/srv/gpuplat/artifacts/r-0a1b2c3d4e",
@@ -141,7 +148,8 @@ def test_make_job_literal() -> None:
 
 
 def test_minimal_job_defaults() -> None:
-    req = LaunchRequest("r-1", [sys.executable, "/srv/x.py"], {}, (), "/tmp/r-1", spec={"queue": "interactive"})
+    script = Entrypoint("script", path="/srv/x.py")
+    req = LaunchRequest("r-1", script, {}, (), "/tmp/r-1", spec={"queue": "interactive"})
     job = make_job(req, JobSettings(priority_classes={"interactive": "gpuplat-interactive"}))
     pod = job["spec"]["template"]["spec"]
     assert "activeDeadlineSeconds" not in job["spec"]
@@ -186,7 +194,7 @@ def test_names_and_refusals() -> None:
     assert make_tolerations(None) == []
     with pytest.raises(ExecutorError, match="cannot be a Kubernetes label value"):
         make_job(request(), JobSettings(instance="no spaces allowed"))
-    bad = LaunchRequest("r-1", [], {}, (), "/tmp/r-1", spec={"queue": "q"}, project="p")
+    bad = LaunchRequest("r-1", Entrypoint("command"), {}, (), "/tmp/r-1", spec={"queue": "q"}, project="p")
     with pytest.raises(ExecutorError, match="non-empty list of strings"):
         make_job(bad, SETTINGS)
 
@@ -239,3 +247,29 @@ def test_control_plane_config_is_real() -> None:
     pcs = {d["metadata"]["name"]: d["value"] for d in docs if d["kind"] == "PriorityClass"}
     assert set(server["KubernetesExecutor"]["priority_classes"].values()) <= set(pcs)
     assert pcs["gpuplat-interactive"] > pcs["gpuplat-batch"]
+
+
+def test_entrypoints_use_the_images_python_and_the_pods_view_of_the_artifact_volume() -> None:
+    settings = JobSettings(artifacts_claim="art", artifacts_mount_path="/mnt/art")
+    base = {"env": {}, "devices": (), "workdir": "/data/artifacts/r-1", "spec": {"queue": "q"}, "project": "p"}
+
+    def container(entry: Entrypoint, working_dir: str | None = None) -> dict[str, Any]:
+        job = make_job(LaunchRequest("r-1", entry, working_dir=working_dir, **base), settings)  # type: ignore[arg-type]
+        validate(job)
+        return dict(job["spec"]["template"]["spec"]["containers"][0])
+
+    cell = container(Entrypoint("cell", code="print(1)", args=("a",)))
+    assert cell["command"] == ["python", "/mnt/art/r-1/code/cell.py", "a"]
+    assert cell["workingDir"] == "/mnt/art/r-1"
+    nb = container(Entrypoint("notebook", path="/data/artifacts/shared/alice/nb.ipynb"))
+    assert nb["command"] == ["python", "-m", "jupyter_gpuplat.nbrun", "/mnt/art/shared/alice/nb.ipynb"]
+    own = container(Entrypoint("command", argv=("python", "train.py")), working_dir="/data/artifacts/shared/alice")
+    assert own["command"] == ["python", "train.py"] and own["workingDir"] == "/mnt/art/shared/alice"
+    assert sys.executable not in json.dumps(own)
+    with pytest.raises(ExecutorError, match="not on the shared artifact volume"):
+        container(Entrypoint("command", argv=("true",)), working_dir="/home/alice/project")
+    with pytest.raises(ExecutorError, match="artifacts_claim is empty"):
+        req = LaunchRequest("r-1", Entrypoint("command", argv=("true",)), working_dir="/data/artifacts/x", **base)  # type: ignore[arg-type]
+        make_job(req, JobSettings())
+    assert working_dir_problem("/data/artifacts/x", "/data/artifacts", settings) is None
+    assert "not on the shared" in (working_dir_problem("/data/artifactsX", "/data/artifacts", settings) or "")

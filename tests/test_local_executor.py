@@ -21,6 +21,7 @@ from typing import Any
 import psutil
 import pytest
 
+from jupyter_gpuplat.core.request import Entrypoint
 from jupyter_gpuplat.executors.base import Device, ExecutorError, LaunchRequest, Observation
 from jupyter_gpuplat.executors.gpus import detect_gpus, parse_nvidia_smi
 from jupyter_gpuplat.executors.local import LocalExecutor, make_final_observation
@@ -95,10 +96,11 @@ class Harness:
         executor.set_observer(collector)
         return executor, collector
 
-    def request(self, run_id: str, command: list[str], **fields: Any) -> LaunchRequest:
+    def request(self, run_id: str, command: list[str] | Entrypoint, **fields: Any) -> LaunchRequest:
         fields.setdefault("env", {})
         fields.setdefault("devices", ())
-        return LaunchRequest(run_id=run_id, command=command, workdir=str(self.root / "runs" / run_id), **fields)
+        entrypoint = command if isinstance(command, Entrypoint) else Entrypoint("command", argv=tuple(command))
+        return LaunchRequest(run_id=run_id, entrypoint=entrypoint, workdir=str(self.root / "runs" / run_id), **fields)
 
     async def submit(self, executor: LocalExecutor, req: LaunchRequest) -> dict[str, Any]:
         handle = await executor.submit(req)
@@ -185,6 +187,50 @@ def test_success_reports_completed_and_keeps_stdout_and_stderr(harness: Harness)
         assert await seen.final("ok") == Observation("ok", "succeeded", "Completed", "exited with code 0", 0)
         log = Path(handle["log_path"]).read_text()
         assert "hello out" in log and "hello err" in log
+        await executor.close()
+
+    run_async(scenario())
+
+
+def test_entrypoints_run_with_this_machines_python_in_the_working_dir(harness: Harness) -> None:
+    """A script, a cell and a notebook-less command: this interpreter, started where the user asked."""
+    user_dir = harness.root / "project"
+    user_dir.mkdir()
+    (user_dir / "data.txt").write_text("the data\n")
+    (user_dir / "train.py").write_text(
+        "import os, sys\nprint(open('data.txt').read().strip(), sys.executable, os.getcwd(), sys.argv[1:])\n"
+    )
+
+    async def scenario() -> None:
+        executor, seen = harness.executor()
+        script = Entrypoint("script", path="train.py", args=("--lr", "0.1"))
+        h1 = await harness.submit(executor, harness.request("script", script, working_dir=str(user_dir)))
+        cell = Entrypoint(
+            "cell", code="import os, sys\nprint('cell', __file__, os.getcwd(), sys.argv[1:])", args=("x",)
+        )
+        h2 = await harness.submit(executor, harness.request("cell", cell))
+        assert (await seen.final("script")).status == "succeeded"
+        assert (await seen.final("cell")).status == "succeeded"
+        log1 = Path(h1["log_path"]).read_text()
+        assert f"the data {PY} {user_dir} ['--lr', '0.1']" in log1
+        # the artifact directory stays where outputs go: the log is there, not in the user's directory
+        assert h1["log_path"] == str(harness.root / "runs" / "script" / "output.log")
+        assert not (user_dir / "output.log").exists() and not (user_dir / ".gpuplat").exists()
+        cell_file = harness.root / "runs" / "cell" / "code" / "cell.py"
+        assert cell_file.read_text().startswith("import os, sys")
+        assert f"cell {cell_file} {harness.root / 'runs' / 'cell'} ['x']" in Path(h2["log_path"]).read_text()
+        await executor.close()
+
+    run_async(scenario())
+
+
+def test_a_missing_working_dir_fails_to_start_with_its_name(harness: Harness) -> None:
+    async def scenario() -> None:
+        executor, seen = harness.executor()
+        gone = harness.root / "gone"
+        await harness.submit(executor, harness.request("nowhere", [PY, "-c", "pass"], working_dir=str(gone)))
+        final = await seen.final("nowhere")
+        assert final.status == "failed" and final.reason == "StartFailed" and str(gone) in final.message
         await executor.close()
 
     run_async(scenario())
@@ -331,7 +377,9 @@ def test_bad_requests_are_refused_with_a_clear_message(harness: Harness) -> None
     async def scenario() -> None:
         executor, _ = harness.executor()
         with pytest.raises(ExecutorError, match="absolute"):
-            await executor.submit(LaunchRequest("rel", [PY, "-c", "pass"], {}, (), "relative/dir"))
+            await executor.submit(
+                LaunchRequest("rel", Entrypoint("command", (PY, "-c", "pass")), {}, (), "relative/dir")
+            )
         with pytest.raises(ExecutorError, match="non-empty list"):
             await executor.submit(harness.request("empty", []))
         with pytest.raises(ExecutorError, match="FOO must be a string"):

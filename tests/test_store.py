@@ -48,10 +48,12 @@ def run_row(
     gpu: int = 1,
     memory_bytes: int = 16 * GI,
     at: float = T0,
+    **extra: Any,
 ) -> dict[str, Any]:
-    """A run row shaped exactly like Engine.submit builds it."""
+    """A run row shaped exactly like Engine.submit builds it (`extra`: code, working_dir)."""
     rid = f"r{next(_ids):06d}"
     return {
+        **extra,
         "id": rid,
         "project": project,
         "user": user,
@@ -212,6 +214,34 @@ def test_v2_widens_memory_on_a_v1_database(store_url: str) -> None:
             assert isinstance(cols["memory_bytes"], BigInteger)
         big = create(s, memory_bytes=128 * GI)
         assert s.get_run(big["id"])["memory_bytes"] == 128 * GI
+    finally:
+        s.close()
+
+
+def test_v5_adds_code_and_working_dir_to_a_v4_database(store_url: str) -> None:
+    """A v4 database (runs without code and working_dir) gains both; old rows read them as None."""
+    s = Store(store_url)
+    old = create(s)
+    with s.engine.begin() as conn:
+        conn.execute(text("ALTER TABLE gpuplat_runs DROP COLUMN code"))
+        conn.execute(text("ALTER TABLE gpuplat_runs DROP COLUMN working_dir"))
+        conn.execute(schema.meta.update().where(schema.meta.c.key == "schema_version").values(value="4"))
+    s.close()
+    s = Store(store_url)
+    try:
+        assert s.schema_version_found == 4
+        cols = {c["name"] for c in inspect(s.engine).get_columns("gpuplat_runs")}
+        assert {"code", "working_dir"} <= cols
+        got = s.get_run(old["id"])
+        assert got is not None and got["code"] is None and got["working_dir"] is None
+        code = {"snapshot": "code/train.py", "git": {"commit": "a" * 40, "dirty": True, "diff_path": "code/git.diff"}}
+        new = create(s, working_dir="/home/alice/exp", code=code)
+        got = s.get_run(new["id"])
+        assert got is not None and got["code"] == code and got["working_dir"] == "/home/alice/exp"
+        s.transition(new["id"], new["project"], {"code": {"snapshot": None, "git": None}}, None)
+        assert s.get_run(new["id"])["code"] == {"snapshot": None, "git": None}  # type: ignore[index]
+        [listed] = [r for r in s.list_runs([new["project"]]) if r["id"] == new["id"]]
+        assert listed["working_dir"] == "/home/alice/exp"
     finally:
         s.close()
 

@@ -2,16 +2,113 @@
 
 from __future__ import annotations
 
-import sys
-from typing import Any, Self
+import shlex
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal, Self
 
 from pydantic import Field, field_validator, model_validator
 
+from .artifacts import CELL_FILE
 from .spec import PartialSpec
 
 MAX_NAME = 128
-CELL_FILE = "cell.py"
 MAX_COMMAND_BYTES = 64 * 1024
+NBRUN = ("-m", "jupyter_gpuplat.nbrun")
+EntrypointKind = Literal["command", "shell", "script", "notebook", "cell"]
+
+
+@dataclass(frozen=True)
+class Entrypoint:
+    """What a run executes, before any executor turns it into an argv.
+
+    `command`: `argv` as given; `shell`: `shell` run by /bin/sh -c; `script`: a .py file at
+    `path` run by the executor's Python with `args`; `notebook`: an .ipynb at `path` executed
+    headless by jupyter_gpuplat.nbrun (params reach it as GPUPLAT_PARAMS); `cell`: Python
+    source in `code`, which the executor writes to the run's `code/cell.py` and runs with `args`.
+    Plain JSON through `to_json`/`from_json`: it is kept in the run's resolved spec.
+    """
+
+    kind: EntrypointKind
+    argv: tuple[str, ...] = ()
+    shell: str | None = None
+    path: str | None = None
+    code: str | None = None
+    args: tuple[str, ...] = ()
+    params: Mapping[str, Any] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"kind": self.kind}
+        if self.kind == "command":
+            out["argv"] = list(self.argv)
+        elif self.kind == "shell":
+            out["shell"] = self.shell
+        elif self.kind in ("script", "notebook"):
+            out["path"] = self.path
+        else:
+            out["code"] = self.code
+        if self.args:
+            out["args"] = list(self.args)
+        if self.params:
+            out["params"] = dict(self.params)
+        return out
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Entrypoint:
+        kind = data.get("kind")
+        if kind not in ("command", "shell", "script", "notebook", "cell"):
+            raise ValueError(f"unknown entrypoint kind {kind!r}")
+        return cls(
+            kind=kind,
+            argv=tuple(str(a) for a in data.get("argv") or ()),
+            shell=data.get("shell"),
+            path=data.get("path"),
+            code=data.get("code"),
+            args=tuple(str(a) for a in data.get("args") or ()),
+            params=dict(data.get("params") or {}),
+        )
+
+    @classmethod
+    def from_spec(cls, spec: Mapping[str, Any]) -> Entrypoint:
+        """The entrypoint of a resolved spec; specs stored before entrypoints existed had only `command`."""
+        raw = spec.get("entrypoint")
+        if isinstance(raw, Mapping):
+            return cls.from_json(raw)
+        command = spec.get("command") or []
+        if isinstance(command, str):
+            return cls("shell", shell=command)
+        return cls("command", argv=tuple(str(a) for a in command))
+
+    def argv_with(self, python: str, cell_path: str = CELL_FILE) -> list[str]:
+        """The command line, with `python` as the interpreter of scripts, notebooks and cells."""
+        if self.kind == "command":
+            return list(self.argv)
+        if self.kind == "shell":
+            return ["/bin/sh", "-c", self.shell or ""]
+        if self.kind == "script":
+            return [python, str(self.path), *self.args]
+        if self.kind == "notebook":
+            return [python, *NBRUN, str(self.path), *self.args]
+        return [python, cell_path, *self.args]
+
+    def display(self) -> list[str]:
+        """For people: what the user gave (`python train.py --lr 0.1`), no executor's paths in it."""
+        return self.argv_with("python")
+
+    def files(self) -> list[str]:
+        """The code files this entrypoint names: its script or notebook, or the .py/.ipynb of a command."""
+        if self.kind in ("script", "notebook"):
+            return [str(self.path)]
+        if self.kind == "command":
+            words: Sequence[str] = self.argv
+        elif self.kind == "shell":
+            try:
+                words = shlex.split(self.shell or "")
+            except ValueError:
+                return []
+        else:
+            return []
+        return [w for w in words[1:] if w.endswith((".py", ".ipynb")) and not w.startswith("-")]
 
 
 class RunRequest(PartialSpec):
@@ -28,6 +125,9 @@ class RunRequest(PartialSpec):
     # Python source to run as the run's script (a notebook cell): saved as cell.py in the run's directory.
     code: str | None = Field(default=None, min_length=1, max_length=512 * 1024)
     args: list[str] = Field(default_factory=list, max_length=256)
+    # The directory the run starts in: relative to the Jupyter root or absolute inside it (the
+    # service makes it absolute). None: the run's artifact directory, as before working_dir existed.
+    working_dir: str | None = Field(default=None, min_length=1, max_length=4096)
     presets: list[str] = Field(default_factory=list, max_length=16)
     params: dict[str, str | int | float | bool] | None = None
 
@@ -70,19 +170,25 @@ class RunRequest(PartialSpec):
             raise ValueError("must not contain control characters")
         return v
 
-    def argv(self, python: str = sys.executable) -> list[str]:
-        """The command line: a notebook runs headless through jupyter_gpuplat.nbrun."""
+    def entrypoint(self) -> Entrypoint:
+        """What to run; each executor builds its own argv from it."""
+        args = tuple(self.args)
         if self.code is not None:
-            return [python, CELL_FILE, *self.args]
+            return Entrypoint("cell", code=self.code, args=args)
         if self.script is not None:
-            if self.script.endswith(".ipynb"):
-                return [python, "-m", "jupyter_gpuplat.nbrun", self.script, *self.args]
-            return [python, self.script, *self.args]
+            kind: EntrypointKind = "notebook" if self.script.endswith(".ipynb") else "script"
+            return Entrypoint(kind, path=self.script, args=args, params=dict(self.params or {}))
         assert self.command is not None
-        return ["/bin/sh", "-c", self.command] if isinstance(self.command, str) else list(self.command)
+        if isinstance(self.command, str):
+            return Entrypoint("shell", shell=self.command)
+        return Entrypoint("command", argv=tuple(self.command))
+
+    def argv(self) -> list[str]:
+        """The command for people (the run record's `command`): `python train.py`, never a server's interpreter."""
+        return self.entrypoint().display()
 
     def explicit_layer(self) -> dict[str, Any]:
         d = self.model_dump(exclude_unset=True, mode="json")
-        for key in ("project", "name", "command", "script", "code", "args", "presets", "params"):
+        for key in ("project", "name", "command", "script", "code", "args", "presets", "params", "working_dir"):
             d.pop(key, None)
         return d

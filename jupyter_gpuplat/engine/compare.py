@@ -70,6 +70,9 @@ def compare(engine: Source, user: str, run_ids: list[str], names: list[str] | No
                 "created_at": r["created_at"],
                 "params": params[rid],
                 "metrics": summaries.get(rid, {}),
+                # what code ran (snapshot, git commit and diff) and where it started
+                "code": r.get("code"),
+                "working_dir": r.get("working_dir"),
             }
         )
     return {

@@ -9,14 +9,14 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from ..core.admission import QueueState, choose, order_queues, pick_devices, wait_reason
+from ..core.artifacts import run_dir
 from ..core.errors import Unprocessable
 from ..core.policy import resolve
-from ..core.request import CELL_FILE, RunRequest
+from ..core.request import Entrypoint, RunRequest
 from ..core.resources import Resources
 from ..core.status import Reason, Status
 from ..executors.base import LaunchRequest
@@ -49,24 +49,39 @@ class Dispatcher:
             )
         return None
 
+    def working_dir_violation(self, req: RunRequest) -> Unprocessable | None:
+        """The executor cannot start runs in this directory (Kubernetes: off the shared artifact volume)."""
+        if req.working_dir is None:
+            return None
+        problem = self.s.executor.check_working_dir(req.working_dir, self.artifacts_root)
+        if problem:
+            return Unprocessable(
+                problem, "leave working_dir out, or use a directory the executor can see", code="WorkingDirUnavailable"
+            )
+        return None
+
     def preview(self, user: str, req: RunRequest) -> dict[str, Any]:
         """What submit would do: the resolved spec, where each field came from, and the verdict."""
         res = resolve(self.s.cfg, user, req)
-        cap = self.capacity_violation(res.resources)
+        extra = [v for v in (self.capacity_violation(res.resources), self.working_dir_violation(req)) if v]
         return {
             "resolved": res.resolved,
             "provenance": res.provenance,
             "layers": list(res.layers),
-            "verdict": res.verdict(*([cap] if cap else [])),
+            "verdict": res.verdict(*extra),
         }
 
     def submit(self, user: str, req: RunRequest) -> dict[str, Any]:
         s = self.s
         res = resolve(s.cfg, user, req)
         res.raise_first()
-        cap = self.capacity_violation(res.resources)
+        cap = self.capacity_violation(res.resources) or self.working_dir_violation(req)
         if cap:
             raise cap
+        # What to run, kept with the spec: each executor builds its own argv from it at launch.
+        res.resolved["entrypoint"] = req.entrypoint().to_json()
+        if req.working_dir is not None:
+            res.resolved["working_dir"] = req.working_dir
         qname = res.queue
         assert qname is not None
         now = s.clock()
@@ -92,6 +107,8 @@ class Dispatcher:
             "created_at": now,
             "queued_at": now,
             "updated_at": now,
+            "working_dir": req.working_dir,
+            "code": None,
         }
         evs = [
             {"status": "created", "reason": Reason.SUBMITTED.value, "message": f"submitted by {user}", "at": now},
@@ -203,23 +220,24 @@ class Dispatcher:
             a.provenance = dict((s.store.get_run(a.id) or {}).get("provenance") or {})
         req = LaunchRequest(
             run_id=a.id,
-            command=list(spec["command"]),
+            entrypoint=Entrypoint.from_spec(spec),
             env=env,
             devices=a.devices,
-            workdir=os.path.join(self.artifacts_root, a.id),
+            workdir=run_dir(self.artifacts_root, a.id),
             timeout_seconds=term.get("timeout_seconds"),
             spec=spec,
             project=a.project,
             user=a.user,
             provenance=a.provenance,
+            working_dir=spec.get("working_dir"),
         )
         a.launching = True
         try:
-            if spec.get("code") is not None:
-                # A notebook cell runs as a file: tracebacks then show its lines.
-                os.makedirs(req.workdir, exist_ok=True)
-                with open(os.path.join(req.workdir, CELL_FILE), "w", encoding="utf-8") as f:
-                    f.write(spec["code"])
+            if req.working_dir is not None or req.entrypoint.kind == "cell" or req.entrypoint.files():
+                # What code ran: a snapshot (and git state) kept before it starts; git runs in a thread.
+                code = await asyncio.to_thread(s.executor.capture_code, req)
+                if code is not None:
+                    s.store.transition(a.id, a.project, {"code": code}, None)
             handle = await s.executor.submit(req)
         except Exception as exc:  # the executor's message is what the user needs
             a.launching = False

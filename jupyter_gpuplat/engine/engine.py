@@ -51,7 +51,9 @@ class Engine:
         self.artifacts_root = artifacts_root
         self.safety_tick_seconds = safety_tick_seconds
         self.metrics_interval_seconds = metrics_interval_seconds
-        self.metrics = MetricsIndexer(store, artifacts_root)
+        # Logs, outputs and tracking files are read through this (the executor knows where they live).
+        self.artifacts = executor.artifact_reader(artifacts_root)
+        self.metrics = MetricsIndexer(store, self.artifacts)
         self.dispatcher = Dispatcher(self.state, artifacts_root=artifacts_root, new_id=new_id)
         self.reconciler = Reconciler(
             self.state, self.dispatcher, on_final=self._final_index, stop_grace_seconds=stop_grace_seconds

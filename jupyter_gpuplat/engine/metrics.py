@@ -1,38 +1,37 @@
 """Indexing what runs record with jupyter_gpuplat.tracking into the store.
 
-Runs append JSON lines to files in their artifact directory; the indexer reads
-from the offset it stored last time, up to the last complete line, and appends
-the points in one transaction with the new offset. It is incremental and
+Runs append lines to files in their artifact directory (layout: core.artifacts); the
+indexer reads them through the platform's ArtifactReader, from the offset it stored last
+time, up to the last complete line, and appends the points in one transaction with the new offset. It is incremental and
 idempotent: indexing twice, or after a crash, neither loses nor duplicates.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import re
 import threading
 import warnings
-from pathlib import Path
 
 import numpy as np
 
+from ..core.artifacts import METRICS, PARAMS
+from ..executors.base import ArtifactError, ArtifactReader
 from ..store import Store
 
-STATE_DIR = ".gpuplat"  # kept in step with jupyter_gpuplat.tracking
-METRICS_FILE = "metrics.csv"
-PARAMS_FILE = "params.jsonl"
 READ_BYTES = 64 * 1024 * 1024
 
 
-def _read_new(path: Path, offset: int) -> tuple[bytes, int]:
-    """Complete lines written after `offset`, and the offset after them."""
+def _read(reader: ArtifactReader, run_id: str, rel: str, offset: int, limit: int) -> bytes:
     try:
-        with path.open("rb") as f:
-            f.seek(offset)
-            data = f.read(READ_BYTES)
-    except FileNotFoundError:
-        return b"", offset
+        return reader.read(run_id, rel, offset, limit)
+    except ArtifactError:  # a tracking file that links out of the run is not read
+        return b""
+
+
+def _read_new(reader: ArtifactReader, run_id: str, rel: str, offset: int) -> tuple[bytes, int]:
+    """Complete lines written after `offset`, and the offset after them."""
+    data = _read(reader, run_id, rel, offset, READ_BYTES)
     cut = data.rfind(b"\n") + 1
     return data[:cut], offset + cut
 
@@ -91,33 +90,33 @@ def _parse_block(block: bytes, ncols: int) -> np.ndarray:
     return np.array(rows, dtype=np.float64).reshape(-1, ncols)
 
 
-def signature_before(path: Path, offset: int) -> list[str] | None:
+def signature_before(reader: ArtifactReader, run_id: str, rel: str, offset: int) -> list[str] | None:
     """The `#k` names in effect at `offset`: the last header line before it."""
-    with path.open("rb") as f:
-        end = offset
-        while end > 0:
-            start = max(0, end - (1 << 20))
-            f.seek(start)
-            chunk = f.read(end - start)
-            found = list(_HEADER.finditer(chunk))
-            if found:
-                return _names(found[-1].group(1))
-            end = start
+    end = offset
+    while end > 0:
+        start = max(0, end - (1 << 20))
+        chunk = _read(reader, run_id, rel, start, end - start)
+        found = list(_HEADER.finditer(chunk))
+        if found:
+            return _names(found[-1].group(1))
+        end = start
     return None
 
 
 class MetricsIndexer:
-    def __init__(self, store: Store, artifacts_root: str) -> None:
+    def __init__(self, store: Store, reader: ArtifactReader) -> None:
         self.store = store
-        self.artifacts_root = artifacts_root
+        self.reader = reader
         self._sizes: dict[str, tuple[int, int]] = {}
         # Indexing runs in worker threads; two at once on one run would append twice.
         self._locks: dict[str, threading.Lock] = {}
         self._locks_guard = threading.Lock()
 
-    def _files(self, run_id: str) -> tuple[Path, Path]:
-        d = Path(self.artifacts_root, run_id, STATE_DIR)
-        return d / METRICS_FILE, d / PARAMS_FILE
+    def _size(self, run_id: str, rel: str) -> int:
+        try:
+            return self.reader.size(run_id, rel)
+        except ArtifactError:
+            return -1
 
     def catch_up(self, run_id: str) -> int:
         """Index everything complete on disk for this run; returns the points added."""
@@ -127,17 +126,17 @@ class MetricsIndexer:
             return self._catch_up(run_id)
 
     def _catch_up(self, run_id: str) -> int:
-        mpath, ppath = self._files(run_id)
-        sizes = (_size(mpath), _size(ppath))
+        sizes = (self._size(run_id, METRICS), self._size(run_id, PARAMS))
         if self._sizes.get(run_id) == sizes:
             return 0  # nothing new since last time: a stat, no query
         state = self.store.metrics.state(run_id)
-        mdata, moff = _read_new(mpath, state.metrics_offset)
-        pdata, poff = _read_new(ppath, state.params_offset)
+        mdata, moff = _read_new(self.reader, run_id, METRICS, state.metrics_offset)
+        pdata, poff = _read_new(self.reader, run_id, PARAMS, state.params_offset)
         if not mdata and not pdata:
             self._sizes[run_id] = sizes
             return 0
-        series = parse_metrics(mdata, signature_before(mpath, state.metrics_offset) if mdata else None)
+        names = signature_before(self.reader, run_id, METRICS, state.metrics_offset) if mdata else None
+        series = parse_metrics(mdata, names)
         params = dict(state.params)
         for line in pdata.splitlines():
             try:
@@ -155,10 +154,3 @@ class MetricsIndexer:
         self._sizes.pop(run_id, None)
         with self._locks_guard:
             self._locks.pop(run_id, None)
-
-
-def _size(path: Path) -> int:
-    try:
-        return os.stat(path).st_size
-    except FileNotFoundError:
-        return -1

@@ -10,15 +10,17 @@ from __future__ import annotations
 
 import abc
 import signal
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import IO, Any, ClassVar
 
 from traitlets import MetaHasTraits
 from traitlets.config import LoggingConfigurable
 
+from ..core.artifacts import LOG
 from ..core.errors import GpuPlatError
 from ..core.reasons import Reason
+from ..core.request import Entrypoint
 
 RUNNING = "running"
 SUCCEEDED = "succeeded"
@@ -38,13 +40,17 @@ class ExecutorError(GpuPlatError):
 
 @dataclass(frozen=True)
 class LaunchRequest:
-    """Everything an executor needs to start one run."""
+    """Everything an executor needs to start one run.
+
+    What to run is an `Entrypoint` (a command, a script, a notebook, a cell), not an argv:
+    each executor builds its own argv (this machine's Python is not the one in a pod).
+    """
 
     run_id: str
-    command: list[str]  # argv; the engine turns a shell string into ["/bin/sh", "-c", s]
+    entrypoint: Entrypoint
     env: dict[str, str]  # from the resolved spec
     devices: tuple[int, ...]  # GPU indices assigned by admission (may be empty)
-    workdir: str  # absolute: <artifacts_root>/<run_id>; the executor creates it
+    workdir: str  # absolute: the run's artifact directory, <artifacts_root>/<run_id>; the executor creates it
     timeout_seconds: int | None = None
     spec: Mapping[str, Any] = field(default_factory=dict)  # the whole resolved spec
     project: str = ""
@@ -52,6 +58,74 @@ class LaunchRequest:
     # Which layer set each spec field ("placement.tolerations" → "preset:gpu"), so that an
     # executor can say where a setting came from when the cluster refuses it.
     provenance: Mapping[str, str] = field(default_factory=dict)
+    # Where the run starts (absolute, checked by the service); None: in `workdir`, as before.
+    working_dir: str | None = None
+
+    @property
+    def command(self) -> list[str]:
+        """The command for people, as the run record shows it."""
+        return self.entrypoint.display()
+
+    @property
+    def cwd(self) -> str:
+        return self.working_dir or self.workdir
+
+
+@dataclass(frozen=True)
+class OutputFile:
+    """One file of a run's outputs: its path relative to the run's directory."""
+
+    path: str
+    size: int
+    modified: float
+
+
+class ArtifactError(GpuPlatError):
+    """A path asked of a run's artifacts is not one the reader may serve (outside the run, a link out)."""
+
+    status = 400
+    code = "InvalidPath"
+
+
+class ArtifactReader(abc.ABC):
+    """Reads what runs leave in their artifact directories (layout: core.artifacts).
+
+    The service's logs, outputs and metrics endpoints and the metrics indexer read through
+    this, never by opening files themselves: a control plane that is not the machine that runs
+    the work replaces it (shared storage, an object store). Paths are layout paths relative to
+    the run's directory; whatever is read stays inside that directory (links included).
+    """
+
+    @abc.abstractmethod
+    def size(self, run_id: str, rel: str) -> int:
+        """Bytes in the file, or -1 when it does not exist (or may not be read)."""
+
+    @abc.abstractmethod
+    def read(self, run_id: str, rel: str, offset: int = 0, limit: int = -1) -> bytes:
+        """Up to `limit` bytes (all when -1) from `offset`; b"" when the file does not exist."""
+
+    def log_size(self, run_id: str) -> int:
+        return self.size(run_id, LOG)
+
+    def read_log(self, run_id: str, offset: int = 0, limit: int = -1) -> bytes:
+        return self.read(run_id, LOG, offset, limit)
+
+    @abc.abstractmethod
+    def is_dir(self, run_id: str, rel: str) -> bool:
+        """True when `rel` names a directory of the run (raises ArtifactError for a path outside it)."""
+
+    @abc.abstractmethod
+    def list_outputs(self, run_id: str, rel: str = "") -> list[OutputFile]:
+        """The run's files under `rel`, without the platform's bookkeeping; links out are not followed."""
+
+    @abc.abstractmethod
+    def open_output(self, run_id: str, rel: str) -> IO[bytes]:
+        """One output file for reading; FileNotFoundError when it is not there."""
+
+    def iter_output(self, run_id: str, rel: str, chunk: int = 1 << 20) -> Iterator[bytes]:
+        with self.open_output(run_id, rel) as f:
+            while data := f.read(chunk):
+                yield data
 
 
 @dataclass(frozen=True)
@@ -160,6 +234,22 @@ class Executor(LoggingConfigurable, metaclass=_ExecutorMeta):
     @abc.abstractmethod
     def log_path(self, handle: Mapping[str, Any]) -> str:
         """Where the run's combined stdout/stderr is written."""
+
+    def artifact_reader(self, artifacts_root: str) -> ArtifactReader:
+        """How the platform reads the runs' artifacts; the local filesystem unless the executor knows better."""
+        from .artifacts import LocalArtifactReader
+
+        return LocalArtifactReader(artifacts_root)
+
+    def check_working_dir(self, working_dir: str, artifacts_root: str) -> str | None:
+        """Why runs of this executor cannot start in `working_dir` (a sentence), or None when they can."""
+        return None
+
+    def capture_code(self, req: LaunchRequest) -> dict[str, Any] | None:
+        """What the run executes, kept in its artifacts: `{snapshot, git}` (blocking I/O: call it in a thread)."""
+        from .artifacts import capture_code
+
+        return capture_code(req.entrypoint, req.working_dir, req.workdir)
 
     @abc.abstractmethod
     async def close(self) -> None:

@@ -1,10 +1,12 @@
 """The local executor: each run is a process group on this machine.
 
 A run is `launcher.py` (the group and session leader) and, under it, the user's
-command, with stdout/stderr in `<workdir>/output.log` and its GPUs in
-`CUDA_VISIBLE_DEVICES`. The launcher leaves `<workdir>/.gpuplat/exit.json` when the
-command ends, so the outcome survives a server restart; a stop request leaves
-`stop.json` next to it, so a stop survives one too.
+command, started in the run's working directory (the user's, or its artifact directory),
+with stdout/stderr in `<workdir>/output.log` and its GPUs in `CUDA_VISIBLE_DEVICES`.
+Scripts, notebooks and cells run with this machine's interpreter (`sys.executable`).
+The launcher leaves `<workdir>/.gpuplat/exit.json` when the command ends, so the outcome
+survives a server restart; a stop request leaves `stop.json` next to it, so a stop
+survives one too (layout: core.artifacts).
 
 Watching: children of this server are watched through a pidfd in the event loop (no
 polling); runs re-attached after a restart are not our children and share one poll
@@ -30,7 +32,9 @@ from typing import Any, Final, Literal
 import psutil
 from traitlets import Bool, Float, Integer, Unicode
 
+from ..core import artifacts as layout
 from ..core.reasons import Reason
+from .artifacts import write_cell
 from .base import (
     FAILED,
     RUNNING,
@@ -46,10 +50,6 @@ from .base import (
 from .gpus import detect_gpus
 
 LAUNCHER = str(Path(__file__).with_name("launcher.py"))
-LOG_NAME = "output.log"
-STATE_DIR = ".gpuplat"
-EXIT_NAME = "exit.json"
-STOP_NAME = "stop.json"
 # psutil derives create_time from clock ticks; a reused pid starts at another time
 CREATE_TIME_TOLERANCE_SECONDS = 0.05
 BOOT_ID_FILE = "/proc/sys/kernel/random/boot_id"
@@ -248,7 +248,7 @@ class _Run:
 
     @property
     def stop_file(self) -> str:
-        return os.path.join(os.path.dirname(self.exit_file), STOP_NAME)
+        return os.path.join(os.path.dirname(self.exit_file), layout.STOP_FILE)
 
 
 class LocalExecutor(Executor):
@@ -310,27 +310,31 @@ class LocalExecutor(Executor):
             raise ExecutorError(f"run {req.run_id}: the local executor is closed")
         if req.run_id in self._runs:
             raise ExecutorError(f"run {req.run_id} is already running (pid {self._runs[req.run_id].pid})")
-        command = list(req.command)
-        if not command or not all(isinstance(arg, str) and arg for arg in command):
-            raise ExecutorError(f"run {req.run_id}: the command must be a non-empty list of strings, got {command!r}")
         if not os.path.isabs(req.workdir):
             raise ExecutorError(f"run {req.run_id}: workdir must be an absolute path, got {req.workdir!r}")
+        if req.working_dir is not None and not os.path.isabs(req.working_dir):
+            raise ExecutorError(f"run {req.run_id}: working_dir must be an absolute path, got {req.working_dir!r}")
         if not sys.executable:
             raise ExecutorError(f"run {req.run_id}: cannot find the Python interpreter to run the launcher")
-        env = make_env(os.environ if self.inherit_env else {}, req)
         workdir = req.workdir
-        exit_file = os.path.join(workdir, STATE_DIR, EXIT_NAME)
-        log_path = os.path.join(workdir, LOG_NAME)
+        command = req.entrypoint.argv_with(sys.executable, layout.in_run(workdir, layout.CELL))
+        if not command or not all(isinstance(arg, str) and arg for arg in command):
+            raise ExecutorError(f"run {req.run_id}: the command must be a non-empty list of strings, got {command!r}")
+        env = make_env(os.environ if self.inherit_env else {}, req)
+        exit_file = layout.in_run(workdir, layout.EXIT)
+        log_path = layout.in_run(workdir, layout.LOG)
         try:
             os.makedirs(os.path.dirname(exit_file), exist_ok=True)
-            for stale in (exit_file, os.path.join(workdir, STATE_DIR, STOP_NAME)):  # from an earlier attempt
+            for stale in (exit_file, layout.in_run(workdir, layout.STOP)):  # from an earlier attempt
                 with contextlib.suppress(FileNotFoundError):
                     os.unlink(stale)
+            if req.entrypoint.kind == "cell":
+                write_cell(req.entrypoint, workdir)
             log_fd = _open_log(log_path)
         except OSError as exc:
             raise ExecutorError(f"run {req.run_id}: cannot prepare {workdir}: {exc.strerror or exc}") from exc
         # -I -S: the launcher needs only the stdlib and must not see the run's PYTHON* settings
-        argv = [sys.executable, "-I", "-S", LAUNCHER, "--exit-file", exit_file, "--cwd", workdir, "--", *command]
+        argv = [sys.executable, "-I", "-S", LAUNCHER, "--exit-file", exit_file, "--cwd", req.cwd, "--", *command]
         try:
             pid = _spawn_launcher(argv, env, log_fd)
         except (OSError, ValueError) as exc:
@@ -593,7 +597,7 @@ class LocalExecutor(Executor):
 
     def log_path(self, handle: Mapping[str, Any]) -> str:
         path = handle.get("log_path")
-        return str(path) if path else os.path.join(str(handle["workdir"]), LOG_NAME)
+        return str(path) if path else layout.in_run(str(handle["workdir"]), layout.LOG)
 
     async def close(self) -> None:
         """Stop watching and cancel pending stops; running processes are left running."""

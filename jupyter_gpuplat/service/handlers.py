@@ -19,6 +19,7 @@ from tornado.iostream import StreamClosedError
 
 from ..auth import platform_username
 from ..core.admission import order_queues
+from ..core.artifacts import is_internal
 from ..core.config import PresetConfig, ProjectConfig, QueueConfig, dump_config, parse_config
 from ..core.errors import Forbidden, GpuPlatError, InvalidInput, NotFound
 from ..core.policy import allowed_presets, allowed_queues, require_project, role_in
@@ -28,6 +29,7 @@ from ..engine.compare import MAX_RUNS as MAX_COMPARE
 from ..engine.compare import compare, metrics_of
 from ..engine.engine import Engine
 from ..engine.explain import explain
+from ..executors.base import ArtifactReader
 from . import models as m
 from .errors import error_body, parse_json_body
 from .openapi import API
@@ -35,7 +37,6 @@ from .views import queue_view, run_detail, run_summary
 
 ID = r"(?P<run_id>[A-Za-z0-9_-]{1,64})"
 NAME = r"(?P<name>[^/]{1,200})"
-INTERNAL_DIR = ".gpuplat"  # the executor's bookkeeping (exit record, stop marker)
 
 
 class BaseHandler(APIHandler):
@@ -308,19 +309,37 @@ class ConfigHandler(BaseHandler):
 
 class RunRequestMixin(BaseHandler):
     def run_request(self) -> RunRequest:
-        """The request body, with `script` resolved inside the Jupyter root directory."""
+        """The request body, with `working_dir` and `script` resolved inside the Jupyter root directory."""
         req: RunRequest = self.body(RunRequest)
-        if req.script is None:
-            return req
         root = Path(self.settings["server_root_dir"]).expanduser().resolve()
-        given = Path(req.script)
-        target = (given if given.is_absolute() else root / given).resolve()
-        if root not in target.parents or not target.is_file():
-            raise InvalidInput(
-                f"script {req.script!r} is not a file under the Jupyter root directory",
-                "give a path relative to the file browser's root, e.g. experiments/train.py",
-            )
-        return req.model_copy(update={"script": str(target)})
+        update: dict[str, str] = {}
+        if req.working_dir is not None:
+            where = _under_root(root, req.working_dir)
+            if where is None or not where.is_dir():
+                problem = "is outside" if where is None else "is not a directory under"
+                raise InvalidInput(
+                    f"working_dir {req.working_dir!r} {problem} the Jupyter root directory ({root})",
+                    "give a directory relative to the file browser's root (e.g. experiments) or absolute inside it",
+                )
+            update["working_dir"] = str(where)
+        if req.script is not None:
+            target = _under_root(root, req.script)
+            if target is None or not target.is_file():
+                raise InvalidInput(
+                    f"script {req.script!r} is not a file under the Jupyter root directory",
+                    "give a path relative to the file browser's root, e.g. experiments/train.py",
+                )
+            update["script"] = str(target)
+        return req.model_copy(update=update) if update else req
+
+
+def _under_root(root: Path, given: str) -> Path | None:
+    """`given` (relative to the root, or absolute) resolved, links included; None when it is outside the root."""
+    if "\0" in given:
+        raise InvalidInput(f"path {given!r} contains a NUL byte", "give a path without NUL bytes")
+    path = Path(given).expanduser()
+    target = (path if path.is_absolute() else root / path).resolve()
+    return target if target == root or root in target.parents else None
 
 
 class PreviewHandler(RunRequestMixin):
@@ -419,11 +438,12 @@ class LogsHandler(SSEHandler):
     @web.authenticated
     async def get(self, run_id: str) -> None:
         row = self.engine.get_visible(self.user_name, run_id)
-        path = Path(self.engine.artifacts_root, run_id, "output.log")
+        reader = self.engine.artifacts
+        reader.log_size(run_id)  # a log that links out of the run is refused here, before the stream starts
         if self.get_argument("format", "sse") == "text":
             self.raw_content_type = True
             self.set_header("Content-Type", "text/plain; charset=utf-8")
-            self.finish(path.read_bytes() if path.exists() else b"")
+            self.finish(reader.read_log(run_id))
             return
         follow = self.get_argument("follow", "true") != "false"
         offset = _int_arg(self, "offset", 0, 0, 2**62)
@@ -435,7 +455,7 @@ class LogsHandler(SSEHandler):
             await self.flush()  # headers now: a client sees the stream open before the first line
             while True:
                 final = self.engine.is_final(row["id"])  # read before the file: no line is missed
-                offset = await self._send_lines(path, offset, final)
+                offset = await self._send_lines(reader, run_id, offset, final)
                 if final or not follow:
                     break
                 await asyncio.sleep(self.poll_seconds)
@@ -445,12 +465,8 @@ class LogsHandler(SSEHandler):
             return
         self.finish()
 
-    async def _send_lines(self, path: Path, offset: int, final: bool) -> int:
-        if not path.exists():
-            return offset
-        with path.open("rb") as f:
-            f.seek(offset)
-            data = f.read(4 * 1024 * 1024)
+    async def _send_lines(self, reader: ArtifactReader, run_id: str, offset: int, final: bool) -> int:
+        data = reader.read_log(run_id, offset, 4 * 1024 * 1024)
         if not data:
             return offset
         cut = data.rfind(b"\n") + 1
@@ -509,26 +525,25 @@ class OutputsHandler(BaseHandler):
     @web.authenticated
     async def get(self, run_id: str, path: str = "") -> None:
         self.engine.get_visible(self.user_name, run_id)
-        root = Path(self.engine.artifacts_root, run_id).resolve()
-        target = (root / path).resolve() if path else root
-        if target != root and root not in target.parents:
-            raise InvalidInput(f"path {path!r} leaves the run's output directory", "use a path listed by outputs")
-        if not target.exists():
-            raise NotFound(f"output {path!r} not found in run {run_id}", "list outputs with GET runs/{id}/outputs")
-        if target.is_dir():
-            files = []
-            for f in sorted(target.rglob("*")):
-                rel = f.relative_to(root)
-                if f.is_file() and rel.parts[0] != INTERNAL_DIR:
-                    st = f.stat()
-                    files.append({"path": str(rel), "size": st.st_size, "modified": st.st_mtime})
+        reader = self.engine.artifacts
+        missing = NotFound(f"output {path!r} not found in run {run_id}", "list outputs with GET runs/{id}/outputs")
+        if not path or reader.is_dir(run_id, path):
+            listed = reader.list_outputs(run_id, path)
+            files = [{"path": f.path, "size": f.size, "modified": f.modified} for f in listed]
             self.send_model(m.Outputs, {"run_id": run_id, "outputs": files})
             return
-        ctype = mimetypes.guess_type(target.name)[0] or "application/octet-stream"
+        if is_internal(path):
+            raise missing  # the platform's bookkeeping is not an output
+        try:
+            fh = reader.open_output(run_id, path)
+        except FileNotFoundError:
+            raise missing from None
+        name = path.rstrip("/").rsplit("/", 1)[-1]
+        ctype = mimetypes.guess_type(name)[0] or "application/octet-stream"
         self.raw_content_type = True
         self.set_header("Content-Type", ctype)
-        self.set_header("Content-Disposition", f'attachment; filename="{target.name}"')
-        with target.open("rb") as fh:
+        self.set_header("Content-Disposition", f'attachment; filename="{name}"')
+        with fh:
             while chunk := fh.read(1 << 20):
                 self.write(chunk)
                 await self.flush()

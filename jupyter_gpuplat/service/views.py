@@ -38,6 +38,8 @@ def run_summary(row: dict[str, Any], now: float) -> dict[str, Any]:
         "command": resolved.get("command"),
         "clocks": clocks(row, now),
         "pid": handle.get("pid"),
+        "code": row.get("code"),
+        "working_dir": row.get("working_dir"),
     }
     for k in _TIMES:
         out[k] = row[k]

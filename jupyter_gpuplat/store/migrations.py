@@ -38,7 +38,16 @@ def _v4(conn: Connection) -> None:
     schema.metadata.create_all(conn, tables=[schema.metric_chunks, schema.run_tracking])
 
 
-MIGRATIONS: list[Migration] = [_v1, _v2, _v3, _v4]
+def _v5(conn: Connection) -> None:
+    # Runs from the user's directory: what code ran (snapshot, git) and where it started.
+    cols = {c["name"] for c in inspect(conn).get_columns("gpuplat_runs")}
+    if "code" not in cols:  # v1 databases created after these columns were added already have them
+        conn.execute(text("ALTER TABLE gpuplat_runs ADD COLUMN code JSON"))
+    if "working_dir" not in cols:
+        conn.execute(text("ALTER TABLE gpuplat_runs ADD COLUMN working_dir TEXT"))
+
+
+MIGRATIONS: list[Migration] = [_v1, _v2, _v3, _v4, _v5]
 LATEST = len(MIGRATIONS)
 
 

@@ -66,6 +66,9 @@ runs = Table(
     Column("started_at", Float, nullable=True),
     Column("finished_at", Float, nullable=True),
     Column("updated_at", Float, nullable=False),
+    # What code ran: {snapshot, git: {commit, dirty, diff_path}} (v5), and where it started.
+    Column("code", JSON, nullable=True),
+    Column("working_dir", Text, nullable=True),
     Index("ix_runs_project_seq", "project", "seq"),
     Index("ix_runs_status", "status"),
 )

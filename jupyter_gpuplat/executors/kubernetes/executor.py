@@ -21,14 +21,16 @@ from typing import Any
 
 from traitlets import Bool, Dict, Float, Integer, List, Unicode
 
+from ...core import artifacts as layout
 from ...core.reasons import Reason
+from ..artifacts import write_cell
 from ..base import FAILED, RUNNING, STOPPED, Device, Executor, ExecutorError, LaunchRequest, Observation
 from .cache import ClusterCache, Snapshot, Timeouts
 from .explain import DISRUPTIONS, condition, explain_pod, explain_run
 from .logs import LogFollower, LogState
-from .manifests import CONTAINER, JobSettings, make_job, selector
+from .manifests import CONTAINER, JobSettings, make_job, selector, working_dir_problem
 
-LOG_NAME = "output.log"
+LOG_NAME = layout.LOG
 
 
 def api_client(kubeconfig: str = "", context: str = "", pool_size: int = 64) -> Any:
@@ -245,6 +247,10 @@ class KubernetesExecutor(Executor):
     def devices(self) -> list[Device]:
         return []  # the cluster's scheduler places GPUs; the engine counts them per queue
 
+    def check_working_dir(self, working_dir: str, artifacts_root: str) -> str | None:
+        """Pods see only the shared artifact volume: a working_dir elsewhere is refused at submission."""
+        return working_dir_problem(working_dir, artifacts_root, self.settings())
+
     # -- submit ------------------------------------------------------------------------------
     async def submit(self, req: LaunchRequest) -> dict[str, Any]:
         self._start()
@@ -252,9 +258,11 @@ class KubernetesExecutor(Executor):
             raise ExecutorError(f"run {req.run_id} is already submitted (Job {self._runs[req.run_id].job})")
         manifest = make_job(req, self.settings())
         name = manifest["metadata"]["name"]
-        log_path = os.path.join(req.workdir, LOG_NAME)
+        log_path = layout.in_run(req.workdir, layout.LOG)
         try:
-            os.makedirs(os.path.join(req.workdir, ".gpuplat"), exist_ok=True)
+            os.makedirs(layout.in_run(req.workdir, layout.STATE_DIR), exist_ok=True)
+            if req.entrypoint.kind == "cell":  # the pod runs it from the artifact volume
+                write_cell(req.entrypoint, req.workdir)
         except OSError as exc:
             raise ExecutorError(f"run {req.run_id}: cannot prepare {req.workdir}: {exc.strerror or exc}") from exc
         uid = await asyncio.to_thread(self._create_job, req.run_id, manifest)

@@ -20,9 +20,10 @@ from typing import Any
 
 from kubernetes.client.exceptions import ApiException
 
+from ...core import artifacts as layout
 from .manifests import CONTAINER
 
-STATE_FILE = os.path.join(".gpuplat", "k8s-logs.json")
+STATE_FILE = layout.K8S_LOGS
 
 
 def parse_timestamp(text: str) -> int | None:

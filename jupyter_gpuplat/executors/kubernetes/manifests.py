@@ -11,12 +11,13 @@ failure, so Kubernetes starts a replacement pod instead.
 from __future__ import annotations
 
 import json
+import posixpath
 import re
-import sys
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
+from ...core import artifacts as layout
 from ...core.resources import Resources, format_cpu, format_memory
 from ..base import ExecutorError, LaunchRequest
 
@@ -42,7 +43,7 @@ class JobSettings:
     namespace: str = "gpuplat"
     instance: str = "default"
     default_image: str = "python:3.11-slim"
-    python: str = "python"  # replaces the server's own interpreter in commands built for scripts
+    python: str = "python"  # the image's interpreter: runs scripts, notebooks and cells
     service_account: str = ""
     artifacts_claim: str = ""
     artifacts_mount_path: str = "/gpuplat/artifacts"
@@ -173,12 +174,64 @@ def make_volumes(
     return volumes, mounts
 
 
-def make_command(command: Sequence[str], python: str) -> list[str]:
-    """The run's argv; the server's own interpreter (used for scripts) becomes the image's `python`."""
-    argv = list(command)
-    if argv and argv[0] == sys.executable:
-        argv[0] = python
-    return argv
+def pod_path(path: str, artifacts_root: str, mount_path: str) -> str | None:
+    """Where a pod sees a path of the control plane's artifact volume; None when it is not on it."""
+    root = posixpath.normpath(artifacts_root)
+    path = posixpath.normpath(path)
+    if path != root and not path.startswith(root.rstrip("/") + "/"):
+        return None
+    rel = posixpath.relpath(path, root)
+    mount = mount_path.rstrip("/") or "/"
+    return mount if rel == "." else posixpath.join(mount, rel)
+
+
+def run_pod_dir(req: LaunchRequest, settings: JobSettings) -> str:
+    """The run's artifact directory as its pod sees it."""
+    return f"{settings.artifacts_mount_path.rstrip('/')}/{req.run_id}"
+
+
+def artifacts_root_of(req: LaunchRequest) -> str:
+    return posixpath.dirname(posixpath.normpath(req.workdir))
+
+
+def working_dir_problem(working_dir: str, artifacts_root: str, settings: JobSettings) -> str | None:
+    """Why a run cannot start in `working_dir` on this cluster, or None."""
+    if not settings.artifacts_claim:
+        return (
+            f"working_dir {working_dir!r}: runs on Kubernetes can only start in a directory of the shared artifact "
+            "volume, and this platform has none (KubernetesExecutor.artifacts_claim is empty); "
+            "leave working_dir out to start in the run's artifact directory"
+        )
+    if pod_path(working_dir, artifacts_root, settings.artifacts_mount_path) is None:
+        return (
+            f"working_dir {working_dir!r} is not on the shared artifact volume ({artifacts_root}, mounted in runs at "
+            f"{settings.artifacts_mount_path}): pods cannot see it; put the code under {artifacts_root} "
+            "or leave working_dir out"
+        )
+    return None
+
+
+def make_command(req: LaunchRequest, settings: JobSettings) -> list[str]:
+    """The run's argv from its entrypoint, with the image's `python`; artifact-volume paths as the pod sees them."""
+    entry = req.entrypoint
+    root = artifacts_root_of(req)
+    if entry.kind in ("script", "notebook") and entry.path:
+        seen = pod_path(entry.path, root, settings.artifacts_mount_path)
+        if seen is not None:
+            entry = replace(entry, path=seen)
+    return entry.argv_with(settings.python, f"{run_pod_dir(req, settings)}/{layout.CELL}")
+
+
+def make_working_dir(req: LaunchRequest, settings: JobSettings) -> str:
+    """The container's workingDir: the user's directory on the artifact volume, else the run's directory."""
+    if req.working_dir is None:
+        return run_pod_dir(req, settings)
+    root = artifacts_root_of(req)
+    problem = working_dir_problem(req.working_dir, root, settings)
+    seen = pod_path(req.working_dir, root, settings.artifacts_mount_path)
+    if problem or seen is None:
+        raise ExecutorError(f"run {req.run_id}: {problem}")
+    return seen
 
 
 def make_env(req: LaunchRequest, workdir: str) -> list[dict[str, str]]:
@@ -196,13 +249,13 @@ def priority_class(queue: str, classes: Mapping[str, str]) -> str | None:
 def make_pod_spec(req: LaunchRequest, settings: JobSettings) -> dict[str, Any]:
     spec = req.spec
     placement = spec.get("placement") or {}
-    workdir = f"{settings.artifacts_mount_path.rstrip('/')}/{req.run_id}"
+    workdir = run_pod_dir(req, settings)
     volumes, mounts = make_volumes(spec.get("volumes"), settings)
     container: dict[str, Any] = {
         "name": CONTAINER,
         "image": spec.get("image") or settings.default_image,
-        "command": make_command(req.command, settings.python),
-        "workingDir": workdir,
+        "command": make_command(req, settings),
+        "workingDir": make_working_dir(req, settings),
         "env": make_env(req, workdir),
         "volumeMounts": mounts,
     }
@@ -237,7 +290,8 @@ def make_pod_spec(req: LaunchRequest, settings: JobSettings) -> dict[str, Any]:
 
 def make_job(req: LaunchRequest, settings: JobSettings) -> dict[str, Any]:
     """The batch/v1 Job of one run."""
-    if not req.command or not all(isinstance(a, str) and a for a in req.command):
+    argv = req.entrypoint.argv_with(settings.python)
+    if not argv or not all(isinstance(a, str) and a for a in argv):
         raise ExecutorError(f"run {req.run_id}: the command must be a non-empty list of strings")
     queue = str(req.spec.get("queue") or "")
     labels = make_labels(req.run_id, req.project, queue, settings.instance)

@@ -1,0 +1,200 @@
+"""Run artifacts on the local filesystem: the reader the service uses, and what code ran.
+
+`LocalArtifactReader` serves files of `<artifacts_root>/<run_id>` (layout: core.artifacts).
+Every path is resolved, links included, and must stay inside the run's directory: a log or
+output that is a link to elsewhere is refused, never read, and listings skip links out.
+
+`capture_code` records what a run executes when it starts: a copy of its script, notebook or
+cell under `code/`, and, when the directory is in a git repository, the commit, whether the
+tree is dirty and the uncommitted diff (`code/git.diff`).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import stat
+import subprocess
+from pathlib import Path
+from typing import IO, Any
+
+from ..core import artifacts as layout
+from ..core.request import Entrypoint
+from .base import ArtifactError, ArtifactReader, OutputFile
+
+log = logging.getLogger(__name__)
+
+GIT_TIMEOUT_SECONDS = 5.0
+MAX_SNAPSHOT_BYTES = 16 * 1024 * 1024
+MAX_DIFF_BYTES = 16 * 1024 * 1024
+
+
+class LocalArtifactReader(ArtifactReader):
+    """Artifacts in directories on this machine (or a volume mounted here)."""
+
+    def __init__(self, artifacts_root: str) -> None:
+        self.root = artifacts_root
+
+    def run_root(self, run_id: str) -> Path:
+        if "\0" in run_id or "/" in run_id or run_id in ("", ".", ".."):
+            raise ArtifactError(f"invalid run id {run_id!r}", "run ids are letters, digits, - and _")
+        base = Path(self.root).resolve()
+        return base / run_id
+
+    def resolve(self, run_id: str, rel: str) -> Path:
+        """The real path of `rel` in the run's directory; ArtifactError when it leads outside."""
+        if "\0" in rel:
+            raise ArtifactError(f"path {rel!r} contains a NUL byte", "use a path listed by outputs")
+        root = self.run_root(run_id)
+        real_root = root.resolve()
+        target = (real_root / rel).resolve() if rel else real_root
+        if real_root != root or (target != real_root and real_root not in target.parents):
+            raise ArtifactError(f"path {rel!r} leaves the directory of run {run_id}", "use a path listed by outputs")
+        return target
+
+    def size(self, run_id: str, rel: str) -> int:
+        try:
+            st = os.stat(self.resolve(run_id, rel))
+        except FileNotFoundError:
+            return -1
+        return st.st_size if stat.S_ISREG(st.st_mode) else -1
+
+    def read(self, run_id: str, rel: str, offset: int = 0, limit: int = -1) -> bytes:
+        path = self.resolve(run_id, rel)
+        try:
+            with open(path, "rb") as f:
+                if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
+                    return b""
+                f.seek(offset)
+                return f.read(limit)
+        except (FileNotFoundError, IsADirectoryError):
+            return b""
+
+    def is_dir(self, run_id: str, rel: str) -> bool:
+        return self.resolve(run_id, rel).is_dir()
+
+    def list_outputs(self, run_id: str, rel: str = "") -> list[OutputFile]:
+        start = self.resolve(run_id, rel)
+        root = self.run_root(run_id)
+        out: list[OutputFile] = []
+        for dirpath, dirnames, filenames in os.walk(start, followlinks=False):
+            here = Path(dirpath)
+            dirnames[:] = sorted(d for d in dirnames if not layout.is_internal(str((here / d).relative_to(root))))
+            for name in sorted(filenames):
+                path = here / name
+                relpath = path.relative_to(root).as_posix()
+                if layout.is_internal(relpath):
+                    continue
+                try:
+                    if path.is_symlink():
+                        real = path.resolve()
+                        if root not in real.parents:
+                            continue  # a link out of the run: neither followed nor sized
+                        st = real.stat()
+                    else:
+                        st = path.stat()
+                except (OSError, RuntimeError):
+                    continue
+                if stat.S_ISREG(st.st_mode):
+                    out.append(OutputFile(relpath, st.st_size, st.st_mtime))
+        out.sort(key=lambda f: f.path)
+        return out
+
+    def open_output(self, run_id: str, rel: str) -> IO[bytes]:
+        path = self.resolve(run_id, rel)
+        if not path.is_file():
+            raise FileNotFoundError(rel)
+        return open(path, "rb")
+
+
+# -- what code ran --------------------------------------------------------------------------
+
+
+def write_cell(entrypoint: Entrypoint, run_directory: str) -> str:
+    """Write a cell's code to the run's `code/cell.py`; returns its absolute path."""
+    path = layout.in_run(run_directory, layout.CELL)
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "w", encoding="utf-8") as f:
+        f.write(entrypoint.code or "")
+    return path
+
+
+def _git(cwd: str, *args: str) -> str | None:
+    try:
+        done = subprocess.run(
+            ["git", "-C", cwd, *args],
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            timeout=GIT_TIMEOUT_SECONDS,
+            check=False,
+            env={**os.environ, "GIT_TERMINAL_PROMPT": "0", "GIT_OPTIONAL_LOCKS": "0"},
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        log.info("gpuplat: git %s in %s: %s", args[0], cwd, exc)
+        return None
+    if done.returncode != 0:
+        return None
+    return done.stdout.decode("utf-8", "replace")
+
+
+def capture_git(directory: str, run_directory: str) -> dict[str, Any] | None:
+    """The commit of the repository holding `directory`, whether it is dirty, and the diff saved in the run."""
+    commit = _git(directory, "rev-parse", "--verify", "HEAD")
+    if commit is None:
+        return None
+    status = _git(directory, "status", "--porcelain", "--untracked-files=no")
+    dirty = bool(status and status.strip())
+    diff_path = None
+    if dirty:
+        diff = _git(directory, "diff", "HEAD", "--no-color", "--no-ext-diff")
+        if diff:
+            target = layout.in_run(run_directory, layout.GIT_DIFF)
+            os.makedirs(os.path.dirname(target), exist_ok=True)
+            with open(target, "w", encoding="utf-8") as f:
+                f.write(diff[:MAX_DIFF_BYTES])
+            diff_path = layout.GIT_DIFF
+    return {"commit": commit.strip(), "dirty": dirty, "diff_path": diff_path}
+
+
+def _snapshot(source: str, run_directory: str) -> str | None:
+    try:
+        st = os.stat(source)
+    except OSError:
+        return None
+    if not stat.S_ISREG(st.st_mode) or st.st_size > MAX_SNAPSHOT_BYTES:
+        return None
+    rel = layout.snapshot_path(source)
+    target = layout.in_run(run_directory, rel)
+    try:
+        os.makedirs(os.path.dirname(target), exist_ok=True)
+        shutil.copyfile(source, target)
+    except OSError as exc:
+        log.warning("gpuplat: cannot snapshot %s: %s", source, exc)
+        return None
+    return rel
+
+
+def capture_code(entrypoint: Entrypoint, working_dir: str | None, run_directory: str) -> dict[str, Any] | None:
+    """What the run executes, kept in its directory: `{snapshot, git}`, or None when nothing is known.
+
+    `snapshot` is the layout path of the copied script, notebook or cell (a cell's `code/cell.py`
+    is written by the executor); `git` is `{commit, dirty, diff_path}` when the run's directory
+    (or the script's, without one) is in a git repository, else None.
+    """
+    snapshot = None
+    if entrypoint.kind == "cell":
+        snapshot = layout.CELL
+    else:
+        for name in entrypoint.files():
+            source = name if os.path.isabs(name) else os.path.join(working_dir or run_directory, name)
+            snapshot = _snapshot(source, run_directory)
+            if snapshot:
+                break
+    where = working_dir
+    if where is None and entrypoint.path:
+        where = os.path.dirname(entrypoint.path)
+    git = capture_git(where, run_directory) if where and os.path.isdir(where) else None
+    if snapshot is None and git is None:
+        return None
+    return {"snapshot": snapshot, "git": git}
