@@ -227,7 +227,7 @@ def _request(draw: st.DrawFn, doc: dict[str, Any], path: str, method: str, known
         elif p.get("required") or draw(st.booleans()):
             # mostly what the document allows; sometimes anything, which must be a 4xx
             query[p["name"]] = _value(draw(from_schema(p["schema"], components) | st.text(max_size=6)))
-    body = None
+    body: Any = None
     if "requestBody" in op:
         body = draw(from_schema(op["requestBody"]["content"]["application/json"]["schema"], components) | st.just({}))
     # reads and previews as a member and as a platform admin; writes as a member only (refused:

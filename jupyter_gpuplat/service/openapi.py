@@ -15,7 +15,7 @@ from functools import lru_cache
 from typing import Any
 
 from pydantic import BaseModel
-from pydantic.json_schema import models_json_schema
+from pydantic.json_schema import JsonSchemaMode, models_json_schema
 
 from ..core.config import PlatformConfig, PresetConfig, ProjectConfig, QueueConfig
 from ..core.request import RunRequest
@@ -171,10 +171,10 @@ def openapi_path(pattern: str) -> str:
 
 
 def _schemas() -> dict[str, Any]:
-    pairs = [(b, "validation") for b in dict.fromkeys(_BODIES.values())]
-    pairs += [(r, "serialization") for r in dict.fromkeys(r for _, r in _RESPONSES.values())]
-    pairs += [(x, "serialization") for x in (m.Error, *m.STREAM_MODELS)]
-    keys, top = models_json_schema(pairs, ref_template=REF)  # type: ignore[arg-type]
+    answers: list[type[BaseModel]] = [r for _, r in _RESPONSES.values()] + [m.Error, *m.STREAM_MODELS]
+    pairs: list[tuple[type[BaseModel], JsonSchemaMode]] = [(b, "validation") for b in dict.fromkeys(_BODIES.values())]
+    pairs += [(r, "serialization") for r in dict.fromkeys(answers)]
+    keys, top = models_json_schema(pairs, ref_template=REF)
     return {"keys": keys, "defs": top.get("$defs", {})}
 
 
