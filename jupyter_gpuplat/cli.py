@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from .client import Client, GpuPlatAPIError
+from .explaining import explanation_text
 
 EXAMPLE_CONFIG = Path(__file__).with_name("platform.example.yaml")
 
@@ -68,6 +69,10 @@ def cmd_submit(args: argparse.Namespace) -> int:
         body["resources"] = {"gpu": args.gpus}
     if args.env:
         body["env"] = dict(kv.split("=", 1) for kv in args.env)
+    if not args.no_working_dir:
+        # The run starts where you are, so relative paths (train.py, data.txt) work; it must be under the
+        # Jupyter root. Its outputs still go to the run's artifact directory.
+        body["working_dir"] = os.path.abspath(args.working_dir or os.getcwd())
     if args.preview:
         p = c.request("POST", "runs/preview", body)
         human = (
@@ -135,14 +140,7 @@ def cmd_runs(args: argparse.Namespace) -> int:
         emit(args, r, "\n".join(lines))
     elif action == "explain":
         e = c.request("GET", f"runs/{args.run_id}/explain")
-        lines = [f"held by: {e['layer']}", f"reason:  {e['reason']}", f"message: {e['message']}"]
-        if e.get("position"):
-            lines.append(f"position: {e['position']} of {e.get('pending_in_queue')} waiting in {e['queue']}")
-        for b in e.get("blockers", []):
-            lines.append(f"blocked by: {b['id'] or '(another team)'} {b['user'] or ''} {b['gpu']} GPU {b['status']}")
-        for w in e.get("who_can_act", []):
-            lines.append(f"who can act: {w['who']}: {w['can']}")
-        emit(args, e, "\n".join(lines))
+        emit(args, e, explanation_text(e))
     elif action == "logs":
         return follow_logs(c, args.run_id, args.follow)
     elif action == "stop":
@@ -275,6 +273,16 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("-e", "--env", action="append", help="KEY=VALUE")
     s.add_argument("-f", "--follow", action="store_true", help="follow the logs until the run ends")
     s.add_argument("--preview", action="store_true", help="show the resolved spec and verdict; submit nothing")
+    s.add_argument(
+        "-C",
+        "--working-dir",
+        help="directory the run starts in (default: the current directory); it must be under the Jupyter root",
+    )
+    s.add_argument(
+        "--no-working-dir",
+        action="store_true",
+        help="start the run in its artifact directory instead of the current directory",
+    )
     s.add_argument("command", nargs=argparse.REMAINDER)
 
     r = sub.add_parser("runs", help="list, show, explain, follow logs of, or stop runs")

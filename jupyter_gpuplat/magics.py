@@ -25,6 +25,7 @@ from IPython.core.magic_arguments import argument, magic_arguments, parse_argstr
 from IPython.display import HTML, display
 
 from .client import Client, GpuPlatAPIError
+from .explaining import explanation_lines, waiting_summary
 
 _VALUE_OPTIONS = {"-p", "--project", "--preset", "-q", "--queue", "--gpus", "-n", "--name", "--param"}
 
@@ -98,6 +99,8 @@ class GpuMagics(Magics):
                 "name": opts.name,
                 "params": parse_params(opts.param) or None,
             }
+            # The run starts in the kernel's directory (the notebook's), so relative paths work as in the notebook.
+            fields["working_dir"] = os.getcwd()
             if cell is not None:
                 fields["code"] = cell
                 fields["name"] = fields["name"] or "cell"
@@ -124,9 +127,7 @@ class GpuMagics(Magics):
         line = f"{run['id']} {run['status']} in queue {run['queue']}"
         if run["status"] in ("queued", "dispatched", "starting"):
             try:
-                e = self.client.explain(run["id"])
-                pos = f" (position {e['position']} of {e['pending_in_queue']})" if e.get("position") else ""
-                line += f" — {e['reason']}: {e['message']}{pos}"
+                line += f" — {waiting_summary(self.client.explain(run['id']))}"
             except GpuPlatAPIError:
                 pass
         return HTML(f"<div class='gpuplat-summary'>{html.escape(line)}</div>")
@@ -193,15 +194,9 @@ class GpuMagics(Magics):
         except GpuPlatAPIError as err:
             display(refusal_html(err))
             return
-        parts = [
-            f"<b>{html.escape(run_id)}</b>: held by <b>{e['layer']}</b> — {e['reason']}",
-            html.escape(e["message"]),
-        ]
-        if e.get("position"):
-            parts.append(f"position {e['position']} of {e.get('pending_in_queue')} waiting in {e['queue']}")
-        for w in e.get("who_can_act", []):
-            parts.append(f"{html.escape(w['who'])}: {html.escape(w['can'])}")
-        display(HTML("<div class='gpuplat-explain'>" + "<br>".join(parts) + "</div>"))
+        head = f"<b>{html.escape(run_id)}</b>: held by <b>{html.escape(e['layer'])}</b> — {html.escape(e['reason'])}"
+        rest = [html.escape(f"{label}: {text}") for label, text in explanation_lines(e) if label != "held by"]
+        display(HTML("<div class='gpuplat-explain'>" + "<br>".join([head, *rest]) + "</div>"))
 
 
 def _table(headers: list[str], rows: str) -> HTML:

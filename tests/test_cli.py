@@ -27,6 +27,7 @@ def gp(server: ServerProcess, *args: str, check: bool = True) -> subprocess.Comp
     proc = subprocess.run(
         [sys.executable, "-m", "jupyter_gpuplat.cli", *args],
         env=server.env,
+        cwd=server.root,  # submit sends the current directory: under the Jupyter root, as a user's would be
         capture_output=True,
         text=True,
         timeout=60,
