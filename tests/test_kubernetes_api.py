@@ -239,3 +239,77 @@ async def test_failures_timeouts_and_preemption_are_explained(api: Any, cluster:
     assert (await api.wait_status(victim["id"], "succeeded"))["exit_code"] == 0
     log = (await api.ok("GET", f"runs/{victim['id']}/logs", format="text")).decode()
     assert log.count("attempt\n") == 2 and "--- gpuplat: next attempt, pod" in log
+
+
+# -- explanation defects found from outside (issue 8, item 10) ------------------------------------
+URGENT = 1_000_000_000  # another team's pod, above every priority class of the platform
+
+
+async def test_a_preempted_run_whose_replacement_waits_is_held_by_the_executor(
+    api: Any, cluster: EmulatedCluster
+) -> None:
+    cluster.add_node("gpu-1", gpus=1)
+    victim = await api.submit(presets=["single-gpu"], command="echo attempt; gate again")
+    rid = victim["id"]
+    await api.wait_status(rid, "running")
+    await api.wait_log(rid, "attempt")
+    # A pod outside the platform wants the only GPU; the scheduler preempts ours for it.
+    cluster.add_pod("research", "urgent", gpus=1, command="gate release", priority=URGENT)
+    _, pods = objects_of(cluster, rid)
+    cluster.preempt(NAMESPACE, pods[0]["metadata"]["name"], by="research/urgent")
+
+    # The replacement pod waits for a GPU: the executor holds the run, not "running on devices none".
+    ex = await explained(api, rid, "InsufficientGPU")
+    assert ex["status"] == "running" and ex["layer"] == "executor", ex
+    assert not ex["message"].startswith("running for"), ex
+    assert ex["details"]["raw"].startswith("0/1 nodes are available: 1 Insufficient nvidia.com/gpu"), ex
+    assert ex["who_can_act"] and all(w["who"] and w["can"] for w in ex["who_can_act"])
+    # The wait is start wait: the run clock stands still while the start-wait clock goes on.
+    before = (await api.run(rid))["clocks"]
+
+    async def waited_on() -> dict[str, Any] | None:
+        c = (await api.run(rid))["clocks"]
+        return c if c["start_wait_seconds"] >= before["start_wait_seconds"] + 0.5 else None
+
+    during = await wait_for(waited_on, 10, "the start-wait clock to go on")
+    assert during["run_seconds"] == before["run_seconds"], (before, during)
+
+    # The GPU comes back: the replacement runs, and the answer is "running" again.
+    cluster.open_gate("release")
+    running = await explained(api, rid, "Running")
+    assert running["layer"] == "running"
+    cluster.open_gate("again")
+    done = await api.wait_status(rid, "succeeded")
+    reasons = [e["reason"] for e in done["timeline"]]
+    # One preemption is one event: not again when the scheduler's Preempted event re-explains the pod.
+    assert reasons.count("Preempted") == 1, reasons
+    assert reasons.count("InsufficientGPU") == 1, reasons
+    c = done["clocks"]
+    assert c["start_wait_seconds"] >= during["start_wait_seconds"]
+    total = done["finished_at"] - done["queued_at"]
+    assert abs(c["queue_wait_seconds"] + c["start_wait_seconds"] + c["run_seconds"] - total) < 0.01, (c, total)
+
+
+async def test_gpus_held_outside_the_platform_never_make_a_fragmentation_claim(
+    api: Any, cluster: EmulatedCluster
+) -> None:
+    for name in ("gpu-a1", "gpu-a2"):
+        cluster.add_node(name, gpus=4)
+    # Another namespace's pods hold 3 of the 4 GPUs on each node; the platform does not see them.
+    for i in (1, 2):
+        cluster.add_pod("research", f"hog-{i}", gpus=3, command="gate never")
+    cluster.wait_for(
+        lambda: all(p["spec"].get("nodeName") for p in cluster.pods("research")), 10, "the other team's pods placed"
+    )
+    run = await api.submit(presets=["multi-gpu"], command="echo never")
+    ex = await explained(api, run["id"], "InsufficientGPU")
+    raw = ex["details"]["raw"]
+    assert raw.startswith("0/2 nodes are available: 2 Insufficient nvidia.com/gpu."), raw
+    # No count the scheduler contradicts: no "8 GPUs are free", no spread over nodes.
+    assert "free but spread" not in ex["message"] and "free_gpus" not in ex["details"]["counts"], ex
+    assert "2 of 2 nodes lack free GPUs" in ex["message"], ex
+    assert "pods outside the platform" in ex["message"] and "cannot see how many" in ex["message"], ex
+    timeline = (await api.run(run["id"]))["timeline"]
+    assert "GPUsFragmented" not in [e["reason"] for e in timeline]
+    await api.ok("POST", f"runs/{run['id']}/stop")
+    await api.wait_status(run["id"], "stopped")

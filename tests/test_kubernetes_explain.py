@@ -9,7 +9,7 @@ import pytest
 import yaml
 from kube_emulator.scheduler import TAINT_WORDINGS, fit_message, taint_reason
 
-from jupyter_gpuplat.executors.kubernetes.explain import NodeView, explain_run, parse_fit_error
+from jupyter_gpuplat.executors.kubernetes.explain import NodeView, episode, explain_pod, explain_run, parse_fit_error
 
 CASES = yaml.safe_load((Path(__file__).parent / "fixtures" / "k8s" / "explain_cases.yaml").read_text())["cases"]
 
@@ -87,3 +87,36 @@ def test_unparseable_text_never_raises() -> None:
                 {"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": text}]}}],
         )  # fmt: skip
         assert ex.status == "starting"
+
+
+def test_one_disruption_is_one_episode_however_it_is_worded() -> None:
+    # The pod's DisruptionTarget condition arrives first; the scheduler's Preempted event about the
+    # (deleted) pod later: two wordings of one preemption, one timeline event.
+    pod = {
+        "metadata": {"name": "gpuplat-r-1-abcde", "uid": "pod-1"},
+        "spec": {"nodeName": "gpu-1"},
+        "status": {
+            "phase": "Running",
+            "conditions": [
+                {
+                    "type": "DisruptionTarget",
+                    "status": "True",
+                    "reason": "PreemptionByScheduler",
+                    "message": "research/urgent: preempting to accommodate a higher priority pod",
+                }
+            ],
+        },
+    }
+    event = {
+        "involvedObject": {"uid": "pod-1", "name": "gpuplat-r-1-abcde"},
+        "reason": "Preempted",
+        "message": "Preempted by pod 1a2b-uid on node gpu-1",
+        "lastTimestamp": "2026-01-01T00:00:01Z",
+    }
+    first, later = explain_pod(pod), explain_run(None, [pod], [event])
+    assert first.reason == later.reason == "Preempted" and first.message != later.message
+    assert episode("running", first) == episode("running", later)
+    other = explain_pod({**pod, "metadata": {"name": "gpuplat-r-1-fghij", "uid": "pod-2"}})
+    assert episode("running", other) != episode("running", first)  # the next preemption is a new episode
+    waiting = explain_run(None, [], [])
+    assert episode("starting", waiting) == ("starting", "Pending", waiting.message)

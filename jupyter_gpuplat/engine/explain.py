@@ -2,76 +2,88 @@
 
 Which layer holds the run (`queue`, `executor`, `running`, `done`), the reason
 code, a message with the numbers, its position in the queue, the runs holding
-what it waits for, and who can act.
+what it waits for, and who can act. Read from the read model only (`reads.py`).
+
+A running run is not always running: after a preemption or an eviction its
+replacement waits for the executor again. The timeline's last event says so
+(its reason's layer in the registry), and the answer then is the executor's.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..core.admission import QueueState, Wait, wait_reason
 from ..core.policy import admins_of
-from ..core.status import Reason, Status
-from .engine import ActiveRun, Engine
+from ..core.reasons import PLATFORM_ADMINS, Layer, Reason, layer_of
+from ..core.status import Status
+from .reads import ReadModel
+from .state import ActiveRun
+
+if TYPE_CHECKING:
+    from .engine import Engine
 
 _LAYER = {
-    Status.CREATED: "queue",
-    Status.QUEUED: "queue",
-    Status.DISPATCHED: "executor",
-    Status.STARTING: "executor",
-    Status.RUNNING: "running",
-    Status.STOPPING: "running",
+    Status.CREATED: Layer.QUEUE,
+    Status.QUEUED: Layer.QUEUE,
+    Status.DISPATCHED: Layer.EXECUTOR,
+    Status.STARTING: Layer.EXECUTOR,
+    Status.RUNNING: Layer.RUNNING,
+    Status.STOPPING: Layer.RUNNING,
 }
 
 
-def explain(engine: Engine, user: str, run_id: str) -> dict[str, Any]:
-    row = engine.get_visible(user, run_id)
-    a = engine.active.get(run_id)
+def explain(source: Engine | ReadModel, user: str, run_id: str) -> dict[str, Any]:
+    reads = source if isinstance(source, ReadModel) else source.reads
+    row = reads.get_visible(user, run_id)
+    a = reads.active_run(run_id)
     base = {"run_id": run_id, "status": row["status"], "queue": row["queue"], "position": None, "blockers": []}
     if a is None:
         return {
             **base,
-            "layer": "done",
+            "layer": Layer.DONE.value,
             "reason": row["reason"],
             "message": row["message"],
             "who_can_act": [{"who": row["user"], "can": "submit it again"}],
         }
-    q = engine.queues.get(a.queue)
+    q = reads.queue_state(a.queue)
     if a.status in (Status.CREATED, Status.QUEUED) and q is not None:
-        return {**base, **_explain_waiting(engine, a, q)}
+        return {**base, **_explain_waiting(reads, a, q)}
     last = row["timeline"][-1] if row["timeline"] else {"reason": row["reason"], "message": row["message"]}
-    layer = _LAYER[a.status]
-    if a.status == Status.RUNNING:
-        started = row["started_at"] or row["dispatched_at"] or engine.clock()
-        msg = f"running for {engine.clock() - started:.0f}s on devices {','.join(map(str, a.devices)) or 'none'}"
+    if a.status == Status.RUNNING and layer_of(str(last["reason"])) not in (Layer.EXECUTOR, Layer.QUEUE):
+        now = reads.now()
+        started = row["started_at"] or row["dispatched_at"] or now
+        msg = f"running for {now - started:.0f}s on devices {','.join(map(str, a.devices)) or 'none'}"
         return {
             **base,
-            "layer": layer,
-            "reason": "Running",
+            "layer": Layer.RUNNING.value,
+            "reason": Reason.RUNNING.value,
             "message": msg,
             "who_can_act": [{"who": row["user"], "can": "stop it"}],
         }
+    # Held by the executor: before the start, or again after it (a replacement pod waiting).
     details = last.get("details") or {}
+    layer = layer_of(str(last["reason"])) if a.status == Status.RUNNING else _LAYER[a.status]
     return {
         **base,
-        "layer": details.get("layer", layer),
+        "layer": details.get("layer", (layer or _LAYER[a.status]).value),
         "reason": last["reason"],
         "message": last["message"],
         "details": details,
         "who_can_act": details.get("who_can_act")
-        or [{"who": ", ".join(engine.cfg.admins) or "platform admins", "can": "check the executor"}],
+        or [{"who": ", ".join(reads.platform_admins()) or PLATFORM_ADMINS, "can": "check the executor"}],
     }
 
 
-def _explain_waiting(engine: Engine, a: ActiveRun, q: QueueState) -> dict[str, Any]:
+def _explain_waiting(reads: ReadModel, a: ActiveRun, q: QueueState) -> dict[str, Any]:
     p = q.pending(a.id)
     assert p is not None
-    w: Wait = wait_reason(q, p, engine.free_gpus)
+    w: Wait = wait_reason(q, p, reads.free_gpus)
     blocker_ids = list(w.blockers)
     if w.reason == Reason.NO_CAPACITY:
-        blocker_ids = [r.id for r in engine.active.values() if r.devices and r.status not in (Status.QUEUED,)]
-    briefs = engine.store.runs_brief(blocker_ids)
-    visible = set(engine.visible_projects(a.user))
+        blocker_ids = [r.id for r in reads.device_holders()]
+    briefs = reads.briefs(blocker_ids)
+    visible = set(reads.visible_projects(a.user))
     blockers = []
     for rid in blocker_ids:
         b = briefs.get(rid)
@@ -97,10 +109,10 @@ def _explain_waiting(engine: Engine, a: ActiveRun, q: QueueState) -> dict[str, A
         "gpu": q.used.gpu,
         "gpu_quota": lim.quota.gpu,
         "pending": q.pending_count,
-        "free_gpus": engine.free_gpus,
+        "free_gpus": reads.free_gpus,  # None: the executor (Kubernetes) has no such number
     }
     return {
-        "layer": "queue",
+        "layer": Layer.QUEUE.value,
         "reason": str(w.reason),
         "message": w.message,
         "numbers": dict(w.numbers),
@@ -108,12 +120,12 @@ def _explain_waiting(engine: Engine, a: ActiveRun, q: QueueState) -> dict[str, A
         "pending_in_queue": q.pending_count,
         "blockers": blockers,
         "queue_usage": usage,
-        "who_can_act": _who_can_act(engine, a, w, blockers),
+        "who_can_act": _who_can_act(reads, a, w, blockers),
     }
 
 
-def _who_can_act(engine: Engine, a: ActiveRun, w: Wait, blockers: list[dict[str, Any]]) -> list[dict[str, str]]:
-    admins = ", ".join(engine.cfg.admins) or "platform admins"
+def _who_can_act(reads: ReadModel, a: ActiveRun, w: Wait, blockers: list[dict[str, Any]]) -> list[dict[str, str]]:
+    admins = ", ".join(reads.platform_admins()) or PLATFORM_ADMINS
     owners = sorted({b["user"] for b in blockers if b["user"]})
     out: list[dict[str, str]] = []
     reason = str(w.reason)
@@ -133,8 +145,8 @@ def _who_can_act(engine: Engine, a: ActiveRun, w: Wait, blockers: list[dict[str,
             out.append({"who": ", ".join(owners), "can": "stop their runs that hold GPUs"})
     elif reason == Reason.BEHIND_HEAD:
         out.append({"who": ", ".join(owners) or a.user, "can": "stop the run at the head of the queue"})
-    pr = engine.cfg.project(a.project)
-    if pr is not None and reason != "Admissible":
+    pr = reads.project(a.project)
+    if pr is not None and reason != Reason.ADMISSIBLE:
         out.append({"who": a.user, "can": "wait, stop this run, or submit it to another allowed queue"})
         padmins = admins_of(pr)
         if padmins and reason in (Reason.QUEUE_CONCURRENCY, Reason.QUEUE_QUOTA):

@@ -20,6 +20,8 @@ import requests
 import traitlets
 
 from ..client import Client, GpuPlatAPIError
+from ..core.reasons import LAYER_TEXT
+from ..explaining import explanation_lines
 from . import _html as h
 from ._metrics import lower_is_better
 from .live import EventFeed, Streams, Subscription, default_client
@@ -34,12 +36,7 @@ PHASES = (
     ("execution", "Execution — the executor", h.EXECUTION),
     ("end", "End", h.FINAL),
 )
-LAYERS = {
-    "queue": "held by our queue (dispatch)",
-    "executor": "dispatched; the executor has not started it yet (execution)",
-    "running": "running",
-    "done": "finished",
-}
+LAYERS = LAYER_TEXT  # what each layer means: the reason registry's words
 
 
 class RunMonitor(widgets.VBox):
@@ -407,47 +404,8 @@ def _timeline_html(run: dict[str, Any], max_rows: int) -> str:
 
 
 def _explain_lines(ex: dict[str, Any] | None, run: dict[str, Any]) -> list[tuple[str, str]]:
-    """The explain answer as (label, text) lines, shared by the text and the HTML renders."""
-    if run["status"] in h.FINAL:
-        return [("ended", f"{run['status']}: {run.get('message') or run.get('reason') or ''}")]
-    if ex is None:  # not asked yet
-        return [("status", f"{run['status']}: {run.get('message') or ''}")]
-    lines = [
-        ("where", LAYERS.get(ex.get("layer", ""), ex.get("layer", ""))),
-        ("why", f"{ex.get('message', '')} [{ex.get('reason', '')}]"),
-    ]
-    nums = ex.get("numbers") or {}
-    if nums:
-        if "used" in nums and "limit" in nums and not isinstance(nums["used"], dict):
-            lines.append(("numbers", f"{nums['used']}/{nums['limit']} in use"))
-        else:
-            lines.append(("numbers", ", ".join(f"{k} {h.value(v)}" for k, v in nums.items())))
-    if ex.get("position") is not None:
-        lines.append(("position", f"{ex['position']} of {ex.get('pending_in_queue')} waiting in queue {ex['queue']}"))
-    u = ex.get("queue_usage")
-    if u:
-        quota = "∞" if u.get("gpu_quota") is None else u["gpu_quota"]
-        conc = "∞" if u.get("concurrency") is None else u["concurrency"]
-        lines.append(
-            (
-                "queue",
-                f"{u['runs']}/{conc} runs, {u['gpu']}/{quota} GPUs in use, {u['pending']} pending"
-                # free_gpus is null where the executor has no count (Kubernetes): say nothing then
-                + ("" if u.get("free_gpus") is None else f"; {u['free_gpus']} GPU(s) free on the machine"),
-            )
-        )
-    blockers = ex.get("blockers") or []
-    if blockers:
-        lines.append(("held by", "; ".join(_blocker(b) for b in blockers)))
-    for who in ex.get("who_can_act") or []:
-        lines.append(("who can act", f"{who['who']}: {who['can']}"))
-    return lines
-
-
-def _blocker(b: dict[str, Any]) -> str:
-    if b.get("id"):
-        return f"{b['id']} ({b.get('name') or '-'}, {b.get('user')}, {b['status']}, {b.get('gpu', 0)} GPU)"
-    return f"a run of project {b['project']} ({b['status']}, {b.get('gpu', 0)} GPU)"
+    """The explain answer as (label, text) lines: the one renderer shared with the CLI and the magics."""
+    return explanation_lines(ex, run)
 
 
 def _explain_text(ex: dict[str, Any] | None, run: dict[str, Any]) -> str:

@@ -414,6 +414,44 @@ class EmulatedCluster:
             PRIORITY_CLASS, "", {"metadata": {"name": name}, "value": value, "preemptionPolicy": "PreemptLowerPriority"}
         )
 
+    def add_pod(
+        self,
+        namespace: str,
+        name: str,
+        *,
+        gpus: int = 0,
+        command: str = "gate never",
+        priority: int = 0,
+        gpu_resource: str = "nvidia.com/gpu",
+    ) -> dict[str, Any]:
+        """A bare pod, as another team or a system component would create it (any namespace).
+
+        It is scheduled and run like every pod; its command is the kubelet's tiny script.
+        """
+        if self.store.find(NAMESPACE, "", namespace) is None:
+            self.add_namespace(namespace)
+        limits = {gpu_resource: str(gpus)} if gpus else {}
+        return self.store.create(
+            POD,
+            namespace,
+            {
+                "metadata": {"name": name, "labels": {"app": name}},
+                "spec": {
+                    "priority": priority,
+                    "restartPolicy": "Never",
+                    "containers": [
+                        {
+                            "name": "main",
+                            "image": "busybox:1.36",
+                            "command": ["sh", "-c", command],
+                            "resources": {"limits": limits, "requests": dict(limits)},
+                        }
+                    ],
+                },
+                "status": {"phase": "Pending", "qosClass": "BestEffort"},
+            },
+        )
+
     def add_secret(self, namespace: str, name: str, data: Mapping[str, str]) -> None:
         self.store.create(
             SECRET,

@@ -26,7 +26,7 @@ from ...core.reasons import Reason
 from ..artifacts import write_cell
 from ..base import FAILED, RUNNING, STOPPED, Device, Executor, ExecutorError, LaunchRequest, Observation
 from .cache import ClusterCache, Snapshot, Timeouts
-from .explain import DISRUPTIONS, condition, explain_pod, explain_run
+from .explain import DISRUPTIONS, condition, episode, explain_pod, explain_run
 from .logs import LogFollower, LogState
 from .manifests import CONTAINER, JobSettings, make_job, selector, working_dir_problem
 
@@ -71,7 +71,7 @@ class _Run:
     log_path: str
     reattached: bool
     seen_job: bool = False
-    reported: tuple[str, Reason, str] | None = None
+    reported: tuple[str, ...] | None = None
     running_reported: bool = False
     stopping: bool = False
     finishing: bool = False
@@ -479,12 +479,10 @@ class KubernetesExecutor(Executor):
                 snap,
             )
             return
-        if ex.reason in DISRUPTIONS and ex.pod_uid in run.disrupted:
-            return  # that pod's disruption is recorded already (re-explained later from its event: not new)
         status = RUNNING if ex.status == RUNNING or run.running_reported else "starting"
-        key = (status, ex.reason, ex.message)
-        if key == run.reported:
-            return
+        key = episode(status, ex)
+        if key == run.reported or (ex.reason in DISRUPTIONS and ex.pod_uid in run.disrupted):
+            return  # not new: the same explanation, or a disruption already recorded for that pod
         run.reported = key
         if status == RUNNING:
             run.running_reported = True
@@ -502,7 +500,7 @@ class KubernetesExecutor(Executor):
             run.disrupted.add(uid)
             ex = explain_pod(pod, snap.events, snap.job, None, self.gpu_resource)
             state = RUNNING if run.running_reported else "starting"
-            run.reported = (state, ex.reason, ex.message)
+            run.reported = episode(state, ex)
             self._emit(Observation(run.run_id, state, ex.reason, ex.message, details=ex.details()))
 
     # -- logs --------------------------------------------------------------------------------

@@ -19,7 +19,7 @@ from .job import explain_job_end
 from .model import LAYER, Explanation, NodeView, Obj, condition, placement_source
 from .placement import explain_unschedulable
 from .pod import DISRUPTIONS, explain_pod, terminated_text
-from .run import explain_run, summarize_workers
+from .run import episode, explain_run, summarize_workers
 
 # The codes under their historical names here (they are registry members).
 INSUFFICIENT_GPU = Reason.INSUFFICIENT_GPU
@@ -66,6 +66,7 @@ __all__ = [
     "Obj",
     "categorize",
     "condition",
+    "episode",
     "explain_job_end",
     "explain_pod",
     "explain_run",

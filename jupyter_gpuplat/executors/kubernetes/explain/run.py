@@ -97,3 +97,14 @@ def summarize_workers(answers: Sequence[Explanation], placed: int) -> Explanatio
         counts=counts,
         kubernetes_reason=first.kubernetes_reason,
     )
+
+
+def episode(status: str, ex: Explanation) -> tuple[str, ...]:
+    """What makes an explanation a new timeline event: the same explanation twice is not one.
+
+    A disruption is one episode per pod, however it is worded: first from the pod's condition,
+    later from the scheduler's `Preempted` event about the deleted pod.
+    """
+    if ex.reason in DISRUPTIONS and ex.pod_uid:
+        return (str(ex.reason), ex.pod_uid)
+    return (status, str(ex.reason), ex.message)
