@@ -8,15 +8,16 @@ checks who may make it (core.policy) first.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar
 
 from ..core.config import PlatformConfig, PresetConfig, ProjectConfig, QueueConfig, dump_config, parse_config
-from ..core.errors import Conflict, NotFound
+from ..core.errors import Conflict, InvalidInput, NotFound
 from ..core.policy import require_platform_admin, require_project_write
 from .dispatcher import Dispatcher
 from .state import EngineState
 
 SECTIONS = ("queues", "presets", "projects")
+_Item = TypeVar("_Item", QueueConfig, PresetConfig, ProjectConfig)
 
 
 class ConfigAdmin:
@@ -67,23 +68,30 @@ class ConfigAdmin:
         change(body)
         return self.apply_config(parse_config(body), source=source, by=user)
 
-    # ---- the API's writes, each checked by policy ------------------------------------
-    def put_config_as(self, user: str, cfg: PlatformConfig, *, dry_run: bool = False) -> int:
-        """Apply a whole config (platform admins); a dry run only validates. Returns the version."""
+    # ---- the API's writes, each checked by policy --------------------------------------
+    # `body` is read only after the check: who may write is answered before what was written.
+    def put_config_as(self, user: str, body: Callable[[], PlatformConfig], *, dry_run: bool = False) -> dict[str, Any]:
+        """Apply a whole config (platform admins); a dry run only validates it."""
         require_platform_admin(self.s.cfg, user)
-        return self.s.config_version if dry_run else self.apply_config(cfg, source="api", by=user)
+        cfg = body()
+        version = self.s.config_version if dry_run else self.apply_config(cfg, source="api", by=user)
+        return {"config": dump_config(cfg), "version": version, "applied": not dry_run}
 
-    def put_queue_as(self, user: str, q: QueueConfig) -> int:
+    def put_queue_as(self, user: str, name: str, body: Callable[[], QueueConfig]) -> int:
         require_platform_admin(self.s.cfg, user)
+        q = _named(body(), name)
         return self.put_config_item(user, "queues", q.model_dump(mode="json", exclude_defaults=True))
 
-    def put_preset_as(self, user: str, p: PresetConfig) -> int:
+    def put_preset_as(self, user: str, name: str, body: Callable[[], PresetConfig]) -> tuple[PresetConfig, int]:
         require_platform_admin(self.s.cfg, user)
-        return self.put_config_item(user, "presets", p.model_dump(mode="json", exclude_unset=True))
+        p = _named(body(), name)
+        return p, self.put_config_item(user, "presets", p.model_dump(mode="json", exclude_unset=True))
 
-    def put_project_as(self, user: str, pr: ProjectConfig) -> int:
+    def put_project_as(self, user: str, name: str, body: Callable[[], ProjectConfig]) -> tuple[ProjectConfig, int]:
+        """Platform admins write any project; its project admins its members, description and defaults."""
+        pr = _named(body(), name)
         require_project_write(self.s.cfg, user, pr)
-        return self.put_config_item(user, "projects", pr.model_dump(mode="json", exclude_defaults=True))
+        return pr, self.put_config_item(user, "projects", pr.model_dump(mode="json", exclude_defaults=True))
 
     def delete_as(self, user: str, section: str, name: str) -> int:
         """Delete a queue, preset or project (platform admins)."""
@@ -104,3 +112,9 @@ class ConfigAdmin:
                     x["paused"] = paused
 
         return self.update_config(user, change, source=f"api:{'pause' if paused else 'resume'} {name}")
+
+
+def _named(item: _Item, name: str) -> _Item:
+    if item.name != name:
+        raise InvalidInput(f"body name {item.name!r} does not match the URL's {name!r}")
+    return item

@@ -25,6 +25,7 @@ from ..executors.base import Device, Executor
 from ..store import Store
 from .admin import ConfigAdmin
 from .bus import EventBus
+from .compare import MAX_RUNS as MAX_COMPARE
 from .dispatcher import Dispatcher
 from .metrics import MetricsIndexer
 from .reads import ReadModel
@@ -168,6 +169,21 @@ class Engine:
 
     def is_final(self, run_id: str) -> bool:
         return self.reads.is_final(run_id)
+
+    async def run_metrics(self, user: str, run_id: str, names: list[str] | None, max_points: int) -> dict[str, Any]:
+        """A visible run's metric curves, with all it has written indexed first."""
+        self.reads.get_visible(user, run_id)
+        # A stat when nothing is new; also covers a run that just ended whose final indexing is not done.
+        await self.index_metrics(run_id)
+        return self.reads.metrics(user, run_id, names, max_points)
+
+    async def compare_runs(
+        self, user: str, run_ids: list[str], names: list[str] | None, max_points: int
+    ) -> dict[str, Any]:
+        """Compare visible runs, with what each has written indexed first."""
+        for rid in run_ids[:MAX_COMPARE]:
+            await self.index_metrics(rid)
+        return self.reads.compare(user, run_ids, names, max_points)
 
     # ---- background ----------------------------------------------------------
     async def settle(self) -> None:

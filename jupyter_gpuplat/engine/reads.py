@@ -148,6 +148,11 @@ class ReadModel:
         )
         return rows, (rows[-1]["seq"] if len(rows) == limit else None)
 
+    def events_since(self, user: str, last: int | None, limit: int) -> tuple[int, list[dict[str, Any]]]:
+        """Status events of the user's projects after event `last` (None: from now), and where they start."""
+        start = self.s.store.last_event_id() if last is None else last
+        return start, self.s.store.events_since(start, sorted(visible_projects(self.s.cfg, user)), limit=limit)
+
     def metrics(self, user: str, run_id: str, names: list[str] | None, max_points: int) -> dict[str, Any]:
         return metrics_of(self.s, user, run_id, names, max_points)
 

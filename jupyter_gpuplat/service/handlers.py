@@ -18,15 +18,10 @@ from tornado import web
 from tornado.iostream import StreamClosedError
 
 from ..auth import platform_username
-from ..core.admission import order_queues
 from ..core.artifacts import is_internal
-from ..core.config import PresetConfig, ProjectConfig, QueueConfig, dump_config, parse_config
-from ..core.errors import Forbidden, GpuPlatError, InvalidInput, NotFound
-from ..core.policy import allowed_presets, allowed_queues, require_project, role_in
+from ..core.config import PlatformConfig, PresetConfig, ProjectConfig, QueueConfig, parse_config
+from ..core.errors import GpuPlatError, InvalidInput, NotFound
 from ..core.request import RunRequest
-from ..core.status import Status
-from ..engine.compare import MAX_RUNS as MAX_COMPARE
-from ..engine.compare import compare, metrics_of
 from ..engine.engine import Engine
 from ..engine.explain import explain
 from ..executors.base import ArtifactReader
@@ -96,215 +91,101 @@ class BaseHandler(APIHandler):
 
     def send_model(self, model: type[m.BaseModel], data: Any, status: int = 200) -> None:
         """Render through the response model the OpenAPI document declares for this answer."""
-        self.send(m.render(model, data), status)
+        self.set_status(status)
+        self.set_header("Content-Type", "application/json")
+        self.finish(m.render_json(model, data))
 
     def queue_view(self, name: str) -> dict[str, Any]:
-        return queue_view(self.engine.queues[name], self.engine.free_gpus)
-
-    def require_admin(self) -> str:
-        user = self.user_name
-        if not self.engine.is_admin(user):
-            raise Forbidden(
-                f"{user} is not a platform admin",
-                f"platform admins: {', '.join(self.engine.cfg.admins) or 'none'}",
-            )
-        return user
+        return queue_view(*self.engine.reads.queue(name))
 
 
 class WhoAmIHandler(BaseHandler):
     @web.authenticated
     async def get(self) -> None:
-        user, cfg = self.user_name, self.engine.cfg
-        projects = [{"name": p, "role": role_in(cfg, user, p)} for p in self.engine.visible_projects(user)]
-        self.send_model(m.WhoAmI, {"user": user, "platform_admin": self.engine.is_admin(user), "projects": projects})
+        self.send_model(m.WhoAmI, self.engine.reads.whoami(self.user_name))
 
 
 class CapacityHandler(BaseHandler):
     @web.authenticated
     async def get(self) -> None:
-        holders = {d: a.id for a in self.engine.active.values() for d in a.devices}
-        visible = set(self.engine.visible_projects(self.user_name))
-        devices = []
-        for d in self.engine.devices:
-            rid = holders.get(d.index)
-            a = self.engine.active.get(rid) if rid else None
-            devices.append(
-                {
-                    "index": d.index,
-                    "name": d.name,
-                    "memory_mb": d.memory_mb,
-                    "uuid": d.uuid,
-                    "declared": d.declared,
-                    "in_use": rid is not None,
-                    "run_id": rid if a is not None and a.project in visible else None,
-                }
-            )
-        self.send_model(
-            m.Capacity,
-            {
-                "executor": getattr(self.engine.executor, "name", type(self.engine.executor).__name__),
-                "gpus": len(devices),
-                "free_gpus": self.engine.free_gpus,
-                "devices": devices,
-            },
-        )
+        self.send_model(m.Capacity, self.engine.reads.capacity(self.user_name))
 
 
 class QueuesHandler(BaseHandler):
     @web.authenticated
     async def get(self) -> None:
-        user, cfg = self.user_name, self.engine.cfg
-        if self.engine.is_admin(user):
-            names = [q.name for q in cfg.queues]
-        else:
-            usable: set[str] = set()
-            for p in self.engine.visible_projects(user):
-                pr = cfg.project(p)
-                if pr is not None:
-                    usable.update(allowed_queues(cfg, pr))
-            names = [q.name for q in cfg.queues if q.name in usable]
-        free = self.engine.free_gpus
-        states = order_queues(self.engine.queues[n] for n in names if n in self.engine.queues)  # dispatch order
+        states, free = self.engine.reads.queues(self.user_name)  # dispatch order
         self.send_model(m.QueuesPage, {"queues": [queue_view(q, free) for q in states]})
 
 
 class QueueHandler(BaseHandler):
     @web.authenticated
     async def put(self, name: str) -> None:
-        user = self.require_admin()
-        q = self.body(QueueConfig)
-        if q.name != name:
-            raise InvalidInput(f"body name {q.name!r} does not match the URL's {name!r}")
-
-        version = self.engine.put_config_item(user, "queues", q.model_dump(mode="json", exclude_defaults=True))
+        version = self.engine.admin.put_queue_as(self.user_name, name, lambda: self.body(QueueConfig))
         self.send_model(m.QueueWritten, {"queue": self.queue_view(name), "version": version})
 
     @web.authenticated
     async def delete(self, name: str) -> None:
-        version = self.engine.delete_config_item(self.require_admin(), "queues", name)
+        version = self.engine.admin.delete_as(self.user_name, "queues", name)
         self.send_model(m.Deleted, {"deleted": name, "version": version})
 
 
 class QueuePauseHandler(BaseHandler):
     @web.authenticated
     async def post(self, name: str, action: str) -> None:
-        user = self.require_admin()
-        _require_named(self.engine.cfg.queue(name), "queue", name, [q.name for q in self.engine.cfg.queues])
-
-        def change(body: dict[str, Any]) -> None:
-            for x in body["queues"]:
-                if x["name"] == name:
-                    x["paused"] = action == "pause"
-
-        version = self.engine.update_config(user, change, source=f"api:{action} {name}")
+        version = self.engine.admin.set_paused_as(self.user_name, name, action == "pause")
         self.send_model(m.QueueWritten, {"queue": self.queue_view(name), "version": version})
 
 
 class ProjectsHandler(BaseHandler):
     @web.authenticated
     async def get(self) -> None:
-        user, cfg = self.user_name, self.engine.cfg
-        out = []
-        for name in self.engine.visible_projects(user):
-            pr = cfg.project(name)
-            assert pr is not None
-            d = pr.model_dump(mode="json")
-            d["role"] = role_in(cfg, user, name)
-            d["usable_queues"] = allowed_queues(cfg, pr)
-            d["usable_presets"] = allowed_presets(cfg, pr)
-            out.append(d)
-        self.send_model(m.ProjectsPage, {"projects": out, "restrict_by_default": cfg.restrict_by_default})
-
-
-# Restrictions stay with platform admins; project admins manage members and defaults.
-_PLATFORM_ONLY = ("allowed_queues", "allowed_presets", "max_run_resources")
+        self.send_model(m.ProjectsPage, self.engine.reads.projects(self.user_name))
 
 
 class ProjectHandler(BaseHandler):
     @web.authenticated
     async def put(self, name: str) -> None:
-        user, cfg = self.user_name, self.engine.cfg
-        pr = self.body(ProjectConfig)
-        if pr.name != name:
-            raise InvalidInput(f"body name {pr.name!r} does not match the URL's {name!r}")
-        old = cfg.project(name)
-        if not self.engine.is_admin(user):
-            if old is None:
-                raise Forbidden(f"{user} may not create projects", "platform admins create projects")
-            require_project(cfg, user, name, "admin")
-            for f in _PLATFORM_ONLY:
-                if getattr(pr, f) != getattr(old, f):
-                    raise Forbidden(
-                        f"{f} of project {name} is set by platform admins",
-                        "project admins may change members, description, default_queue and default_presets",
-                    )
-            outside = [q for q in [pr.default_queue] if q and q not in allowed_queues(cfg, old)]
-            outside += [p for p in pr.default_presets if p not in allowed_presets(cfg, old)]
-            if outside:
-                raise Forbidden(
-                    f"{', '.join(outside)} not allowed in project {name}",
-                    f"queues: {', '.join(allowed_queues(cfg, old))}; presets: {', '.join(allowed_presets(cfg, old))}",
-                )
-
-        version = self.engine.put_config_item(user, "projects", pr.model_dump(mode="json", exclude_defaults=True))
+        pr, version = self.engine.admin.put_project_as(self.user_name, name, lambda: self.body(ProjectConfig))
         self.send_model(m.ProjectWritten, {"project": pr.model_dump(mode="json"), "version": version})
 
     @web.authenticated
     async def delete(self, name: str) -> None:
-        version = self.engine.delete_config_item(self.require_admin(), "projects", name)
+        version = self.engine.admin.delete_as(self.user_name, "projects", name)
         self.send_model(m.Deleted, {"deleted": name, "version": version})
 
 
 class PresetsHandler(BaseHandler):
     @web.authenticated
     async def get(self) -> None:
-        user, cfg = self.user_name, self.engine.cfg
-        project = self.get_argument("project", None)
-        if project:
-            pr = require_project(cfg, user, project, "viewer")
-            names = set(allowed_presets(cfg, pr)) | set(pr.default_presets)
-        elif self.engine.is_admin(user):
-            names = {p.name for p in cfg.presets}
-        else:
-            names = set()
-            for p in self.engine.visible_projects(user):
-                pr2 = cfg.project(p)
-                if pr2 is not None:
-                    names |= set(allowed_presets(cfg, pr2))
-        self.send_model(m.PresetsPage, {"presets": [p.model_dump(mode="json") for p in cfg.presets if p.name in names]})
+        self.send_model(m.PresetsPage, self.engine.reads.presets(self.user_name, self.get_argument("project", None)))
 
 
 class PresetHandler(BaseHandler):
     @web.authenticated
     async def put(self, name: str) -> None:
-        user = self.require_admin()
-        p = self.body(PresetConfig)
-        if p.name != name:
-            raise InvalidInput(f"body name {p.name!r} does not match the URL's {name!r}")
-
-        version = self.engine.put_config_item(user, "presets", p.model_dump(mode="json", exclude_unset=True))
+        p, version = self.engine.admin.put_preset_as(self.user_name, name, lambda: self.body(PresetConfig))
         self.send_model(m.PresetWritten, {"preset": p.model_dump(mode="json"), "version": version})
 
     @web.authenticated
     async def delete(self, name: str) -> None:
-        version = self.engine.delete_config_item(self.require_admin(), "presets", name)
+        version = self.engine.admin.delete_as(self.user_name, "presets", name)
         self.send_model(m.Deleted, {"deleted": name, "version": version})
 
 
 class ConfigHandler(BaseHandler):
     @web.authenticated
     async def get(self) -> None:
-        self.require_admin()
-        self.send_model(m.ConfigView, {"config": dump_config(self.engine.cfg), "version": self.engine.config_version})
+        self.send_model(m.ConfigView, self.engine.reads.config(self.user_name))
 
     @web.authenticated
     async def put(self) -> None:
-        user = self.require_admin()
-        data = self.body()
-        cfg = parse_config(data.get("config", data) if isinstance(data, dict) else data)
         dry = self.get_argument("dry_run", "false") == "true"
-        version = self.engine.config_version if dry else self.engine.apply_config(cfg, source="api", by=user)
-        self.send_model(m.ConfigView, {"config": dump_config(cfg), "version": version, "applied": not dry})
+        self.send_model(m.ConfigView, self.engine.admin.put_config_as(self.user_name, self._config_body, dry_run=dry))
+
+    def _config_body(self) -> PlatformConfig:
+        data = self.body()
+        return parse_config(data.get("config", data) if isinstance(data, dict) else data)
 
 
 class RunRequestMixin(BaseHandler):
@@ -359,30 +240,18 @@ class RunsHandler(RunRequestMixin):
 
     @web.authenticated
     async def get(self) -> None:
-        user = self.user_name
-        projects = self.engine.visible_projects(user)
-        project = self.get_argument("project", None)
-        if project:
-            if project not in projects:
-                raise NotFound(f"project {project!r} not found", f"your projects: {', '.join(projects) or 'none'}")
-            projects = [project]
-        statuses = [s for arg in self.get_arguments("status") for s in arg.split(",") if s]
-        bad = [s for s in statuses if s not in Status.__members__.values()]
-        if bad:
-            raise InvalidInput(f"unknown status {bad[0]!r}", f"statuses: {', '.join(s.value for s in Status)}")
-        limit = _int_arg(self, "limit", 100, 1, 1000)
         before = self.get_argument("before", None)
-        rows = self.engine.store.list_runs(
-            projects,
-            status=statuses,
+        rows, nxt = self.engine.reads.list_runs(
+            self.user_name,
+            project=self.get_argument("project", None),
+            statuses=[s for arg in self.get_arguments("status") for s in arg.split(",") if s],
             queue=self.get_argument("queue", None),
-            user=self.get_argument("user", None),
+            owner=self.get_argument("user", None),
             name_contains=self.get_argument("q", None),
             before_seq=_int_arg(self, "before", 0, 0, 2**62) if before else None,
-            limit=limit,
+            limit=_int_arg(self, "limit", 100, 1, 1000),
         )
-        now = self.engine.clock()
-        nxt = rows[-1]["seq"] if len(rows) == limit else None
+        now = self.engine.reads.now()
         self.send_model(m.RunsPage, {"runs": [run_summary(r, now) for r in rows], "next_before": nxt})
 
 
@@ -496,8 +365,9 @@ class EventsHandler(SSEHandler):
         sent = 0
         self.start_stream()
         try:
-            last = int(since) if since.isdigit() else self.engine.store.last_event_id()
-            for ev in self.engine.store.events_since(last, sorted(projects), limit=limit or 10_000):
+            start = int(since) if since.isdigit() else None
+            last, backlog = self.engine.reads.events_since(user, start, limit or 10_000)
+            for ev in backlog:
                 await self.emit(json.dumps(ev), id=ev["id"], event="status")
                 last, sent = ev["id"], sent + 1
             await self.emit(json.dumps({"last_event_id": last}), event="ready")
@@ -560,12 +430,8 @@ class MetricsHandler(BaseHandler):
 
     @web.authenticated
     async def get(self, run_id: str) -> None:
-        self.engine.get_visible(self.user_name, run_id)
-        # Answer with all the run has written: a stat when nothing is new, and it also covers
-        # a run that just ended whose final indexing has not finished yet.
-        await self.engine.index_metrics(run_id)
         max_points = _int_arg(self, "max_points", 2000, 4, 1_000_000)
-        curves = metrics_of(self.engine, self.user_name, run_id, _names_arg(self, "names"), max_points)
+        curves = await self.engine.run_metrics(self.user_name, run_id, _names_arg(self, "names"), max_points)
         self.send_model(m.Metrics, curves)
 
 
@@ -573,15 +439,9 @@ class CompareHandler(BaseHandler):
     @web.authenticated
     async def get(self) -> None:
         runs = _names_arg(self, "runs") or []
-        for rid in runs[:MAX_COMPARE]:
-            await self.engine.index_metrics(rid)
         max_points = _int_arg(self, "max_points", 500, 4, 100_000)
-        self.send_model(m.Compare, compare(self.engine, self.user_name, runs, _names_arg(self, "metrics"), max_points))
-
-
-def _require_named(obj: object, kind: str, name: str, known: list[str]) -> None:
-    if obj is None:
-        raise NotFound(f"{kind} {name!r} not found", f"{kind}s: {', '.join(known) or 'none'}")
+        result = await self.engine.compare_runs(self.user_name, runs, _names_arg(self, "metrics"), max_points)
+        self.send_model(m.Compare, result)
 
 
 def _int_arg(h: web.RequestHandler, name: str, default: int, lo: int, hi: int) -> int:
