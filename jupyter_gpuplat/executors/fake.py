@@ -12,8 +12,9 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
+from ..core.reasons import Reason
 from .base import Device, Executor, ExecutorError, LaunchRequest, Observation
 
 
@@ -120,7 +121,9 @@ class FakeExecutor(Executor):
         details: Mapping[str, Any] | None = None,
     ) -> None:
         """Queue any observation (also out of order or repeated), due `after` seconds from now."""
-        obs = Observation(run_id, status, reason, message or f"{status} ({reason})", exit_code, details)
+        # Scripts may emit any code (also one no executor reports) to test what the engine records.
+        code = cast(Reason, reason)
+        obs = Observation(run_id, status, code, message or f"{status} ({reason})", exit_code, details)
         self.outbox.append((self.clock() + after, obs))
         if self.auto:
             self._deliver_soon()
@@ -200,8 +203,8 @@ class FakeExecutor(Executor):
         self.attached.append(run_id)
         script = self.script_of(run_id, handle.get("name"))
         if script.lost_after_restart:
-            return Observation(run_id, "failed", "Lost", "fake: the run is gone after the restart")
-        return Observation(run_id, "running", "Reattached", "fake: still running")
+            return Observation(run_id, "failed", Reason.LOST, "fake: the run is gone after the restart")
+        return Observation(run_id, "running", Reason.REATTACHED, "fake: still running")
 
     async def stop(self, run_id: str, handle: Mapping[str, Any], grace_seconds: float | None = None) -> None:
         self.stopped.append(run_id)
