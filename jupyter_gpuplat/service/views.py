@@ -57,7 +57,7 @@ def run_detail(row: dict[str, Any], now: float) -> dict[str, Any]:
     return out
 
 
-def queue_view(q: QueueState, free_gpus: int) -> dict[str, Any]:
+def queue_view(q: QueueState, free_gpus: int | None) -> dict[str, Any]:
     lim = q.limits
     head = q.head()
     wait = wait_reason(q, head, free_gpus) if head is not None else None
