@@ -104,13 +104,30 @@ def test_every_operation_documents_its_answers_and_parameters() -> None:
     assert doc["paths"]["/gpuplat/api/runs"]["post"]["responses"]["201"]
 
 
-def test_a_count_the_executor_does_not_have_is_null() -> None:
-    cap = {"executor": "kubernetes", "gpus": 0, "devices": []}
-    assert m.render(m.Capacity, {**cap, "free_gpus": 1 << 30})["free_gpus"] is None
-    assert m.render(m.Capacity, {**cap, "free_gpus": None})["free_gpus"] is None
-    assert m.render(m.Capacity, {**cap, "free_gpus": 3})["free_gpus"] == 3
-    usage = {"runs": 0, "concurrency": None, "gpu": 0, "gpu_quota": None, "pending": 1, "free_gpus": 1 << 30}
-    assert m.QueueUsage.model_validate(usage).free_gpus is None
+@pytest.fixture
+def executor_class() -> str | None:
+    return None
+
+
+@pytest.fixture
+def jp_server_config(jp_server_config: dict[str, Any], executor_class: str | None) -> dict[str, Any]:
+    if executor_class:
+        jp_server_config["GpuPlat"]["executor_class"] = executor_class
+    return jp_server_config
+
+
+@pytest.mark.parametrize("executor_class", ["jupyter_gpuplat.executors.fake.FakeClusterExecutor"])
+async def test_a_count_the_executor_does_not_have_is_null(api: Any) -> None:
+    """An executor that places work itself (Kubernetes) has no free-GPU number: null, never a sentinel."""
+    cap = await api.ok("GET", "capacity")
+    assert cap["executor"] == "fake-cluster" and cap["free_gpus"] is None
+    for n in range(3):  # concurrency 2: the third waits
+        await api.submit(command=["true"], name=f"n{n}")
+    runs = (await api.ok("GET", "runs", limit=3))["runs"]
+    waiting = next(r for r in runs if r["status"] == "queued")
+    ex = await api.ok("GET", f"runs/{waiting['id']}/explain")
+    assert ex["layer"] == "queue" and ex["queue_usage"]["free_gpus"] is None, ex
+    assert "1073741824" not in json.dumps([cap, ex, await api.ok("GET", "queues")])
 
 
 async def test_unknown_paths_under_the_api_are_json_404s(api: Any) -> None:

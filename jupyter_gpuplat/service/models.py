@@ -14,14 +14,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, RootModel, field_validator
+from pydantic import BaseModel, ConfigDict, Field, RootModel
 
 from ..core.config import PresetConfig, ProjectConfig, Role
 from ..core.status import Status
-
-# Above this a GPU count is the engine's "unlimited" stand-in, not a number (kept until
-# every executor reports None itself).
-_NO_COUNT = 1 << 30
 
 Number = int | float
 Seconds = float
@@ -43,10 +39,6 @@ class _Open(BaseModel):
     """A response object that other layers extend: undeclared fields pass through."""
 
     model_config = ConfigDict(extra="allow", json_schema_extra=_open_schema)
-
-
-def _count(v: int | None) -> int | None:
-    return None if v is None or v >= _NO_COUNT else v
 
 
 # ---- errors -------------------------------------------------------------------------------------
@@ -178,8 +170,6 @@ class QueueUsage(_Open):
     pending: int
     free_gpus: int | None = Field(description="GPUs free on the executor; null where it does not count them")
 
-    _free = field_validator("free_gpus")(_count)
-
 
 class Explain(_Open):
     """Why the run is where it is: the layer that holds it, the reason, numbers and who can act."""
@@ -285,8 +275,6 @@ class Capacity(_Out):
     gpus: int
     free_gpus: int | None = Field(description="GPUs free now; null where the executor does not count them")
     devices: list[DeviceView]
-
-    _free = field_validator("free_gpus")(_count)
 
 
 # ---- admin writes -------------------------------------------------------------------------------
