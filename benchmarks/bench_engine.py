@@ -1,11 +1,11 @@
 """Engine reaction time: a run finishes → the next run is dispatched and handed to the executor.
 
 What runs for real: `jupyter_gpuplat.engine.Engine` over a real SQLite `Store` (WAL, in a
-temp dir) with the product's admission code. What stands in: `InstantExecutor`, defined
-here, at the executor boundary (the engine's true outside edge). It starts nothing: `submit`
-returns a plain-JSON handle at once and notes when it was called; the script reports a run's
-end through the executor's observer path (`Executor._emit` → `Engine._observe`), exactly as
-the local and Kubernetes executors do.
+temp dir) with the product's admission code. What stands in: the test fake
+`jupyter_gpuplat.executors.fake.FakeExecutor`, at the executor boundary (the engine's true
+outside edge). It starts nothing: `submit` returns a plain-JSON handle at once (its `on_submit`
+hook notes when); the script reports a run's end through the executor's observer path
+(`Executor._emit` → `Reconciler.observe`), exactly as the local and Kubernetes executors do.
 
 Population: pending runs are bulk-inserted into the store's own tables (rows of the shape
 `Engine.submit` writes, with their `created`/`queued` timeline events; specs resolved by the
@@ -19,11 +19,11 @@ shapes (1 or 2 GPUs), so each queue has up to 8 groups of identical (user, reque
 
 Measured, many times, for N = 10,000 and 100,000 pending:
 
-* loop: t0 = the finished-run Observation is delivered; t1 = `InstantExecutor.submit` is
+* loop: t0 = the finished-run Observation is delivered; t1 = `FakeExecutor.submit` is
   entered for the next run of that queue. In between the engine records the finish, the
   event loop turns (`call_soon(run_cycle)`), the cycle decides, records `dispatched`, and
   the launch task hands the run to the executor. This is the figure the target is for.
-* direct: `engine._observe(Observation)` then `engine.run_cycle()` called in line; t1 =
+* direct: `engine.reconciler.observe(Observation)` then `engine.run_cycle()` in line; t1 =
   when `run_cycle` returns with the next run recorded as dispatched (no loop turn).
 * "outside SQLite": direct minus the time spent inside `Store.transition` (the two
   commits: finish + dispatched) — the decision and bookkeeping alone.
@@ -51,7 +51,6 @@ import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -63,7 +62,8 @@ from jupyter_gpuplat.core.config import PlatformConfig, parse_config
 from jupyter_gpuplat.core.policy import resolve
 from jupyter_gpuplat.core.request import RunRequest
 from jupyter_gpuplat.engine.engine import Engine
-from jupyter_gpuplat.executors.base import Device, Executor, LaunchRequest, Observation
+from jupyter_gpuplat.executors.base import LaunchRequest, Observation
+from jupyter_gpuplat.executors.fake import FakeExecutor, Script
 from jupyter_gpuplat.store.store import Store
 
 TARGET_10K_S = 0.001
@@ -73,47 +73,25 @@ QUEUES_PER_PROJECT = 10
 
 
 # ---- the stand-in at the executor boundary ------------------------------------------------
-class InstantExecutor(Executor):
-    """Benchmark stand-in: starts nothing, returns a handle at once, notes when it was handed a run.
+class Handoffs:
+    """Notes when the FakeExecutor was handed a run (its `on_submit` hook) and wakes a waiter."""
 
-    Finishes are reported by the script with `report_finished`, through the observer path.
-    """
-
-    name = "instant"
-
-    def __init__(self, gpus: int, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
-        self._devices = [Device(i, f"bench GPU {i}", None, None, declared=True) for i in range(gpus)]
+    def __init__(self) -> None:
         self.handed_at = 0.0
         self.handed_id = ""
         self.waiter: asyncio.Future[str] | None = None
-        self._n = 0
 
-    def devices(self) -> list[Device]:
-        return list(self._devices)
-
-    async def submit(self, req: LaunchRequest) -> dict[str, Any]:
+    def __call__(self, req: LaunchRequest) -> None:
         self.handed_at = time.perf_counter()
         self.handed_id = req.run_id
         if self.waiter is not None and not self.waiter.done():
             self.waiter.set_result(req.run_id)
-        self._n += 1
-        return {"executor": self.name, "n": self._n, "devices": list(req.devices)}
 
-    def report_finished(self, run_id: str) -> None:
-        self._emit(Observation(run_id, "succeeded", "Completed", "exited with code 0", 0))
 
-    def attach(self, run_id: str, handle: Mapping[str, Any]) -> Observation:
-        return Observation(run_id, "running", "Reattached", "instant executor: still running")
-
-    async def stop(self, run_id: str, handle: Mapping[str, Any], grace_seconds: float | None = None) -> None:
-        self._emit(Observation(run_id, "stopped", "Stopped", "stopped by request"))
-
-    def log_path(self, handle: Mapping[str, Any]) -> str:
-        return os.devnull
-
-    async def close(self) -> None:
-        return None
+def report_finished(ex: FakeExecutor, run_id: str) -> None:
+    """A run ends: the observation goes through the executor's observer path, delivered at once."""
+    ex.finish(run_id)
+    ex.deliver()
 
 
 class GcWatch:
@@ -223,13 +201,7 @@ def populate(store: Store, cfg: PlatformConfig, n_pending: int, seed: int) -> No
 
 async def settle(engine: Engine) -> None:
     """Let the launch tasks finish (they record `running`) and any merged cycle run."""
-    for _ in range(1000):
-        if not engine._tasks and engine._cycle_handle is None:
-            return
-        if engine._tasks:
-            await asyncio.gather(*list(engine._tasks), return_exceptions=True)
-        else:
-            await asyncio.sleep(0)
+    await engine.settle()
 
 
 def held_run(engine: Engine, qname: str) -> str:
@@ -253,7 +225,7 @@ def refill(engine: Engine, qname: str, rng: random.Random) -> None:
 
 
 async def measure_engine(
-    engine: Engine, ex: InstantExecutor, store: TimedStore, rounds: int, iters: int
+    engine: Engine, ex: FakeExecutor, hand: Handoffs, store: TimedStore, rounds: int, iters: int
 ) -> dict[str, Any]:
     loop = asyncio.get_running_loop()
     rng = random.Random(7)
@@ -271,11 +243,11 @@ async def measure_engine(
             if not engine.queues[qname].pending_count:
                 continue
             done = held_run(engine, qname)
-            ex.waiter = loop.create_future()
+            hand.waiter = loop.create_future()
             t0 = time.perf_counter()
-            ex.report_finished(done)
-            rid = await ex.waiter
-            lp.append(ex.handed_at - t0)
+            report_finished(ex, done)
+            rid = await hand.waiter
+            lp.append(hand.handed_at - t0)
             if engine.active[rid].queue != qname:
                 misses += 1
             await settle(engine)
@@ -292,9 +264,10 @@ async def measure_engine(
             done = held_run(engine, qname)
             s0 = store.transition_seconds
             t0 = time.perf_counter()
-            engine._observe(Observation(done, "succeeded", "Completed", "exited with code 0", 0))
-            if engine._cycle_handle is not None:  # run the merged cycle in line instead of on the next turn
-                engine._cycle_handle.cancel()
+            engine.reconciler.observe(Observation(done, "succeeded", "Completed", "exited with code 0", 0))
+            if engine.dispatcher.cycle_handle is not None:  # run the merged cycle in line, not on the next turn
+                engine.dispatcher.cycle_handle.cancel()
+                engine.dispatcher.cycle_handle = None
             admitted = engine.run_cycle()
             t1 = time.perf_counter()
             dr.append(t1 - t0)
@@ -317,7 +290,7 @@ async def measure_engine(
 class NaiveDispatcher:
     """Baseline: on every finish, sort all pending runs by (-priority, seq) and scan them all."""
 
-    def __init__(self, store: TimedStore, cfg: PlatformConfig, ex: InstantExecutor) -> None:
+    def __init__(self, store: TimedStore, cfg: PlatformConfig, ex: FakeExecutor) -> None:
         self.store = store
         self.ex = ex
         self.prio = {q.name: q.priority for q in cfg.queues}
@@ -406,7 +379,8 @@ async def one_size(n_pending: int, args: argparse.Namespace) -> dict[str, Any]:
         t = time.perf_counter()
         populate(store, cfg, n_pending + args.queues, args.seed)  # + one per queue that starts running
         t_pop = time.perf_counter() - t
-        ex = InstantExecutor(gpus=4 * args.queues)
+        hand = Handoffs()
+        ex = FakeExecutor(gpus=4 * args.queues, default=Script.never_ends(), on_submit=hand)
         engine = Engine(store, ex, artifacts_root=os.path.join(tmp, "artifacts"), safety_tick_seconds=3600)
         t = time.perf_counter()
         await engine.start(cfg, source="bench", by="bench")
@@ -422,7 +396,7 @@ async def one_size(n_pending: int, args: argparse.Namespace) -> dict[str, Any]:
             flush=True,
         )
         with GcWatch() as gcw:
-            res = await measure_engine(engine, ex, store, args.rounds, args.iters)
+            res = await measure_engine(engine, ex, hand, store, args.rounds, args.iters)
         res["gc"] = gcw.pauses
         res["pending_after"] = sum(q.pending_count for q in engine.queues.values())
         await engine.close()
@@ -454,7 +428,7 @@ def main() -> None:
     sizes = [int(s) for s in args.sizes.split(",") if s]
 
     print(f"bench_engine — {machine()}")
-    print(f"{args.queues} queues (concurrency 1), InstantExecutor stand-in, SQLite WAL in a temp dir\n")
+    print(f"{args.queues} queues (concurrency 1), FakeExecutor stand-in, SQLite WAL in a temp dir\n")
     results = []
     for n in sizes:
         results.append(asyncio.run(one_size(n, args)))
@@ -465,7 +439,7 @@ def main() -> None:
     for r in results:
         for key, label in (
             ("loop", "engine: observe → handed to executor (loop)"),
-            ("direct", "engine: _observe + run_cycle → dispatched"),
+            ("direct", "engine: observe + run_cycle → dispatched"),
             ("outside", "engine: same, outside SQLite commits"),
         ):
             s = r[key]
