@@ -649,3 +649,13 @@ def test_choose_scales_to_ten_thousand_pending(ordering: str) -> None:
     # every remaining run has a reason, and it agrees with choose having stopped
     for r in q.ordered_pending()[:50]:
         assert wait_reason(q, r, free).reason != "Admissible"
+
+
+# ---- GPUs not counted by us (a cluster executor places work): free_gpus is None -------------
+def test_uncounted_gpus_never_block_and_quota_still_does() -> None:
+    q = state(L(quota=Quota(gpu=4)), held=(H("h", res=GPU2),), pending=(P("big", 1, res=Resources(gpu=3)), P("b", 2)))
+    run, capacity_blocked = choose(q, None)
+    assert (run.id if run else None, capacity_blocked) == ("b", False)  # big exceeds the quota, not capacity
+    assert wait_reason(q, P("big", 1, res=Resources(gpu=3)), None).reason == Reason.QUEUE_QUOTA
+    assert wait_reason(q, P("b", 2), None).reason == "Admissible"
+    assert choose(q, 0) == (None, True)  # with a count of 0, the same queue is held by capacity

@@ -14,10 +14,18 @@ from jupyter_gpuplat.core.policy import (
     admins_of,
     allowed_presets,
     allowed_queues,
+    can_see,
     can_stop,
     has_role,
     is_platform_admin,
+    listable_presets,
+    listable_queues,
+    listable_run_projects,
+    require_can_stop,
+    require_platform_admin,
     require_project,
+    require_project_write,
+    require_visible_run,
     resolve,
     role_in,
     visible_projects,
@@ -543,3 +551,75 @@ def test_resolve_does_not_mutate_config(cfg: PlatformConfig) -> None:
     run(cfg, "bob", presets=["multi-gpu"], resources={"gpu": None}, env={"HF_HOME": None})
     run(cfg, "bob", presets=["notebook"], queue="team-a-train")
     assert cfg.model_dump() == before
+
+
+# ---- who may: one pure function per rule ------------------------------------------------
+RUN = {"id": "r-1", "project": "team-a", "user": "bob", "status": "running"}
+
+
+@pytest.mark.parametrize(
+    ("user", "see", "stop"),
+    [
+        ("bob", True, True),  # the owner
+        ("alice", True, True),  # a project admin
+        ("ops", True, True),  # a platform admin
+        ("carol", True, False),  # a viewer sees, never stops
+        ("dave", False, False),  # another team
+        ("mallory", False, False),  # nobody
+    ],
+)
+def test_see_and_stop_a_run(cfg: PlatformConfig, user: str, see: bool, stop: bool) -> None:
+    assert can_see(cfg, user, "team-a") is see
+    if see:
+        assert require_visible_run(cfg, user, "r-1", RUN) is RUN
+    else:
+        with pytest.raises(NotFound) as nf:
+            require_visible_run(cfg, user, "r-1", RUN)
+        # unknown and invisible look alike
+        with pytest.raises(NotFound) as unknown:
+            require_visible_run(cfg, user, "r-1", None)
+        assert nf.value.to_dict() == unknown.value.to_dict()
+    if stop:
+        require_can_stop(cfg, user, RUN)
+    else:
+        with pytest.raises(Forbidden, match="may not stop run r-1"):
+            require_can_stop(cfg, user, RUN)
+
+
+def test_platform_admin_writes(cfg: PlatformConfig) -> None:
+    require_platform_admin(cfg, "ops")
+    with pytest.raises(Forbidden, match="alice is not a platform admin") as exc:
+        require_platform_admin(cfg, "alice")  # a project admin is not a platform admin
+    assert exc.value.hint == "platform admins: ops"
+
+
+def test_project_writes(cfg: PlatformConfig) -> None:
+    team_a = cfg.project("team-a")
+    assert team_a is not None
+    members = team_a.model_copy(update={"members": {**team_a.members, "mallory": "member"}})
+    require_project_write(cfg, "alice", members)  # project admin: members
+    require_project_write(cfg, "ops", team_a.model_copy(update={"allowed_queues": ["interactive"]}))
+    with pytest.raises(Forbidden, match="allowed_queues of project team-a is set by platform admins"):
+        require_project_write(cfg, "alice", team_a.model_copy(update={"allowed_queues": ["interactive"]}))
+    with pytest.raises(Forbidden, match="team-b-train not allowed in project team-a"):
+        require_project_write(cfg, "alice", team_a.model_copy(update={"default_queue": "team-b-train"}))
+    with pytest.raises(Forbidden, match="needs the admin role"):
+        require_project_write(cfg, "bob", members)
+    with pytest.raises(Forbidden, match="may not create projects"):
+        require_project_write(cfg, "alice", team_a.model_copy(update={"name": "team-z"}))
+    with pytest.raises(NotFound):
+        require_project_write(cfg, "dave", members)  # another team's admin: it does not exist for him
+
+
+def test_what_a_user_may_list(cfg: PlatformConfig) -> None:
+    assert listable_queues(cfg, "ops") == ["team-a-train", "team-b-train", "interactive"]
+    assert listable_queues(cfg, "carol") == ["team-a-train", "interactive"]
+    assert listable_queues(cfg, "mallory") == []
+    assert listable_presets(cfg, "erin") == ["single-gpu", "notebook"]
+    assert listable_presets(cfg, "bob", "team-a") == ["single-gpu", "multi-gpu", "notebook"]
+    with pytest.raises(NotFound):
+        listable_presets(cfg, "bob", "team-b")
+    assert listable_run_projects(cfg, "ops") == ["team-a", "team-b"]
+    assert listable_run_projects(cfg, "frank", "team-b") == ["team-b"]
+    with pytest.raises(NotFound, match="project 'team-a' not found"):
+        listable_run_projects(cfg, "frank", "team-a")
