@@ -43,7 +43,7 @@ async def test_served_document_is_the_checked_in_one(jp_fetch: Any, platform: An
     assert served["servers"] == [{"url": "/a%40b"}]  # pytest-jupyter's base URL
     checked_in = json.loads(CHECKED_IN.read_text())
     assert _without_servers(served) == _without_servers(checked_in), (
-        "labextension/openapi.json is stale: run `jlpm gen:openapi && jlpm gen:types` in labextension/"
+        "labextension/openapi.json is stale: run `jlpm gen:api` in labextension/ (document, then types)"
     )
 
 
