@@ -7,7 +7,7 @@ the run ended) changes nothing. Re-attaching to work after a restart lives here 
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable, Coroutine
 from typing import Any
 
 from ..core.admission import HeldRun
@@ -26,7 +26,7 @@ class Reconciler:
         state: EngineState,
         dispatcher: Dispatcher,
         *,
-        on_final: Callable[[str], Awaitable[None]],
+        on_final: Callable[[str], Coroutine[Any, Any, None]],
         stop_grace_seconds: float | None = None,
     ) -> None:
         self.s = state
