@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from ..core.admission import QueueState, choose, order_queues, pick_devices, wait_reason
 from ..core.artifacts import run_dir
@@ -22,8 +22,13 @@ from ..core.status import Reason, Status
 from ..executors.base import LaunchRequest
 from .state import ActiveRun, EngineState, log
 
-if TYPE_CHECKING:
-    from .reconciler import Reconciler
+
+class RunEnder(Protocol):
+    """What the dispatcher needs of the reconciler: a failed launch is a finish; a stop waits for the hand-over."""
+
+    def finish(self, a: ActiveRun, status: Status, reason: str, message: str, **fields: Any) -> None: ...
+
+    async def stop_in_executor(self, a: ActiveRun) -> None: ...
 
 
 class Dispatcher:
@@ -31,7 +36,7 @@ class Dispatcher:
         self.s = state
         self.artifacts_root = artifacts_root
         self.new_id = new_id
-        self.reconciler: Reconciler  # set by the Engine: a failed launch is a finish
+        self.reconciler: RunEnder  # set by the Engine
         self.dirty: set[str] = set()
         self._capacity_waiters: set[str] = set()
         self._newly_queued: list[str] = []
