@@ -29,6 +29,8 @@ def not_implemented(what: str, comes_with: str) -> PydanticCustomError:
         "{what} is not implemented in this release (it comes with {comes_with}); remove it",
         {"what": what, "comes_with": comes_with},
     )
+
+
 MergeStrategy = Literal["post_merge", "pre_merge", "isnull", "replace"]
 
 # Top-level spec fields a layer may set, in display order.

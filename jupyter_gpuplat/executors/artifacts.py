@@ -21,7 +21,7 @@ from typing import IO, Any
 
 from ..core import artifacts as layout
 from ..core.request import Entrypoint
-from .base import ArtifactError, ArtifactReader, OutputFile
+from .base import ArtifactError, ArtifactReader, LaunchRequest, OutputFile
 
 log = logging.getLogger(__name__)
 
@@ -198,3 +198,13 @@ def capture_code(entrypoint: Entrypoint, working_dir: str | None, run_directory:
     if snapshot is None and git is None:
         return None
     return {"snapshot": snapshot, "git": git}
+
+
+class FilesystemArtifacts:
+    """Executor mix-in: runs write artifacts where this process reads them (local disk, or a volume mounted here)."""
+
+    def artifact_reader(self, artifacts_root: str) -> ArtifactReader:
+        return LocalArtifactReader(artifacts_root)
+
+    def capture_code(self, req: LaunchRequest) -> dict[str, Any] | None:
+        return capture_code(req.entrypoint, req.working_dir, req.workdir)

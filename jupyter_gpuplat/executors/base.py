@@ -235,21 +235,17 @@ class Executor(LoggingConfigurable, metaclass=_ExecutorMeta):
     def log_path(self, handle: Mapping[str, Any]) -> str:
         """Where the run's combined stdout/stderr is written."""
 
+    @abc.abstractmethod
     def artifact_reader(self, artifacts_root: str) -> ArtifactReader:
-        """How the platform reads the runs' artifacts; the local filesystem unless the executor knows better."""
-        from .artifacts import LocalArtifactReader
-
-        return LocalArtifactReader(artifacts_root)
+        """How the platform reads the runs' artifacts (executors.artifacts.FilesystemArtifacts: this machine's disk)."""
 
     def check_working_dir(self, working_dir: str, artifacts_root: str) -> str | None:
         """Why runs of this executor cannot start in `working_dir` (a sentence), or None when they can."""
         return None
 
+    @abc.abstractmethod
     def capture_code(self, req: LaunchRequest) -> dict[str, Any] | None:
         """What the run executes, kept in its artifacts: `{snapshot, git}` (blocking I/O: call it in a thread)."""
-        from .artifacts import capture_code
-
-        return capture_code(req.entrypoint, req.working_dir, req.workdir)
 
     @abc.abstractmethod
     async def close(self) -> None:

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any, cast
 
 from ..core.reasons import Reason
+from .artifacts import FilesystemArtifacts
 from .base import Device, Executor, ExecutorError, LaunchRequest, Observation
 
 
@@ -75,7 +76,7 @@ class Script:
         return cls("never", None, lost_after_restart=True)
 
 
-class FakeExecutor(Executor):
+class FakeExecutor(FilesystemArtifacts, Executor):
     """Hands out `gpus` device indices like the local executor; reports nothing unscripted."""
 
     name = "fake"

@@ -34,7 +34,7 @@ from traitlets import Bool, Float, Integer, Unicode
 
 from ..core import artifacts as layout
 from ..core.reasons import Reason
-from .artifacts import write_cell
+from .artifacts import FilesystemArtifacts, write_cell
 from .base import (
     FAILED,
     RUNNING,
@@ -251,7 +251,7 @@ class _Run:
         return os.path.join(os.path.dirname(self.exit_file), layout.STOP_FILE)
 
 
-class LocalExecutor(Executor):
+class LocalExecutor(FilesystemArtifacts, Executor):
     """Runs each submission as a process group on this machine."""
 
     name = "local"

@@ -23,7 +23,7 @@ from traitlets import Bool, Dict, Float, Integer, List, Unicode
 
 from ...core import artifacts as layout
 from ...core.reasons import Reason
-from ..artifacts import write_cell
+from ..artifacts import FilesystemArtifacts, write_cell
 from ..base import FAILED, RUNNING, STOPPED, Device, Executor, ExecutorError, LaunchRequest, Observation
 from .cache import ClusterCache, Snapshot, Timeouts
 from .explain import DISRUPTIONS, condition, episode, explain_pod, explain_run
@@ -82,7 +82,7 @@ class _Run:
     settle: asyncio.TimerHandle | None = None  # set while waiting for a failed pod's final state
 
 
-class KubernetesExecutor(Executor):
+class KubernetesExecutor(FilesystemArtifacts, Executor):
     """Runs each submission as a Kubernetes Job requesting `nvidia.com/gpu`."""
 
     name = "kubernetes"
