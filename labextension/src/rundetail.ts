@@ -44,6 +44,7 @@ export class RunDetail extends Widget {
     this._timeline = h('ol', { class: 'jp-GpuPlat-timeline' });
     this._outputs = h('div', { class: 'jp-GpuPlat-outputs' });
     this._config = h('div', { class: 'jp-GpuPlat-config' });
+    this._code = h('dl', { class: 'jp-GpuPlat-code' });
     this._error = h('div', { class: 'jp-GpuPlat-detailError' });
     this._logs = new LogView(_opts.service, _opts.runId);
     this._metrics = new MetricsView(_opts.service, _opts.runId);
@@ -68,6 +69,7 @@ export class RunDetail extends Widget {
       section('Logs', 'jp-GpuPlat-logSection', this._logs.node),
       section('Outputs', 'jp-GpuPlat-outputSection', this._outputs),
       section('Metrics', 'jp-GpuPlat-metricSection', this._metrics.node),
+      section('Code', 'jp-GpuPlat-codeSection', this._code),
       section('Resolved config', 'jp-GpuPlat-configSection', this._config)
     );
     this.node.addEventListener('keydown', ev => {
@@ -337,6 +339,11 @@ export class RunDetail extends Widget {
   private _renderConfig(run: IRunDetail): void {
     const rows = configRows(run.resolved ?? {}, run.provenance ?? {});
     this._config.replaceChildren(configTable(rows));
+    const facts: HTMLElement[] = [];
+    for (const [label, value] of codeFacts(run)) {
+      facts.push(h('dt', null, label), h('dd', null, value));
+    }
+    this._code.replaceChildren(...facts);
   }
 
   private async _confirmStop(): Promise<void> {
@@ -368,6 +375,7 @@ export class RunDetail extends Widget {
   private _timeline: HTMLElement;
   private _outputs: HTMLElement;
   private _config: HTMLElement;
+  private _code: HTMLElement;
   private _error: HTMLElement;
   private _stop: HTMLButtonElement;
   private _logs: LogView;
@@ -375,4 +383,23 @@ export class RunDetail extends Widget {
   private _run: IRunDetail | null = null;
   private _reloadTimer = 0;
   private _explainTimer = 0;
+}
+
+/** What code ran, as label/value pairs: where it ran, the snapshot kept with the run, the git commit. */
+export function codeFacts(run: IRunDetail): Array<[string, string]> {
+  const facts: Array<[string, string]> = [['Ran in', run.working_dir || 'the run\'s artifact directory']];
+  const code = run.code;
+  if (!code) {
+    facts.push(['Snapshot', run.status === 'queued' ? 'taken when the run starts' : 'none']);
+    return facts;
+  }
+  facts.push(['Snapshot', code.snapshot ? `${code.snapshot} (in outputs)` : 'none (a command)']);
+  const git = code.git;
+  if (git?.commit) {
+    facts.push(['Git commit', `${git.commit.slice(0, 12)}${git.dirty ? ' + uncommitted changes' : ''}`]);
+    if (git.diff_path) {
+      facts.push(['Diff', `${git.diff_path} (in outputs)`]);
+    }
+  }
+  return facts;
 }

@@ -100,7 +100,9 @@ export function buildRunRequest(s: ISubmitState): { request: IRunRequest | null;
   if (errors.length) {
     return { request: null, errors };
   }
-  const request: IRunRequest = { project: s.project, script };
+  // The run starts in the file's directory, so the script's relative paths work there.
+  const slash = script.lastIndexOf('/');
+  const request: IRunRequest = { project: s.project, script, working_dir: slash > 0 ? script.slice(0, slash) : '.' };
   const args = splitArgs(s.args);
   if (args.length) {
     request.args = args;

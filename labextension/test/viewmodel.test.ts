@@ -317,12 +317,13 @@ test('arguments split like a shell line', () => {
 test('the submit form sends only what the user set, or says what is missing', () => {
   const s = { script: '/train.py', args: '--lr 0.1', name: '', project: 'team-a', presets: ['single-gpu'], queue: '', gpu: '', cpu: '', memory: '', env: '' };
   assert.deepEqual(buildRunRequest(s), {
-    request: { project: 'team-a', script: 'train.py', args: ['--lr', '0.1'], presets: ['single-gpu'] },
+    request: { project: 'team-a', script: 'train.py', working_dir: '.', args: ['--lr', '0.1'], presets: ['single-gpu'] },
     errors: []
   });
+  assert.equal(buildRunRequest({ ...s, script: 'exp/a/train.py' }).request?.working_dir, 'exp/a');
   const over = buildRunRequest({ ...s, args: '', queue: 'interactive', gpu: '2', memory: '8Gi', env: 'A=1\n\nB=x=y' });
   assert.deepEqual(over.request, {
-    project: 'team-a', script: 'train.py', presets: ['single-gpu'], queue: 'interactive',
+    project: 'team-a', script: 'train.py', working_dir: '.', presets: ['single-gpu'], queue: 'interactive',
     resources: { gpu: 2, memory: '8Gi' }, env: [{ name: 'A', value: '1' }, { name: 'B', value: 'x=y' }]
   });
   const bad = buildRunRequest({ ...s, script: 'notes.txt', gpu: '1.5', env: 'NOPE' });

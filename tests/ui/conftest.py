@@ -41,7 +41,7 @@ gate = pathlib.Path(__file__).with_name(sys.argv[1] if len(sys.argv) > 1 else "g
 for i in range(3):
     print(f"step {i} loss={1 / (i + 1):.3f}", flush=True)
     tracking.log_metrics(step=i, loss=1 / (i + 1))
-pathlib.Path("result.txt").write_text("accuracy 0.93\\n")
+pathlib.Path(tracking.artifacts_dir(), "result.txt").write_text("accuracy 0.93\\n")  # outputs go to the run
 while not gate.exists():
     time.sleep(0.05)
 print("finished", flush=True)

@@ -148,6 +148,11 @@ def test_submit_from_the_file_browser_queued_running_succeeded(lab: Lab, lab_pag
     expect(phases.nth(0)).to_contain_text("QueuePaused")
     expect(phases.nth(1)).to_contain_text("Execution")
     expect(detail.locator(".jp-GpuPlat-outputSection")).to_contain_text("result.txt")
+    # It ran in the file's directory, and the run keeps the code it ran.
+    code = detail.locator(".jp-GpuPlat-codeSection")
+    expect(code).to_contain_text(str(lab.work.resolve()))
+    expect(code).to_contain_text("code/train.py")
+    expect(detail.locator(".jp-GpuPlat-outputSection")).to_contain_text("code/train.py")
     expect(detail.locator('.jp-GpuPlat-metric[data-metric="loss"]')).to_be_visible()
     expect(detail.locator('.jp-GpuPlat-configTable tr[data-path="env[HF_HOME]"]')).to_contain_text("org")
     toast = page.locator(".Toastify__toast", has_text="succeeded")
