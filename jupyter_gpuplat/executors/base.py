@@ -21,12 +21,14 @@ from ..core.artifacts import LOG
 from ..core.errors import GpuPlatError
 from ..core.reasons import Reason
 from ..core.request import Entrypoint
+from ..core.status import FINAL, Status
 
-RUNNING = "running"
-SUCCEEDED = "succeeded"
-FAILED = "failed"
-STOPPED = "stopped"
-FINAL_STATUSES = frozenset({SUCCEEDED, FAILED, STOPPED})
+# Observation statuses are the run statuses' strings (core.status owns them).
+RUNNING = Status.RUNNING.value
+SUCCEEDED = Status.SUCCEEDED.value
+FAILED = Status.FAILED.value
+STOPPED = Status.STOPPED.value
+FINAL_STATUSES = FINAL
 
 Observer = Callable[["Observation"], None]
 

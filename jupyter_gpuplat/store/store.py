@@ -14,11 +14,11 @@ from typing import Any
 from sqlalchemy import Engine, bindparam, create_engine, event, func, insert, select, update
 from sqlalchemy.engine import make_url
 
+from ..core.status import FINAL
 from . import schema
 from .metrics import MetricStore
 from .migrations import MIGRATIONS, Migration, migrate
 
-FINAL = ("succeeded", "failed", "stopped")
 # Built once: building a statement per call cost more than the SQLite commit (benchmarks/).
 _INSERT_RUN = insert(schema.runs)
 _INSERT_EVENT = insert(schema.events)
@@ -177,7 +177,9 @@ class Store:
             return [
                 dict(m)
                 for m in conn.execute(
-                    select(*_RUN_COLS).where(schema.runs.c.status.not_in(FINAL)).order_by(schema.runs.c.seq)
+                    select(*_RUN_COLS)
+                    .where(schema.runs.c.status.not_in([s.value for s in FINAL]))
+                    .order_by(schema.runs.c.seq)
                 ).mappings()
             ]
 
