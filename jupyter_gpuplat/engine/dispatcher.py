@@ -238,7 +238,9 @@ class Dispatcher:
         )
         a.launching = True
         try:
-            if req.working_dir is not None or req.entrypoint.kind == "cell" or req.entrypoint.files():
+            # A command without a working directory runs in the (empty) artifact directory: no file
+            # to keep, and no thread hop on the dispatch path.
+            if req.working_dir is not None or req.entrypoint.kind in ("cell", "script", "notebook"):
                 # What code ran: a snapshot (and git state) kept before it starts; git runs in a thread.
                 code = await asyncio.to_thread(s.executor.capture_code, req)
                 if code is not None:
