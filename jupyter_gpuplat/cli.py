@@ -131,6 +131,7 @@ def cmd_runs(args: argparse.Namespace) -> int:
         r = c.request("GET", f"runs/{args.run_id}")
         lines = [f"{k}: {r[k]}" for k in ("id", "name", "project", "user", "queue", "status", "reason", "message")]
         lines.append("clocks: " + ", ".join(f"{k} {v}" for k, v in r["clocks"].items()))
+        lines += code_lines(r)
         lines.append("timeline:")
         lines += [
             f"  {time.strftime('%H:%M:%S', time.localtime(e['at']))}  {e['status']:<10} "
@@ -197,6 +198,19 @@ def cmd_config(args: argparse.Namespace) -> int:
     verb = "would apply" if args.dry_run else "applied"
     emit(args, r, f"{args.file}: {verb} as config version {r['version']}")
     return 0
+
+
+def code_lines(run: dict[str, Any]) -> list[str]:
+    """Where the run ran and what code: the snapshot kept with it, the git commit."""
+    lines = [f"working_dir: {run.get('working_dir') or '(the run artifact directory)'}"]
+    code = run.get("code") or {}
+    if code.get("snapshot"):
+        lines.append(f"code: {code['snapshot']} (an output of the run)")
+    git = code.get("git") or {}
+    if git.get("commit"):
+        dirty = f" + uncommitted changes ({git['diff_path']})" if git.get("dirty") else ""
+        lines.append(f"git: {git['commit']}{dirty}")
+    return lines
 
 
 def cmd_lab(args: argparse.Namespace, extra: list[str]) -> int:

@@ -112,6 +112,20 @@ class ServerProcess:
                 self.proc.wait(30)
         self._close_log()
 
+    def gpuplat(self, *args: str, cwd: Path | None = None, check: bool = True) -> subprocess.CompletedProcess[str]:
+        """The real `gpuplat` CLI against this server; from `cwd` (default: the Jupyter root), as a user's shell."""
+        proc = subprocess.run(
+            [sys.executable, "-m", "jupyter_gpuplat.cli", *args],
+            env=self.env,
+            cwd=cwd or self.root,  # submit sends the current directory: it must lie under the Jupyter root
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        if check:
+            assert proc.returncode == 0, (proc.returncode, proc.stdout, proc.stderr)
+        return proc
+
     def call(self, method: str, path: str, user: str = "alice", body: Any = None, **params: Any) -> tuple[int, Any]:
         r = requests.request(
             method,

@@ -24,17 +24,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
 
 
 def gp(server: ServerProcess, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
-    proc = subprocess.run(
-        [sys.executable, "-m", "jupyter_gpuplat.cli", *args],
-        env=server.env,
-        cwd=server.root,  # submit sends the current directory: under the Jupyter root, as a user's would be
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    if check:
-        assert proc.returncode == 0, (proc.returncode, proc.stdout, proc.stderr)
-    return proc
+    return server.gpuplat(*args, check=check)
 
 
 def test_submit_follow_list_show_explain(server: ServerProcess) -> None:
@@ -62,6 +52,7 @@ def test_submit_follow_list_show_explain(server: ServerProcess) -> None:
     assert table.splitlines()[0].split()[:3] == ["ID", "NAME", "PROJECT"] and run_id in table
     show = gp(server, "runs", "show", run_id).stdout
     assert "status: succeeded" in show and "Admitted" in show
+    assert f"working_dir: {server.root.resolve()}" in show
     explain = gp(server, "runs", "explain", run_id).stdout
     assert "held by: done" in explain and "Completed" in explain
     logs = gp(server, "runs", "logs", run_id).stdout

@@ -33,17 +33,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
 
 
 def gp(server: ServerProcess, cwd: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
-    proc = subprocess.run(
-        [sys.executable, "-m", "jupyter_gpuplat.cli", *args],
-        env=server.env,
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    if check:
-        assert proc.returncode == 0, (proc.returncode, proc.stdout, proc.stderr)
-    return proc
+    return server.gpuplat(*args, cwd=cwd, check=check)
 
 
 def git(cwd: Path, *args: str) -> str:
@@ -118,6 +108,9 @@ def test_run_detail_shows_the_snapshot_and_git_commit(server: ServerProcess) -> 
     diff = server.ok("GET", f"runs/{run_id}/outputs/code/git.diff")
     assert b"+# tuned" in diff
     assert server.ok("GET", f"runs/{run_id}/outputs/code/train.py").endswith(b"# tuned\n")
+    show = gp(server, d, "runs", "show", run_id).stdout  # what a user sees in the terminal
+    assert f"working_dir: {d.resolve()}" in show and "code: code/train.py" in show
+    assert f"git: {commit} + uncommitted changes (code/git.diff)" in show
     compared = server.ok("GET", "compare", runs=run_id)
     assert compared["runs"][0]["code"]["git"]["commit"] == commit
     assert compared["runs"][0]["working_dir"] == str(d.resolve())
