@@ -18,7 +18,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import enum
-import fcntl
 import json
 import os
 import signal
@@ -38,27 +37,28 @@ from .artifacts import FilesystemArtifacts, write_cell
 from .base import (
     FAILED,
     RUNNING,
-    STOPPED,
-    SUCCEEDED,
     Device,
     Executor,
     ExecutorError,
     LaunchRequest,
     Observation,
-    describe_returncode,
 )
 from .gpus import detect_gpus
+from .local_process import (
+    current_boot_id,
+    identify,
+    make_final_observation,
+    open_log,
+    process_create_time,
+    read_json,
+    spawn_launcher,
+)
 
 LAUNCHER = str(Path(__file__).with_name("launcher.py"))
-# psutil derives create_time from clock ticks; a reused pid starts at another time
-CREATE_TIME_TOLERANCE_SECONDS = 0.05
-BOOT_ID_FILE = "/proc/sys/kernel/random/boot_id"
 # after SIGKILL, how long stop() waits for the watcher to report the end
 KILL_WAIT_SECONDS = 5.0
 SECRET_ENV = frozenset({"JUPYTER_TOKEN", "JPY_API_TOKEN"})
 SECRET_ENV_PREFIX = "GPUPLAT_TOKEN"
-# Ignored signals survive exec (the server ignores SIGPIPE); a run starts with defaults.
-_DEFAULT_SIGNALS = frozenset(signal.valid_signals()) - {signal.SIGKILL, signal.SIGSTOP}
 
 
 class _State(enum.Enum):
@@ -89,145 +89,6 @@ def make_env(base: Mapping[str, str], req: LaunchRequest) -> dict[str, str]:
     env["GPUPLAT_RUN_ID"] = req.run_id
     env["GPUPLAT_ARTIFACTS_DIR"] = req.workdir
     return env
-
-
-def _read_json(path: str) -> dict[str, Any] | None:
-    try:
-        with open(path, encoding="utf-8") as f:
-            data = json.load(f)
-    except (OSError, ValueError):
-        return None
-    return data if isinstance(data, dict) else None
-
-
-def _int(value: Any) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
-
-
-def _number(value: Any) -> float | None:
-    # stop.json and exit.json live where the run can write: read them defensively
-    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
-
-
-def _seconds(value: Any) -> str:
-    number = _number(value)
-    return "?" if number is None else f"{number:g} s"
-
-
-def make_final_observation(
-    run_id: str,
-    pid: int,
-    record: Mapping[str, Any] | None,
-    launcher_code: int | None,
-    stop: Mapping[str, Any] | None,
-    lost: str,
-) -> Observation:
-    """Turn what a run left behind into its final Observation.
-
-    `record` is the launcher's exit record, `launcher_code` the launcher's own
-    Popen-style code when we reaped it, `stop` the stop request (reason, time,
-    grace, whether SIGKILL was needed), `lost` the message for a run that left nothing.
-    """
-    returncode = _int(record.get("returncode")) if record else None
-    finished_at = _number(record.get("finished_at")) if record else None
-    requested_at = _number(stop.get("requested_at")) if stop else None
-    if finished_at is not None and requested_at is not None and finished_at < requested_at:
-        stop = None  # it ended on its own before the stop request
-    if returncode is not None:
-        outcome, exit_code = describe_returncode(returncode), returncode
-    elif stop and stop.get("killed"):
-        outcome = (
-            f"still running {_seconds(stop.get('grace_seconds'))} after SIGTERM, "
-            f"so its process group was killed with SIGKILL ({int(signal.SIGKILL)})"
-        )
-        exit_code = -int(signal.SIGKILL)
-    elif launcher_code is not None:
-        was = "was " if launcher_code < 0 else ""
-        outcome = f"its launcher (pid {pid}) {was}{describe_returncode(launcher_code)} and left no exit record"
-        exit_code = launcher_code
-    else:
-        outcome, exit_code = lost, None
-
-    if stop:
-        if stop.get("reason") == "TimedOut":
-            head = f"exceeded its timeout of {_seconds(stop.get('timeout_seconds'))}"
-            return Observation(run_id, FAILED, Reason.TIMED_OUT, f"{head}; {outcome}", exit_code)
-        return Observation(run_id, STOPPED, Reason.STOPPED, f"stopped by request; {outcome}", exit_code)
-    if returncode is not None:
-        error = record.get("error") if record else None
-        if error:
-            return Observation(run_id, FAILED, Reason.START_FAILED, f"{error} (exit code {returncode})", returncode)
-        if returncode == 0:
-            return Observation(run_id, SUCCEEDED, Reason.COMPLETED, outcome, 0)
-        return Observation(run_id, FAILED, Reason.ERROR if returncode > 0 else Reason.SIGNALED, outcome, returncode)
-    if launcher_code is not None:
-        return Observation(run_id, FAILED, Reason.SIGNALED if launcher_code < 0 else Reason.ERROR, outcome, exit_code)
-    return Observation(run_id, FAILED, Reason.LOST, outcome, None)
-
-
-def _open_log(path: str) -> int:
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o644)
-    if fd < 3:  # dup2 onto itself would keep O_CLOEXEC and the run would lose its output
-        moved = fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 3)
-        os.close(fd)
-        fd = moved
-    return fd
-
-
-def _spawn_launcher(argv: list[str], env: dict[str, str], log_fd: int) -> int:
-    """Start the launcher as a new session leader with its output in the log.
-
-    posix_spawn returns once the launcher is exec'd (vfork-style), well under a
-    millisecond of work, so it runs on the event loop rather than in a thread: a
-    cancelled await in between could otherwise leave a process nobody watches.
-    """
-    return os.posix_spawn(
-        argv[0],
-        argv,
-        env,
-        file_actions=[
-            (os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
-            (os.POSIX_SPAWN_DUP2, log_fd, 1),
-            (os.POSIX_SPAWN_DUP2, log_fd, 2),
-        ],
-        setsid=True,
-        setsigmask=(),
-        setsigdef=_DEFAULT_SIGNALS,
-    )
-
-
-def _create_time(pid: int) -> float:
-    try:
-        return psutil.Process(pid).create_time()
-    except psutil.Error:  # reaped by someone else already; the exit record still tells
-        return time.time()
-
-
-def _boot_id() -> str | None:
-    try:
-        with open(BOOT_ID_FILE, encoding="ascii") as f:
-            return f.read().strip() or None
-    except OSError:
-        return None
-
-
-def _identify(pid: int, create_time: float, boot_time: float | None) -> psutil.Process | None:
-    """The process with this pid, unless the pid now belongs to another process.
-
-    With the boot time recorded at submit, start times are compared relative to
-    boot: the epoch create_time moves when the wall clock is stepped, and a false
-    "Lost" would leave a live run holding GPUs nobody accounts for.
-    """
-    try:
-        process = psutil.Process(pid)
-        started = process.create_time()
-        if boot_time is not None:
-            started, create_time = started - psutil.boot_time(), create_time - boot_time
-        if abs(started - create_time) <= CREATE_TIME_TOLERANCE_SECONDS:
-            return process
-    except psutil.Error:
-        pass
-    return None
 
 
 @dataclass(eq=False)
@@ -330,18 +191,18 @@ class LocalExecutor(FilesystemArtifacts, Executor):
                     os.unlink(stale)
             if req.entrypoint.kind == "cell":
                 write_cell(req.entrypoint, workdir)
-            log_fd = _open_log(log_path)
+            log_fd = open_log(log_path)
         except OSError as exc:
             raise ExecutorError(f"run {req.run_id}: cannot prepare {workdir}: {exc.strerror or exc}") from exc
         # -I -S: the launcher needs only the stdlib and must not see the run's PYTHON* settings
         argv = [sys.executable, "-I", "-S", LAUNCHER, "--exit-file", exit_file, "--cwd", req.cwd, "--", *command]
         try:
-            pid = _spawn_launcher(argv, env, log_fd)
+            pid = spawn_launcher(argv, env, log_fd)
         except (OSError, ValueError) as exc:
             raise ExecutorError(f"run {req.run_id}: cannot start the launcher ({sys.executable}): {exc}") from exc
         finally:
             os.close(log_fd)
-        run = _Run(req.run_id, pid, _create_time(pid), exit_file, own=True, timeout_seconds=req.timeout_seconds)
+        run = _Run(req.run_id, pid, process_create_time(pid), exit_file, own=True, timeout_seconds=req.timeout_seconds)
         self._runs[run.run_id] = run
         self._watch_child(run, loop)
         if req.timeout_seconds:
@@ -352,7 +213,7 @@ class LocalExecutor(FilesystemArtifacts, Executor):
             "pid": pid,
             "create_time": run.create_time,
             "boot_time": psutil.boot_time(),
-            "boot_id": _boot_id(),
+            "boot_id": current_boot_id(),
             "workdir": workdir,
             "log_path": log_path,
             "exit_file": exit_file,
@@ -385,20 +246,20 @@ class LocalExecutor(FilesystemArtifacts, Executor):
             )
         gone = f"process {pid} is gone and left no exit record (the machine may have restarted)"
         run = _Run(run_id, pid, create_time, exit_file, own=False, timeout_seconds=timeout_seconds)
-        run.stop = _read_json(run.stop_file)
-        record = _read_json(exit_file)
+        run.stop = read_json(run.stop_file)
+        record = read_json(exit_file)
         if record is not None:
             return make_final_observation(run_id, pid, record, None, run.stop, gone)
         boot_id = handle.get("boot_id")
-        if boot_id and boot_id != _boot_id():
+        if boot_id and boot_id != current_boot_id():
             gone = f"process {pid} is gone and left no exit record (the machine has restarted since)"
             return make_final_observation(run_id, pid, None, None, run.stop, gone)
-        run.process = _identify(pid, create_time, boot_time)
+        run.process = identify(pid, create_time, boot_time)
         if run.process is None:
             return make_final_observation(run_id, pid, None, None, run.stop, gone)
         code = self._check_exit(run)
         if code is not _ALIVE:
-            return make_final_observation(run_id, pid, _read_json(exit_file), code, run.stop, gone)
+            return make_final_observation(run_id, pid, read_json(exit_file), code, run.stop, gone)
         if self._closed:
             raise ExecutorError(f"run {run_id}: the local executor is closed")
         try:
@@ -578,7 +439,7 @@ class LocalExecutor(FilesystemArtifacts, Executor):
         self._unwatch(run)
         lost = f"process {run.pid} ended without leaving an exit record"
         observation = make_final_observation(
-            run.run_id, run.pid, _read_json(run.exit_file), launcher_code, run.stop, lost
+            run.run_id, run.pid, read_json(run.exit_file), launcher_code, run.stop, lost
         )
         run.done.set()
         self._emit(observation)

@@ -1,0 +1,166 @@
+"""What a local run leaves behind and the process it runs in.
+
+Pure reading of the launcher's exit record into the final Observation, spawning the launcher
+as a process-group leader, and telling a run's process from a reused pid. The executor
+(local.py) watches and stops; this module knows processes and files.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import signal
+import time
+from collections.abc import Mapping
+from typing import Any
+
+import psutil
+
+from ..core.reasons import Reason
+from .base import FAILED, STOPPED, SUCCEEDED, Observation, describe_returncode
+
+# psutil derives create_time from clock ticks; a reused pid starts at another time
+CREATE_TIME_TOLERANCE_SECONDS = 0.05
+BOOT_ID_FILE = "/proc/sys/kernel/random/boot_id"
+# Ignored signals survive exec (the server ignores SIGPIPE); a run starts with defaults.
+_DEFAULT_SIGNALS = frozenset(signal.valid_signals()) - {signal.SIGKILL, signal.SIGSTOP}
+
+
+def read_json(path: str) -> dict[str, Any] | None:
+    try:
+        with open(path, encoding="utf-8") as f:
+            data = json.load(f)
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def _int(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _number(value: Any) -> float | None:
+    # stop.json and exit.json live where the run can write: read them defensively
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+def _seconds(value: Any) -> str:
+    number = _number(value)
+    return "?" if number is None else f"{number:g} s"
+
+
+def make_final_observation(
+    run_id: str,
+    pid: int,
+    record: Mapping[str, Any] | None,
+    launcher_code: int | None,
+    stop: Mapping[str, Any] | None,
+    lost: str,
+) -> Observation:
+    """Turn what a run left behind into its final Observation.
+
+    `record` is the launcher's exit record, `launcher_code` the launcher's own
+    Popen-style code when we reaped it, `stop` the stop request (reason, time,
+    grace, whether SIGKILL was needed), `lost` the message for a run that left nothing.
+    """
+    returncode = _int(record.get("returncode")) if record else None
+    finished_at = _number(record.get("finished_at")) if record else None
+    requested_at = _number(stop.get("requested_at")) if stop else None
+    if finished_at is not None and requested_at is not None and finished_at < requested_at:
+        stop = None  # it ended on its own before the stop request
+    if returncode is not None:
+        outcome, exit_code = describe_returncode(returncode), returncode
+    elif stop and stop.get("killed"):
+        outcome = (
+            f"still running {_seconds(stop.get('grace_seconds'))} after SIGTERM, "
+            f"so its process group was killed with SIGKILL ({int(signal.SIGKILL)})"
+        )
+        exit_code = -int(signal.SIGKILL)
+    elif launcher_code is not None:
+        was = "was " if launcher_code < 0 else ""
+        outcome = f"its launcher (pid {pid}) {was}{describe_returncode(launcher_code)} and left no exit record"
+        exit_code = launcher_code
+    else:
+        outcome, exit_code = lost, None
+
+    if stop:
+        if stop.get("reason") == "TimedOut":
+            head = f"exceeded its timeout of {_seconds(stop.get('timeout_seconds'))}"
+            return Observation(run_id, FAILED, Reason.TIMED_OUT, f"{head}; {outcome}", exit_code)
+        return Observation(run_id, STOPPED, Reason.STOPPED, f"stopped by request; {outcome}", exit_code)
+    if returncode is not None:
+        error = record.get("error") if record else None
+        if error:
+            return Observation(run_id, FAILED, Reason.START_FAILED, f"{error} (exit code {returncode})", returncode)
+        if returncode == 0:
+            return Observation(run_id, SUCCEEDED, Reason.COMPLETED, outcome, 0)
+        return Observation(run_id, FAILED, Reason.ERROR if returncode > 0 else Reason.SIGNALED, outcome, returncode)
+    if launcher_code is not None:
+        return Observation(run_id, FAILED, Reason.SIGNALED if launcher_code < 0 else Reason.ERROR, outcome, exit_code)
+    return Observation(run_id, FAILED, Reason.LOST, outcome, None)
+
+
+def open_log(path: str) -> int:
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o644)
+    if fd < 3:  # dup2 onto itself would keep O_CLOEXEC and the run would lose its output
+        moved = fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 3)
+        os.close(fd)
+        fd = moved
+    return fd
+
+
+def spawn_launcher(argv: list[str], env: dict[str, str], log_fd: int) -> int:
+    """Start the launcher as a new session leader with its output in the log.
+
+    posix_spawn returns once the launcher is exec'd (vfork-style), well under a
+    millisecond of work, so it runs on the event loop rather than in a thread: a
+    cancelled await in between could otherwise leave a process nobody watches.
+    """
+    return os.posix_spawn(
+        argv[0],
+        argv,
+        env,
+        file_actions=[
+            (os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
+            (os.POSIX_SPAWN_DUP2, log_fd, 1),
+            (os.POSIX_SPAWN_DUP2, log_fd, 2),
+        ],
+        setsid=True,
+        setsigmask=(),
+        setsigdef=_DEFAULT_SIGNALS,
+    )
+
+
+def process_create_time(pid: int) -> float:
+    try:
+        return psutil.Process(pid).create_time()
+    except psutil.Error:  # reaped by someone else already; the exit record still tells
+        return time.time()
+
+
+def current_boot_id() -> str | None:
+    try:
+        with open(BOOT_ID_FILE, encoding="ascii") as f:
+            return f.read().strip() or None
+    except OSError:
+        return None
+
+
+def identify(pid: int, create_time: float, boot_time: float | None) -> psutil.Process | None:
+    """The process with this pid, unless the pid now belongs to another process.
+
+    With the boot time recorded at submit, start times are compared relative to
+    boot: the epoch create_time moves when the wall clock is stepped, and a false
+    "Lost" would leave a live run holding GPUs nobody accounts for.
+    """
+    try:
+        process = psutil.Process(pid)
+        started = process.create_time()
+        if boot_time is not None:
+            started, create_time = started - psutil.boot_time(), create_time - boot_time
+        if abs(started - create_time) <= CREATE_TIME_TOLERANCE_SECONDS:
+            return process
+    except psutil.Error:
+        pass
+    return None
