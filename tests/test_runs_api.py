@@ -278,3 +278,20 @@ async def test_list_filters_and_pagination(api: Any) -> None:
     assert (await api.ok("GET", "runs", q="pre"))["runs"][0]["presets"] == ["single-gpu"]
     assert (await api.run(with_preset["id"]))["presets"] == ["single-gpu"]
     await api.wait_status(with_preset["id"], "succeeded")
+
+
+async def test_explain_names_blockers_only_of_the_callers_projects(api: Any, tmp_path: Path) -> None:
+    # ops (platform admin) waits behind erin's team-b run in the shared interactive queue;
+    # bob (team-a) may see ops's team-a run, but not who holds team-b's GPUs.
+    gate = tmp_path / "g"
+    cmd = ["sh", "-c", f"while [ ! -e {gate} ]; do sleep 0.02; done"]
+    holder = await api.submit("erin", project="team-b", command=cmd, queue="interactive", resources={"gpu": 2})
+    await api.wait_status(holder["id"], "running", user="erin")
+    waiting = await api.submit("ops", project="team-a", command="true", queue="interactive", resources={"gpu": 1})
+    as_ops = await api.ok("GET", f"runs/{waiting['id']}/explain", "ops")
+    as_bob = await api.ok("GET", f"runs/{waiting['id']}/explain", "bob")
+    assert as_ops["reason"] == as_bob["reason"] == "QueueQuota"
+    assert [b["id"] for b in as_ops["blockers"]] == [holder["id"]]  # ops sees every project
+    assert [(b["id"], b["name"], b["user"], b["project"]) for b in as_bob["blockers"]] == [(None, None, None, "team-b")]
+    gate.touch()
+    await api.wait_status(waiting["id"], "succeeded", user="ops")

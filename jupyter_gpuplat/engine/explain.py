@@ -48,7 +48,7 @@ def explain(source: Engine | ReadModel, user: str, run_id: str) -> dict[str, Any
         }
     q = reads.queue_state(a.queue)
     if a.status in (Status.CREATED, Status.QUEUED) and q is not None:
-        return {**base, **_explain_waiting(reads, a, q)}
+        return {**base, **_explain_waiting(reads, user, a, q)}
     last = row["timeline"][-1] if row["timeline"] else {"reason": row["reason"], "message": row["message"]}
     if a.status == Status.RUNNING and layer_of(str(last["reason"])) not in (Layer.EXECUTOR, Layer.QUEUE):
         now = reads.now()
@@ -75,7 +75,7 @@ def explain(source: Engine | ReadModel, user: str, run_id: str) -> dict[str, Any
     }
 
 
-def _explain_waiting(reads: ReadModel, a: ActiveRun, q: QueueState) -> dict[str, Any]:
+def _explain_waiting(reads: ReadModel, user: str, a: ActiveRun, q: QueueState) -> dict[str, Any]:
     p = q.pending(a.id)
     assert p is not None
     w: Wait = wait_reason(q, p, reads.free_gpus)
@@ -83,7 +83,9 @@ def _explain_waiting(reads: ReadModel, a: ActiveRun, q: QueueState) -> dict[str,
     if w.reason == Reason.NO_CAPACITY:
         blocker_ids = [r.id for r in reads.device_holders()]
     briefs = reads.briefs(blocker_ids)
-    visible = set(reads.visible_projects(a.user))
+    # Named only for the projects the *caller* may see (not the run owner's: an admin's run
+    # explained to a member must not name other teams' runs).
+    visible = set(reads.visible_projects(user))
     blockers = []
     for rid in blocker_ids:
         b = briefs.get(rid)
