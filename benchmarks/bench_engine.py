@@ -36,7 +36,22 @@ the engine, which only flatters it).
 Steady state: after each measured finish the script submits one new run to the same queue
 through `Engine.submit` (untimed), so the backlog stays at N while it measures.
 
+Admissions and deep-queue drain (`--only drain`): one queue `deep` holds N pending runs
+(4 users, 1 GPU each; bulk-inserted, loaded by `Engine.start`), the executor is
+`FakeClusterExecutor` (it places work itself, as on Kubernetes, so thousands can be admitted
+at once). Two freeings, each followed by exactly one cycle:
+
+* resume: the queue was paused with no other limit; `set_paused_as(False)` → every run fits.
+* quota frees: the queue's CPU quota is N/2 cores and a first run holds all of it (the
+  others ask 1 CPU, 1 GPU each); it finishes →
+  the N/2 runs that now fit are admitted, the rest keep waiting.
+
+Measured: the cycle (decide, record `dispatched` for each run, hand the launches to the loop)
+and its admitted count; admissions/s = admitted / cycle time; then the hand-offs to the
+executor (each launch records `starting`) until the loop is idle.
+
 Run: python benchmarks/bench_engine.py [--sizes 10000,100000] [--rounds 5] [--iters 300]
+     python benchmarks/bench_engine.py --only drain [--drain-sizes 10000,100000]
 """
 
 from __future__ import annotations
@@ -63,7 +78,7 @@ from jupyter_gpuplat.core.policy import resolve
 from jupyter_gpuplat.core.request import RunRequest
 from jupyter_gpuplat.engine.engine import Engine
 from jupyter_gpuplat.executors.base import LaunchRequest, Observation
-from jupyter_gpuplat.executors.fake import FakeExecutor, Script
+from jupyter_gpuplat.executors.fake import FakeClusterExecutor, FakeExecutor, Script
 from jupyter_gpuplat.store.store import Store
 
 TARGET_10K_S = 0.001
@@ -411,6 +426,145 @@ async def one_size(n_pending: int, args: argparse.Namespace) -> dict[str, Any]:
         shutil.rmtree(tmp, ignore_errors=True)
 
 
+# ---- admissions and deep-queue drain ----------------------------------------------------------
+DRAIN_USERS = [f"d{u}" for u in range(4)]
+
+
+def drain_config(*, paused: bool, cpu_quota: int | None) -> PlatformConfig:
+    q: dict[str, Any] = {"name": "deep", "paused": paused}
+    if cpu_quota is not None:
+        q["quota"] = {"cpu": str(cpu_quota)}  # a GPU quota stops at 1,024; CPUs go to 100,000
+    return parse_config(
+        {
+            "admins": ["ops"],
+            "queues": [q],
+            "projects": [{"name": "pd", "members": {u: "member" for u in DRAIN_USERS}}],
+        }
+    )
+
+
+def populate_deep(store: Store, cfg: PlatformConfig, n: int, first_cpu: int | None) -> None:
+    """N pending runs (1 GPU, 1 CPU) in `deep`; with `first_cpu`, a first run asking for that many CPUs."""
+    shapes = {}
+    for cpu in {1, first_cpu or 1}:
+        resources = {"gpu": 1, "cpu": str(cpu)}
+        body = {"project": "pd", "queue": "deep", "command": ["python", "train.py"], "resources": resources}
+        req = RunRequest.model_validate(body)
+        res = resolve(cfg, DRAIN_USERS[0], req)
+        res.raise_first()
+        shapes[cpu] = (req.model_dump(mode="json", exclude_unset=True), res.resolved, res.provenance, res.resources)
+    now = time.time() - 3600
+
+    def rows():  # type: ignore[no-untyped-def]
+        for i in range(n + (first_cpu is not None)):
+            cpu = first_cpu if (i == 0 and first_cpu is not None) else 1
+            request, resolved, provenance, r = shapes[cpu]
+            yield run_row(
+                rid=f"r-{i:010x}",
+                project="pd",
+                user=DRAIN_USERS[i % len(DRAIN_USERS)],
+                queue="deep",
+                request=request,
+                resolved=resolved,
+                provenance=provenance,
+                gpu=r.gpu,
+                cpu_milli=r.cpu_milli,
+                memory_bytes=r.memory_bytes,
+                at=now + i * 0.001,
+            )
+
+    bulk_insert(store, rows())
+
+
+async def drain_one(n: int, scenario: str) -> dict[str, Any]:
+    """One freeing over N pending runs, then exactly one cycle; what it admitted and how fast."""
+    tmp = tempfile.mkdtemp(prefix="gpuplat-bench-drain-")
+    try:
+        store = Store(f"sqlite:///{tmp}/gpuplat.db")
+        if scenario == "resume":
+            cfg, first = drain_config(paused=True, cpu_quota=None), None
+        else:
+            cfg, first = drain_config(paused=False, cpu_quota=n // 2), n // 2
+        populate_deep(store, cfg, n, first)
+        ex = FakeClusterExecutor(gpus=0, default=Script.never_ends())
+        engine = Engine(store, ex, artifacts_root=os.path.join(tmp, "artifacts"), safety_tick_seconds=3600)
+        await engine.start(cfg, source="bench", by="bench")
+        await settle(engine)
+        q = engine.queues["deep"]
+        assert q.pending_count == n, (q.pending_count, n)
+        gc.collect()
+        cycles = engine.cycles
+        t0 = time.perf_counter()
+        if scenario == "resume":
+            engine.admin.set_paused_as("ops", "deep", False)
+        else:
+            report_finished(ex, next(iter(q.held)))
+        if engine.dispatcher.cycle_handle is not None:  # the merged cycle, run in line
+            engine.dispatcher.cycle_handle.cancel()
+            engine.dispatcher.cycle_handle = None
+        admitted = engine.run_cycle()
+        t1 = time.perf_counter()
+        await settle(engine)
+        t2 = time.perf_counter()
+        res = {
+            "n": n,
+            "scenario": scenario,
+            "admitted": len(admitted),
+            "fits": n if scenario == "resume" else n // 2,
+            "cycles": engine.cycles - cycles,
+            "cycle_s": t1 - t0,
+            "handoff_s": t2 - t1,
+            "still_pending": q.pending_count,
+            "handed": len(ex.launched),
+        }
+        await engine.close()
+        store.close()
+        return res
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def main_drain(sizes: list[int]) -> None:
+    print("admissions and deep-queue drain: one queue, FakeClusterExecutor, SQLite WAL in a temp dir\n")
+    rows = []
+    for n in sizes:
+        for scenario in ("resume", "quota"):
+            r = asyncio.run(drain_one(n, scenario))
+            gc.collect()
+            label = "resume (all fit)" if scenario == "resume" else "quota frees (half fit)"
+            rows.append(
+                [
+                    label,
+                    f"{n:,}",
+                    f"{r['admitted']:,} / {r['fits']:,}",
+                    r["cycles"],
+                    f"{r['cycle_s'] * 1e3:.0f}",
+                    f"{r['admitted'] / r['cycle_s']:,.0f}",
+                    f"{r['handoff_s'] * 1e3:.0f}",
+                    f"{r['admitted'] / (r['cycle_s'] + r['handoff_s']):,.0f}",
+                    f"{r['still_pending']:,}",
+                ]
+            )
+            print("  " + " | ".join(map(str, rows[-1])), flush=True)
+    print()
+    print(
+        table(
+            [
+                "freeing",
+                "pending",
+                "admitted / fit",
+                "cycles",
+                "cycle ms",
+                "admissions/s (cycle)",
+                "hand-offs ms",
+                "admissions/s (to executor)",
+                "left pending",
+            ],
+            rows,
+        )
+    )
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--sizes", default="10000,100000", help="pending-run counts to measure (comma-separated)")
@@ -424,8 +578,15 @@ def main() -> None:
         help="naive-baseline finishes per round at 10,000 pending (scaled down as N grows); 0 skips it",
     )
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--only", default="reaction,drain", help="what to measure: reaction, drain (comma-separated)")
+    ap.add_argument("--drain-sizes", default="10000,100000", help="pending-run counts for the drain")
     args = ap.parse_args()
     sizes = [int(s) for s in args.sizes.split(",") if s]
+    only = set(args.only.split(","))
+    if "reaction" not in only:
+        print(f"bench_engine — {machine()}")
+        main_drain([int(s) for s in args.drain_sizes.split(",") if s])
+        return
 
     print(f"bench_engine — {machine()}")
     print(f"{args.queues} queues (concurrency 1), FakeExecutor stand-in, SQLite WAL in a temp dir\n")
@@ -498,6 +659,9 @@ def main() -> None:
             f"N={r['n']:,}: {r['pending_after']:,} runs pending at the end (refilled); "
             f"{len(gcp)} full GC pauses during the engine measurement" + (f", longest {ms(max(gcp))} ms" if gcp else "")
         )
+    if "drain" in only:
+        print()
+        main_drain([int(s) for s in args.drain_sizes.split(",") if s])
 
 
 if __name__ == "__main__":

@@ -127,30 +127,63 @@ class QueueState:
         return held
 
 
-def _queue_wait(q: QueueState, run: PendingRun, free_gpus: int | None) -> Wait | None:
-    """The first limit that holds `run`, checked in the order users care about."""
+def _over_quota(quota: Quota, used: Resources, req: Resources) -> bool:
+    """`quota.shortfalls(...)` is non-empty, without building the list."""
+    return (
+        (quota.gpu is not None and used.gpu + req.gpu > quota.gpu)
+        or (quota.cpu_milli is not None and used.cpu_milli + req.cpu_milli > quota.cpu_milli)
+        or (quota.memory_bytes is not None and used.memory_bytes + req.memory_bytes > quota.memory_bytes)
+    )
+
+
+def _blocked_by(q: QueueState, run: PendingRun, free_gpus: int | None) -> str | None:
+    """The first limit that holds `run` (its reason code), checked in the order users care about.
+
+    Cheap (no blockers, no message): `choose` asks it once per group head per admitted run,
+    so a drain of N runs must not pay O(held runs) here (that made draining quadratic).
+    """
     lim = q.limits
     if lim.paused:
-        return Wait(Reason.QUEUE_PAUSED, f"queue {lim.name} is paused")
-    held = tuple(q.held)
+        return Reason.QUEUE_PAUSED
     if lim.concurrency is not None and len(q.held) >= lim.concurrency:
+        return Reason.QUEUE_CONCURRENCY
+    if lim.max_per_user is not None and q.per_user.get(run.user, 0) >= lim.max_per_user:
+        return Reason.USER_LIMIT
+    if _over_quota(lim.quota, q.used, run.request):
+        return Reason.QUEUE_QUOTA
+    if free_gpus is not None and run.request.gpu > free_gpus:
+        return Reason.NO_CAPACITY
+    return None
+
+
+def _queue_wait(q: QueueState, run: PendingRun, free_gpus: int | None) -> Wait | None:
+    """`_blocked_by`'s answer explained: the message, the numbers and the runs holding what it waits for."""
+    reason = _blocked_by(q, run, free_gpus)
+    if reason is None:
+        return None
+    lim = q.limits
+    if reason == Reason.QUEUE_PAUSED:
+        return Wait(reason, f"queue {lim.name} is paused")
+    if reason == Reason.QUEUE_CONCURRENCY:
+        assert lim.concurrency is not None
         return Wait(
-            Reason.QUEUE_CONCURRENCY,
+            reason,
             f"queue {lim.name} is at its concurrency limit: {len(q.held)}/{lim.concurrency} runs dispatched",
-            held,
+            tuple(q.held),
             {"used": len(q.held), "limit": lim.concurrency},
         )
-    if lim.max_per_user is not None and q.per_user.get(run.user, 0) >= lim.max_per_user:
+    if reason == Reason.USER_LIMIT:
+        assert lim.max_per_user is not None
         mine = tuple(h.id for h in q.held.values() if h.user == run.user)
         n = q.per_user.get(run.user, 0)
         return Wait(
-            Reason.USER_LIMIT,
+            reason,
             f"{run.user} has {n}/{lim.max_per_user} runs dispatched in queue {lim.name} (max_per_user)",
             mine,
             {"used": n, "limit": lim.max_per_user},
         )
-    short = lim.quota.shortfalls(q.used, run.request)
-    if short:
+    if reason == Reason.QUEUE_QUOTA:
+        short = lim.quota.shortfalls(q.used, run.request)
         name, used, req, limit = short[0]
         parts = [
             f"{fmt_amount(n, r)} {n} requested, {fmt_amount(n, u)}/{fmt_amount(n, lm)} in use"
@@ -159,19 +192,18 @@ def _queue_wait(q: QueueState, run: PendingRun, free_gpus: int | None) -> Wait |
         ]
         holders = tuple(h.id for h in q.held.values() if getattr(h.request, _FIELD[name]) > 0)
         return Wait(
-            Reason.QUEUE_QUOTA,
+            reason,
             f"queue {lim.name} quota is exhausted: " + "; ".join(parts),
             holders,
             {"used": used, "requested": req, "limit": limit},
         )
-    if free_gpus is not None and run.request.gpu > free_gpus:
-        return Wait(
-            Reason.NO_CAPACITY,
-            f"needs {run.request.gpu} GPU(s); {free_gpus} free on this machine",
-            (),
-            {"requested": run.request.gpu, "free": free_gpus},
-        )
-    return None
+    assert free_gpus is not None
+    return Wait(
+        reason,
+        f"needs {run.request.gpu} GPU(s); {free_gpus} free on this machine",
+        (),
+        {"requested": run.request.gpu, "free": free_gpus},
+    )
 
 
 _FIELD = {"gpu": "gpu", "cpu": "cpu_milli", "memory": "memory_bytes"}
@@ -193,17 +225,17 @@ def choose(q: QueueState, free_gpus: int | None) -> tuple[PendingRun | None, boo
     if lim.ordering == "strict_fifo":
         head = q.head()
         assert head is not None
-        wait = _queue_wait(q, head, free_gpus)
-        return (head, False) if wait is None else (None, wait.reason == Reason.NO_CAPACITY)
+        blocked = _blocked_by(q, head, free_gpus)
+        return (head, False) if blocked is None else (None, blocked == Reason.NO_CAPACITY)
     best: PendingRun | None = None
     capacity_blocked = False
     for head in q.heads():
         if best is not None and head.seq > best.seq:
             continue
-        wait = _queue_wait(q, head, free_gpus)
-        if wait is None:
+        blocked = _blocked_by(q, head, free_gpus)
+        if blocked is None:
             best = head
-        elif wait.reason == Reason.NO_CAPACITY:
+        elif blocked == Reason.NO_CAPACITY:
             capacity_blocked = True
     return best, capacity_blocked
 

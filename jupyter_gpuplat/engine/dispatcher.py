@@ -20,7 +20,7 @@ from ..core.request import Entrypoint, RunRequest
 from ..core.resources import Resources
 from ..core.status import Reason, Status
 from ..executors.base import LaunchRequest
-from .state import ActiveRun, EngineState, log
+from .state import ActiveRun, Change, EngineState, log
 
 
 class RunEnder(Protocol):
@@ -157,13 +157,19 @@ class Dispatcher:
             self.cycle_handle = loop.call_soon(self.run_cycle)
 
     def run_cycle(self) -> list[str]:
-        """Decide over the snapshot, assume, persist, hand to the executor. Returns admitted ids."""
+        """Decide over the snapshot, assume, persist, hand to the executor. Returns admitted ids.
+
+        Every queue drains in the one cycle: it admits until nothing more fits, however deep.
+        Its writes (each `dispatched`, then the first wait of each new run that still waits)
+        are one transaction; only after it commits are the launches handed to the loop.
+        """
         s = self.s
         self.cycle_handle = None
         self.cycles += 1
         dirty = [s.queues[n] for n in self.dirty if n in s.queues]
         self.dirty.clear()
-        admitted: list[tuple[ActiveRun, QueueState]] = []
+        admitted: list[ActiveRun] = []
+        changes: list[Change] = []
         for q in order_queues(dirty):
             self._capacity_waiters.discard(q.limits.name)
             while True:
@@ -177,32 +183,35 @@ class Dispatcher:
                 q.assume(run, devices)
                 a = s.active[run.id]
                 a.devices = devices
-                admitted.append((a, q))
-        for a, q in admitted:
-            self._record_dispatch(a, q)
-            s.spawn(self.launch(a))
+                admitted.append(a)
+                changes.append(self._dispatch_change(a, q))
         if self._newly_queued:
-            self._record_first_waits()
-        return [a.id for a, _ in admitted]
+            changes += self._first_waits()
+        s.record_many(changes)
+        self._load_provenance(admitted)
+        for a in admitted:
+            s.spawn(self.launch(a))
+        return [a.id for a in admitted]
 
-    def _record_dispatch(self, a: ActiveRun, q: QueueState) -> None:
+    def _dispatch_change(self, a: ActiveRun, q: QueueState) -> Change:
+        """`dispatched`, with the queue's use including this run (as it stands when it is admitted)."""
         lim = q.limits
         conc = f"{len(q.held)}/{lim.concurrency}" if lim.concurrency is not None else f"{len(q.held)}"
         gpus = f"{q.used.gpu}/{lim.quota.gpu}" if lim.quota.gpu is not None else f"{q.used.gpu}"
         dev = ",".join(map(str, a.devices)) or "none"
-        self.s.record(
+        return Change(
             a,
             Status.DISPATCHED,
             Reason.ADMITTED,
             f"admitted by queue {lim.name} ({conc} runs, {gpus} GPUs in use); devices {dev}",
-            devices=list(a.devices),
-            dispatched_at=self.s.clock(),
+            fields={"devices": list(a.devices), "dispatched_at": self.s.clock()},
         )
 
-    def _record_first_waits(self) -> None:
+    def _first_waits(self) -> list[Change]:
         """A run that was not dispatched in the cycle after its submission says why it waits."""
         s = self.s
         fresh, self._newly_queued = self._newly_queued, []
+        out = []
         for rid in fresh:
             waiting = s.active.get(rid)
             if waiting is None or waiting.status != Status.QUEUED:
@@ -211,7 +220,17 @@ class Dispatcher:
             p = q.pending(rid)
             if p is not None:
                 w = wait_reason(q, p, s.free_gpus)
-                s.record(waiting, Status.QUEUED, w.reason, w.message)
+                out.append(Change(waiting, Status.QUEUED, w.reason, w.message))
+        return out
+
+    def _load_provenance(self, admitted: list[ActiveRun]) -> None:
+        """Runs reloaded at start-up carry no provenance in memory: one read for the whole cycle."""
+        missing = [a.id for a in admitted if a.provenance is None]
+        if missing:
+            found = self.s.store.provenance_of(missing)
+            for a in admitted:
+                if a.provenance is None:
+                    a.provenance = found.get(a.id, {})
 
     # ---- launch hand-off ---------------------------------------------------
     async def launch(self, a: ActiveRun) -> None:

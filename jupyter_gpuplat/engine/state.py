@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import secrets
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -63,6 +63,18 @@ class ActiveRun:
 
     def pending(self) -> PendingRun:
         return PendingRun(self.id, self.seq, self.queue, self.user, self.request)
+
+
+@dataclass(frozen=True, slots=True)
+class Change:
+    """One run state change for `EngineState.record_many` (the arguments of `record`)."""
+
+    run: ActiveRun
+    status: Status
+    reason: str
+    message: str
+    details: dict[str, Any] | None = None
+    fields: dict[str, Any] = field(default_factory=dict)
 
 
 class EngineState:
@@ -119,6 +131,35 @@ class EngineState:
         details: dict[str, Any] | None = None,
         **fields: Any,
     ) -> None:
+        ev, cols = self._change(a, status, reason, message, details, fields)
+        ev_id = self.store.transition(a.id, a.project, cols, ev)
+        a.status = status
+        assert ev_id is not None
+        self.publish(ev_id, a, ev)
+
+    def record_many(self, changes: Sequence[Change]) -> None:
+        """Several `record`s in one transaction (one admission cycle), published in the order given."""
+        if not changes:
+            return
+        rows = []
+        for c in changes:
+            ev, cols = self._change(c.run, c.status, c.reason, c.message, c.details, c.fields)
+            rows.append((c.run, c.status, ev, cols))
+        ids = self.store.transition_many([(a.id, a.project, cols, ev) for a, _, ev, cols in rows])
+        for ev_id, (a, status, ev, _) in zip(ids, rows, strict=True):
+            a.status = status
+            self.publish(ev_id, a, ev)
+
+    def _change(
+        self,
+        a: ActiveRun,
+        status: Status,
+        reason: str,
+        message: str,
+        details: dict[str, Any] | None,
+        fields: dict[str, Any],
+    ) -> tuple[dict[str, Any], dict[str, Any]]:
+        """The timeline event and the run's new columns for one change."""
         if not can_transition(a.status, status):
             # Never drop an observation: record it, but make the broken invariant loud.
             log.error("run %s: unexpected transition %s -> %s (%s)", a.id, a.status, status, reason)
@@ -127,10 +168,7 @@ class EngineState:
         if details:
             ev["details"] = details
         cols = {"status": status.value, "reason": str(reason), "message": message, "updated_at": now, **fields}
-        ev_id = self.store.transition(a.id, a.project, cols, ev)
-        a.status = status
-        assert ev_id is not None
-        self.publish(ev_id, a, ev)
+        return ev, cols
 
     def publish(self, ev_id: int, a: ActiveRun, ev: dict[str, Any]) -> None:
         self.bus.publish(

@@ -22,7 +22,11 @@ from .migrations import MIGRATIONS, Migration, migrate
 # Built once: building a statement per call cost more than the SQLite commit (benchmarks/).
 _INSERT_RUN = insert(schema.runs)
 _INSERT_EVENT = insert(schema.events)
+# Many events in one statement, their ids back in the order given (SQLite ≥ 3.35, PostgreSQL).
+_INSERT_EVENTS = insert(schema.events).returning(schema.events.c.id, sort_by_parameter_order=True)
 _UPDATE_RUN = update(schema.runs).where(schema.runs.c.id == bindparam("_run_id"))
+# Bound parameters per IN list: SQLite refuses more than 32,766 in one statement.
+_IN_CHUNK = 10_000
 _RUN_COLS = [c for c in schema.runs.c if c.name not in ("request", "provenance")]
 # Lists show which presets a run used without decoding each whole request.
 _REQUEST_PRESETS = schema.runs.c.request["presets"].label("presets")
@@ -109,6 +113,38 @@ class Store:
                 return None
             res = conn.execute(_INSERT_EVENT, {"run_id": run_id, "project": project, **ev})
             return _pk(res)
+
+    def transition_many(self, changes: Sequence[tuple[str, str, dict[str, Any], dict[str, Any]]]) -> list[int]:
+        """Several `transition`s (run id, project, fields, event) in one transaction; the event ids in order.
+
+        One admission cycle writes all its decisions here: one commit, not one per run. Rows are
+        updated with one executemany per set of columns, events inserted by one multi-row INSERT.
+        """
+        if not changes:
+            return []
+        by_cols: dict[tuple[str, ...], list[dict[str, Any]]] = {}
+        for run_id, _, fields, _ in changes:
+            if fields:
+                by_cols.setdefault(tuple(fields), []).append({"_run_id": run_id, **fields})
+        evs = [{"run_id": run_id, "project": project, "details": None, **ev} for run_id, project, _, ev in changes]
+        with self.engine.begin() as conn:
+            for rows in by_cols.values():
+                conn.execute(_UPDATE_RUN, rows)
+            ids = [int(i) for i in conn.execute(_INSERT_EVENTS, evs).scalars()]
+        assert len(ids) == len(changes)
+        return ids
+
+    def provenance_of(self, ids: Sequence[str]) -> dict[str, dict[str, str]]:
+        """The provenance of several runs in one query (launches of runs reloaded at start-up)."""
+        if not ids:
+            return {}
+        r = schema.runs.c
+        out: dict[str, dict[str, str]] = {}
+        with self.engine.connect() as conn:
+            for k in range(0, len(ids), _IN_CHUNK):
+                rows = conn.execute(select(r.id, r.provenance).where(r.id.in_(list(ids[k : k + _IN_CHUNK]))))
+                out.update((i, dict(p or {})) for i, p in rows)
+        return out
 
     def append_events(self, project_by_run: dict[str, str], evs: Iterable[tuple[str, dict[str, Any]]]) -> list[int]:
         ids = []
