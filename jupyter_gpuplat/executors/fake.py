@@ -5,13 +5,20 @@ start slowly, fail to start, be lost after a restart), picked by run id, by run 
 or a default. Observations go to an outbox with a due time on an injected `FakeClock`;
 the test delivers them with `deliver()` / `advance(seconds)` (or, with `auto=True`, on
 the next turn of the event loop). No sleeps, no processes, no threads.
+
+The work a fake "started" is kept in `FakeWorkloads`, which a test may share between
+executors as a machine outlives a server: a submit for a run whose work already exists
+adopts it (idempotent launch) instead of starting it again. `Script(crash_after_submit=True)`
+opens the crash window between "work started" and "handle saved": the work exists, and
+submit never returns (the engine is closed before it could save the handle).
 """
 
 from __future__ import annotations
 
 import asyncio
+from collections import Counter
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, cast
 
 from ..core.reasons import Reason
@@ -33,6 +40,14 @@ class FakeClock:
         return self.now
 
 
+@dataclass
+class FakeWorkloads:
+    """The work fake executors started, by run id; share one between executors to outlive a restart."""
+
+    handles: dict[str, dict[str, Any]] = field(default_factory=dict)  # run id → the handle of its work
+    starts: Counter[str] = field(default_factory=Counter)  # run id → how many times work was started
+
+
 @dataclass(frozen=True)
 class Script:
     """What happens to one run once it is handed over."""
@@ -43,6 +58,7 @@ class Script:
     slow_start: bool = False  # start only when the test calls `FakeExecutor.start(run_id)`
     start_error: str | None = None  # submit raises ExecutorError with this message
     lost_after_restart: bool = False  # attach reports the run Lost
+    crash_after_submit: bool = False  # the work starts, then submit never returns (close ends it)
 
     @classmethod
     def instant(cls) -> Script:
@@ -71,6 +87,11 @@ class Script:
         return cls(start_error=message)
 
     @classmethod
+    def crashes_after_submit(cls) -> Script:
+        """The work starts, but the server dies before the handle is saved: submit never returns."""
+        return cls("never", None, crash_after_submit=True)
+
+    @classmethod
     def lost(cls) -> Script:
         """Runs until a restart; after it, attach reports the run Lost."""
         return cls("never", None, lost_after_restart=True)
@@ -90,6 +111,7 @@ class FakeExecutor(FilesystemArtifacts, Executor):
         default: Script | None = None,
         auto: bool = False,
         on_submit: Callable[[LaunchRequest], None] | None = None,
+        workloads: FakeWorkloads | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
@@ -100,6 +122,9 @@ class FakeExecutor(FilesystemArtifacts, Executor):
         self.on_submit = on_submit
         self._devices = [Device(i, f"fake GPU {i}", 81920, f"GPU-fake-{i}", declared=True) for i in range(gpus)]
         self.launched: dict[str, LaunchRequest] = {}
+        self.submitted: list[str] = []  # run ids, one per call of submit
+        self.adopted: list[str] = []  # runs whose submit found their work already started
+        self.workloads = workloads if workloads is not None else FakeWorkloads()
         self.stopped: list[str] = []
         self.attached: list[str] = []
         self.outbox: list[tuple[float, Observation]] = []
@@ -177,24 +202,45 @@ class FakeExecutor(FilesystemArtifacts, Executor):
         name = req.spec.get("name")
         script = self.script_of(req.run_id, name)
         self.launched[req.run_id] = req
+        self.submitted.append(req.run_id)
         if self.on_submit is not None:
             self.on_submit(req)
+        existing = self.workloads.handles.get(req.run_id)
+        if existing is not None:
+            # Started before a crash that lost the handle: adopt the work, never start it twice.
+            self.adopted.append(req.run_id)
+            if self.reports_start:
+                self.emit(req.run_id, "running", "Started", "fake: adopted, running")
+            self._outcome(req.run_id, script)
+            return {**existing, "adopted": True}
         if script.start_error is not None:
             raise ExecutorError(script.start_error)
         self._n += 1
         handle = {"executor": self.name, "n": self._n, "name": name, "devices": list(req.devices)}
-        if script.slow_start:
+        if script.crash_after_submit:
+            self._started_work(req.run_id, handle)
+            gate = asyncio.get_running_loop().create_future()
+            self._gates[req.run_id] = gate
+            await gate  # close() cancels it: the engine never sees the handle (start() lets it return late)
+        elif script.slow_start:
             gate = asyncio.get_running_loop().create_future()
             self._gates[req.run_id] = gate
             if not self.reports_start:
                 await gate  # the launch waits: the run stays dispatched with no handle
             else:
+                self._started_work(req.run_id, handle)  # handed over: the cluster has it
                 gate.add_done_callback(lambda _: self._started(req.run_id, script))
                 return handle
+        if req.run_id not in self.workloads.handles:
+            self._started_work(req.run_id, handle)
         if self.reports_start:
             self.emit(req.run_id, "running", "Started", "fake: running")
         self._outcome(req.run_id, script)
         return handle
+
+    def _started_work(self, run_id: str, handle: dict[str, Any]) -> None:
+        self.workloads.handles[run_id] = handle
+        self.workloads.starts[run_id] += 1
 
     def _started(self, run_id: str, script: Script) -> None:
         self.emit(run_id, "running", "Started", "fake: running")
