@@ -33,11 +33,13 @@ def config(queues: list[dict[str, Any]], **extra: Any) -> PlatformConfig:
 
 
 class Harness:
-    def __init__(self, tmp: Path, ex: FakeExecutor) -> None:
+    def __init__(
+        self, tmp: Path, ex: FakeExecutor, *, db_url: str | None = None, busy_timeout_seconds: float = 5.0
+    ) -> None:
         self.tmp = tmp
         self.ex = ex
         self.clock: FakeClock = ex.clock
-        self.store = Store(f"sqlite:///{tmp / 'gpuplat.db'}")
+        self.store = Store(db_url or f"sqlite:///{tmp / 'gpuplat.db'}", busy_timeout_seconds=busy_timeout_seconds)
         self._n = 0
         self.engine = Engine(
             self.store,

@@ -61,3 +61,11 @@ class ConfigErrors(InvalidInput):
             f"{len(errors)} error(s) in platform config: " + "; ".join(errors),
             "fix every listed path; nothing was applied",
         )
+
+
+class Unavailable(GpuPlatError):
+    """A part the platform needs (its database, its disk) is failing for now; retrying may work."""
+
+    status = 503
+    code = "Unavailable"
+    retry_after_seconds = 5

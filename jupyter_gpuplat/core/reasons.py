@@ -66,6 +66,7 @@ class Reason(StrEnum):
     TIMED_OUT = "TimedOut"
     LOST = "Lost"
     START_FAILED = "StartFailed"
+    DISK_FULL = "DiskFull"
     # execution side: placement (the Kubernetes scheduler)
     INSUFFICIENT_GPU = "InsufficientGPU"
     GPU_FRAGMENTED = "GPUsFragmented"
@@ -129,6 +130,7 @@ REGISTRY: dict[Reason, ReasonInfo] = {
     Reason.TIMED_OUT: ReasonInfo(_D, "stopped for exceeding its time limit", (_O,)),
     Reason.LOST: ReasonInfo(_D, "the run's process or Job disappeared; its outcome is unknown", (_PL,)),
     Reason.START_FAILED: ReasonInfo(_D, "the executor could not start the run", (_O, _PL)),
+    Reason.DISK_FULL: ReasonInfo(_D, "the disk of the run's artifacts is full: it could not start", (_PL, _O)),
     Reason.INSUFFICIENT_GPU: ReasonInfo(_X, "no node has enough free GPUs for the run's pod right now", (_O, _CL, _PL)),
     Reason.GPU_FRAGMENTED: ReasonInfo(_X, "enough GPUs are free in all, but no single node has enough", (_O, _PL)),
     Reason.NO_NODE_BIG_ENOUGH: ReasonInfo(_X, "no node has that many GPUs at all: it can never be placed", (_O, _CL)),

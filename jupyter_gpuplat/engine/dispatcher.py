@@ -8,7 +8,9 @@ starts the work. Wake-ups merge: many events before the loop turns cost one cycl
 from __future__ import annotations
 
 import asyncio
+import errno
 import json
+import shutil
 from collections.abc import Callable
 from typing import Any, Protocol
 
@@ -17,9 +19,10 @@ from ..core.artifacts import run_dir
 from ..core.errors import Unprocessable
 from ..core.policy import resolve
 from ..core.request import Entrypoint, RunRequest
-from ..core.resources import Resources
+from ..core.resources import Resources, format_memory
 from ..core.status import Reason, Status
 from ..executors.base import LaunchRequest
+from ..store import StoreUnavailable
 from .state import ActiveRun, Change, EngineState, log
 
 
@@ -32,9 +35,12 @@ class RunEnder(Protocol):
 
 
 class Dispatcher:
-    def __init__(self, state: EngineState, *, artifacts_root: str, new_id: Callable[[], str]) -> None:
+    def __init__(
+        self, state: EngineState, *, artifacts_root: str, new_id: Callable[[], str], min_free_artifacts_bytes: int = 0
+    ) -> None:
         self.s = state
         self.artifacts_root = artifacts_root
+        self.min_free_artifacts_bytes = min_free_artifacts_bytes
         self.new_id = new_id
         self.reconciler: RunEnder  # set by the Engine
         self.dirty: set[str] = set()
@@ -42,6 +48,7 @@ class Dispatcher:
         self._newly_queued: list[str] = []
         self.cycle_handle: asyncio.Handle | None = None
         self.cycles = 0
+        state.deferred.on_retry(self._retry_cycle)
 
     # ---- submission ------------------------------------------------------
     def capacity_violation(self, req: Resources) -> Unprocessable | None:
@@ -185,13 +192,37 @@ class Dispatcher:
                 a.devices = devices
                 admitted.append(a)
                 changes.append(self._dispatch_change(a, q))
+        fresh = list(self._newly_queued)
         if self._newly_queued:
             changes += self._first_waits()
-        s.record_many(changes)
+        try:
+            s.record_many(changes)
+        except StoreUnavailable as exc:
+            # Nothing was saved: take every assumption back, so memory matches the record,
+            # and decide again once the store answers (the retry wakes every queue).
+            self._undo(admitted, fresh)
+            s.deferred.failed(exc)
+            return []
+        s.deferred.ok()
         self._load_provenance(admitted)
         for a in admitted:
             s.spawn(self.launch(a))
         return [a.id for a in admitted]
+
+    def _undo(self, admitted: list[ActiveRun], fresh: list[str]) -> None:
+        s = self.s
+        for a in reversed(admitted):
+            q = s.queues[a.queue]
+            q.release(a.id)
+            q.add_pending(a.pending())
+            s.free_devices |= set(a.devices)
+            a.devices = ()
+            self.dirty.add(a.queue)
+        self._newly_queued = fresh + self._newly_queued
+
+    def _retry_cycle(self) -> None:
+        """After a store fault: every queue may have admissions that were not saved."""
+        self.wake()
 
     def _dispatch_change(self, a: ActiveRun, q: QueueState) -> Change:
         """`dispatched`, with the queue's use including this run (as it stands when it is admitted)."""
@@ -263,21 +294,49 @@ class Dispatcher:
                 # What code ran: a snapshot (and git state) kept before it starts; git runs in a thread.
                 code = await asyncio.to_thread(s.executor.capture_code, req)
                 if code is not None:
-                    s.store.transition(a.id, a.project, {"code": code}, None)
+                    fields = {"code": code}
+                    s.deferred.apply(f"code of {a.id}", lambda: s.store.transition(a.id, a.project, fields, None))
+            full = self._disk_full_message()
+            if full:
+                s.deferred.apply(f"disk full for {a.id}", lambda: self._failed_start(a, Reason.DISK_FULL, full))
+                a.launching = False
+                return
             handle = await s.executor.submit(req)
         except Exception as exc:  # the executor's message is what the user needs
             a.launching = False
             log.warning("run %s failed to start: %s", a.id, exc)
-            self.reconciler.finish(a, Status.FAILED, Reason.START_FAILED, f"could not start: {exc}")
+            reason = Reason.DISK_FULL if _disk_full(exc) else Reason.START_FAILED
+            message = f"could not start: {exc}"
+            s.deferred.apply(f"start failure of {a.id}", lambda: self._failed_start(a, reason, message))
             return
         a.launching = False
         a.handle = handle
-        if a.id not in s.active:
-            return
-        await self._handed_over(a, handle)
+        s.deferred.apply(f"hand-over of {a.id}", lambda: self._handed_over(a, handle))
 
-    async def _handed_over(self, a: ActiveRun, handle: dict[str, Any]) -> None:
+    def _disk_full_message(self) -> str | None:
+        """A run started on a full artifacts disk could write no log and no exit record: refuse it clearly."""
+        if not self.min_free_artifacts_bytes:
+            return None
+        try:
+            free = shutil.disk_usage(self.artifacts_root).free
+        except OSError:
+            return None  # not there yet: the executor creates it, or says why it cannot
+        if free >= self.min_free_artifacts_bytes:
+            return None
+        return (
+            f"could not start: the artifacts disk is full ({format_memory(free)} free in {self.artifacts_root}; "
+            f"a run needs at least {format_memory(self.min_free_artifacts_bytes)}); "
+            "a platform admin must free space, then submit it again"
+        )
+
+    def _failed_start(self, a: ActiveRun, reason: Reason, message: str) -> None:
+        if a.id in self.s.active:
+            self.reconciler.finish(a, Status.FAILED, reason, message)
+
+    def _handed_over(self, a: ActiveRun, handle: dict[str, Any]) -> None:
         s = self.s
+        if a.id not in s.active:  # ended while it was being started (or while this write waited)
+            return
         pid = handle.get("pid")
         where = f"pid {pid}" if pid else str(handle.get("summary") or "executor")
         started = f"started as {where} on devices {','.join(map(str, a.devices)) or 'none'}"
@@ -287,9 +346,18 @@ class Dispatcher:
         if a.stop_requested_by:
             # Stopped while it was being started: keep it `stopping`, then stop it.
             s.record(a, Status.STOPPING, Reason.STARTED, f"{started}; stopping as requested", handle=handle)
-            await self.reconciler.stop_in_executor(a)
+            s.spawn(self.reconciler.stop_in_executor(a))
             return
         if s.executor.reports_start:
             s.record(a, Status.STARTING, Reason.SUBMITTED, started, handle=handle)
             return
         s.record(a, Status.RUNNING, Reason.STARTED, started, handle=handle, started_at=s.clock())
+
+
+def _disk_full(exc: BaseException) -> bool:
+    """The executor could not write the run's files because the disk is full."""
+    while exc is not None:
+        if isinstance(exc, OSError) and exc.errno == errno.ENOSPC:
+            return True
+        exc = exc.__cause__ or exc.__context__  # type: ignore[assignment]
+    return "No space left on device" in str(exc)

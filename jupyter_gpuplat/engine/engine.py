@@ -21,7 +21,7 @@ from ..core.admission import QueueState
 from ..core.config import PlatformConfig, parse_config
 from ..core.request import RunRequest
 from ..core.status import FINAL, HOLDING, Status
-from ..executors.base import Device, Executor
+from ..executors.base import Device, Executor, Observation
 from ..store import Store
 from .admin import ConfigAdmin
 from .bus import EventBus
@@ -47,6 +47,7 @@ class Engine:
         stop_grace_seconds: float | None = None,
         safety_tick_seconds: float = 30.0,
         metrics_interval_seconds: float = 1.0,
+        min_free_artifacts_bytes: int = 0,
     ) -> None:
         self.state = EngineState(store, executor, clock)
         self.artifacts_root = artifacts_root
@@ -55,7 +56,9 @@ class Engine:
         # Logs, outputs and tracking files are read through this (the executor knows where they live).
         self.artifacts = executor.artifact_reader(artifacts_root)
         self.metrics = MetricsIndexer(store, self.artifacts)
-        self.dispatcher = Dispatcher(self.state, artifacts_root=artifacts_root, new_id=new_id)
+        self.dispatcher = Dispatcher(
+            self.state, artifacts_root=artifacts_root, new_id=new_id, min_free_artifacts_bytes=min_free_artifacts_bytes
+        )
         self.reconciler = Reconciler(
             self.state, self.dispatcher, on_final=self._final_index, stop_grace_seconds=stop_grace_seconds
         )
@@ -119,12 +122,16 @@ class Engine:
             self.admin.load(parse_config(body), version)
         if config is not None:
             self.admin.apply_config(config, source=source, by=by or "startup")
-        self.executor.set_observer(self.reconciler.observe)
+        self.executor.set_observer(self._observe)
         for row in self.store.active_runs():
             self.reconciler.reload(row)
         self.dispatcher.wake()
         self._tick = asyncio.ensure_future(self._safety_tick_loop())
         self._metrics_task = asyncio.ensure_future(self._metrics_loop())
+
+    def _observe(self, obs: Observation) -> None:
+        # An observation is a fact about a run: kept and retried if the store cannot take it now.
+        self.state.deferred.apply(f"{obs.status} of {obs.run_id}", lambda: self.reconciler.observe(obs))
 
     # ---- config ----------------------------------------------------------
     def apply_config(self, cfg: PlatformConfig, *, source: str, by: str) -> int:
@@ -226,6 +233,7 @@ class Engine:
         for task in (self._tick, self._metrics_task):
             if task is not None:
                 task.cancel()
+        self.state.deferred.cancel()
         if self.dispatcher.cycle_handle is not None:
             self.dispatcher.cycle_handle.cancel()
         for t in list(self.state.tasks):

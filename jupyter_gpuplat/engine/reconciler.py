@@ -56,7 +56,8 @@ class Reconciler:
         q = s.queues.get(a.queue)
         if q is None:
             # Config lost the queue while the server was down: never leave the run in limbo.
-            self.finish(a, Status.FAILED, Reason.LOST, f"queue {a.queue} no longer exists in the platform config")
+            gone = f"queue {a.queue} no longer exists in the platform config"
+            s.deferred.apply(f"loss of {a.id}", lambda: self.finish(a, Status.FAILED, Reason.LOST, gone))
             return
         if a.status in (Status.CREATED, Status.QUEUED):
             q.add_pending(a.pending())
@@ -71,12 +72,14 @@ class Reconciler:
             s.spawn(self.d.launch(a))
             return
         obs = s.executor.attach(a.id, a.handle)
+        # Start-up writes wait for a store that is down, rather than leave half a snapshot.
         if obs.status == "running":
-            s.record(a, a.status, Reason.REATTACHED, obs.message or "re-attached after a server restart")
+            message = obs.message or "re-attached after a server restart"
+            s.deferred.apply(f"re-attach of {a.id}", lambda: s.record(a, a.status, Reason.REATTACHED, message))
             if a.stop_requested_by:
                 s.spawn(self.stop_in_executor(a))
         else:
-            self.observe(obs)
+            s.deferred.apply(f"{obs.status} of {a.id}", lambda: self.observe(obs))
 
     # ---- observations ---------------------------------------------------------
     def observe(self, obs: Observation) -> None:
@@ -132,8 +135,9 @@ class Reconciler:
             self.d.dirty.add(a.queue)  # a strict FIFO queue may have been waiting behind it
             self.d.schedule()
         elif a.stop_requested_by is None:
-            a.stop_requested_by = user
+            # Recorded first: if the store cannot take it, the caller gets a 503 and nothing changed.
             s.record(a, Status.STOPPING, Reason.STOP_REQUESTED, f"stop requested by {user}", stop_requested_by=user)
+            a.stop_requested_by = user
             if a.handle is not None:
                 s.spawn(self.stop_in_executor(a))
 

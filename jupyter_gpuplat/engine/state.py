@@ -22,6 +22,7 @@ from ..core.status import Status, can_transition
 from ..executors.base import Device, Executor
 from ..store import Store
 from .bus import EventBus
+from .deferred import Deferred
 
 log = logging.getLogger("jupyter_gpuplat.engine")
 
@@ -94,6 +95,8 @@ class EngineState:
         self.assigns_devices = executor.assigns_devices
         self.bus = EventBus()
         self.tasks: set[asyncio.Task[Any]] = set()
+        # Writes kept while the store is unavailable, retried in order.
+        self.deferred = Deferred()
 
     @property
     def free_gpus(self) -> int | None:

@@ -16,13 +16,15 @@ from typing import Any
 
 from jupyter_core.paths import jupyter_data_dir
 from jupyter_server.extension.application import ExtensionApp
-from traitlets import Float, Type, Unicode, default
+from traitlets import Float, Int, Type, Unicode, default
 
 from ..core.config import PlatformConfig, load_config_text
+from ..core.errors import Unavailable
 from ..engine.engine import Engine
 from ..executors.base import Executor
 from ..executors.local import LocalExecutor
 from ..store import Store
+from ..store.store import DEFAULT_BUSY_TIMEOUT_SECONDS
 from .routes import make_handlers
 
 
@@ -31,20 +33,26 @@ class Platform:
 
     def __init__(self, app: GpuPlat) -> None:
         self.app = app
-        self.store = Store(app.db_url)
+        self.store = Store(app.db_url, busy_timeout_seconds=app.db_busy_timeout_seconds)
         self.executor: Executor = app.executor_class(parent=app, config=app.config)  # type: ignore[abstract]
         self.engine = Engine(
             self.store,
             self.executor,
             artifacts_root=app.artifacts_root,
             safety_tick_seconds=app.safety_tick_seconds,
+            min_free_artifacts_bytes=app.min_free_artifacts_bytes,
         )
         self._started: asyncio.Future[None] | None = None
 
     async def ensure_started(self) -> None:
         if self._started is None:
             self._started = asyncio.ensure_future(self._start())
-        await asyncio.shield(self._started)
+        try:
+            await asyncio.shield(self._started)
+        except Unavailable:
+            # The database was down at start-up: the next request tries again.
+            self._started = None
+            raise
 
     async def _start(self) -> None:
         cfg: PlatformConfig | None = None
@@ -81,6 +89,19 @@ class GpuPlat(ExtensionApp):
     )
     safety_tick_seconds = Float(
         30.0, config=True, help="Seconds between safety wake-ups of the dispatcher (it is event-driven besides)."
+    )
+    min_free_artifacts_bytes = Int(
+        64 * 2**20,
+        config=True,
+        help="Free bytes the artifacts disk must have for a run to start; below it a run fails at once with "
+        "reason DiskFull (a run started on a full disk could write no log and no exit record). 0 turns the check off.",
+    )
+    db_busy_timeout_seconds = Float(
+        DEFAULT_BUSY_TIMEOUT_SECONDS,
+        config=True,
+        help="Seconds a write waits for another writer of a locked SQLite file before the request gets a 503 "
+        "(StoreUnavailable) and the engine keeps the write to retry. The store runs on the server's loop, so a "
+        "locked database stalls the server at most this long per write.",
     )
 
     @default("db_url")

@@ -16,6 +16,7 @@ from sqlalchemy.engine import make_url
 
 from ..core.status import FINAL
 from . import schema
+from .faults import translate_faults
 from .metrics import MetricStore
 from .migrations import MIGRATIONS, Migration, migrate
 
@@ -32,12 +33,24 @@ _RUN_COLS = [c for c in schema.runs.c if c.name not in ("request", "provenance")
 _REQUEST_PRESETS = schema.runs.c.request["presets"].label("presets")
 
 
-def make_engine(url: str) -> Engine:
+# How long a write waits for another writer of the SQLite file. The store runs on the event
+# loop, so this is also how long a locked database can stall the server per call.
+DEFAULT_BUSY_TIMEOUT_SECONDS = 5.0
+
+
+def make_engine(url: str, busy_timeout_seconds: float = DEFAULT_BUSY_TIMEOUT_SECONDS) -> Engine:
+    engine = _make_engine(url, busy_timeout_seconds)
+    translate_faults(engine)
+    return engine
+
+
+def _make_engine(url: str, busy_timeout_seconds: float) -> Engine:
     u = make_url(url)
     if u.get_backend_name() == "sqlite":
         if u.database and u.database != ":memory:":
             Path(u.database).parent.mkdir(parents=True, exist_ok=True)
-        engine = create_engine(url, connect_args={"check_same_thread": False, "timeout": 30})
+        engine = create_engine(url, connect_args={"check_same_thread": False, "timeout": busy_timeout_seconds})
+        busy_ms = int(busy_timeout_seconds * 1000)
 
         @event.listens_for(engine, "connect")
         def _pragmas(dbapi_conn: Any, _rec: Any) -> None:
@@ -45,7 +58,7 @@ def make_engine(url: str) -> Engine:
             cur.execute("PRAGMA journal_mode=WAL")
             # NORMAL in WAL mode is durable across process crashes (not power loss).
             cur.execute("PRAGMA synchronous=NORMAL")
-            cur.execute("PRAGMA busy_timeout=30000")
+            cur.execute(f"PRAGMA busy_timeout={busy_ms}")
             cur.close()
             # pysqlite's legacy mode only BEGINs before DML, so DDL (migrations) ran outside any
             # transaction and a failed migration left half its tables behind. Let SQLAlchemy emit
@@ -67,9 +80,15 @@ def _pk(result: Any) -> int:
 
 
 class Store:
-    def __init__(self, url: str, migrations: Sequence[Migration] = MIGRATIONS) -> None:
+    def __init__(
+        self,
+        url: str,
+        migrations: Sequence[Migration] = MIGRATIONS,
+        *,
+        busy_timeout_seconds: float = DEFAULT_BUSY_TIMEOUT_SECONDS,
+    ) -> None:
         self.url = url
-        self.engine = make_engine(url)
+        self.engine = make_engine(url, busy_timeout_seconds)
         self.metrics = MetricStore(self.engine)
         try:
             self.schema_version_found = migrate(self.engine, migrations)
