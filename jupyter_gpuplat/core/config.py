@@ -129,6 +129,14 @@ def validation_messages(exc: ValidationError, model: type[BaseModel] | None = No
         elif typ == "string_pattern_mismatch" and (err.get("ctx") or {}).get("pattern") != NAME_PATTERN:
             # the friendly text describes NAME_PATTERN only; other patterns (env names) are shown as is
             msg = f"must match the pattern {(err.get('ctx') or {}).get('pattern')}"
+        elif typ in ("too_long", "too_short"):
+            # a length bound on a list, or on a string with its own validator (NUL-free text)
+            ctx = err.get("ctx") or {}
+            unit = "items" if ctx.get("field_type") == "List" else "characters"
+            if typ == "too_long":
+                msg = f"is too long (at most {ctx.get('max_length')} {unit})"
+            else:
+                msg = f"is too short (at least {ctx.get('min_length')} {unit})"
         elif typ in _FRIENDLY:
             try:
                 msg = _FRIENDLY[typ].format(**(err.get("ctx") or {}))

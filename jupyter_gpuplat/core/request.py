@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import shlex
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -10,10 +11,12 @@ from typing import Any, Literal, Self
 from pydantic import Field, field_validator, model_validator
 
 from .artifacts import CELL_FILE
-from .spec import PartialSpec
+from .spec import PartialSpec, Text
 
 MAX_NAME = 128
 MAX_COMMAND_BYTES = 64 * 1024
+# Params are stored as JSON and compared across runs: finite numbers, integers within 64 bits.
+MAX_PARAM_INT = 2**63 - 1
 NBRUN = ("-m", "jupyter_gpuplat.nbrun")
 EntrypointKind = Literal["command", "shell", "script", "notebook", "cell"]
 
@@ -121,13 +124,13 @@ class RunRequest(PartialSpec):
     name: str | None = Field(default=None, min_length=1, max_length=MAX_NAME)
     command: list[str] | str | None = None
     # A .py or .ipynb file, relative to the Jupyter root (the service makes it absolute).
-    script: str | None = Field(default=None, min_length=1, max_length=4096)
+    script: Text | None = Field(default=None, min_length=1, max_length=4096)
     # Python source to run as the run's script (a notebook cell): saved as cell.py in the run's directory.
-    code: str | None = Field(default=None, min_length=1, max_length=512 * 1024)
-    args: list[str] = Field(default_factory=list, max_length=256)
+    code: Text | None = Field(default=None, min_length=1, max_length=512 * 1024)
+    args: list[Text] = Field(default_factory=list, max_length=256)
     # The directory the run starts in: relative to the Jupyter root or absolute inside it (the
     # service makes it absolute). None: the run's artifact directory, as before working_dir existed.
-    working_dir: str | None = Field(default=None, min_length=1, max_length=4096)
+    working_dir: Text | None = Field(default=None, min_length=1, max_length=4096)
     presets: list[str] = Field(default_factory=list, max_length=16)
     params: dict[str, str | int | float | bool] | None = None
 
@@ -152,6 +155,8 @@ class RunRequest(PartialSpec):
         if isinstance(v, str):
             if not v.strip():
                 raise ValueError("must not be empty: give an argv list or a shell string")
+            if "\x00" in v:
+                raise ValueError("must not contain NUL bytes")
             size = len(v.encode())
         else:
             if not v:
@@ -161,6 +166,17 @@ class RunRequest(PartialSpec):
             size = sum(len(a.encode()) for a in v)
         if size > MAX_COMMAND_BYTES:
             raise ValueError(f"is too long ({size} bytes; at most {MAX_COMMAND_BYTES})")
+        return v
+
+    @field_validator("params")
+    @classmethod
+    def _params(cls, v: dict[str, Any] | None) -> dict[str, Any] | None:
+        # NaN and Infinity are not JSON: stored, they break every read of the run.
+        for key, value in (v or {}).items():
+            if isinstance(value, float) and not math.isfinite(value):
+                raise ValueError(f"{key!r} must be a finite number, got {value!r}")
+            if isinstance(value, int) and not isinstance(value, bool) and abs(value) > MAX_PARAM_INT:
+                raise ValueError(f"{key!r} must be an integer within 64 bits (-{MAX_PARAM_INT}..{MAX_PARAM_INT})")
         return v
 
     @field_validator("name")

@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass
+from fractions import Fraction
 from typing import Any
 
 _BIN = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50}
@@ -19,50 +20,64 @@ _QTY = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)?)\s*([A-Za-z]{0,2})\s*$")
 MAX_GPU = 1024
 MAX_CPU_MILLI = 100_000 * 1000
 MAX_MEMORY_BYTES = 2**60
+# "100000", "2500m", "1.5Gi" are short; a longer quantity is a mistake, and parsing it exactly costs more.
+MAX_QUANTITY_CHARS = 32
+CPU_RANGE = f"must be between 0 and {MAX_CPU_MILLI // 1000} cores"
+MEMORY_RANGE = "must be between 0 and 1Ei"
+
+
+def _number(value: str, what: str, hint: str) -> tuple[Fraction, str] | None:
+    """(exact number, unit) of a quantity string; None when it is not one."""
+    if len(value) > MAX_QUANTITY_CHARS:
+        raise ValueError(f"invalid {what} quantity: {len(value)} characters, at most {MAX_QUANTITY_CHARS}; {hint}")
+    m = _QTY.match(value)
+    return (Fraction(m.group(1)), m.group(2)) if m else None
+
+
+def _bounded(amount: float | Fraction, scale: int, top: int, what: str, in_range: str) -> int:
+    """`amount * scale` as an int in 0..top; the range is checked before the product, so nothing overflows."""
+    if isinstance(amount, float) and not math.isfinite(amount):
+        of = "cores" if what == "cpu" else "bytes"
+        raise ValueError(f"invalid {what} quantity {amount!r}: must be a finite number of {of}")
+    if amount < 0:
+        raise ValueError("must be >= 0")
+    if amount > Fraction(top, scale):
+        raise ValueError(in_range)
+    exact = Fraction(amount) * scale
+    # millicores round to the nearest, bytes truncate (as Kubernetes does)
+    return round(exact) if what == "cpu" else int(exact)
 
 
 def parse_cpu(value: Any) -> int:
-    """cpu -> millicores: 2 -> 2000, "500m" -> 500, "1.5" -> 1500."""
+    """cpu -> millicores: 2 -> 2000, "500m" -> 500, "1.5" -> 1500; at most MAX_CPU_MILLI."""
+    hint = "use cores (2, 0.5) or millicores ('500m')"
     if isinstance(value, bool):
         raise ValueError("must be a number of cores or a quantity like '500m'")
     if isinstance(value, (int, float)):
-        if isinstance(value, float) and not math.isfinite(value):
-            raise ValueError(f"invalid cpu quantity {value!r}: must be a finite number of cores")
-        if value < 0:
-            raise ValueError("must be >= 0")
-        return round(value * 1000)
+        return _bounded(value, 1000, MAX_CPU_MILLI, "cpu", CPU_RANGE)
     if isinstance(value, str):
-        m = _QTY.match(value)
-        if m:
-            num, unit = float(m.group(1)), m.group(2)
-            if unit == "m":
-                return round(num)
-            if unit == "":
-                return round(num * 1000)
-    raise ValueError(f"invalid cpu quantity {value!r}: use cores (2, 0.5) or millicores ('500m')")
+        parsed = _number(value, "cpu", hint)
+        if parsed is not None and parsed[1] in ("m", ""):
+            num, unit = parsed
+            return _bounded(num, 1 if unit == "m" else 1000, MAX_CPU_MILLI, "cpu", CPU_RANGE)
+    raise ValueError(f"invalid cpu quantity {value!r}: {hint}")
 
 
 def parse_memory(value: Any) -> int:
-    """memory -> bytes: "16Gi", "512Mi", "1G", or a plain number of bytes."""
+    """memory -> bytes: "16Gi", "512Mi", "1G", or a plain number of bytes; at most MAX_MEMORY_BYTES."""
+    hint = "use bytes or a suffix Ki, Mi, Gi, Ti (binary) or k, M, G, T"
     if isinstance(value, bool):
         raise ValueError("must be a quantity like '16Gi'")
     if isinstance(value, (int, float)):
-        if isinstance(value, float) and not math.isfinite(value):
-            raise ValueError(f"invalid memory quantity {value!r}: must be a finite number of bytes")
-        if value < 0:
-            raise ValueError("must be >= 0")
-        return int(value)
+        return _bounded(value, 1, MAX_MEMORY_BYTES, "memory", MEMORY_RANGE)
     if isinstance(value, str):
-        m = _QTY.match(value)
-        if m:
-            num, unit = float(m.group(1)), m.group(2)
-            if unit == "":
-                return int(num)
-            if unit in _BIN:
-                return int(num * _BIN[unit])
-            if unit in _DEC:
-                return int(num * _DEC[unit])
-    raise ValueError(f"invalid memory quantity {value!r}: use bytes or a suffix Ki, Mi, Gi, Ti (binary) or k, M, G, T")
+        parsed = _number(value, "memory", hint)
+        if parsed is not None:
+            num, unit = parsed
+            scale = 1 if unit == "" else _BIN.get(unit) or _DEC.get(unit)
+            if scale:
+                return _bounded(num, scale, MAX_MEMORY_BYTES, "memory", MEMORY_RANGE)
+    raise ValueError(f"invalid memory quantity {value!r}: {hint}")
 
 
 def format_memory(n: int) -> str:

@@ -6,12 +6,12 @@ A partial spec is validated here, then handled as a plain dict by the merge
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator
 from pydantic_core import PydanticCustomError
 
-from .resources import MAX_CPU_MILLI, MAX_GPU, MAX_MEMORY_BYTES, Resources, parse_cpu, parse_memory
+from .resources import MAX_GPU, Resources, parse_cpu, parse_memory
 
 NAME_PATTERN = r"^[a-z0-9]([a-z0-9._-]{0,61}[a-z0-9])?$"
 NAME_HINT = "lowercase letters, digits, '.', '_' and '-', 1-63 characters, starting and ending alphanumeric"
@@ -31,6 +31,16 @@ def not_implemented(what: str, comes_with: str) -> PydanticCustomError:
     )
 
 
+def no_nul(v: str) -> str:
+    # A NUL cannot reach argv, the environment or a path (exec and open refuse it): refuse it at submit, not at start.
+    if "\x00" in v:
+        raise ValueError("must not contain NUL bytes")
+    return v
+
+
+# A string that may end up in argv, the environment, a path or a manifest.
+Text = Annotated[str, AfterValidator(no_nul)]
+
 MergeStrategy = Literal["post_merge", "pre_merge", "isnull", "replace"]
 
 # Top-level spec fields a layer may set, in display order.
@@ -46,48 +56,51 @@ class ResourcesSpec(_Strict):
     cpu: str | float | None = None
     memory: str | int | None = None
 
-    @field_validator("cpu")
+    # Before the type: one message naming the field and the allowed range, whatever was sent
+    # (1e308, a 400-digit string), instead of one per branch of the union.
+    @field_validator("cpu", mode="before")
     @classmethod
     def _cpu(cls, v: Any) -> Any:
-        if v is not None and not (0 <= parse_cpu(v) <= MAX_CPU_MILLI):
-            raise ValueError(f"must be between 0 and {MAX_CPU_MILLI // 1000} cores")
+        if v is not None:
+            parse_cpu(v)
         return v
 
-    @field_validator("memory")
+    @field_validator("memory", mode="before")
     @classmethod
     def _memory(cls, v: Any) -> Any:
-        if v is not None and not (0 <= parse_memory(v) <= MAX_MEMORY_BYTES):
-            raise ValueError("must be between 0 and 1Ei")
+        if v is not None:
+            parse_memory(v)
         return v
 
 
 class Toleration(_Strict):
-    key: str | None = None
+    key: Text | None = None
     operator: Literal["Equal", "Exists"] = "Equal"
-    value: str | None = None
+    value: Text | None = None
     effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"] | None = None
-    toleration_seconds: int | None = None
+    # Kubernetes' int64; negative means 0 there, so it is refused here.
+    toleration_seconds: int | None = Field(default=None, ge=0, le=2**63 - 1)
 
 
 class Placement(_Strict):
-    node_selector: dict[str, str | None] | None = None
+    node_selector: dict[Text, Text | None] | None = None
     tolerations: list[Toleration] | None = None
     affinity: dict[str, Any] | None = None
-    gpu_type: str | None = None
+    gpu_type: Text | None = None
 
 
 class EnvVar(_Strict):
     name: str = Field(min_length=1, max_length=256, pattern=r"^[A-Za-z_][A-Za-z0-9_.-]*$")
-    value: str | None = Field(default=None, max_length=65536)
+    value: Text | None = Field(default=None, max_length=65536)
 
 
 class Volume(_Strict):
-    name: str = Field(min_length=1, max_length=63)
-    mount_path: str | None = None
-    claim: str | None = None
-    host_path: str | None = None
-    secret: str | None = None
-    config_map: str | None = None
+    name: Text = Field(min_length=1, max_length=63)
+    mount_path: Text | None = None
+    claim: Text | None = None
+    host_path: Text | None = None
+    secret: Text | None = None
+    config_map: Text | None = None
     read_only: bool | None = None
 
 
@@ -107,10 +120,10 @@ class PartialSpec(_Strict):
     """Every field optional: what one layer contributes."""
 
     kind: Kind | None = None
-    queue: str | None = Field(default=None, max_length=63)
+    queue: Text | None = Field(default=None, max_length=63)
     resources: ResourcesSpec | None = None
     placement: Placement | None = None
-    image: str | None = Field(default=None, max_length=512)
+    image: Text | None = Field(default=None, max_length=512)
     env: list[EnvVar] | None = None
     volumes: list[Volume] | None = None
     termination: Termination | None = None

@@ -64,8 +64,9 @@ class LocalArtifactReader(ArtifactReader):
         path = self.resolve(run_id, rel)
         try:
             with open(path, "rb") as f:
-                if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
-                    return b""
+                st = os.fstat(f.fileno())
+                if not stat.S_ISREG(st.st_mode) or offset >= st.st_size:
+                    return b""  # past the end: nothing (seeking that far can fail: EINVAL beyond the fs's max size)
                 f.seek(offset)
                 return f.read(limit)
         except (FileNotFoundError, IsADirectoryError):

@@ -3,33 +3,93 @@
 from __future__ import annotations
 
 import json
+import math
+import re
 from typing import Any
 
 from pydantic import ValidationError
 
-from ..core.config import validation_messages
+from ..core.config import format_loc, validation_messages
 from ..core.errors import GpuPlatError, InvalidInput, Unprocessable
 from ..core.spec import NOT_IMPLEMENTED
 
+MAX_BODY_BYTES = 1_000_000
+# Real bodies nest a few levels (config -> queues -> [i] -> quota); the parser recurses per level.
+MAX_JSON_DEPTH = 64
+_STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"')
+_BRACKET = re.compile(r"[\[\]{}]")
+_JSON_HINT = "send a JSON object"
 
-def parse_json_body(raw: bytes, model: Any | None = None, *, max_bytes: int = 1_000_000) -> Any:
-    """Decode a request body, refusing malformed or oversized JSON with a clear message."""
+
+class RangeNotSatisfiable(GpuPlatError):
+    """A resume position past the end of what exists (a log offset)."""
+
+    status = 416
+    code = "OffsetPastEnd"
+
+
+def parse_json_body(raw: bytes, model: Any | None = None, *, max_bytes: int = MAX_BODY_BYTES) -> Any:
+    """Decode a request body, refusing malformed, oversized, too deeply nested or non-finite JSON."""
     if len(raw) > max_bytes:
         raise InvalidInput(f"request body is {len(raw)} bytes; at most {max_bytes} allowed")
-    if not raw.strip():
-        raise InvalidInput("request body is empty", "send a JSON object")
     try:
-        data = json.loads(raw)
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise InvalidInput(f"malformed JSON: {exc}", "send a JSON object") from None
+        text = raw.decode("utf-8-sig")  # a leading BOM is ignored, as json.loads(bytes) did
+    except UnicodeDecodeError as exc:
+        raise InvalidInput(f"request body is not UTF-8: {exc}", _JSON_HINT) from None
+    if not text.strip():
+        raise InvalidInput("request body is empty", _JSON_HINT)
+    depth = json_depth(text)
+    if depth > MAX_JSON_DEPTH:
+        raise InvalidInput(f"request body is nested {depth} levels deep; at most {MAX_JSON_DEPTH} allowed", _JSON_HINT)
+    unusual: list[bool] = []
+
+    def number(s: str) -> float:
+        f = float(s)
+        if not math.isfinite(f):  # 1e400: beyond a double
+            unusual.append(True)
+        return f
+
+    def constant(s: str) -> float:  # NaN, Infinity, -Infinity: Python's extension, not JSON
+        unusual.append(True)
+        return float(s)
+
+    try:
+        data = json.loads(text, parse_float=number, parse_constant=constant)
+    except (ValueError, RecursionError) as exc:
+        raise InvalidInput(f"malformed JSON: {exc}", _JSON_HINT) from None
+    if unusual:
+        _refuse_non_finite(data, ())
     if model is None:
         return data
     if not isinstance(data, dict):
-        raise InvalidInput("request body must be a JSON object", "send a JSON object")
+        raise InvalidInput("request body must be a JSON object", _JSON_HINT)
     try:
         return model.model_validate(data)
     except ValidationError as exc:
         raise from_validation(exc, model) from None
+
+
+def json_depth(text: str) -> int:
+    """How deeply arrays and objects nest in `text` (brackets inside strings do not count)."""
+    if text.count("[") + text.count("{") <= MAX_JSON_DEPTH:
+        return 0  # too few brackets to pass the limit: skip the scan
+    depth = deepest = 0
+    for bracket in _BRACKET.findall(_STRING.sub("", text)):
+        depth += 1 if bracket in "[{" else -1
+        deepest = max(deepest, depth)
+    return deepest
+
+
+def _refuse_non_finite(data: Any, loc: tuple[Any, ...]) -> None:
+    """The first number that is not finite, by its path (`params.lr: must be a finite number`)."""
+    if isinstance(data, float) and not math.isfinite(data):
+        raise InvalidInput(
+            f"invalid request: {format_loc(loc)}: must be a finite number, got {data!r}",
+            "NaN, Infinity and numbers beyond about 1.8e308 are not JSON numbers",
+        )
+    items = data.items() if isinstance(data, dict) else enumerate(data) if isinstance(data, list) else ()
+    for key, value in items:
+        _refuse_non_finite(value, (*loc, key))
 
 
 def from_validation(exc: ValidationError, model: Any) -> GpuPlatError:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import json
 import mimetypes
+import re
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +27,7 @@ from ..engine.engine import Engine
 from ..engine.explain import explain
 from ..executors.base import ArtifactReader
 from . import models as m
-from .errors import error_body, parse_json_body
+from .errors import RangeNotSatisfiable, error_body, parse_json_body
 from .openapi import API
 from .views import queue_view, run_detail, run_summary
 
@@ -299,7 +300,8 @@ class LogsHandler(SSEHandler):
 
     `follow=false` sends what exists and ends; otherwise it follows until the run
     ends. Reconnect with Last-Event-ID (or `offset=`) to resume without loss.
-    `format=text` returns the plain log file instead.
+    `format=text` returns the plain log file (from `offset=`) instead. A position past
+    the end of the log is refused (416) before anything is sent.
     """
 
     poll_seconds = 0.05
@@ -308,17 +310,14 @@ class LogsHandler(SSEHandler):
     async def get(self, run_id: str) -> None:
         row = self.engine.get_visible(self.user_name, run_id)
         reader = self.engine.artifacts
-        reader.log_size(run_id)  # a log that links out of the run is refused here, before the stream starts
-        if self.get_argument("format", "sse") == "text":
+        fmt = _choice(self, "format", "sse", ("sse", "text"))
+        follow = _choice(self, "follow", "true", ("true", "false")) == "true"
+        offset = self._resume_offset(reader.log_size(run_id), run_id)  # a log linking out is refused here too
+        if fmt == "text":
             self.raw_content_type = True
             self.set_header("Content-Type", "text/plain; charset=utf-8")
-            self.finish(reader.read_log(run_id))
+            self.finish(reader.read_log(run_id, offset))
             return
-        follow = self.get_argument("follow", "true") != "false"
-        offset = _int_arg(self, "offset", 0, 0, 2**62)
-        last = self.request.headers.get("Last-Event-ID")
-        if last and last.isdigit():
-            offset = int(last)
         self.start_stream()
         try:
             await self.flush()  # headers now: a client sees the stream open before the first line
@@ -333,6 +332,19 @@ class LogsHandler(SSEHandler):
         except StreamClosedError:
             return
         self.finish()
+
+    def _resume_offset(self, size: int, run_id: str) -> int:
+        """Where to start: Last-Event-ID, else `offset`, else 0; at most the log's size (the log only grows)."""
+        last = self.request.headers.get("Last-Event-ID")
+        raw, name = (last, "Last-Event-ID") if last else (self.get_argument("offset", None), "offset")
+        offset = 0 if raw is None else stream_position(raw, name)
+        size = max(size, 0)
+        if offset > size:
+            raise RangeNotSatisfiable(
+                f"{name} {offset} is past the end of the log of run {run_id} ({size} bytes)",
+                "resume from an id this stream sent (a position in the log), or from 0",
+            )
+        return offset
 
     async def _send_lines(self, reader: ArtifactReader, run_id: str, offset: int, final: bool) -> int:
         data = reader.read_log(run_id, offset, 4 * 1024 * 1024)
@@ -358,14 +370,15 @@ class EventsHandler(SSEHandler):
     async def get(self) -> None:
         user = self.user_name
         projects = set(self.engine.visible_projects(user))
-        since = self.request.headers.get("Last-Event-ID") or self.get_argument("since", "")
+        last_id = self.request.headers.get("Last-Event-ID")
+        since, since_name = (last_id, "Last-Event-ID") if last_id else (self.get_argument("since", ""), "since")
+        start = stream_position(since, since_name) if since else None
         limit = _int_arg(self, "limit", 0, 0, 10**9)
         heartbeat = float(_int_arg(self, "heartbeat", int(self.heartbeat_seconds), 1, 300))
         sub = self.engine.bus.subscribe()
         sent = 0
         self.start_stream()
         try:
-            start = int(since) if since.isdigit() else None
             last, backlog = self.engine.reads.events_since(user, start, limit or 10_000)
             for ev in backlog:
                 await self.emit(json.dumps(ev), id=ev["id"], event="status")
@@ -442,6 +455,28 @@ class CompareHandler(BaseHandler):
         max_points = _int_arg(self, "max_points", 500, 4, 100_000)
         result = await self.engine.compare_runs(self.user_name, runs, _names_arg(self, "metrics"), max_points)
         self.send_model(m.Compare, result)
+
+
+MAX_STREAM_POSITION = 2**63 - 1
+_DECIMAL = re.compile(r"[0-9]{1,19}")  # ASCII only: str.isdigit and int() also take '²' and '٣'
+
+
+def stream_position(raw: str, name: str) -> int:
+    """A resume position (log offset, event id): an ASCII decimal in 0..2**63-1, else InvalidInput naming `name`."""
+    value = int(raw) if _DECIMAL.fullmatch(raw) else -1
+    if not 0 <= value <= MAX_STREAM_POSITION:
+        raise InvalidInput(
+            f"{name} must be a decimal integer between 0 and {MAX_STREAM_POSITION}, got {raw[:40]!r}",
+            "resume from an id the stream sent",
+        )
+    return value
+
+
+def _choice(h: web.RequestHandler, name: str, default: str, allowed: tuple[str, ...]) -> str:
+    value = h.get_argument(name, default)
+    if value not in allowed:
+        raise InvalidInput(f"{name} must be one of {', '.join(allowed)}, got {value[:40]!r}")
+    return value
 
 
 def _int_arg(h: web.RequestHandler, name: str, default: int, lo: int, hi: int) -> int:

@@ -67,7 +67,8 @@ _SSE = {"text/event-stream": {"schema": {"type": "string"}}}
 _RAW: dict[tuple[str, str], dict[str, Any]] = {
     ("runs/{run_id}/logs", "get"): {
         "description": "Server-Sent Events: one `data:` per log line (id = byte offset after it), then `event: end`"
-        " with {status, offset}; `format=text`: the plain log",
+        " with {status, offset}; `format=text`: the plain log from `offset`. A resume position (`offset` or"
+        " Last-Event-ID) past the end of the log is answered 416 (code OffsetPastEnd) before anything is sent",
         "content": {
             "text/event-stream": {**_SSE["text/event-stream"], "x-end-event": {"$ref": "#/components/schemas/LogEnd"}},
             "text/plain": {"schema": {"type": "string"}},
@@ -125,11 +126,19 @@ _QUERY: dict[tuple[str, str], list[dict[str, Any]]] = {
     ("config", "put"): [_q("dry_run", {**_BOOL_TEXT, "default": "false"}, "true: validate and answer, apply nothing")],
     ("runs/{run_id}/logs", "get"): [
         _q("follow", {**_BOOL_TEXT, "default": "true"}, "false: send what exists and end"),
-        _q("offset", _int(0, 2**62, 0), "Byte offset to resume from (or the Last-Event-ID header)"),
+        _q(
+            "offset",
+            _int(0, 2**63 - 1, 0),
+            "Byte offset to resume from (or the Last-Event-ID header); past the log's end: 416",
+        ),
         _q("format", {"type": "string", "enum": ["sse", "text"], "default": "sse"}, "text: the plain log file"),
     ],
     ("events", "get"): [
-        _q("since", {"type": "string", "pattern": "^[0-9]*$"}, "Event id to resume after (or Last-Event-ID)"),
+        _q(
+            "since",
+            {"type": "string", "pattern": "^[0-9]{0,19}$"},
+            "Event id to resume after (or Last-Event-ID): a decimal in 0..2**63-1",
+        ),
         _q("limit", _int(0, 10**9, 0), "End after this many events (0: never)"),
         _q("heartbeat", _int(1, 300, 15), "Seconds between keep-alive comments"),
     ],

@@ -2284,7 +2284,7 @@ export interface operations {
             query?: {
                 /** @description false: send what exists and end */
                 follow?: "true" | "false";
-                /** @description Byte offset to resume from (or the Last-Event-ID header) */
+                /** @description Byte offset to resume from (or the Last-Event-ID header); past the log's end: 416 */
                 offset?: number;
                 /** @description text: the plain log file */
                 format?: "sse" | "text";
@@ -2297,7 +2297,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description Server-Sent Events: one `data:` per log line (id = byte offset after it), then `event: end` with {status, offset}; `format=text`: the plain log */
+            /** @description Server-Sent Events: one `data:` per log line (id = byte offset after it), then `event: end` with {status, offset}; `format=text`: the plain log from `offset`. A resume position (`offset` or Last-Event-ID) past the end of the log is answered 416 (code OffsetPastEnd) before anything is sent */
             200: {
                 headers: {
                     [name: string]: unknown;
@@ -2456,7 +2456,7 @@ export interface operations {
     get_events: {
         parameters: {
             query?: {
-                /** @description Event id to resume after (or Last-Event-ID) */
+                /** @description Event id to resume after (or Last-Event-ID): a decimal in 0..2**63-1 */
                 since?: string;
                 /** @description End after this many events (0: never) */
                 limit?: number;
