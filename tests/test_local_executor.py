@@ -86,11 +86,13 @@ class Collector:
 
 
 class Harness:
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, warm_launcher: bool) -> None:
         self.root = root
+        self.warm_launcher = warm_launcher
         self.handles: list[dict[str, Any]] = []
 
     def executor(self, **config: Any) -> tuple[LocalExecutor, Collector]:
+        config.setdefault("warm_launcher", self.warm_launcher)
         executor = LocalExecutor(**config)
         collector = Collector()
         executor.set_observer(collector)
@@ -143,9 +145,10 @@ def _ended(pid: int) -> bool:
         return True
 
 
-@pytest.fixture
-def harness(tmp_path: Path) -> Iterator[Harness]:
-    h = Harness(tmp_path)
+@pytest.fixture(params=[True, False], ids=["warm", "direct"])
+def harness(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Harness]:
+    """Every scenario twice: launchers forked by the warm launcher, and launcher.py spawned per run."""
+    h = Harness(tmp_path, warm_launcher=request.param)
     try:
         yield h
     finally:
@@ -581,6 +584,83 @@ def test_attach_identity_survives_a_clock_step_but_not_a_reboot(harness: Harness
     handle = run_async(first_server())
     assert handle["boot_id"] and handle["boot_time"] > 0
     run_async(second_server(handle))
+
+
+# -- idempotent launch: a crash between "dispatched" and the saved handle -----------------
+
+# appends one line per start to argv[1], then waits for the file argv[2] and exits with its content
+COUNTED = (
+    "import os, sys, time\n"
+    "with open(sys.argv[1], 'a') as f: f.write(f'{os.getpid()}\\n')\n"
+    "print('ready', os.getpid(), flush=True)\n"
+    "while not os.path.exists(sys.argv[2]): time.sleep(0.01)\n"
+    "sys.exit(int(open(sys.argv[2]).read() or 0))\n"
+)
+
+
+async def crashed_after_submit(harness: Harness, req: LaunchRequest) -> dict[str, Any]:
+    """Start the run, then drop the executor as a dying server would: the handle is never saved."""
+    executor, seen = harness.executor()
+    handle = await harness.submit(executor, req)
+    await wait_for_log(handle["log_path"], "ready")
+    await executor.close()  # watching stops, the run keeps running
+    assert seen.seen == []
+    return handle
+
+
+def test_submit_after_a_crash_adopts_the_running_launcher_instead_of_starting_again(harness: Harness) -> None:
+    starts, gate = harness.root / "starts.txt", harness.root / "gate"
+    req = harness.request("once", [PY, "-c", COUNTED, str(starts), str(gate)])
+
+    async def scenario() -> None:
+        first = await crashed_after_submit(harness, req)
+        executor, seen = harness.executor()
+        second = await harness.submit(executor, req)  # the restarted engine launches it again
+        assert second == {**first, "create_time": second["create_time"]}
+        assert second["create_time"] == pytest.approx(first["create_time"], abs=0.05)
+        gate.write_text("0")
+        assert await seen.final("once") == Observation("once", "succeeded", "Completed", "exited with code 0", 0)
+        await executor.close()
+
+    run_async(scenario())
+    assert len(starts.read_text().splitlines()) == 1, "the command ran twice"
+
+
+def test_submit_after_a_crash_reports_a_run_that_ended_while_the_server_was_down(harness: Harness) -> None:
+    starts, gate = harness.root / "starts.txt", harness.root / "gate"
+    req = harness.request("ended", [PY, "-c", COUNTED, str(starts), str(gate)])
+
+    async def scenario() -> None:
+        first = await crashed_after_submit(harness, req)
+        gate.write_text("3")
+        await wait_until_ended(first["pid"])
+        executor, seen = harness.executor()
+        second = await harness.submit(executor, req)
+        assert second["pid"] == first["pid"]
+        assert await seen.final("ended") == Observation("ended", "failed", "Error", "exited with code 3", 3)
+        await executor.close()
+
+    run_async(scenario())
+    assert len(starts.read_text().splitlines()) == 1, "the command ran twice"
+
+
+def test_submit_after_a_crash_never_restarts_a_run_whose_launcher_was_killed(harness: Harness) -> None:
+    starts, gate = harness.root / "starts.txt", harness.root / "gate"
+    req = harness.request("killed", [PY, "-c", COUNTED, str(starts), str(gate)])
+
+    async def scenario() -> None:
+        first = await crashed_after_submit(harness, req)
+        os.killpg(first["pid"], signal.SIGKILL)  # no exit record left
+        await wait_until_ended(first["pid"])
+        executor, seen = harness.executor()
+        await harness.submit(executor, req)
+        final = await seen.final("killed")
+        assert (final.status, final.reason) == ("failed", "Lost")
+        assert f"process {first['pid']} was started before and is gone" in final.message
+        await executor.close()
+
+    run_async(scenario())
+    assert len(starts.read_text().splitlines()) == 1, "the command ran twice"
 
 
 def test_attach_reads_the_exit_record_of_a_finished_run(harness: Harness) -> None:

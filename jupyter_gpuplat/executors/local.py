@@ -8,9 +8,25 @@ The launcher leaves `<workdir>/.gpuplat/exit.json` when the command ends, so the
 survives a server restart; a stop request leaves `stop.json` next to it, so a stop
 survives one too (layout: core.artifacts).
 
+Starting: by default each run's launcher is forked by the executor's warm launcher
+(warm_launcher.py, one long-lived stdlib-only process, started on the first run and again
+if it dies), which costs the server's machine far less CPU than a fresh interpreter per
+run; with `warm_launcher = False`, or when the warm launcher cannot take a run, launcher.py
+is spawned directly. Either way the launcher is the leader of its own session, so runs
+outlive both the warm launcher and the server.
+
+Idempotent launch: before starting a launcher, submit takes the run's launch lock
+(`.gpuplat/launch.lock`) and hands it to the launcher, which keeps it until it exits and
+writes its launch record (`launch.json`) before the command can start. A submit for a run
+whose lock is held adopts that launcher (after checking pid, start tick and the lock fd it
+holds); one whose lock is free but whose launch or exit record exists reports how the
+earlier start ended. So a server that crashed between "dispatched" and saving the handle
+never starts a run twice.
+
 Watching: children of this server are watched through a pidfd in the event loop (no
-polling); runs re-attached after a restart are not our children and share one poll
-loop. Nothing here writes run state: the final Observation goes to the observer.
+polling); children of the warm launcher are reported by it (it reaps them, after killing
+what is left of their group); runs re-attached or adopted are not our children and share
+one poll loop. Nothing here writes run state: the final Observation goes to the observer.
 """
 
 from __future__ import annotations
@@ -45,18 +61,27 @@ from .base import (
 )
 from .gpus import detect_gpus
 from .local_process import (
+    LAUNCH_FILE,
+    LAUNCHER_LOCK_FD,
+    create_time_from_ticks,
     current_boot_id,
     identify,
+    launcher_in_record,
     make_final_observation,
+    open_launch_lock,
     open_log,
     process_create_time,
     read_json,
     spawn_launcher,
 )
+from .warm_client import WarmLauncherClient, WarmLauncherError, WarmStart
 
 LAUNCHER = str(Path(__file__).with_name("launcher.py"))
 # after SIGKILL, how long stop() waits for the watcher to report the end
 KILL_WAIT_SECONDS = 5.0
+# how long submit waits for a live launcher (its lock held) to write its launch record
+ADOPT_WAIT_SECONDS = 10.0
+ADOPT_POLL_SECONDS = 0.01
 SECRET_ENV = frozenset({"JUPYTER_TOKEN", "JPY_API_TOKEN"})
 SECRET_ENV_PREFIX = "GPUPLAT_TOKEN"
 
@@ -99,6 +124,7 @@ class _Run:
     exit_file: str
     own: bool  # our child: watched through a pidfd and reaped here
     timeout_seconds: float | None
+    warm: bool = False  # the warm launcher's child: it reports the end; pidfd for signals
     process: psutil.Process | None = None  # for re-attached runs: identity-checked
     stop: dict[str, Any] | None = None  # the stop request, as written to stop.json
     done: asyncio.Event = field(default_factory=asyncio.Event)
@@ -140,6 +166,15 @@ class LocalExecutor(FilesystemArtifacts, Executor):
         min=0.01,
         help="Seconds between checks of runs re-attached after a restart (they are not children of this server).",
     ).tag(config=True)
+    warm_launcher = Bool(
+        True,
+        help=(
+            "Fork each run's launcher from one long-lived warm launcher process (started with the first run, "
+            "again if it dies) instead of starting a fresh Python interpreter per run: a start costs the "
+            "server's machine well under a millisecond of CPU instead of ~10-20 ms. False: spawn "
+            "launcher.py for every run (also the fallback when the warm launcher cannot take one)."
+        ),
+    ).tag(config=True)
     nvidia_smi_path = Unicode("nvidia-smi", help="The nvidia-smi used to find GPUs when `gpus` is None.").tag(
         config=True
     )
@@ -152,6 +187,10 @@ class LocalExecutor(FilesystemArtifacts, Executor):
         self._tasks: set[asyncio.Task[None]] = set()
         self._detected: list[Device] | None = None
         self._closed = False
+        self._submitting: set[str] = set()
+        self._warm: WarmLauncherClient | None = None
+        self._warm_runs: dict[int, _Run] = {}  # pid → run, for the warm launcher's reports
+        self._warm_exits: dict[int, int] = {}  # ends reported before submit took the run
 
     # -- devices ---------------------------------------------------------------------------
 
@@ -166,60 +205,236 @@ class LocalExecutor(FilesystemArtifacts, Executor):
     # -- submit ----------------------------------------------------------------------------
 
     async def submit(self, req: LaunchRequest) -> dict[str, Any]:
-        loop = asyncio.get_running_loop()
+        """Start the run, or adopt its launcher when one already started it (see the module doc)."""
         if self._closed:
             raise ExecutorError(f"run {req.run_id}: the local executor is closed")
         if req.run_id in self._runs:
             raise ExecutorError(f"run {req.run_id} is already running (pid {self._runs[req.run_id].pid})")
+        if req.run_id in self._submitting:
+            raise ExecutorError(f"run {req.run_id} is already being started")
         if not os.path.isabs(req.workdir):
             raise ExecutorError(f"run {req.run_id}: workdir must be an absolute path, got {req.workdir!r}")
         if req.working_dir is not None and not os.path.isabs(req.working_dir):
             raise ExecutorError(f"run {req.run_id}: working_dir must be an absolute path, got {req.working_dir!r}")
         if not sys.executable:
             raise ExecutorError(f"run {req.run_id}: cannot find the Python interpreter to run the launcher")
-        workdir = req.workdir
-        command = req.entrypoint.argv_with(sys.executable, layout.in_run(workdir, layout.CELL))
+        command = req.entrypoint.argv_with(sys.executable, layout.in_run(req.workdir, layout.CELL))
         if not command or not all(isinstance(arg, str) and arg for arg in command):
             raise ExecutorError(f"run {req.run_id}: the command must be a non-empty list of strings, got {command!r}")
         env = make_env(os.environ if self.inherit_env else {}, req)
-        exit_file = layout.in_run(workdir, layout.EXIT)
+        state_dir = os.path.dirname(layout.in_run(req.workdir, layout.EXIT))
+        try:
+            os.makedirs(state_dir, exist_ok=True)
+        except OSError as exc:
+            raise ExecutorError(f"run {req.run_id}: cannot prepare {req.workdir}: {exc.strerror or exc}") from exc
+        self._submitting.add(req.run_id)
+        try:
+            for _ in range(3):  # a launcher that ends while we look is looked at again
+                handle = await self._start_or_adopt(req, command, env, state_dir)
+                if handle is not None:
+                    return handle
+        finally:
+            self._submitting.discard(req.run_id)
+        raise ExecutorError(f"run {req.run_id}: its launcher kept changing while it was being started")
+
+    async def _start_or_adopt(
+        self, req: LaunchRequest, command: list[str], env: dict[str, str], state_dir: str
+    ) -> dict[str, Any] | None:
+        try:
+            lock_fd, locked = open_launch_lock(state_dir)
+        except OSError as exc:
+            raise ExecutorError(f"run {req.run_id}: cannot take its launch lock: {exc.strerror or exc}") from exc
+        if not locked:
+            os.close(lock_fd)
+            return await self._adopt(req, state_dir)
+        try:
+            if os.path.exists(os.path.join(state_dir, LAUNCH_FILE)) or os.path.exists(self._exit_file(req)):
+                return self._ended_earlier(req, state_dir)
+            return await self._start(req, command, env, lock_fd)
+        finally:
+            with contextlib.suppress(OSError):
+                os.close(lock_fd)
+
+    @staticmethod
+    def _exit_file(req: LaunchRequest) -> str:
+        return layout.in_run(req.workdir, layout.EXIT)
+
+    async def _start(
+        self, req: LaunchRequest, command: list[str], env: dict[str, str], lock_fd: int
+    ) -> dict[str, Any] | None:
+        """Start a first launcher for the run (we hold its lock). None: look again (the warm launcher died)."""
+        workdir = req.workdir
+        exit_file = self._exit_file(req)
         log_path = layout.in_run(workdir, layout.LOG)
         try:
-            os.makedirs(os.path.dirname(exit_file), exist_ok=True)
-            for stale in (exit_file, layout.in_run(workdir, layout.STOP)):  # from an earlier attempt
-                with contextlib.suppress(FileNotFoundError):
-                    os.unlink(stale)
+            with contextlib.suppress(FileNotFoundError):  # a stop of a run that never started
+                os.unlink(layout.in_run(workdir, layout.STOP))
             if req.entrypoint.kind == "cell":
                 write_cell(req.entrypoint, workdir)
             log_fd = open_log(log_path)
         except OSError as exc:
             raise ExecutorError(f"run {req.run_id}: cannot prepare {workdir}: {exc.strerror or exc}") from exc
-        # -I -S: the launcher needs only the stdlib and must not see the run's PYTHON* settings
-        argv = [sys.executable, "-I", "-S", LAUNCHER, "--exit-file", exit_file, "--cwd", req.cwd, "--", *command]
         try:
-            pid = spawn_launcher(argv, env, log_fd)
-        except (OSError, ValueError) as exc:
-            raise ExecutorError(f"run {req.run_id}: cannot start the launcher ({sys.executable}): {exc}") from exc
+            warm = self._warm_client() if self.warm_launcher else None
+            future = None
+            if warm is not None:
+                spec = {"argv": command, "env": env, "cwd": req.cwd, "exit_file": exit_file}
+                try:
+                    future = warm.launch(spec, log_fd, lock_fd)
+                except WarmLauncherError as exc:
+                    self.log.warning("gpuplat: run %s: %s; starting its launcher directly", req.run_id, exc)
+            if future is None:
+                # -I -S: the launcher needs only the stdlib and must not see the run's PYTHON* settings
+                argv = [sys.executable, "-I", "-S", LAUNCHER, "--exit-file", exit_file, "--cwd", req.cwd]
+                argv += ["--lock-fd", str(LAUNCHER_LOCK_FD), "--", *command]
+                try:
+                    pid = spawn_launcher(argv, env, log_fd, lock_fd)
+                except (OSError, ValueError) as exc:
+                    raise ExecutorError(
+                        f"run {req.run_id}: cannot start the launcher ({sys.executable}): {exc}"
+                    ) from exc
+                run = _Run(
+                    req.run_id, pid, process_create_time(pid), exit_file, own=True, timeout_seconds=req.timeout_seconds
+                )
+                self._runs[run.run_id] = run
+                self._watch_child(run, asyncio.get_running_loop())
+                return self._started(run, req)
         finally:
             os.close(log_fd)
-        run = _Run(req.run_id, pid, process_create_time(pid), exit_file, own=True, timeout_seconds=req.timeout_seconds)
+        try:  # the lock stays held by us, by the message, then by the run's launcher
+            started = await future
+        except WarmLauncherError as exc:
+            self.log.warning("gpuplat: run %s: %s; looking again", req.run_id, exc)
+            return None
+        return self._took_warm(req, started)
+
+    def _took_warm(self, req: LaunchRequest, started: WarmStart) -> dict[str, Any]:
+        run = _Run(
+            req.run_id,
+            started.pid,
+            create_time_from_ticks(started.start_ticks),
+            self._exit_file(req),
+            own=False,
+            timeout_seconds=req.timeout_seconds,
+            warm=True,
+            pidfd=started.pidfd,
+        )
+        if self._closed:  # closed while the warm launcher answered: a restarted server attaches to it
+            os.close(started.pidfd)
+            return self._handle(req, run.pid, run.create_time)
         self._runs[run.run_id] = run
-        self._watch_child(run, loop)
+        warm = self._warm
+        if warm is not None and warm.alive:
+            self._warm_runs[run.pid] = run
+            code = self._warm_exits.pop(run.pid, None)
+            if code is not None:  # it already ended: report it once the handle is saved
+                asyncio.get_running_loop().call_soon(self._finish, run, code)
+        else:
+            self._watch_pidfd(run)
+        return self._started(run, req)
+
+    def _started(self, run: _Run, req: LaunchRequest) -> dict[str, Any]:
         if req.timeout_seconds:
-            self._arm_timeout(run, req.timeout_seconds)
+            self._arm_timeout(run, run.create_time + req.timeout_seconds - time.time())
         # No await after this point: the final Observation cannot reach the observer before the handle is returned.
+        return self._handle(req, run.pid, run.create_time)
+
+    def _handle(self, req: LaunchRequest, pid: int, create_time: float) -> dict[str, Any]:
         return {
             "executor": self.name,
             "pid": pid,
-            "create_time": run.create_time,
+            "create_time": create_time,
             "boot_time": psutil.boot_time(),
             "boot_id": current_boot_id(),
-            "workdir": workdir,
-            "log_path": log_path,
-            "exit_file": exit_file,
+            "workdir": req.workdir,
+            "log_path": layout.in_run(req.workdir, layout.LOG),
+            "exit_file": self._exit_file(req),
             "devices": list(req.devices),
             "timeout_seconds": req.timeout_seconds,
         }
+
+    async def _adopt(self, req: LaunchRequest, state_dir: str) -> dict[str, Any] | None:
+        """A live launcher holds the run's lock: watch it instead of starting another. None: it ended."""
+        deadline = time.monotonic() + ADOPT_WAIT_SECONDS
+        while True:
+            found = launcher_in_record(state_dir)
+            if found is not None:
+                break
+            lock_fd, locked = open_launch_lock(state_dir)
+            os.close(lock_fd)  # closing our descriptor drops the lock we may just have taken
+            if locked:
+                return None
+            if time.monotonic() > deadline:
+                raise ExecutorError(
+                    f"run {req.run_id}: a launcher holds its launch lock but left no usable launch record "
+                    f"in {ADOPT_WAIT_SECONDS:g} s; not starting it a second time"
+                )
+            await asyncio.sleep(ADOPT_POLL_SECONDS)  # it has just started: its record follows in milliseconds
+            if self._closed:
+                raise ExecutorError(f"run {req.run_id}: the local executor is closed")
+        pid, ticks = found
+        create_time = create_time_from_ticks(ticks)
+        run = _Run(req.run_id, pid, create_time, self._exit_file(req), own=False, timeout_seconds=req.timeout_seconds)
+        run.process = identify(pid, create_time, psutil.boot_time())
+        if run.process is None:
+            return None
+        run.stop = read_json(run.stop_file)
+        self.log.info("gpuplat: run %s was started before (pid %d): adopting it, not starting again", req.run_id, pid)
+        self._runs[run.run_id] = run
+        self._poll(run)
+        if req.timeout_seconds and run.stop is None:
+            self._arm_timeout(run, create_time + req.timeout_seconds - time.time())
+        return self._handle(req, pid, create_time)
+
+    def _ended_earlier(self, req: LaunchRequest, state_dir: str) -> dict[str, Any]:
+        """Started before and its launcher has ended (its lock is free): report that end, never restart it."""
+        launched = read_json(os.path.join(state_dir, LAUNCH_FILE)) or {}
+        pid = launched.get("pid") if isinstance(launched.get("pid"), int) else 0
+        ticks = launched.get("start_ticks") if isinstance(launched.get("start_ticks"), int) else None
+        assert isinstance(pid, int)
+        stop = read_json(os.path.join(state_dir, layout.STOP_FILE))
+        lost = f"process {pid} was started before and is gone without leaving an exit record"
+        observation = make_final_observation(req.run_id, pid, read_json(self._exit_file(req)), None, stop, lost)
+        self.log.info("gpuplat: run %s was started before and has ended: %s", req.run_id, observation.message)
+        asyncio.get_running_loop().call_soon(self._emit, observation)  # after the handle is saved
+        return self._handle(req, pid, create_time_from_ticks(ticks if isinstance(ticks, int) else None))
+
+    # -- the warm launcher -----------------------------------------------------------------
+
+    def _warm_client(self) -> WarmLauncherClient | None:
+        if self._warm is not None and self._warm.alive:
+            return self._warm
+        base = os.environ if self.inherit_env else {"PATH": os.environ.get("PATH", "")}
+        env = {k: v for k, v in base.items() if k not in SECRET_ENV and not k.startswith(SECRET_ENV_PREFIX)}
+        try:
+            self._warm = WarmLauncherClient(env, self._on_warm_exit, self._on_warm_gone)
+        except OSError as exc:
+            self.log.warning("gpuplat: cannot start the warm launcher (%s); starting launchers directly", exc)
+            self._warm = None
+        return self._warm
+
+    def _on_warm_exit(self, pid: int, code: int) -> None:
+        run = self._warm_runs.pop(pid, None)
+        if run is None:
+            self._warm_exits[pid] = code  # its submit has not taken it yet
+            return
+        self._finish(run, code)
+
+    def _on_warm_gone(self) -> None:
+        """Its runs keep running, now children of init: watch their pidfds (the end, not the code)."""
+        self.log.warning("gpuplat: the warm launcher ended; %d of its runs are watched directly", len(self._warm_runs))
+        runs, self._warm_runs = list(self._warm_runs.values()), {}
+        self._warm_exits.clear()
+        for run in runs:
+            self._watch_pidfd(run)
+
+    def _watch_pidfd(self, run: _Run) -> None:
+        loop = asyncio.get_running_loop()
+        if run.pidfd is None:
+            self._poll(run)
+            return
+        run.loop = loop
+        loop.add_reader(run.pidfd, self._finish, run, None)
 
     # -- attach ----------------------------------------------------------------------------
 
@@ -334,12 +549,16 @@ class LocalExecutor(FilesystemArtifacts, Executor):
         if run.done.is_set():
             return
         # Our own launcher's pid cannot be reused before we reap it; a re-attached one is checked first.
-        if not run.own and (run.process is None or not run.process.is_running()):
+        if not run.own and not run.warm and (run.process is None or not run.process.is_running()):
             return
         try:
+            if run.warm and run.pidfd is not None:
+                # The pidfd is this very process: until its parent reaps it (after killing its
+                # group), its pid and group id cannot be another's.
+                signal.pidfd_send_signal(run.pidfd, 0 if group else signum)
             if group:
                 os.killpg(run.pid, signum)
-            else:
+            elif not run.warm or run.pidfd is None:
                 os.kill(run.pid, signum)
         except ProcessLookupError:
             pass
@@ -436,6 +655,8 @@ class LocalExecutor(FilesystemArtifacts, Executor):
         if self._runs.get(run.run_id) is not run:
             return
         del self._runs[run.run_id]
+        if self._warm_runs.get(run.pid) is run:
+            del self._warm_runs[run.pid]
         self._unwatch(run)
         lost = f"process {run.pid} ended without leaving an exit record"
         observation = make_final_observation(
@@ -472,7 +693,12 @@ class LocalExecutor(FilesystemArtifacts, Executor):
                 tasks.append(run.stopping)
         self._runs.clear()
         self._polled.clear()
+        self._warm_runs.clear()
+        self._warm_exits.clear()
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
         self._poll_task = None
+        if self._warm is not None:
+            await self._warm.close()  # it ends at once; the runs it started keep running
+            self._warm = None

@@ -1,8 +1,14 @@
 """What a local run leaves behind and the process it runs in.
 
 Pure reading of the launcher's exit record into the final Observation, spawning the launcher
-as a process-group leader, and telling a run's process from a reused pid. The executor
-(local.py) watches and stops; this module knows processes and files.
+as a process-group leader, the run's launch lock and launch record, and telling a run's
+process from a reused pid. The executor (local.py) watches and stops; this module knows
+processes and files.
+
+Launch lock: `.gpuplat/launch.lock`, flock'ed by the executor before it starts a launcher and
+handed to it (fd 3), which holds it until it exits. Held means a launcher of this run is alive;
+free with a launch record (`launch.json`) or an exit record means one ran and ended; free and
+neither means the run never started.
 """
 
 from __future__ import annotations
@@ -23,8 +29,12 @@ from .base import FAILED, STOPPED, SUCCEEDED, Observation, describe_returncode
 # psutil derives create_time from clock ticks; a reused pid starts at another time
 CREATE_TIME_TOLERANCE_SECONDS = 0.05
 BOOT_ID_FILE = "/proc/sys/kernel/random/boot_id"
+LAUNCH_FILE = "launch.json"  # written by the launcher (launcher.LAUNCH_FILE)
+LAUNCH_LOCK_FILE = "launch.lock"
+LAUNCHER_LOCK_FD = 3  # where every launcher keeps its launch lock
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 # Ignored signals survive exec (the server ignores SIGPIPE); a run starts with defaults.
-_DEFAULT_SIGNALS = frozenset(signal.valid_signals()) - {signal.SIGKILL, signal.SIGSTOP}
+DEFAULT_SIGNALS = frozenset(signal.valid_signals()) - {signal.SIGKILL, signal.SIGSTOP}
 
 
 def read_json(path: str) -> dict[str, Any] | None:
@@ -110,25 +120,28 @@ def open_log(path: str) -> int:
     return fd
 
 
-def spawn_launcher(argv: list[str], env: dict[str, str], log_fd: int) -> int:
-    """Start the launcher as a new session leader with its output in the log.
+def spawn_launcher(argv: list[str], env: dict[str, str], log_fd: int, lock_fd: int | None = None) -> int:
+    """Start the launcher as a new session leader with its output in the log (and its lock at fd 3).
 
     posix_spawn returns once the launcher is exec'd (vfork-style), well under a
     millisecond of work, so it runs on the event loop rather than in a thread: a
     cancelled await in between could otherwise leave a process nobody watches.
     """
+    actions: list[tuple[Any, ...]] = [
+        (os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
+        (os.POSIX_SPAWN_DUP2, log_fd, 1),
+        (os.POSIX_SPAWN_DUP2, log_fd, 2),
+    ]
+    if lock_fd is not None:
+        actions.append((os.POSIX_SPAWN_DUP2, lock_fd, LAUNCHER_LOCK_FD))
     return os.posix_spawn(
         argv[0],
         argv,
         env,
-        file_actions=[
-            (os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
-            (os.POSIX_SPAWN_DUP2, log_fd, 1),
-            (os.POSIX_SPAWN_DUP2, log_fd, 2),
-        ],
+        file_actions=actions,
         setsid=True,
         setsigmask=(),
-        setsigdef=_DEFAULT_SIGNALS,
+        setsigdef=DEFAULT_SIGNALS,
     )
 
 
@@ -164,3 +177,61 @@ def identify(pid: int, create_time: float, boot_time: float | None) -> psutil.Pr
     except psutil.Error:
         pass
     return None
+
+
+# -- the launch lock and record ------------------------------------------------------------
+
+
+def open_launch_lock(state_dir: str) -> tuple[int, bool]:
+    """The run's launch lock, opened; True when we took it, False when a live launcher holds it."""
+    fd = os.open(os.path.join(state_dir, LAUNCH_LOCK_FILE), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    if fd <= LAUNCHER_LOCK_FD:  # posix_spawn's dup2 onto 3 would keep O_CLOEXEC
+        moved = fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, LAUNCHER_LOCK_FD + 1)
+        os.close(fd)
+        fd = moved
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return fd, False
+    except OSError:
+        os.close(fd)
+        raise
+    return fd, True
+
+
+def start_ticks(pid: int) -> int | None:
+    """When the process started, in clock ticks since boot (/proc/PID/stat field 22)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            return int(f.read().rsplit(b")", 1)[1].split()[19])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def create_time_from_ticks(ticks: int | None) -> float:
+    """The epoch create time psutil reports for a process that started at `ticks` (for handles)."""
+    return time.time() if ticks is None else psutil.boot_time() + ticks / CLOCK_TICKS
+
+
+def launcher_in_record(state_dir: str) -> tuple[int, int] | None:
+    """(pid, start ticks) of the live launcher the run's launch record names, or None.
+
+    A reused pid is never taken for it: the process must have started at the recorded clock
+    tick of this boot and hold this run's launch lock file open at the recorded fd.
+    """
+    record = read_json(os.path.join(state_dir, LAUNCH_FILE))
+    if record is None:
+        return None
+    pid, ticks, lock_fd = _int(record.get("pid")), _int(record.get("start_ticks")), _int(record.get("lock_fd"))
+    if pid is None or pid <= 0 or ticks is None or lock_fd is None:
+        return None
+    if record.get("boot_id") != current_boot_id() or start_ticks(pid) != ticks:
+        return None
+    try:
+        held = os.stat(f"/proc/{pid}/fd/{lock_fd}")
+        lock = os.stat(os.path.join(state_dir, LAUNCH_LOCK_FILE))
+    except OSError:
+        return None
+    if (held.st_dev, held.st_ino) != (lock.st_dev, lock.st_ino):
+        return None
+    return pid, ticks
