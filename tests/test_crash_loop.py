@@ -175,9 +175,9 @@ def test_sigkill_loop_loses_and_doubles_nothing(server: ServerProcess, tmp_path:
         kills.append(moment)
         server.start()
 
-    def submit() -> str:
+    def submit(force_long: bool = False) -> str:
         user, project, presets = rng.choice(WORK)
-        long = rng.random() < 0.35
+        long = rng.random() < 0.35 or force_long
         lines = rng.randint(20, 30) if long else rng.randint(3, 8)
         seconds = rng.uniform(1.5, 3.0) if long else rng.uniform(0.05, 0.3)
         code = 3 if rng.random() < 0.2 else 0
@@ -216,7 +216,7 @@ def test_sigkill_loop_loses_and_doubles_nothing(server: ServerProcess, tmp_path:
         kill_after = rng.randrange(PER_ROUND)
         starts, ends = marks.count("start"), marks.count("end")
         for j in range(PER_ROUND):
-            submit()
+            submit(force_long=moment == "after-stop" and j == PER_ROUND - 1)  # something to stop
             if rng.random() < 0.25:
                 stop_one(only_running=False)
             if moment == "after-submit" and j == kill_after:
