@@ -135,6 +135,8 @@ def validation_messages(exc: ValidationError, model: type[BaseModel] | None = No
             unit = "items" if ctx.get("field_type") == "List" else "characters"
             if typ == "too_long":
                 msg = f"is too long (at most {ctx.get('max_length')} {unit})"
+            elif ctx.get("min_length") == 1:
+                msg = "must not be empty"
             else:
                 msg = f"is too short (at least {ctx.get('min_length')} {unit})"
         elif typ in _FRIENDLY:

@@ -40,7 +40,10 @@ def parse_json_body(raw: bytes, model: Any | None = None, *, max_bytes: int = MA
         raise InvalidInput("request body is empty", _JSON_HINT)
     depth = json_depth(text)
     if depth > MAX_JSON_DEPTH:
-        raise InvalidInput(f"request body is nested {depth} levels deep; at most {MAX_JSON_DEPTH} allowed", _JSON_HINT)
+        raise InvalidInput(
+            f"request body is nested more than {MAX_JSON_DEPTH} levels deep",
+            f"send a JSON object whose arrays and objects nest at most {MAX_JSON_DEPTH} levels deep",
+        )
     unusual: list[bool] = []
 
     def number(s: str) -> float:
@@ -70,13 +73,15 @@ def parse_json_body(raw: bytes, model: Any | None = None, *, max_bytes: int = MA
 
 
 def json_depth(text: str) -> int:
-    """How deeply arrays and objects nest in `text` (brackets inside strings do not count)."""
+    """How deeply arrays and objects nest in `text`, brackets in strings aside; the scan stops past the limit."""
     if text.count("[") + text.count("{") <= MAX_JSON_DEPTH:
-        return 0  # too few brackets to pass the limit: skip the scan
+        return 0  # too few brackets to pass the limit: no scan
     depth = deepest = 0
-    for bracket in _BRACKET.findall(_STRING.sub("", text)):
-        depth += 1 if bracket in "[{" else -1
+    for bracket in _BRACKET.finditer(_STRING.sub("", text)):
+        depth += 1 if bracket.group() in "[{" else -1
         deepest = max(deepest, depth)
+        if deepest > MAX_JSON_DEPTH:
+            break
     return deepest
 
 
