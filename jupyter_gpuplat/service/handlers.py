@@ -21,7 +21,7 @@ from tornado.iostream import StreamClosedError
 from ..auth import platform_username
 from ..core.artifacts import is_internal
 from ..core.config import PlatformConfig, PresetConfig, ProjectConfig, QueueConfig, parse_config
-from ..core.errors import GpuPlatError, InvalidInput, NotFound
+from ..core.errors import GpuPlatError, InvalidInput, NotFound, Unavailable
 from ..core.request import RunRequest
 from ..engine.engine import Engine
 from ..engine.explain import explain
@@ -70,6 +70,8 @@ class BaseHandler(APIHandler):
             self.raw_content_type = False
             self.set_status(e.status)
             self.set_header("Content-Type", "application/json")
+            if isinstance(e, Unavailable):
+                self.set_header("Retry-After", str(e.retry_after_seconds))
             self.finish(json.dumps(error_body(e)))
             return
         super()._handle_request_exception(e)
