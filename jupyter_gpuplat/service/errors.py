@@ -60,8 +60,8 @@ def parse_json_body(raw: bytes, model: Any | None = None, *, max_bytes: int = MA
         data = json.loads(text, parse_float=number, parse_constant=constant)
     except (ValueError, RecursionError) as exc:
         raise InvalidInput(f"malformed JSON: {exc}", _JSON_HINT) from None
-    if unusual:
-        _refuse_non_finite(data, ())
+    if unusual or "\\u0000" in text:  # a JSON string holds a NUL only as this escape
+        _refuse_unstorable(data, ())
     if model is None:
         return data
     if not isinstance(data, dict):
@@ -85,16 +85,32 @@ def json_depth(text: str) -> int:
     return deepest
 
 
-def _refuse_non_finite(data: Any, loc: tuple[Any, ...]) -> None:
-    """The first number that is not finite, by its path (`params.lr: must be a finite number`)."""
+def _refuse_unstorable(data: Any, loc: tuple[Any, ...]) -> None:
+    """The first non-finite number or NUL-holding string, by its path (`params.lr: must be a finite number`).
+
+    Neither can be stored and read back: SQLite refuses NaN in JSON, PostgreSQL a NUL, and a
+    stored one fails every later read of the run or the config, not this request.
+    """
     if isinstance(data, float) and not math.isfinite(data):
         raise InvalidInput(
             f"invalid request: {format_loc(loc)}: must be a finite number, got {data!r}",
             "NaN, Infinity and numbers beyond about 1.8e308 are not JSON numbers",
         )
-    items = data.items() if isinstance(data, dict) else enumerate(data) if isinstance(data, list) else ()
-    for key, value in items:
-        _refuse_non_finite(value, (*loc, key))
+    if isinstance(data, str) and "\x00" in data:
+        raise InvalidInput(
+            f"invalid request: {format_loc(loc)}: must not contain NUL bytes", "remove the NUL (\\u0000)"
+        )
+    if isinstance(data, dict):
+        for key, value in data.items():
+            if "\x00" in key:
+                raise InvalidInput(
+                    f"invalid request: a key in {format_loc(loc)} must not contain NUL bytes",
+                    "remove the NUL (\\u0000)",
+                )
+            _refuse_unstorable(value, (*loc, key))
+    elif isinstance(data, list):
+        for i, value in enumerate(data):
+            _refuse_unstorable(value, (*loc, i))
 
 
 def from_validation(exc: ValidationError, model: Any) -> GpuPlatError:
