@@ -168,9 +168,11 @@ def test_sigkill_loop_loses_and_doubles_nothing(server: ServerProcess, tmp_path:
     marks = Marks(tmp_path / "marks.txt")  # outside the artifacts root
     submitted: dict[str, Submitted] = {}
     kills: list[str] = []
+    killed_at: list[float] = []  # epoch seconds, to compare with the marks and the timelines
     t0 = time.monotonic()
 
     def crash(moment: str) -> None:
+        killed_at.append(time.time())
         server.kill()
         kills.append(moment)
         server.start()
@@ -315,4 +317,4 @@ def test_sigkill_loop_loses_and_doubles_nothing(server: ServerProcess, tmp_path:
         f"{len(problems)} violations, {took:.1f} s"
     )
     assert len(kills) == KILLS
-    assert not problems, "\n".join(problems)
+    assert not problems, "\n".join([*problems, f"kills at {list(zip(kills, killed_at, strict=True))}"])
