@@ -336,6 +336,29 @@ def test_child_sees_exactly_its_devices(harness: Harness, devices: tuple[int, ..
     run_async(scenario())
 
 
+def test_runs_one_after_another_each_see_only_their_own_devices_env_and_cwd(harness: Harness) -> None:
+    """Launchers forked from one warm launcher (spares included) share nothing of each other's runs."""
+    script = (
+        "import json, os; print(json.dumps([os.getcwd(), os.environ.get('CUDA_VISIBLE_DEVICES'), "
+        "os.environ.get('GPUPLAT_RUN_ID'), os.environ.get('ONLY_MINE'), os.environ.get('GPUPLAT_PARAMS')]))"
+    )
+
+    async def scenario() -> None:
+        executor, seen = harness.executor()
+        for i in range(5):
+            cwd = harness.root / f"cwd{i}"
+            cwd.mkdir()
+            env = {"ONLY_MINE": f"value {i}", **({"GPUPLAT_PARAMS": '{"lr": 0.1}'} if i == 2 else {})}
+            req = harness.request(f"r{i}", [PY, "-c", script], env=env, devices=(i,), working_dir=str(cwd))
+            handle = await harness.submit(executor, req)
+            assert (await seen.final(f"r{i}")).status == "succeeded"
+            params = '{"lr": 0.1}' if i == 2 else None
+            assert json.loads(Path(handle["log_path"]).read_text()) == [str(cwd), str(i), f"r{i}", f"value {i}", params]
+        await executor.close()
+
+    run_async(scenario())
+
+
 @pytest.mark.parametrize("inherit_env", [True, False])
 def test_spec_env_reaches_the_child_and_server_secrets_do_not(
     harness: Harness, monkeypatch: pytest.MonkeyPatch, inherit_env: bool
@@ -584,6 +607,32 @@ def test_attach_identity_survives_a_clock_step_but_not_a_reboot(harness: Harness
     handle = run_async(first_server())
     assert handle["boot_id"] and handle["boot_time"] > 0
     run_async(second_server(handle))
+
+
+def test_runs_outlive_a_dead_warm_launcher_and_the_next_run_gets_a_new_one(tmp_path: Path) -> None:
+    harness = Harness(tmp_path, warm_launcher=True)
+    go = harness.root / "go"
+
+    async def scenario() -> None:
+        executor, seen = harness.executor()
+        handle = await harness.submit(executor, harness.request("orphan", [PY, "-c", WAIT_FOR_FILE, str(go), "5"]))
+        await wait_for_log(handle["log_path"], "first line")
+        warm = psutil.Process(handle["pid"]).parent()
+        assert warm is not None and warm.pid != os.getpid()  # forked by the warm launcher
+        warm.kill()
+        await wait_until_ended(warm.pid)
+        go.touch()  # the run goes on without it and its end is still seen, from its exit record
+        assert await seen.final("orphan") == Observation("orphan", "failed", "Error", "exited with code 5", 5)
+        later = await harness.submit(executor, harness.request("later", [PY, "-c", SLEEPER]))
+        assert psutil.Process(later["pid"]).ppid() not in (warm.pid, os.getpid())  # a new warm launcher's
+        await executor.stop("later", later, grace_seconds=DEADLINE)
+        assert (await seen.final("later")).reason == "Stopped"
+        await executor.close()
+
+    try:
+        run_async(scenario())
+    finally:
+        harness.cleanup()
 
 
 # -- idempotent launch: a crash between "dispatched" and the saved handle -----------------

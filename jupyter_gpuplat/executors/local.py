@@ -279,6 +279,10 @@ class LocalExecutor(FilesystemArtifacts, Executor):
             future = None
             if warm is not None:
                 spec = {"argv": command, "env": env, "cwd": req.cwd, "exit_file": exit_file}
+                spare = warm.take_spare()
+                handed = spare.hand_over(spec, log_fd, lock_fd) if spare is not None else None
+                if handed is not None:  # no await: the spare's pid is known already
+                    return self._took_warm(req, handed)
                 try:
                     future = warm.launch(spec, log_fd, lock_fd)
                 except WarmLauncherError as exc:

@@ -152,12 +152,20 @@ def process_create_time(pid: int) -> float:
         return time.time()
 
 
+_boot_id: list[str] = []  # read once: it cannot change while this process lives
+
+
 def current_boot_id() -> str | None:
+    if _boot_id:
+        return _boot_id[0]
     try:
         with open(BOOT_ID_FILE, encoding="ascii") as f:
-            return f.read().strip() or None
+            found = f.read().strip()
     except OSError:
         return None
+    if found:
+        _boot_id.append(found)
+    return found or None
 
 
 def identify(pid: int, create_time: float, boot_time: float | None) -> psutil.Process | None:

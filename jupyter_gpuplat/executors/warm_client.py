@@ -2,9 +2,11 @@
 
 One warm launcher per local executor, started on the first run and again after it dies. A
 launch is one SOCK_SEQPACKET message (the run's argv, env, cwd and exit file, with its log and
-launch lock attached); the answer carries the launcher's pid, start tick and a pidfd. Answers
-come back in the order of the requests. Everything here runs on the event loop and never
-blocks: the socket is non-blocking and read through `add_reader`.
+launch lock attached). Sent to a spare (a launcher forked ahead, whose pid, start tick and
+pidfd we hold) it needs no answer: `Spare.hand_over` is synchronous. Sent to the warm launcher
+itself (no spare at hand) the answer carries the launcher's pid, start tick and a pidfd, in the
+order of the requests. Everything here runs on the event loop and never blocks: the sockets
+are non-blocking and read through `add_reader`.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from .local_process import DEFAULT_SIGNALS
 
 WARM_LAUNCHER = str(Path(__file__).with_name("warm_launcher.py"))
 CONTROL_FD = 3
+SPARES = 2  # launchers kept forked ahead: a burst of starts rarely finds none
 _REPLY_BYTES = 1 << 16
 
 
@@ -38,6 +41,31 @@ class WarmStart:
     pid: int
     start_ticks: int | None
     pidfd: int  # ours to close
+
+
+@dataclass
+class Spare:
+    """A launcher forked ahead of its run, waiting on its socket for one."""
+
+    pid: int
+    start_ticks: int | None
+    pidfd: int
+    sock: socket.socket
+
+    def hand_over(self, spec: Mapping[str, Any], log_fd: int, lock_fd: int) -> WarmStart | None:
+        """Give it the run (it is the run's launcher from then on); None when it cannot take it."""
+        try:
+            socket.send_fds(self.sock, [json.dumps(spec).encode()], [log_fd, lock_fd], socket.MSG_NOSIGNAL)
+        except OSError:
+            self.discard()
+            return None
+        self.sock.close()  # it has its message; EOF after it means nothing more
+        return WarmStart(self.pid, self.start_ticks, self.pidfd)
+
+    def discard(self) -> None:
+        self.sock.close()
+        with contextlib.suppress(OSError):
+            os.close(self.pidfd)
 
 
 class WarmLauncherClient:
@@ -53,13 +81,14 @@ class WarmLauncherClient:
         self._on_exit = on_exit
         self._on_gone = on_gone
         self._pending: collections.deque[asyncio.Future[WarmStart]] = collections.deque()
+        self._spares: dict[int, Spare] = {}  # pid → spare, oldest first
         self._loop = asyncio.get_running_loop()
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         # above CONTROL_FD: posix_spawn's dup2 onto the same number would keep O_CLOEXEC
         theirs_fd = fcntl.fcntl(theirs.fileno(), fcntl.F_DUPFD_CLOEXEC, CONTROL_FD + 1)
         theirs.close()
         try:
-            argv = [python, "-I", "-S", WARM_LAUNCHER, str(CONTROL_FD)]
+            argv = [python, "-I", "-S", WARM_LAUNCHER, str(CONTROL_FD), str(SPARES)]
             self.pid = os.posix_spawn(
                 python,
                 argv,
@@ -87,6 +116,16 @@ class WarmLauncherClient:
     def alive(self) -> bool:
         return self._sock is not None
 
+    def take_spare(self) -> Spare | None:
+        """A spare launcher, if one is ready; the warm launcher forks the next one."""
+        if self._sock is None or not self._spares:
+            return None
+        pid = next(iter(self._spares))
+        spare = self._spares.pop(pid)
+        with contextlib.suppress(OSError):
+            socket.send_fds(self._sock, [json.dumps({"taken": pid}).encode()], [])
+        return spare
+
     def launch(self, spec: Mapping[str, Any], log_fd: int, lock_fd: int) -> asyncio.Future[WarmStart]:
         """Hand over one run; the fds are duplicated into the message (close yours when this returns)."""
         if self._sock is None:
@@ -102,7 +141,7 @@ class WarmLauncherClient:
     def _on_readable(self) -> None:
         while self._sock is not None:
             try:
-                payload, fds, _flags, _ = socket.recv_fds(self._sock, _REPLY_BYTES, 1)
+                payload, fds, _flags, _ = socket.recv_fds(self._sock, _REPLY_BYTES, 2)
             except BlockingIOError:
                 return
             except OSError:
@@ -115,9 +154,26 @@ class WarmLauncherClient:
             except ValueError:
                 message = {"error": f"unreadable answer {payload[:80]!r}"}
             if "exit" in message:
-                self._on_exit(int(message["exit"]), int(message["code"]))
+                pid = int(message["exit"])
+                unused = self._spares.pop(pid, None)
+                if unused is not None:  # a spare that died before it had a run
+                    unused.discard()
+                else:
+                    self._on_exit(pid, int(message["code"]))
+            elif "spare" in message:
+                self._add_spare(message, fds)
             elif "ready" not in message:
                 self._answer(message, fds)
+
+    def _add_spare(self, message: dict[str, Any], fds: list[int]) -> None:
+        if len(fds) != 2:
+            for fd in fds:
+                os.close(fd)
+            return
+        sock = socket.socket(fileno=fds[1])
+        sock.setblocking(False)
+        pid = int(message["spare"])
+        self._spares[pid] = Spare(pid, message.get("start_ticks"), fds[0], sock)
 
     def _answer(self, message: dict[str, Any], fds: list[int]) -> None:
         future = self._pending.popleft() if self._pending else None
@@ -135,11 +191,17 @@ class WarmLauncherClient:
         self._loop.remove_reader(self._sock.fileno())
         self._sock.close()
         self._sock = None
+        self._drop_spares()
         while self._pending:
             future = self._pending.popleft()
             if not future.done():
                 future.set_exception(WarmLauncherError("the warm launcher ended before it answered"))
         self._on_gone()
+
+    def _drop_spares(self) -> None:
+        for spare in self._spares.values():  # EOF ends them unused
+            spare.discard()
+        self._spares.clear()
 
     def _reap(self) -> None:
         if self._pidfd is not None:
@@ -157,6 +219,7 @@ class WarmLauncherClient:
             self._loop.remove_reader(self._sock.fileno())
             self._sock.close()
             self._sock = None
+            self._drop_spares()
             while self._pending:
                 future = self._pending.popleft()
                 if not future.done():

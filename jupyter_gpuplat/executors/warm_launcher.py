@@ -1,20 +1,28 @@
 """The warm launcher: one long-lived process per local executor that forks each run's launcher.
 
-    python -I -S warm_launcher.py FD
+    python -I -S warm_launcher.py FD [SPARES]
 
 Starting a fresh interpreter for every run's launcher costs ~10-20 ms of CPU on the server's
 machine; forking this already-started one costs well under a millisecond. Stdlib only, like
 launcher.py (whose `launch` the forked child runs), and never anything that touches a GPU.
 
-FD is a SOCK_SEQPACKET socket to the executor. Each message asks for one run: a JSON object
+FD is a SOCK_SEQPACKET socket to the executor. A run is a JSON object
 `{"argv", "env", "cwd", "exit_file"}` with two descriptors attached, the run's log (opened for
-append) and its launch lock (already locked by the executor). For each, the warm launcher:
+append) and its launch lock (already locked by the executor).
+
+Spares: the warm launcher keeps SPARES (default 1) launchers forked ahead of their runs, each
+waiting on its own socket, sent to the executor as `{"spare": pid, "start_ticks"}` with a pidfd
+and that socket. The executor sends a run straight to a spare (no round trip through us: the
+pid is known already) and tells us `{"taken": pid}`, and we fork the next spare. A spare whose
+socket closes unused exits 0. Without a spare at hand the executor sends the run to us and we:
 
 1. forks a child that becomes the run's launcher exactly as launcher.py would be: leader of a
    new session and process group, stdin /dev/null, stdout/stderr the log, the lock at fd 3,
    default signal dispositions, `os.environ` replaced by the run's env (CUDA_VISIBLE_DEVICES
    set before anything of the run starts), then `launcher.launch` (launch record, command,
    stop-signal forwarding, exit record);
+   and the scheduling policy the warm launcher had before it took SCHED_BATCH (so that, woken
+   by a request, it does not preempt the server on a busy machine);
 2. answers `{"pid", "start_ticks"}` with a pidfd of the child attached (or `{"error"}`);
 3. when the child ends, kills what is left of its process group, reaps it and sends
    `{"exit": pid, "code": Popen-style code}`: the pid stays reserved until its group is gone.
@@ -36,6 +44,8 @@ import sys
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     import signal
+    from collections.abc import Callable
+    from typing import NoReturn
 
     from . import launcher
 else:
@@ -50,8 +60,26 @@ LOCK_FD = 3  # where each run's launcher keeps its launch lock (the executor che
 _DEFAULT_SIGNALS = [s for s in range(1, signal.NSIG) if s not in (signal.SIGKILL, signal.SIGSTOP)]
 
 
-def _be_the_run(spec: dict[str, object], log_fd: int, lock_fd: int) -> int:
-    """In the forked child: take the run's session, stdio, env and signals, then launch it."""
+def _batch() -> int | None:
+    """Schedule the warm launcher as SCHED_BATCH: woken by a request it does not preempt the server.
+
+    Returns the policy it had (the server's), which each run's launcher takes back.
+    """
+    try:
+        policy = os.sched_getscheduler(0)
+        os.sched_setscheduler(0, os.SCHED_BATCH, os.sched_param(0))
+    except (OSError, AttributeError):
+        return None
+    return policy
+
+
+def _be_the_run(spec: dict[str, object], log_fd: int, lock_fd: int, policy: int | None) -> int:
+    """In the forked child: take the run's session, stdio, env, signals and scheduling, then launch it."""
+    if policy is not None:
+        try:
+            os.sched_setscheduler(0, policy, os.sched_param(0))
+        except OSError:
+            pass
     os.setsid()
     null = os.open(os.devnull, os.O_RDONLY)
     os.dup2(null, 0)
@@ -74,12 +102,14 @@ def _be_the_run(spec: dict[str, object], log_fd: int, lock_fd: int) -> int:
 
 
 class WarmLauncher:
-    def __init__(self, sock: socket.socket) -> None:
+    def __init__(self, sock: socket.socket, spares: int) -> None:
         self.sock = sock
         self.poller = select.poll()
         self.poller.register(sock.fileno(), select.POLLIN)
         self.children: dict[int, int] = {}  # pidfd → pid
         self.open = True
+        self.spares = spares
+        self.policy = _batch()
 
     def send(self, message: dict[str, object], fds: list[int] | None = None) -> None:
         if not self.open:
@@ -89,7 +119,18 @@ class WarmLauncher:
         except OSError:
             self.open = False  # the executor is gone: nobody to tell
 
+    def _child(self, pid: int) -> tuple[int, int | None]:
+        """Watch a forked child: its pidfd (ours to keep) and start tick (not reaped yet: still ours)."""
+        pidfd = os.pidfd_open(pid)
+        self.children[pidfd] = pid
+        self.poller.register(pidfd, select.POLLIN)
+        try:
+            return pidfd, launcher.start_ticks(pid)
+        except (OSError, ValueError, IndexError):
+            return pidfd, None
+
     def start(self, payload: bytes, fds: list[int]) -> None:
+        """A run asked of us (no spare was at hand): fork its launcher, answer with its pid."""
         if len(fds) != 2:
             for fd in fds:
                 os.close(fd)
@@ -98,34 +139,41 @@ class WarmLauncher:
         log_fd, lock_fd = fds
         try:
             spec = json.loads(payload)
-            sys.stdout.flush()
-            sys.stderr.flush()
-            pid = os.fork()
+            pid = _fork()
         except (ValueError, OSError) as exc:
             os.close(log_fd)
             os.close(lock_fd)
             self.send({"error": f"cannot start the run's launcher: {exc}"})
             return
         if pid == 0:
-            code = 70
-            try:
-                code = _be_the_run(spec, log_fd, lock_fd)
-            except BaseException as exc:  # never return into the warm launcher's loop
-                try:
-                    os.write(2, f"gpuplat warm launcher: {exc!r}\n".encode())
-                finally:
-                    os._exit(code)
-            os._exit(code)
+            _run_and_exit(lambda: _be_the_run(spec, log_fd, lock_fd, self.policy))
         os.close(log_fd)
         os.close(lock_fd)
-        pidfd = os.pidfd_open(pid)
-        self.children[pidfd] = pid
-        self.poller.register(pidfd, select.POLLIN)
-        try:
-            ticks: int | None = launcher.start_ticks(pid)  # not reaped yet: it is still ours
-        except (OSError, ValueError, IndexError):
-            ticks = None
+        pidfd, ticks = self._child(pid)
         self.send({"pid": pid, "start_ticks": ticks}, [pidfd])
+
+    def make_spare(self) -> None:
+        """Fork a launcher before its run exists: the executor hands it a run directly, with no round trip.
+
+        The spare keeps only its own socket (and stdio) and waits; EOF (the executor went away)
+        ends it unused. Its pid is known before its run is: the executor returns the handle at once.
+        """
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        try:
+            pid = _fork()
+        except OSError:
+            ours.close()
+            theirs.close()
+            return
+        if pid == 0:
+            keep = theirs.fileno()
+            os.closerange(3, keep)  # the control socket, other spares: EOF must reach whoever waits on them
+            os.closerange(keep + 1, 1 << 20)
+            _run_and_exit(lambda: _wait_for_a_run(theirs, self.policy))
+        theirs.close()
+        pidfd, ticks = self._child(pid)
+        self.send({"spare": pid, "start_ticks": ticks}, [pidfd, ours.fileno()])
+        ours.close()
 
     def reap(self, pidfd: int) -> None:
         pid = self.children[pidfd]
@@ -142,28 +190,64 @@ class WarmLauncher:
         del self.children[pidfd]
         self.send({"exit": pid, "code": code})
 
+    def receive(self) -> None:
+        try:
+            payload, fds, _flags, _ = socket.recv_fds(self.sock, MAX_MESSAGE_BYTES, 2)
+        except OSError:
+            payload, fds = b"", []
+        if not payload:
+            self.open = False
+            return
+        if payload.startswith(b'{"taken"'):  # a spare became a run: fork the next one
+            self.make_spare()
+            return
+        self.start(payload, fds)
+
     def serve(self) -> None:
         self.send({"ready": os.getpid()})
+        for _ in range(self.spares):
+            self.make_spare()
         while self.open:
             for fd, _ in self.poller.poll():
                 if fd == self.sock.fileno():
-                    try:
-                        payload, fds, _flags, _ = socket.recv_fds(self.sock, MAX_MESSAGE_BYTES, 2)
-                    except OSError:
-                        payload, fds = b"", []
-                    if not payload:
-                        self.open = False
+                    self.receive()
+                    if not self.open:
                         break
-                    self.start(payload, fds)
                 elif fd in self.children:
                     self.reap(fd)
 
 
+def _fork() -> int:
+    sys.stdout.flush()
+    sys.stderr.flush()
+    return os.fork()
+
+
+def _run_and_exit(body: Callable[[], int]) -> NoReturn:
+    """In a forked child: never return into the warm launcher's loop."""
+    code = 70
+    try:
+        code = body()
+    except BaseException as exc:
+        try:
+            os.write(2, f"gpuplat warm launcher: {exc!r}\n".encode())
+        finally:
+            os._exit(code)
+    os._exit(code)
+
+
+def _wait_for_a_run(sock: socket.socket, policy: int | None) -> int:
+    payload, fds, _flags, _ = socket.recv_fds(sock, MAX_MESSAGE_BYTES, 2)
+    if not payload or len(fds) != 2:
+        return 0  # never used
+    return _be_the_run(json.loads(payload), fds[0], fds[1], policy)
+
+
 def main(argv: list[str]) -> int:
-    if len(argv) != 1 or not argv[0].isdigit():
-        print("usage: warm_launcher.py FD", file=sys.stderr)
+    if len(argv) not in (1, 2) or not all(a.isdigit() for a in argv):
+        print("usage: warm_launcher.py FD [SPARES]", file=sys.stderr)
         return 2
-    WarmLauncher(socket.socket(fileno=int(argv[0]))).serve()
+    WarmLauncher(socket.socket(fileno=int(argv[0])), int(argv[1]) if len(argv) > 1 else 1).serve()
     return 0
 
 
