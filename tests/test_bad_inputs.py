@@ -744,6 +744,10 @@ QUERIES: list[Bad] = [
     get("outputs-missing", "runs/{done}/outputs/nope.txt", 404, ("nope.txt",)),
     get("outputs-internal", "runs/{done}/outputs/.gpuplat/exit.json", 404, (".gpuplat/exit.json",)),
     get("outputs-unknown-run", "runs/r-nope/outputs", 404, ("r-nope",)),
+    get("outputs-name-too-long", "runs/{done}/outputs/" + "a" * 256, 400, ("too long",)),
+    get("outputs-path-too-long", "runs/{done}/outputs/" + "a/" * 2049, 400, ("too long",)),
+    get("compare-run-id-too-long", "compare", 404, ("not found",), params={"runs": "a" * 5000}),
+    get("compare-too-many-runs", "compare", 400, ("at most 500",), params={"runs": ",".join(["r-x"] * 501)}),
     get("outputs-other-team", "runs/{done}/outputs", 404, ("{done}",), user="dave"),
     get("unknown-endpoint", "nothing-here", 404, ("no endpoint",)),
 ]

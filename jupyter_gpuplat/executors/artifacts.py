@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import shutil
 import stat
 import subprocess
@@ -28,6 +29,9 @@ log = logging.getLogger(__name__)
 GIT_TIMEOUT_SECONDS = 5.0
 MAX_SNAPSHOT_BYTES = 16 * 1024 * 1024
 MAX_DIFF_BYTES = 16 * 1024 * 1024
+RUN_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")  # as the API's routes accept them
+MAX_NAME_BYTES = 255  # NAME_MAX
+MAX_PATH_BYTES = 4096  # PATH_MAX
 
 
 class LocalArtifactReader(ArtifactReader):
@@ -37,8 +41,8 @@ class LocalArtifactReader(ArtifactReader):
         self.root = artifacts_root
 
     def run_root(self, run_id: str) -> Path:
-        if "\0" in run_id or "/" in run_id or run_id in ("", ".", ".."):
-            raise ArtifactError(f"invalid run id {run_id!r}", "run ids are letters, digits, - and _")
+        if not RUN_ID.fullmatch(run_id):
+            raise ArtifactError(f"invalid run id {run_id[:80]!r}", "run ids are 1-64 letters, digits, - and _")
         base = Path(self.root).resolve()
         return base / run_id
 
@@ -46,6 +50,12 @@ class LocalArtifactReader(ArtifactReader):
         """The real path of `rel` in the run's directory; ArtifactError when it leads outside."""
         if "\0" in rel:
             raise ArtifactError(f"path {rel!r} contains a NUL byte", "use a path listed by outputs")
+        # Longer names are refused by the OS itself (ENAMETOOLONG), which would surface as a 500.
+        if len(rel.encode()) > MAX_PATH_BYTES or any(len(p.encode()) > MAX_NAME_BYTES for p in rel.split("/")):
+            raise ArtifactError(
+                f"path {rel[:80]!r}{'...' if len(rel) > 80 else ''} is too long",
+                f"at most {MAX_NAME_BYTES} bytes a name and {MAX_PATH_BYTES} in all; use a path listed by outputs",
+            )
         root = self.run_root(run_id)
         real_root = root.resolve()
         target = (real_root / rel).resolve() if rel else real_root
