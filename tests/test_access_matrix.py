@@ -43,7 +43,7 @@ PROJECTS = ("team-a", "team-b")
 CALLERS = ("ops", "alice", "bob", "carol", "dave", "erin", "frank", "mallory", None)  # None: unauthenticated
 RANK = {"viewer": 0, "member": 1, "admin": 2}
 STREAM_SECONDS = 10.0  # the deadline of one event-stream read
-MIN_CELLS = 660  # what the generator below produces for the 27 operations (666): a shrinking matrix fails
+MIN_CELLS = 720  # what the generator below produces for the 27 operations (729): a shrinking matrix fails
 
 # The example platform plus one paused queue both teams may use: what the matrix submits waits
 # there, so the runs set up below keep their places (and their explanations) to the end.
@@ -221,6 +221,9 @@ async def build_world(api: Any) -> World:
         ("team-a", "wait", "bob", {"presets": ["single-gpu"]}, "NoCapacity"),
         ("team-b", "wait-user", "erin", {"presets": ["notebook"]}, "UserLimit"),
         ("team-b", "wait", "dave", {"presets": ["notebook"]}, "NoCapacity"),
+        # a platform admin's runs: explain must filter blockers by the caller's projects, not the owner's
+        ("team-a", "wait-ops", "ops", {"presets": ["single-gpu"]}, "NoCapacity"),
+        ("team-b", "wait-ops", "ops", {"presets": ["notebook"]}, "NoCapacity"),
     ]
     for p, what, user, body, reason in waiters:
         rid = await submit(p, what, user, hold_code(f"never-{what}"), **body)
@@ -245,7 +248,8 @@ async def wait_for_true(cond: Callable[[], Awaitable[bool]], what: str, timeout:
 
 # ---- the generator: one entry per operation of the route table ------------------------------------
 Gen = Callable[[World, Any], list[Cell]]
-RUN_KINDS = ("done", "hold", "wait")  # a finished run, one holding GPUs, one waiting on the other team's
+# a finished run, one holding GPUs, one waiting on the other team's GPUs, one such of a platform admin
+RUN_KINDS = ("done", "hold", "wait", "wait-ops")
 
 
 def _each(
@@ -276,7 +280,7 @@ def _run_reads(op: str, suffix: str, **params: str) -> Gen:
 def gen_explain(w: World, api: Any) -> list[Cell]:
     cells = _run_reads("GET runs/{run_id}/explain", "/explain")(w, api)
     for cell in cells:
-        if cell.variant == "wait" and cell.expect == 200:
+        if cell.variant.startswith("wait") and cell.expect == 200:
             assert cell.project is not None
             cell.check = _blockers_check(cell.caller, cell.project)
     return cells
@@ -334,7 +338,8 @@ def gen_outputs(w: World, api: Any) -> list[Cell]:
         for caller in CALLERS:
             req = Req("GET", f"runs/{rid}/outputs")
             check = _contains(w.content[p]["output"])
-            cells.append(Cell("GET runs/{run_id}/outputs", "list", caller, p, req, visible_or_404(caller, p), check=check))
+            expect = visible_or_404(caller, p)
+            cells.append(Cell("GET runs/{run_id}/outputs", "list", caller, p, req, expect, check=check))
     return cells
 
 
@@ -388,9 +393,7 @@ def gen_get_run(w: World, api: Any) -> list[Cell]:
 
 
 def gen_list_runs(w: World, api: Any) -> list[Cell]:
-    cells = _each(
-        "GET runs", lambda c, p: ("?project", Req("GET", "runs", {"project": str(p)}), visible_or_404(c, p))
-    )
+    cells = _each("GET runs", lambda c, p: ("?project", Req("GET", "runs", {"project": str(p)}), visible_or_404(c, p)))
     for cell in cells:
         if cell.expect == 200 and cell.project:
             cell.check = _contains(w.runs[cell.project]["done"], w.runs[cell.project]["wait"])
@@ -541,7 +544,9 @@ def gen_put_config(w: World, api: Any) -> list[Cell]:
 
 
 def gen_presets(w: World, api: Any) -> list[Cell]:
-    cells = _each("GET presets", lambda c, p: ("?project", Req("GET", "presets", {"project": str(p)}), visible_or_404(c, p)))
+    cells = _each(
+        "GET presets", lambda c, p: ("?project", Req("GET", "presets", {"project": str(p)}), visible_or_404(c, p))
+    )
     return cells + _each("GET presets", lambda c, p: ("all", Req("GET", "presets"), anyone(c)), (None,))
 
 
@@ -717,9 +722,94 @@ async def test_access_matrix(api: Any, jp_fetch: Any, jp_http_port: int, jp_base
             problems.append(f"{cell.label()}: {code} leaks {sorted(set(found))}: {body[:600]}")
         if code // 100 == 2 and cell.check is not None and (why := cell.check(code, body)):
             problems.append(f"{cell.label()}: {why}")
+    live = await live_event_cells(w, api, jp_http_port, jp_base_url)
+    problems += live
+    cells += [Cell("GET events", "live", c, None, Req("GET", "events"), anyone(c)) for c in CALLERS]
+    per_op["GET events"] += len(CALLERS)
     print(f"\naccess matrix: {len(cells)} cells over {len(per_op)} operations; {len(problems)} problems")
     for op, n in per_op.items():
         print(f"  {n:4d}  {op}")
     assert not problems, f"{len(problems)} of {len(cells)} cells wrong:\n" + "\n".join(problems)
     assert set(per_op) == set(GENERATORS)
     assert len(cells) >= MIN_CELLS, len(cells)
+
+
+class LiveStream:
+    """One caller's events stream, read in the background until closed."""
+
+    def __init__(self, port: int, path: str, caller: str | None) -> None:
+        self.port, self.path, self.caller = port, path, caller
+        self.data = b""
+        self.status = 0
+        self.task: asyncio.Task[None] | None = None
+        self.writer: asyncio.StreamWriter | None = None
+
+    async def open(self) -> None:
+        reader, self.writer = await asyncio.open_connection("localhost", self.port)
+        head = [f"GET {self.path} HTTP/1.1", f"Host: localhost:{self.port}", "Connection: close"]
+        head += [f"{k}: {v}" for k, v in _auth(self.caller).items()]
+        self.writer.write(("\r\n".join(head) + "\r\n\r\n").encode())
+        await self.writer.drain()
+        raw = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), STREAM_SECONDS)
+        self.status = int(raw.split(b" ", 2)[1])
+        self.chunked = b"transfer-encoding: chunked" in raw.lower()
+        self.task = asyncio.ensure_future(self._read(reader))
+
+    async def _read(self, reader: asyncio.StreamReader) -> None:
+        while more := await reader.read(1 << 16):
+            self.data += more
+
+    @property
+    def text(self) -> str:
+        return _dechunk(self.data, self.chunked).decode("utf-8", "replace")
+
+    def close(self) -> None:
+        if self.task is not None:
+            self.task.cancel()
+        if self.writer is not None:
+            self.writer.close()
+
+
+async def live_event_cells(w: World, api: Any, port: int, base: str) -> list[str]:
+    """Every caller follows the events stream while both teams' runs change: each sees its own teams' only.
+
+    A stream is read until a keep-alive comment arrives after the last change (heartbeat=1: a
+    second without events), so every event published by then was either sent or filtered out."""
+    streams = [LiveStream(port, f"{base}gpuplat/api/events?heartbeat=1", c) for c in CALLERS]
+    problems: list[str] = []
+    try:
+        for s in streams:
+            await s.open()
+        authed = [s for s in streams if s.status == 200]
+
+        async def all_ready() -> bool:
+            return all("event: ready" in s.text for s in authed)
+
+        await wait_for_true(all_ready, "every events stream to be ready", STREAM_SECONDS)
+        marks = {}
+        for p in PROJECTS:  # one run per team, submitted and stopped while the streams follow
+            name = f"{p}-live-{w.tag}"
+            run = await api.submit(MEMBER_OF[p], project=p, name=name, queue="parked", command=["true"])
+            w.keep(p, run["id"], name)
+            await api.ok("POST", f"runs/{run['id']}/stop", "ops")
+            marks[p] = run["id"]
+        seen = {id(s): len(s.text) for s in streams}
+
+        async def quiet_after_changes() -> bool:
+            return all(": keep-alive" in s.text[seen[id(s)] :] for s in authed)
+
+        await wait_for_true(quiet_after_changes, "a keep-alive after the changes on every stream", STREAM_SECONDS)
+        for s in streams:
+            label = f"GET events [live] as {s.caller or 'anonymous'}"
+            if s.status != anyone(s.caller):
+                problems.append(f"{label}: {s.status}, expected {anyone(s.caller)}")
+                continue
+            if found := leaks(w, s.caller, s.text, ""):
+                problems.append(f"{label}: leaks {sorted(set(found))}: {s.text[-600:]}")
+            for p in PROJECTS:
+                if s.status == 200 and sees(s.caller, p) and '"status": "stopped"' not in s.text.split(marks[p])[-1]:
+                    problems.append(f"{label}: {p}'s run {marks[p]} did not arrive stopped: {s.text[-600:]}")
+    finally:
+        for s in streams:
+            s.close()
+    return problems
