@@ -8,7 +8,8 @@ run). Paths here are relative to it, with "/" separators; pure functions, no I/O
     code/                   what ran: the submitted script, notebook or cell; git.diff
     .gpuplat/               the platform's bookkeeping, never listed as an output:
         exit.json, stop.json    the local launcher's exit record, a stop request
-        metrics.csv, params.jsonl, outputs.jsonl   written by jupyter_gpuplat.tracking
+        metrics.bin, params.jsonl, outputs.jsonl   written by jupyter_gpuplat.tracking
+        metrics.csv             metrics as text: runs recorded before metrics.bin, other writers
         k8s-logs.json           how far a pod's log has been copied
 """
 
@@ -23,6 +24,7 @@ CODE_DIR = "code"
 
 # Inside STATE_DIR (tracking opens them by name there).
 METRICS_FILE = "metrics.csv"
+METRICS_LOG_FILE = "metrics.bin"  # format: core.metric_format
 PARAMS_FILE = "params.jsonl"
 OUTPUTS_FILE = "outputs.jsonl"
 EXIT_FILE = "exit.json"
@@ -33,6 +35,7 @@ CELL_FILE = "cell.py"  # a notebook cell's code, run as a file so tracebacks sho
 GIT_DIFF_FILE = "git.diff"
 
 METRICS = f"{STATE_DIR}/{METRICS_FILE}"
+METRICS_LOG = f"{STATE_DIR}/{METRICS_LOG_FILE}"
 PARAMS = f"{STATE_DIR}/{PARAMS_FILE}"
 OUTPUTS_INDEX = f"{STATE_DIR}/{OUTPUTS_FILE}"
 EXIT = f"{STATE_DIR}/{EXIT_FILE}"

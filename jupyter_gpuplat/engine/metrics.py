@@ -1,9 +1,12 @@
 """Indexing what runs record with jupyter_gpuplat.tracking into the store.
 
-Runs append lines to files in their artifact directory (layout: core.artifacts); the
-indexer reads them through the platform's ArtifactReader, from the offset it stored last
-time, up to the last complete line, and appends the points in one transaction with the new offset. It is incremental and
-idempotent: indexing twice, or after a crash, neither loses nor duplicates.
+Runs write metrics to a binary log (`metrics.bin`, format: core.metric_format) and, from
+processes that cannot have it and in runs recorded before it existed, to text lines
+(`metrics.csv`); params to JSON lines (layout: core.artifacts). The indexer reads them through
+the platform's ArtifactReader, each from the offset it stored last time up to the last complete
+record (the log's committed length, the text's last newline), and appends the points in one
+transaction with the new offsets. It is incremental and idempotent: indexing twice, or after a
+crash, neither loses nor duplicates.
 """
 
 from __future__ import annotations
@@ -15,9 +18,11 @@ import warnings
 
 import numpy as np
 
-from ..core.artifacts import METRICS, PARAMS
+from ..core import metric_format as fmt
+from ..core.artifacts import METRICS, METRICS_LOG, PARAMS
 from ..executors.base import ArtifactError, ArtifactReader
 from ..store import Store
+from .metric_log import Series, concatenated, parse_records
 
 READ_BYTES = 64 * 1024 * 1024
 
@@ -107,7 +112,8 @@ class MetricsIndexer:
     def __init__(self, store: Store, reader: ArtifactReader) -> None:
         self.store = store
         self.reader = reader
-        self._sizes: dict[str, tuple[int, int]] = {}
+        self._sizes: dict[str, tuple[int, int, int]] = {}
+        self._names: dict[str, dict[int, list[str]]] = {}  # per run: the log's names records read
         # Indexing runs in worker threads; two at once on one run would append twice.
         self._locks: dict[str, threading.Lock] = {}
         self._locks_guard = threading.Lock()
@@ -118,6 +124,10 @@ class MetricsIndexer:
         except ArtifactError:
             return -1
 
+    def _committed(self, run_id: str) -> int:
+        """The metrics log's committed length (0 when the run has none)."""
+        return fmt.committed(_read(self.reader, run_id, METRICS_LOG, 0, fmt.HEADER_BYTES)) or 0
+
     def catch_up(self, run_id: str) -> int:
         """Index everything complete on disk for this run; returns the points added."""
         with self._locks_guard:
@@ -126,17 +136,29 @@ class MetricsIndexer:
             return self._catch_up(run_id)
 
     def _catch_up(self, run_id: str) -> int:
-        sizes = (self._size(run_id, METRICS), self._size(run_id, PARAMS))
+        sizes = (self._committed(run_id), max(self._size(run_id, METRICS), 0), max(self._size(run_id, PARAMS), 0))
         if self._sizes.get(run_id) == sizes:
-            return 0  # nothing new since last time: a stat, no query
+            return 0  # nothing new since last time: a header read and two stats, no query
         state = self.store.metrics.state(run_id)
+        lstart = max(state.log_offset, fmt.HEADER_BYTES)
+        ldata = (
+            _read(self.reader, run_id, METRICS_LOG, lstart, min(sizes[0] - lstart, READ_BYTES))
+            if sizes[0] > lstart
+            else b""
+        )
         mdata, moff = _read_new(self.reader, run_id, METRICS, state.metrics_offset)
         pdata, poff = _read_new(self.reader, run_id, PARAMS, state.params_offset)
-        if not mdata and not pdata:
+        if not ldata and not mdata and not pdata:
             self._sizes[run_id] = sizes
             return 0
-        names = signature_before(self.reader, run_id, METRICS, state.metrics_offset) if mdata else None
-        series = parse_metrics(mdata, names)
+        parts: Series = {}
+        loff = parse_records(ldata, lstart, lambda at: self._names_at(run_id, at), parts) if ldata else lstart
+        series = concatenated(parts)
+        if mdata:
+            names = signature_before(self.reader, run_id, METRICS, state.metrics_offset)
+            for name, (s, v) in parse_metrics(mdata, names).items():
+                old = series.get(name)
+                series[name] = (s, v) if old is None else (np.concatenate([old[0], s]), np.concatenate([old[1], v]))
         params = dict(state.params)
         for line in pdata.splitlines():
             try:
@@ -145,12 +167,28 @@ class MetricsIndexer:
                 continue
             if isinstance(rec, dict):
                 params.update(rec)
-        self.store.metrics.append(run_id, series, params=params, metrics_offset=moff, params_offset=poff)
-        if moff == sizes[0] and poff == sizes[1]:
+        self.store.metrics.append(
+            run_id, series, params=params, metrics_offset=moff, params_offset=poff, log_offset=loff
+        )
+        if (loff if sizes[0] else 0, moff, poff) == sizes:
             self._sizes[run_id] = sizes
         return sum(int(s.size) for s, _ in series.values())
 
+    def _names_at(self, run_id: str, at: int) -> list[str] | None:
+        """The names record at `at` in the run's log (read once, then remembered)."""
+        known = self._names.setdefault(run_id, {})
+        names = known.get(at)
+        if names is None:
+            head = _read(self.reader, run_id, METRICS_LOG, at, 8)
+            length = -int(np.frombuffer(head, "<i8")[0]) if len(head) == 8 else 0
+            if 16 <= length <= fmt.MAX_NAMES_BYTES:
+                names = fmt.decode_names(_read(self.reader, run_id, METRICS_LOG, at, length))
+            if names is not None:  # what is not readable now is tried again next time
+                known[at] = names
+        return names
+
     def forget(self, run_id: str) -> None:
         self._sizes.pop(run_id, None)
+        self._names.pop(run_id, None)
         with self._locks_guard:
             self._locks.pop(run_id, None)
