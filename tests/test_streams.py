@@ -115,3 +115,22 @@ async def test_events_stream_status_changes_and_resume(api: Any, jp_http_port: i
     assert replay == ["running", "succeeded"]
     s.future.cancel()
     other.future.cancel()
+
+
+async def test_events_resumed_from_past_the_newest_id_still_deliver_what_comes_next(
+    api: Any, jp_http_port: int, jp_base_url: str
+) -> None:
+    # A client holding an id from a database that was reset since must not be starved.
+    s = Stream(url(jp_http_port, jp_base_url, "events") + f"?since={10**12}", {"Authorization": "token tok-alice"})
+    await wait_for(lambda: _ready(s), 10, "the events stream to open")
+    run = await api.submit(command=["true"])
+
+    async def created() -> bool:
+        return any(json.loads(e["data"])["run_id"] == run["id"] for e in s.events() if e.get("event") == "status")
+
+    await wait_for(created, 20, "the new run's events after a resume past the newest id")
+    s.future.cancel()
+
+
+async def _ready(s: Stream) -> bool:
+    return any(e.get("event") == "ready" for e in s.events())

@@ -150,7 +150,9 @@ class ReadModel:
 
     def events_since(self, user: str, last: int | None, limit: int) -> tuple[int, list[dict[str, Any]]]:
         """Status events of the user's projects after event `last` (None: from now), and where they start."""
-        start = self.s.store.last_event_id() if last is None else last
+        newest = self.s.store.last_event_id()
+        # A position past the newest event (a reset database) would silently skip what comes next.
+        start = newest if last is None else min(last, newest)
         return start, self.s.store.events_since(start, sorted(visible_projects(self.s.cfg, user)), limit=limit)
 
     def metrics(self, user: str, run_id: str, names: list[str] | None, max_points: int) -> dict[str, Any]:

@@ -183,7 +183,7 @@ class ConfigHandler(BaseHandler):
 
     @web.authenticated
     async def put(self) -> None:
-        dry = self.get_argument("dry_run", "false") == "true"
+        dry = _choice(self, "dry_run", "false", ("true", "false")) == "true"
         self.send_model(m.ConfigView, self.engine.admin.put_config_as(self.user_name, self._config_body, dry_run=dry))
 
     def _config_body(self) -> PlatformConfig:
@@ -485,10 +485,9 @@ def _int_arg(h: web.RequestHandler, name: str, default: int, lo: int, hi: int) -
     raw = h.get_argument(name, None)
     if raw is None:
         return default
-    try:
-        v = int(raw)
-    except ValueError:
-        raise InvalidInput(f"{name} must be an integer, got {raw!r}") from None
+    if not _DECIMAL.fullmatch(raw) or len(raw) > 19:  # int() would take "1_0" and other scripts' digits
+        raise InvalidInput(f"{name} must be an integer between {lo} and {hi}, got {raw[:40]!r}")
+    v = int(raw)
     if not lo <= v <= hi:
         raise InvalidInput(f"{name} must be between {lo} and {hi}, got {v}")
     return v
