@@ -133,7 +133,7 @@ async def test_a_job_of_the_same_name_for_another_run_is_not_adopted(
         await ex.submit(executors.request(run_id, "echo mine"))
     message = str(refused.value)
     assert run_id in message and name in message, message
-    assert "already exists" in message, message
+    assert "already exists" in message and repr(other) in message and "not adopted" in message, message
     # Left alone: still one Job of that name, still the other run's.
     jobs = [j for j in cluster.jobs_in(NAMESPACE) if j["metadata"]["name"] == name]
     assert [j["metadata"]["labels"][LABEL_RUN] for j in jobs] == [other]

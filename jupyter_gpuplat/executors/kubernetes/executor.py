@@ -293,19 +293,31 @@ class KubernetesExecutor(FilesystemArtifacts, Executor):
             return str(json.loads(resp.data)["metadata"]["uid"])
         except ApiException as exc:
             if exc.status == 409:
-                # Created before a crash that lost the handle: adopt it if it is this run's.
-                self.api_calls += 1
-                resp = self._batch.read_namespaced_job(
-                    manifest["metadata"]["name"], self.namespace, _preload_content=False, _request_timeout=t
-                )
-                existing = json.loads(resp.data)
-                if (existing["metadata"].get("labels") or {}).get("gpuplat.io/run-id") == run_id:
-                    return str(existing["metadata"]["uid"])
+                return self._adopt_job(run_id, manifest["metadata"]["name"])
             raise ExecutorError(f"Kubernetes refused the Job of run {run_id}: {api_error(exc)}") from exc
         except ExecutorError:
             raise
         except Exception as exc:
             raise ExecutorError(f"cannot reach the Kubernetes API to create the Job of run {run_id}: {exc}") from exc
+
+    def _adopt_job(self, run_id: str, name: str) -> str:
+        """The Job exists: created before a crash that lost the handle. Adopt it only if it is this run's."""
+        from kubernetes.client.exceptions import ApiException
+
+        t = (self.connect_timeout_seconds, self.request_timeout_seconds)
+        try:
+            self.api_calls += 1
+            resp = self._batch.read_namespaced_job(name, self.namespace, _preload_content=False, _request_timeout=t)
+        except ApiException as exc:  # deleted in between, or not ours to read
+            raise ExecutorError(f"Job {name} of run {run_id} exists but cannot be read: {api_error(exc)}") from exc
+        existing = json.loads(resp.data)
+        owner = (existing["metadata"].get("labels") or {}).get("gpuplat.io/run-id")
+        if owner == run_id:
+            return str(existing["metadata"]["uid"])
+        raise ExecutorError(
+            f"Job {name} in namespace {self.namespace} already exists and carries run id {owner!r} "
+            f"(label gpuplat.io/run-id), not {run_id}: not adopted; delete it if nobody needs it"
+        )
 
     # -- attach ------------------------------------------------------------------------------
     def attach(self, run_id: str, handle: Mapping[str, Any]) -> Observation:
