@@ -113,6 +113,13 @@ def test_tracking_outside_a_run_writes_locally_and_says_so(tmp_path: Path) -> No
     assert out.stderr.count("not inside a run") == 1
     root = Path(out.stdout.strip())
     assert root.is_relative_to(tmp_path / "gpuplat-local")
-    lines = (root / ".gpuplat" / "metrics.csv").read_text().splitlines()
-    assert lines[0] == '#k ["loss"]'
-    assert [line.split(",")[0] for line in lines[1:]] == ["0", "1", "2"]
+    from jupyter_gpuplat.core import metric_format as fmt
+    from jupyter_gpuplat.engine.metric_log import concatenated, parse_records
+
+    raw = (root / ".gpuplat" / "metrics.bin").read_bytes()
+    end = fmt.committed(raw[: fmt.HEADER_BYTES])
+    assert end == len(raw)
+    out: dict[str, Any] = {}
+    assert parse_records(raw[fmt.HEADER_BYTES :], fmt.HEADER_BYTES, lambda _: None, out) == end
+    steps, values = concatenated(out)["loss"]
+    assert steps.tolist() == [0, 1, 2] and values.tolist() == [0.0, 1.0, 2.0]
