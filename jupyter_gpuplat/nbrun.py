@@ -45,7 +45,8 @@ def echo(cell: Any, index: int, total: int) -> None:
     sys.stdout.flush()
 
 
-def main(argv: list[str]) -> int:
+def main(argv: list[str], kernel_manager_class: type[Any] | None = None) -> int:
+    """Execute the notebook; `kernel_manager_class` is the warm launcher's forking one (nbwarm)."""
     if not argv:
         print("usage: python -m jupyter_gpuplat.nbrun NOTEBOOK.ipynb", file=sys.stderr)
         return 2
@@ -56,8 +57,10 @@ def main(argv: list[str]) -> int:
     out_dir.mkdir(parents=True, exist_ok=True)
     target = out_dir / path.name
     total = len(nb.cells)
+    extra: dict[str, Any] = {"kernel_manager_class": kernel_manager_class} if kernel_manager_class else {}
     client = NotebookClient(
         nb,
+        **extra,
         timeout=None,
         kernel_name=nb.metadata.get("kernelspec", {}).get("name", "python3"),
         resources={"metadata": {"path": str(path.parent)}},

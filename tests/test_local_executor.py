@@ -359,6 +359,40 @@ def test_runs_one_after_another_each_see_only_their_own_devices_env_and_cwd(harn
     run_async(scenario())
 
 
+def test_notebooks_run_with_their_own_devices_params_env_and_cwd(harness: Harness) -> None:
+    """Warm: nbrun and its kernel are forked from the notebook warm launcher; what the cell sees is the same."""
+    import nbformat
+
+    cell = (
+        "import json, os, sys\n"
+        "print('SEEN', json.dumps([os.getcwd(), os.environ['CUDA_VISIBLE_DEVICES'], os.environ['GPUPLAT_RUN_ID'], "
+        "os.environ.get('ONLY_MINE'), lr, os.getppid() != 1, sys.executable]))"
+    )
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(cell)])
+    (harness.root / "project").mkdir()
+    nbformat.write(nb, harness.root / "project" / "nb.ipynb")
+
+    async def scenario() -> None:
+        executor, seen = harness.executor()
+        for i in range(2):  # the second one from a spare
+            entry = Entrypoint("notebook", path=str(harness.root / "project" / "nb.ipynb"))
+            env = {"ONLY_MINE": f"v{i}", "GPUPLAT_PARAMS": json.dumps({"lr": i / 10})}
+            req = harness.request(
+                f"nb{i}", entry, env=env, devices=(i, i + 1), working_dir=str(harness.root / "project")
+            )
+            handle = await harness.submit(executor, req)
+            assert (await seen.final(f"nb{i}")).status == "succeeded"
+            log = Path(handle["log_path"]).read_text()
+            [line] = [x for x in log.splitlines() if x.startswith("SEEN ")]
+            expected = [str(harness.root / "project"), f"{i},{i + 1}", f"nb{i}", f"v{i}", i / 10, True, PY]
+            assert json.loads(line.removeprefix("SEEN ")) == expected
+            executed = nbformat.read(Path(req.workdir) / "outputs" / "nb.ipynb", 4)
+            assert executed.cells[0].metadata["tags"] == ["injected-parameters"]
+        await executor.close()
+
+    run_async(scenario())
+
+
 @pytest.mark.parametrize("inherit_env", [True, False])
 def test_spec_env_reaches_the_child_and_server_secrets_do_not(
     harness: Harness, monkeypatch: pytest.MonkeyPatch, inherit_env: bool

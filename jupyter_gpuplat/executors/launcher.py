@@ -37,6 +37,7 @@ import time
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     import signal
+    from collections.abc import Callable
     from types import FrameType
 else:
     import _signal as signal  # the C module: `signal` imports enum, milliseconds on every run
@@ -169,10 +170,24 @@ def forward_stop_signals() -> _Forwarder:
     return forwarder
 
 
+def spawn_command(command: list[str]) -> int:
+    # posix_spawnp, not subprocess: its imports would double the launcher's start-up time
+    return os.posix_spawnp(command[0], command, os.environ)
+
+
 def launch(
-    exit_file: str, cwd: str | None, command: list[str], lock_fd: int | None = None, forwarder: _Forwarder | None = None
+    exit_file: str,
+    cwd: str | None,
+    command: list[str],
+    lock_fd: int | None = None,
+    forwarder: _Forwarder | None = None,
+    spawn: Callable[[list[str]], int] = spawn_command,
 ) -> int:
-    """Be the run's launcher: record, start the command with os.environ, wait, leave the exit record."""
+    """Be the run's launcher: record, start the command with os.environ, wait, leave the exit record.
+
+    `spawn` starts the command in our process group and returns its pid (the warm notebook
+    launcher forks it from an interpreter that has nbclient imported already).
+    """
     if forwarder is None:
         forwarder = forward_stop_signals()
     if lock_fd is not None:
@@ -183,8 +198,8 @@ def launch(
             os.chdir(cwd)
     except OSError as exc:
         return not_started(exit_file, f"cannot enter the working directory {cwd!r}: {exc.strerror or exc}")
-    try:  # posix_spawnp, not subprocess: its imports would double the launcher's start-up time
-        child = os.posix_spawnp(command[0], command, os.environ)
+    try:
+        child = spawn(command)
     except OSError as exc:
         return not_started(exit_file, f"cannot run {command[0]!r}: {exc.strerror or exc}")
     forwarder.child = child

@@ -77,6 +77,7 @@ from .local_process import (
 from .warm_client import WarmLauncherClient, WarmLauncherError, WarmStart
 
 LAUNCHER = str(Path(__file__).with_name("launcher.py"))
+WARM_LAUNCHER = str(Path(__file__).with_name("warm_launcher.py"))
 # after SIGKILL, how long stop() waits for the watcher to report the end
 KILL_WAIT_SECONDS = 5.0
 # how long submit waits for a live launcher (its lock held) to write its launch record
@@ -116,6 +117,21 @@ def make_env(base: Mapping[str, str], req: LaunchRequest) -> dict[str, str]:
     return env
 
 
+def _python_env(env: Mapping[str, str]) -> dict[str, str]:
+    """What a fresh interpreter reads at start-up (PYTHONPATH, PYTHONHASHSEED, ...)."""
+    return {k: v for k, v in env.items() if k.startswith("PYTHON") and k != "PYTHONUNBUFFERED"}
+
+
+@dataclass(eq=False)
+class _Warm:
+    """One warm launcher of the executor and the runs it reports on."""
+
+    argv: list[str]
+    client: WarmLauncherClient | None = None
+    runs: dict[int, _Run] = field(default_factory=dict)  # pid → run
+    exits: dict[int, int] = field(default_factory=dict)  # ends reported before submit took the run
+
+
 @dataclass(eq=False)
 class _Run:
     run_id: str
@@ -124,7 +140,7 @@ class _Run:
     exit_file: str
     own: bool  # our child: watched through a pidfd and reaped here
     timeout_seconds: float | None
-    warm: bool = False  # the warm launcher's child: it reports the end; pidfd for signals
+    warm: _Warm | None = None  # the warm launcher whose child it is: it reports the end; pidfd for signals
     process: psutil.Process | None = None  # for re-attached runs: identity-checked
     stop: dict[str, Any] | None = None  # the stop request, as written to stop.json
     done: asyncio.Event = field(default_factory=asyncio.Event)
@@ -175,6 +191,15 @@ class LocalExecutor(FilesystemArtifacts, Executor):
             "launcher.py for every run (also the fallback when the warm launcher cannot take one)."
         ),
     ).tag(config=True)
+    warm_notebooks = Bool(
+        True,
+        help=(
+            "With warm_launcher: run notebooks from a second warm launcher that has nbclient and ipykernel "
+            "imported already, forking nbrun and its kernel per run (each after the run's env is set), "
+            "instead of a fresh interpreter for each. Not for a run whose PYTHON* variables differ from "
+            "the server's (a fresh interpreter runs it)."
+        ),
+    ).tag(config=True)
     nvidia_smi_path = Unicode("nvidia-smi", help="The nvidia-smi used to find GPUs when `gpus` is None.").tag(
         config=True
     )
@@ -188,9 +213,9 @@ class LocalExecutor(FilesystemArtifacts, Executor):
         self._detected: list[Device] | None = None
         self._closed = False
         self._submitting: set[str] = set()
-        self._warm: WarmLauncherClient | None = None
-        self._warm_runs: dict[int, _Run] = {}  # pid → run, for the warm launcher's reports
-        self._warm_exits: dict[int, int] = {}  # ends reported before submit took the run
+        # -I -S: the command launcher needs only the stdlib; the notebook one imports nbclient, ipykernel
+        self._warm_command = _Warm([sys.executable, "-I", "-S", WARM_LAUNCHER])
+        self._warm_notebook = _Warm([sys.executable, "-m", "jupyter_gpuplat.nbwarm"])
 
     # -- devices ---------------------------------------------------------------------------
 
@@ -275,14 +300,15 @@ class LocalExecutor(FilesystemArtifacts, Executor):
         except OSError as exc:
             raise ExecutorError(f"run {req.run_id}: cannot prepare {workdir}: {exc.strerror or exc}") from exc
         try:
-            warm = self._warm_client() if self.warm_launcher else None
+            slot = self._warm_for(req, env) if self.warm_launcher else None
+            warm = self._warm_client(slot) if slot is not None else None
             future = None
-            if warm is not None:
+            if warm is not None and slot is not None:
                 spec = {"argv": command, "env": env, "cwd": req.cwd, "exit_file": exit_file}
                 spare = warm.take_spare()
                 handed = spare.hand_over(spec, log_fd, lock_fd) if spare is not None else None
                 if handed is not None:  # no await: the spare's pid is known already
-                    return self._took_warm(req, handed)
+                    return self._took_warm(req, handed, slot)
                 try:
                     future = warm.launch(spec, log_fd, lock_fd)
                 except WarmLauncherError as exc:
@@ -310,9 +336,10 @@ class LocalExecutor(FilesystemArtifacts, Executor):
         except WarmLauncherError as exc:
             self.log.warning("gpuplat: run %s: %s; looking again", req.run_id, exc)
             return None
-        return self._took_warm(req, started)
+        assert slot is not None
+        return self._took_warm(req, started, slot)
 
-    def _took_warm(self, req: LaunchRequest, started: WarmStart) -> dict[str, Any]:
+    def _took_warm(self, req: LaunchRequest, started: WarmStart, slot: _Warm) -> dict[str, Any]:
         run = _Run(
             req.run_id,
             started.pid,
@@ -320,17 +347,16 @@ class LocalExecutor(FilesystemArtifacts, Executor):
             self._exit_file(req),
             own=False,
             timeout_seconds=req.timeout_seconds,
-            warm=True,
+            warm=slot,
             pidfd=started.pidfd,
         )
         if self._closed:  # closed while the warm launcher answered: a restarted server attaches to it
             os.close(started.pidfd)
             return self._handle(req, run.pid, run.create_time)
         self._runs[run.run_id] = run
-        warm = self._warm
-        if warm is not None and warm.alive:
-            self._warm_runs[run.pid] = run
-            code = self._warm_exits.pop(run.pid, None)
+        if slot.client is not None and slot.client.alive:
+            slot.runs[run.pid] = run
+            code = slot.exits.pop(run.pid, None)
             if code is not None:  # it already ended: report it once the handle is saved
                 asyncio.get_running_loop().call_soon(self._finish, run, code)
         else:
@@ -405,30 +431,49 @@ class LocalExecutor(FilesystemArtifacts, Executor):
 
     # -- the warm launcher -----------------------------------------------------------------
 
-    def _warm_client(self) -> WarmLauncherClient | None:
-        if self._warm is not None and self._warm.alive:
-            return self._warm
+    def _warm_for(self, req: LaunchRequest, env: Mapping[str, str]) -> _Warm:
+        """The notebook warm launcher for a notebook it can run exactly as a fresh interpreter would."""
+        if (
+            req.entrypoint.kind == "notebook"
+            and self.warm_notebooks
+            and _python_env(env) == _python_env(self._launcher_env())
+        ):
+            return self._warm_notebook
+        return self._warm_command
+
+    def _launcher_env(self) -> dict[str, str]:
         base = os.environ if self.inherit_env else {"PATH": os.environ.get("PATH", "")}
         env = {k: v for k, v in base.items() if k not in SECRET_ENV and not k.startswith(SECRET_ENV_PREFIX)}
+        env["PYTHONUNBUFFERED"] = "1"  # as every run has it: forked runs keep its unbuffered stdio
+        return env
+
+    def _warm_client(self, slot: _Warm) -> WarmLauncherClient | None:
+        if slot.client is not None and slot.client.alive:
+            return slot.client
         try:
-            self._warm = WarmLauncherClient(env, self._on_warm_exit, self._on_warm_gone)
+            slot.client = WarmLauncherClient(
+                slot.argv,
+                self._launcher_env(),
+                lambda pid, code: self._on_warm_exit(slot, pid, code),
+                lambda: self._on_warm_gone(slot),
+            )
         except OSError as exc:
             self.log.warning("gpuplat: cannot start the warm launcher (%s); starting launchers directly", exc)
-            self._warm = None
-        return self._warm
+            slot.client = None
+        return slot.client
 
-    def _on_warm_exit(self, pid: int, code: int) -> None:
-        run = self._warm_runs.pop(pid, None)
+    def _on_warm_exit(self, slot: _Warm, pid: int, code: int) -> None:
+        run = slot.runs.pop(pid, None)
         if run is None:
-            self._warm_exits[pid] = code  # its submit has not taken it yet
+            slot.exits[pid] = code  # its submit has not taken it yet
             return
         self._finish(run, code)
 
-    def _on_warm_gone(self) -> None:
+    def _on_warm_gone(self, slot: _Warm) -> None:
         """Its runs keep running, now children of init: watch their pidfds (the end, not the code)."""
-        self.log.warning("gpuplat: the warm launcher ended; %d of its runs are watched directly", len(self._warm_runs))
-        runs, self._warm_runs = list(self._warm_runs.values()), {}
-        self._warm_exits.clear()
+        self.log.warning("gpuplat: a warm launcher ended; %d of its runs are watched directly", len(slot.runs))
+        runs, slot.runs = list(slot.runs.values()), {}
+        slot.exits.clear()
         for run in runs:
             self._watch_pidfd(run)
 
@@ -659,8 +704,8 @@ class LocalExecutor(FilesystemArtifacts, Executor):
         if self._runs.get(run.run_id) is not run:
             return
         del self._runs[run.run_id]
-        if self._warm_runs.get(run.pid) is run:
-            del self._warm_runs[run.pid]
+        if run.warm is not None and run.warm.runs.get(run.pid) is run:
+            del run.warm.runs[run.pid]
         self._unwatch(run)
         lost = f"process {run.pid} ended without leaving an exit record"
         observation = make_final_observation(
@@ -697,12 +742,14 @@ class LocalExecutor(FilesystemArtifacts, Executor):
                 tasks.append(run.stopping)
         self._runs.clear()
         self._polled.clear()
-        self._warm_runs.clear()
-        self._warm_exits.clear()
+        for slot in (self._warm_command, self._warm_notebook):
+            slot.runs.clear()
+            slot.exits.clear()
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
         self._poll_task = None
-        if self._warm is not None:
-            await self._warm.close()  # it ends at once; the runs it started keep running
-            self._warm = None
+        for slot in (self._warm_command, self._warm_notebook):
+            if slot.client is not None:
+                await slot.client.close()  # it ends at once; the runs it started keep running
+                slot.client = None

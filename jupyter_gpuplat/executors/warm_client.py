@@ -18,15 +18,12 @@ import fcntl
 import json
 import os
 import socket
-import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from .local_process import DEFAULT_SIGNALS
 
-WARM_LAUNCHER = str(Path(__file__).with_name("warm_launcher.py"))
 CONTROL_FD = 3
 SPARES = 2  # launchers kept forked ahead: a burst of starts rarely finds none
 _REPLY_BYTES = 1 << 16
@@ -73,11 +70,12 @@ class WarmLauncherClient:
 
     def __init__(
         self,
+        argv: list[str],
         env: Mapping[str, str],
         on_exit: Callable[[int, int], None],
         on_gone: Callable[[], None],
-        python: str = sys.executable,
     ) -> None:
+        """Start `argv FD SPARES` (warm_launcher.py by path, or jupyter_gpuplat.nbwarm)."""
         self._on_exit = on_exit
         self._on_gone = on_gone
         self._pending: collections.deque[asyncio.Future[WarmStart]] = collections.deque()
@@ -88,10 +86,9 @@ class WarmLauncherClient:
         theirs_fd = fcntl.fcntl(theirs.fileno(), fcntl.F_DUPFD_CLOEXEC, CONTROL_FD + 1)
         theirs.close()
         try:
-            argv = [python, "-I", "-S", WARM_LAUNCHER, str(CONTROL_FD), str(SPARES)]
             self.pid = os.posix_spawn(
-                python,
-                argv,
+                argv[0],
+                [*argv, str(CONTROL_FD), str(SPARES)],
                 dict(env),
                 file_actions=[
                     (os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),

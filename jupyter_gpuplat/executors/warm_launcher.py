@@ -51,9 +51,13 @@ if TYPE_CHECKING:
 else:
     import _signal as signal
 
-    # launcher.py by path (-I leaves the script's directory out): this never imports jupyter_gpuplat
-    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-    import launcher
+    if __package__:  # imported by the warm notebook launcher (jupyter_gpuplat.nbrun --serve)
+        from . import launcher
+    else:  # run by path with -I, which leaves the script's directory out: never imports jupyter_gpuplat
+        sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+        import launcher
+
+        del sys.path[0]
 
 MAX_MESSAGE_BYTES = 1 << 20
 LOCK_FD = 3  # where each run's launcher keeps its launch lock (the executor checks it there)
@@ -73,7 +77,13 @@ def _batch() -> int | None:
     return policy
 
 
-def _be_the_run(spec: dict[str, object], log_fd: int, lock_fd: int, policy: int | None) -> int:
+def _be_the_run(
+    spec: dict[str, object],
+    log_fd: int,
+    lock_fd: int,
+    policy: int | None,
+    spawn: Callable[[list[str]], int] = launcher.spawn_command,
+) -> int:
     """In the forked child: take the run's session, stdio, env, signals and scheduling, then launch it."""
     if policy is not None:
         try:
@@ -98,12 +108,16 @@ def _be_the_run(spec: dict[str, object], log_fd: int, lock_fd: int, policy: int 
     os.environ.clear()  # putenv too: posix_spawnp looks the command up in this PATH
     os.environ.update(env)
     cwd = spec.get("cwd")
-    return launcher.launch(str(spec["exit_file"]), str(cwd) if cwd else None, [str(a) for a in argv], LOCK_FD)
+    command = [str(a) for a in argv]
+    return launcher.launch(str(spec["exit_file"]), str(cwd) if cwd else None, command, LOCK_FD, spawn=spawn)
 
 
 class WarmLauncher:
-    def __init__(self, sock: socket.socket, spares: int) -> None:
+    def __init__(
+        self, sock: socket.socket, spares: int, spawn: Callable[[list[str]], int] = launcher.spawn_command
+    ) -> None:
         self.sock = sock
+        self.spawn = spawn
         self.poller = select.poll()
         self.poller.register(sock.fileno(), select.POLLIN)
         self.children: dict[int, int] = {}  # pidfd → pid
@@ -146,7 +160,7 @@ class WarmLauncher:
             self.send({"error": f"cannot start the run's launcher: {exc}"})
             return
         if pid == 0:
-            _run_and_exit(lambda: _be_the_run(spec, log_fd, lock_fd, self.policy))
+            _run_and_exit(lambda: _be_the_run(spec, log_fd, lock_fd, self.policy, self.spawn))
         os.close(log_fd)
         os.close(lock_fd)
         pidfd, ticks = self._child(pid)
@@ -169,7 +183,7 @@ class WarmLauncher:
             keep = theirs.fileno()
             os.closerange(3, keep)  # the control socket, other spares: EOF must reach whoever waits on them
             os.closerange(keep + 1, 1 << 20)
-            _run_and_exit(lambda: _wait_for_a_run(theirs, self.policy))
+            _run_and_exit(lambda: _wait_for_a_run(theirs, self.policy, self.spawn))
         theirs.close()
         pidfd, ticks = self._child(pid)
         self.send({"spare": pid, "start_ticks": ticks}, [pidfd, ours.fileno()])
@@ -236,18 +250,18 @@ def _run_and_exit(body: Callable[[], int]) -> NoReturn:
     os._exit(code)
 
 
-def _wait_for_a_run(sock: socket.socket, policy: int | None) -> int:
+def _wait_for_a_run(sock: socket.socket, policy: int | None, spawn: Callable[[list[str]], int]) -> int:
     payload, fds, _flags, _ = socket.recv_fds(sock, MAX_MESSAGE_BYTES, 2)
     if not payload or len(fds) != 2:
         return 0  # never used
-    return _be_the_run(json.loads(payload), fds[0], fds[1], policy)
+    return _be_the_run(json.loads(payload), fds[0], fds[1], policy, spawn)
 
 
-def main(argv: list[str]) -> int:
+def main(argv: list[str], spawn: Callable[[list[str]], int] = launcher.spawn_command) -> int:
     if len(argv) not in (1, 2) or not all(a.isdigit() for a in argv):
         print("usage: warm_launcher.py FD [SPARES]", file=sys.stderr)
         return 2
-    WarmLauncher(socket.socket(fileno=int(argv[0])), int(argv[1]) if len(argv) > 1 else 1).serve()
+    WarmLauncher(socket.socket(fileno=int(argv[0])), int(argv[1]) if len(argv) > 1 else 1, spawn).serve()
     return 0
 
 
