@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import _thread
 import atexit
+import errno
 import json
 import os
 import shutil
@@ -57,7 +58,7 @@ def _reserve(fd: int, size: int) -> None:
             allocate(fd, 0, size)
             return
         except OSError as exc:
-            if exc.errno not in (95, 22):  # EOPNOTSUPP, EINVAL: this filesystem cannot; fill instead
+            if exc.errno not in (errno.EOPNOTSUPP, errno.EINVAL):  # this filesystem cannot: fill instead
                 raise
     have = os.fstat(fd).st_size
     block = bytes(1 << 20)
@@ -76,10 +77,12 @@ class _MetricLog:
             except BlockingIOError:
                 raise _Busy(str(path)) from None
             size = os.fstat(fd).st_size
-            end = fmt.committed(os.pread(fd, fmt.HEADER_BYTES, 0), size)
+            head = os.pread(fd, fmt.HEADER_BYTES, 0)
+            end = fmt.committed(head, size)
             if end is None:
-                if size >= fmt.HEADER_BYTES:  # not a log (or a header cut by a crash before its first record)
-                    os.ftruncate(fd, 0)
+                if head.strip(b"\0"):  # another version's log, or damage: leave it, write text
+                    raise ValueError(f"{path.name} is not a metrics log this version writes")
+                os.ftruncate(fd, 0)  # new, or its creator died before the header (and any record)
                 _reserve(fd, fmt.INITIAL_BYTES)
                 os.pwrite(fd, fmt.header(), 0)
                 size, end = fmt.INITIAL_BYTES, fmt.HEADER_BYTES
@@ -189,7 +192,8 @@ class _Tracker:
             )
         self._names = names
 
-    def log_metrics(self, step: int | None, values: dict[str, Any]) -> None:
+    def log_metrics(self, step: int | None = None, **values: Any) -> None:
+        """Record metric values at a step (default: the previous step + 1)."""
         if step is None:
             step = self._step + 1
         elif step.__class__ is not int:
@@ -281,15 +285,10 @@ class _Tracker:
 
 
 _tracker = _Tracker()
-_log_metrics = _tracker.log_metrics
+log_metrics = _tracker.log_metrics  # the method itself: one call frame on a training loop's hot path
 atexit.register(_tracker.close_log)
 if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_tracker.after_fork)
-
-
-def log_metrics(step: int | None = None, **values: Any) -> None:
-    """Record metric values at a step (default: the previous step + 1)."""
-    _log_metrics(step, values)
 
 
 def log_params(**values: Any) -> None:

@@ -225,3 +225,16 @@ def test_parse_records_stops_at_what_it_cannot_read_whole() -> None:
     end = parse_records(pts[1], 64 + len(names) + 40, lambda a: asked.append(a) or ["loss", "acc"], out)
     assert asked == [64] and np.concatenate(out["loss"][1]).tolist() == [0.5]
     assert fmt.committed(b"not a log" + bytes(16)) is None and fmt.committed(_log()[:16]) == 64
+
+
+def test_a_log_this_version_cannot_write_is_left_alone(tmp_path: Path) -> None:
+    state = tmp_path / ".gpuplat"
+    state.mkdir()
+    other = b"GPMETR\x00\x02" + bytes(56) + b"records of a later format"
+    (state / "metrics.bin").write_bytes(other)
+    env = {**os.environ, "GPUPLAT_ARTIFACTS_DIR": str(tmp_path)}
+    code = "from jupyter_gpuplat import tracking\ntracking.log_metrics(step=3, loss=0.5)\n"
+    done = subprocess.run([PY, "-c", code], env=env, capture_output=True, text=True, timeout=60, check=True)
+    assert "metrics go to metrics.csv" in done.stderr
+    assert (state / "metrics.bin").read_bytes() == other
+    assert (state / "metrics.csv").read_text().splitlines()[0] == '#k ["loss"]'
