@@ -16,8 +16,10 @@ limits the machine applied) and after every step (the store and the engine's sna
 concurrency, quota (gpu, cpu, memory) and max_per_user never exceeded by a dispatch; a paused
 queue dispatches nothing; strict FIFO kept; no device held by two runs; every waiting run has a
 dispatch reason and a message; every timeline valid by `core.status.can_transition`; each run
-dispatched at most once and handed to an executor once per dispatch (plus one re-launch per
-restart that found it dispatched with no handle: the documented re-launch in `Reconciler.reload`);
+dispatched at most once and handed to an executor once per dispatch (plus one re-submit per
+restart that found it dispatched with no handle: `Reconciler.reload`), its work started at most
+once (the re-submit adopts work that exists: the fakes share one `FakeWorkloads`, as runs outlive
+a server);
 the store holds exactly the accepted submissions; the snapshot equals the store; nothing that
 fits stays waiting; no engine task ends with an exception and the engine logs no error.
 
@@ -51,7 +53,7 @@ from jupyter_gpuplat.core.status import FINAL, HOLDING, WAITING, Status, can_tra
 from jupyter_gpuplat.engine.engine import Engine
 from jupyter_gpuplat.engine.state import queue_limits
 from jupyter_gpuplat.executors.base import LaunchRequest
-from jupyter_gpuplat.executors.fake import FakeClock, FakeClusterExecutor, FakeExecutor, Script
+from jupyter_gpuplat.executors.fake import FakeClock, FakeClusterExecutor, FakeExecutor, FakeWorkloads, Script
 from jupyter_gpuplat.store import Store
 
 NIGHTLY_EXAMPLES = int(os.environ.get("GPUPLAT_MACHINE_EXAMPLES") or 0)
@@ -74,6 +76,8 @@ QUEUES: list[dict[str, Any]] = [
 ]
 SPARE = "spare"  # in no config at first: config changes add it (and may remove it again)
 QUEUE_NAMES = [q["name"] for q in QUEUES] + [SPARE]
+# Members' traffic goes mostly to the queues with tight limits, so that runs wait there and free each other.
+BUSY_QUEUES = [*(["big", "interactive", "a100", "fifo", "low", "mem", "batch"] * 3), *QUEUE_NAMES]
 PROJECTS: list[dict[str, Any]] = [
     {"name": "vision", "members": {"alice": "admin", "bob": "member", "erin": "member", "carol": "viewer"}},
     {
@@ -101,6 +105,7 @@ SCRIPTS: dict[str, Script] = {
     "slow-ok": Script.slow(Script.succeeds(after=5)),
     "broken": Script.cannot_start("no such image"),
     "lost": Script.lost(),
+    "crash": Script.crashes_after_submit(),  # work started, handle never saved: only a restart ends the wait
 }
 HOLDING_VALUES = [s.value for s in HOLDING]
 WAITING_VALUES = [s.value for s in WAITING]
@@ -152,8 +157,9 @@ def over_limits(q: QueueConfig, holding: list[dict[str, Any]]) -> list[str]:
 
 
 class GatedFake(FakeExecutor):
-    """The fake, knowing which launches wait on a slow start's gate (a local submit that has not
-    returned), so settling waits for every other task and not for those."""
+    """The fake, knowing which launches wait on a gate (a slow local start, or a crash after the
+    work started: a submit that has not returned), so settling waits for every other task and not
+    for those."""
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
@@ -163,8 +169,9 @@ class GatedFake(FakeExecutor):
     async def submit(self, req: LaunchRequest) -> dict[str, Any]:
         script = self.script_of(req.run_id, req.spec.get("name"))
         task = asyncio.current_task()
-        if not script.slow_start or self.reports_start or script.start_error or task is None:
-            return await super().submit(req)
+        parks = script.crash_after_submit or (script.slow_start and not self.reports_start)
+        if not parks or req.run_id in self.workloads.handles or task is None:
+            return await super().submit(req)  # returns without waiting (adopting work that exists, too)
         self.gated[req.run_id] = task
         if self.moved is not None and not self.moved.done():
             self.moved.set_result(None)
@@ -232,6 +239,7 @@ class EngineMachine(RuleBasedStateMachine):
         self.last_event: dict[str, dict[str, Any]] = {}
         self.after_event = 0
         self.lost_ids: set[str] = set()
+        self.workloads = FakeWorkloads()  # the work the fakes started: it outlives a restart, as a machine's does
         self._n = 0
         self.store = Store(f"sqlite:///{self.tmp / 'gpuplat.db'}")
         self.ex = self._executor()
@@ -246,7 +254,13 @@ class EngineMachine(RuleBasedStateMachine):
     def _executor(self) -> GatedFake:
         scripts = {**SCRIPTS, **{rid: Script.lost() for rid in self.lost_ids}}
         cls = GatedFakeCluster if self.cluster else GatedFake
-        return cls(gpus=0 if self.cluster else N_GPUS, clock=self.clock, scripts=scripts, on_submit=self._on_submit)
+        return cls(
+            gpus=0 if self.cluster else N_GPUS,
+            clock=self.clock,
+            scripts=scripts,
+            on_submit=self._on_submit,
+            workloads=self.workloads,
+        )
 
     def _engine(self) -> Engine:
         eng = Engine(
@@ -371,14 +385,14 @@ class EngineMachine(RuleBasedStateMachine):
         batch=st.lists(
             st.tuples(
                 st.sampled_from(MEMBERSHIPS),
-                st.sampled_from(QUEUE_NAMES),
+                st.sampled_from(BUSY_QUEUES),
                 st.sampled_from([0, 1, 1, 2]),
                 st.sampled_from([None, None, "500m", "2"]),
                 st.sampled_from([None, None, "1Gi", "4Gi"]),
                 st.sampled_from(sorted(SCRIPTS)),
             ),
             min_size=1,
-            max_size=4,
+            max_size=6,
         )
     )
     def submit(self, batch: list[tuple[tuple[str, str], str, int, str | None, str | None, str]]) -> None:
@@ -449,10 +463,9 @@ class EngineMachine(RuleBasedStateMachine):
         return None
 
     def _finishable(self) -> list[str]:
+        """Runs whose work exists: only those can end (also one whose submit has not returned)."""
         return sorted(
-            rid
-            for rid, a in self.engine.active.items()
-            if a.status in HOLDING and rid in self.ex.launched and rid not in self.ex.gated
+            rid for rid, a in self.engine.active.items() if a.status in HOLDING and rid in self.workloads.handles
         )
 
     @precondition(lambda self: self._finishable())
@@ -477,13 +490,18 @@ class EngineMachine(RuleBasedStateMachine):
         return sorted(
             rid
             for rid, req in self.ex.launched.items()
-            if rid in self.engine.active and self.ex.script_of(rid, req.spec.get("name")).slow_start
+            if rid in self.engine.active and self._parks(self.ex.script_of(rid, req.spec.get("name")))
         )
+
+    @staticmethod
+    def _parks(script: Script) -> bool:
+        return script.slow_start or script.crash_after_submit
 
     @precondition(lambda self: self._slow())
     @rule(data=st.data())
     def start_slow_run(self, data: st.DataObject) -> None:
-        """A slow start completes: the local submit returns, the cluster reports `running`."""
+        """A slow start completes (the local submit returns, the cluster reports `running`), or a
+        submit that was to crash returns late after all."""
         self.ran["rule:start_slow"] += 1
         rid = data.draw(st.sampled_from(self._slow()), label="run")
         self.ex.start(rid)
@@ -530,7 +548,6 @@ class EngineMachine(RuleBasedStateMachine):
             after = self.store.get_run(rid)
             assert after is not None and len(after["timeline"]) == len(row["timeline"])
 
-    @rule(user=st.sampled_from(["ops", "ops", "ops", "alice"]), name=st.sampled_from(QUEUE_NAMES), paused=st.booleans())
     def pause_or_resume(self, user: str, name: str, paused: bool) -> None:
         self.ran["rule:pause"] += 1
         expected = Forbidden if user not in ADMINS else NotFound if name not in self.queues else None
@@ -539,7 +556,7 @@ class EngineMachine(RuleBasedStateMachine):
         assert type(err) is (expected or type(None)), (user, name, err)
 
     @rule(
-        user=st.sampled_from(["ops", "ops", "ops", "dave"]),
+        user=st.sampled_from(["ops", "ops", "ops", "ops", "dave"]),
         name=st.sampled_from(QUEUE_NAMES),
         concurrency=st.sampled_from([None, 0, 1, 2, 3, 5]),
         gpu=st.sampled_from([None, 0, 1, 2, 4, 6]),
@@ -548,7 +565,7 @@ class EngineMachine(RuleBasedStateMachine):
         max_per_user=st.sampled_from([None, 1, 2]),
         ordering=st.sampled_from(["best_effort_fifo", "strict_fifo"]),
         priority=st.sampled_from([-10, 0, 10, 50]),
-        remove=st.sampled_from([False, False, False, True]),
+        action=st.sampled_from(["put", "put", "pause", "resume", "remove"]),
     )
     def change_queue(
         self,
@@ -561,11 +578,15 @@ class EngineMachine(RuleBasedStateMachine):
         max_per_user: int | None,
         ordering: str,
         priority: int,
-        remove: bool,
+        action: str,
     ) -> None:
-        """Replace (or create) a queue with new limits, its pause state kept; or remove it."""
-        if remove:
+        """An admin write: replace (or create) a queue with new limits, its pause state kept;
+        pause or resume it; or remove it. Sometimes by a user who may not."""
+        if action == "remove":
             self.remove_queue(user, name)
+            return
+        if action in ("pause", "resume"):
+            self.pause_or_resume(user, name, action == "pause")
             return
         self.ran["rule:change_queue"] += 1
         quota = {k: v for k, v in (("gpu", gpu), ("cpu", cpu), ("memory", memory)) if v is not None}
@@ -626,12 +647,27 @@ class EngineMachine(RuleBasedStateMachine):
     @precondition(lambda self: self.accepted)
     @rule(data=st.data(), final=st.booleans())
     def late_observation(self, data: st.DataObject, final: bool) -> None:
-        """A repeated final or a `running` after the end: an ended run's record does not change."""
+        """A repeated final or a `running` after the end: an ended run's record does not change.
+        Progress of a run whose work exists (also before its submit returned): it runs, or stays stopping."""
         self.ran["rule:late"] += 1
         rid = data.draw(st.sampled_from(sorted(self.accepted)), label="run")
         row = self.store.get_run(rid)
         assert row is not None
         if row["status"] not in FINAL_VALUES:
+            if rid not in self._finishable():
+                return
+            self.ex.emit(rid, *(("starting", "ImagePullBackOff") if final else ("running", "Running")))
+            self._do(self.deliver_all())
+            after = self.store.get_run(rid)
+            assert after is not None
+            # Never a step back (an observation due before this one may also have ended it).
+            if row["status"] == "stopping":
+                allowed = {"stopping"}
+            elif row["status"] == "running" or not final:
+                allowed = {"running"}
+            else:
+                allowed = {"starting", "running"}  # a warning while it starts
+            assert after["status"] in allowed | FINAL_VALUES, (rid, row["status"], after["status"])
             return
         if final:
             self.ex.finish(rid, 1)
@@ -653,7 +689,7 @@ class EngineMachine(RuleBasedStateMachine):
         self.lost_ids |= lose
         for rid, r in holding.items():
             if r["handle"] is None:
-                self.relaunch_allowed[rid] += 1  # dispatched, never handed over: started again (documented)
+                self.relaunch_allowed[rid] += 1  # no handle saved: submitted again, adopting work that exists
         submits_before = Counter(self.submits)
 
         async def go() -> None:
@@ -774,7 +810,11 @@ class EngineMachine(RuleBasedStateMachine):
                     raise AssertionError(f"{r['id']} fits queue {name} ({q}) yet waits: {r['reason']} {r['message']}")
 
     def _check_launches(self, rows: dict[str, dict[str, Any]]) -> None:
-        for rid in rows:
+        for rid, r in rows.items():
+            # Idempotent launch: a second submit (after a restart) adopts the work, never starts it again.
+            assert self.workloads.starts[rid] <= 1, (rid, "work started", self.workloads.starts[rid], "times")
+            if r["handle"] is not None:
+                assert rid in self.workloads.handles, (rid, "has a handle but no work was started")
             n, allowed = self.submits[rid], 1 + self.relaunch_allowed[rid]
             if self.dispatches[rid]:
                 assert 1 <= n <= allowed, (rid, "handed to the executor", n, "times; allowed", allowed)

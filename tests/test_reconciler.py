@@ -169,6 +169,24 @@ async def test_repeated_and_late_observations(make: Make) -> None:
     h.assert_timeline_valid(rid)
 
 
+async def test_starting_after_running_is_recorded_and_the_run_stays_running(make: Make) -> None:
+    """An executor that lost track (Kubernetes after a restart reports a preempted run's
+    replacement pod as "starting") never moves a running run back: found by the engine machine."""
+    ex = FakeClusterExecutor(gpus=0)
+    h = await make(ex)
+    rid = h.submit()
+    await h.advance()
+    assert h.status(rid) == "running"
+    ex.emit(rid, "starting", "Preempted", "pod preempted; a replacement starts", details={"layer": "executor"})
+    await h.advance()
+    assert h.status(rid) == "running"
+    assert (h.timeline(rid)[-1]["reason"], h.timeline(rid)[-1]["message"]) == (
+        "Preempted",
+        "pod preempted; a replacement starts",
+    )
+    assert h.assert_timeline_valid(rid)[-2:] == [("running", "Started"), ("running", "Preempted")]
+
+
 async def test_repeated_start_warnings_are_episodes_and_stopping_stays_stopping(make: Make) -> None:
     ex = FakeClusterExecutor(gpus=0, default=Script.slow())
     h = await make(ex)

@@ -92,8 +92,12 @@ class Reconciler:
         details = dict(obs.details) if obs.details else None
         if obs.status in ("starting", "running"):
             # Execution-side progress: every observation is a new timeline event (a repeated
-            # warning is a new episode, never an overwrite). A stopping run stays stopping.
-            status = Status(obs.status) if a.status != Status.STOPPING else Status.STOPPING
+            # warning is a new episode, never an overwrite). A stopping run stays stopping, and a
+            # running one running: an executor that lost track (Kubernetes after a restart reports
+            # a preempted run's replacement pod as "starting") never moves the run back.
+            status = Status(obs.status)
+            if a.status == Status.STOPPING or (a.status == Status.RUNNING and status == Status.STARTING):
+                status = a.status
             fields: dict[str, Any] = {}
             if status == Status.RUNNING and a.status != Status.RUNNING:
                 fields["started_at"] = s.clock()
