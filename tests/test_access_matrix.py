@@ -48,14 +48,23 @@ MIN_CELLS = 720  # what the generator below produces for the 27 operations (729)
 # The example platform plus one paused queue both teams may use: what the matrix submits waits
 # there, so the runs set up below keep their places (and their explanations) to the end.
 PARKED = {"name": "parked", "description": "access matrix submissions", "concurrency": 1, "paused": True}
+# A strict FIFO queue both teams use: a run behind another team's head must not learn who or what that is.
+SHARED_STRICT = {
+    "name": "shared-strict",
+    "ordering": "strict_fifo",
+    "concurrency": 2,
+    "max_per_user": 1,
+    "quota": {"gpu": 1},
+}
 
 
 @pytest.fixture
 def platform_config_file(tmp_path: Path) -> Path:
     cfg = yaml.safe_load(EXAMPLE.read_text())
     cfg["queues"].append({**PARKED, "quota": {"gpu": 1}})
+    cfg["queues"].append(SHARED_STRICT)
     for p in cfg["projects"]:
-        p["allowed_queues"].append("parked")
+        p["allowed_queues"] += ["parked", SHARED_STRICT["name"]]
     path = tmp_path / "platform.yaml"
     path.write_text(yaml.safe_dump(cfg))
     return path
@@ -813,3 +822,46 @@ async def live_event_cells(w: World, api: Any, port: int, base: str) -> list[str
         for s in streams:
             s.close()
     return problems
+
+
+async def test_a_run_behind_another_teams_head_learns_nothing_of_it(
+    api: Any, jp_fetch: Any, jp_http_port: int, jp_base_url: str
+) -> None:
+    """In a shared strict FIFO queue, team-a's run waits behind team-b's head: its record, explanation,
+    the runs list, the events and the queue view say so without naming that run or its user."""
+    tag = uuid.uuid4().hex[:8]
+    q = SHARED_STRICT["name"]
+    hold_name, head_name = f"team-b-strict-hold-{tag}", f"team-b-strict-head-{tag}"
+    hold = await api.submit(
+        "erin", project="team-b", name=hold_name, queue=q, command=[sys.executable, "-c", hold_code(f"HOLD-{tag}")]
+    )
+    await api.wait_log(hold["id"], f"HOLD-{tag}", user="erin", timeout=30)
+    head = await api.submit("erin", project="team-b", name=head_name, queue=q, command=["true"])  # her per-user limit
+    behind = await api.submit("bob", project="team-a", name=f"team-a-behind-{tag}", queue=q, command=["true"])
+
+    last: dict[str, Any] = {}
+
+    async def behind_the_head() -> bool:
+        last.update(await api.run(behind["id"], "bob"))
+        return bool(last["status"] == "queued" and last["reason"] == "BehindQueueHead")
+
+    try:
+        await wait_for_true(behind_the_head, "team-a's run waiting behind the head")
+    except AssertionError as exc:
+        raise AssertionError(f"{exc}: {last['status']} {last['reason']} {last['message']}") from None
+    secrets = {hold["id"], head["id"], hold_name, head_name}
+    reads = [
+        Req("GET", f"runs/{behind['id']}"),
+        Req("GET", f"runs/{behind['id']}/explain"),
+        Req("GET", "runs", {"project": "team-a"}),
+        Req("GET", "queues"),
+        Req("GET", "events", {"since": "0"}, stream_until=b"event: ready"),
+    ]
+    problems = []
+    for caller in ("alice", "bob", "carol"):
+        for req in reads:
+            code, body = await call(jp_fetch, jp_http_port, jp_base_url, caller, req)
+            found = sorted(x for x in secrets if x in body) + (["user erin"] if re.search(r"\berin\b", body) else [])
+            if code != 200 or found:
+                problems.append(f"{req.method} {req.path} as {caller}: {code}, names {found}: {body[:800]}")
+    assert not problems, "\n".join(problems)
