@@ -40,7 +40,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 import pytest
-from hypothesis import HealthCheck, settings
+from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule, run_state_machine_as_test
 
@@ -852,8 +852,6 @@ def _settings(examples: int, steps: int) -> settings:
         # Reproducible in CI; a nightly run explores new seeds.
         derandomize=not NIGHTLY_EXAMPLES,
         database=None,
-        # Each step settles an engine over SQLite: slower than hypothesis expects of a data draw.
-        suppress_health_check=[HealthCheck.too_slow],
         print_blob=True,
     )
 
