@@ -40,6 +40,12 @@ try:  # the log needs both; without them (not POSIX) metrics go to metrics.csv
 except ImportError:  # pragma: no cover - Windows
     fcntl = mmap = None  # type: ignore[assignment]
 
+# The indexer may read the log while the run writes it: it trusts a record once the committed
+# length covers it, which needs stores to become visible in program order. x86-64 keeps that
+# order; weakly ordered CPUs (ARM, POWER) may not, and big-endian ones read the format wrongly:
+# there the text metrics.csv is used.
+_STORES_IN_ORDER = sys.byteorder == "little" and os.uname().machine in ("x86_64", "AMD64", "i686", "i386")
+
 __all__ = ["artifacts_dir", "log_metrics", "log_output", "log_params", "params", "run_id"]
 
 _time = time.time
@@ -166,7 +172,7 @@ class _Tracker:
 
     def _open_log(self) -> _MetricLog | None:
         self._log_tried = True
-        if mmap is None or sys.byteorder != "little" or os.environ.get("GPUPLAT_METRICS_FORMAT") == "csv":
+        if mmap is None or not _STORES_IN_ORDER or os.environ.get("GPUPLAT_METRICS_FORMAT") == "csv":
             return None
         try:
             self._log = _MetricLog(self.root / STATE_DIR / METRICS_LOG_FILE)

@@ -62,7 +62,7 @@ def test_the_readme_example_runs_in_the_users_directory(server: ServerProcess) -
     artifacts = server.root / "artifacts" / run_id
     assert "read: hello data" in log and f"artifacts: {artifacts}" in log
     assert (d / "result.txt").read_text() == "done"
-    assert (artifacts / ".gpuplat" / "metrics.csv").exists() and not (d / ".gpuplat").exists()
+    assert (artifacts / ".gpuplat" / "metrics.bin").exists() and not (d / ".gpuplat").exists()
     assert run["working_dir"] == str(d.resolve())
     assert run["command"] == ["python", "train.py"]
     # what ran is kept: the script's snapshot; no git repository here, so no git block
