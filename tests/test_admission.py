@@ -341,13 +341,13 @@ WAIT_CASES = [
         (
             Reason.BEHIND_HEAD,
             (
-                "queue q is strict FIFO: waiting for r1 at the head "
+                "queue q is strict FIFO: waiting behind the run at its head "
                 "(queue q quota is exhausted: 2 gpu requested, 1/2 in use (1 more needed))"
             ),
             ("r1",),
             {},
         ),
-        id="behind-head-names-the-head",
+        id="behind-head-says-what-holds-the-head",
     ),
     pytest.param(
         L(ordering="strict_fifo"),
@@ -357,7 +357,7 @@ WAIT_CASES = [
         1,
         (
             Reason.BEHIND_HEAD,
-            "queue q is strict FIFO: waiting for r1 at the head (needs 2 GPU(s); 1 free on this machine)",
+            "queue q is strict FIFO: waiting behind the run at its head (needs 2 GPU(s); 1 free on this machine)",
             ("r1",),
             {},
         ),

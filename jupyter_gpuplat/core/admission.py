@@ -248,10 +248,16 @@ def wait_reason(q: QueueState, run: PendingRun, free_gpus: int | None) -> Wait:
     head = q.head()
     if q.limits.ordering == "strict_fifo" and head is not None and head.id != run.id:
         hw = _queue_wait(q, head, free_gpus)
-        why = f" ({hw.message})" if hw else ""
+        # The head may be another team's run: the message (kept on the timeline, shown to this
+        # run's readers) says what holds it, never whose it is; explain names it to those who may see it.
+        why = ""
+        if hw is not None:
+            n = hw.numbers
+            anon = f"its user has {n.get('used')}/{n.get('limit')} runs dispatched (max_per_user)"
+            why = f" ({anon if hw.reason == Reason.USER_LIMIT else hw.message})"
         return Wait(
             Reason.BEHIND_HEAD,
-            f"queue {q.limits.name} is strict FIFO: waiting for {head.id} at the head{why}",
+            f"queue {q.limits.name} is strict FIFO: waiting behind the run at its head{why}",
             (head.id,),
         )
     return Wait("Admissible", "fits every limit; the dispatcher will start it on its next cycle")

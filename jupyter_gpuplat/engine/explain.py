@@ -146,7 +146,8 @@ def _who_can_act(reads: ReadModel, a: ActiveRun, w: Wait, blockers: list[dict[st
         if owners:
             out.append({"who": ", ".join(owners), "can": "stop their runs that hold GPUs"})
     elif reason == Reason.BEHIND_HEAD:
-        out.append({"who": ", ".join(owners) or a.user, "can": "stop the run at the head of the queue"})
+        # The head's owner, when the caller may see that run; else only a platform admin can stop it.
+        out.append({"who": ", ".join(owners) or admins, "can": "stop the run at the head of the queue"})
     pr = reads.project(a.project)
     if pr is not None and reason != Reason.ADMISSIBLE:
         out.append({"who": a.user, "can": "wait, stop this run, or submit it to another allowed queue"})

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import asyncio
 import json
-import mimetypes
 import re
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 from jupyter_server.base.handlers import APIHandler, JupyterHandler
 from tornado import web
@@ -79,6 +79,9 @@ class BaseHandler(APIHandler):
     def write_error(self, status_code: int, **kwargs: Any) -> None:
         # tornado's own errors (403 unauthenticated, 404, 405) in our error shape too.
         self.set_header("Content-Type", "application/json")
+        if status_code == 405:  # RFC 9110: say which methods the resource has
+            own = ("GET", "POST", "PUT", "DELETE")
+            self.set_header("Allow", ", ".join(m for m in own if _implements(self, m)))
         reason = self._reason or "error"
         exc = kwargs.get("exc_info", (None, None, None))[1]
         message = getattr(exc, "log_message", None) or reason
@@ -424,10 +427,12 @@ class OutputsHandler(BaseHandler):
         except FileNotFoundError:
             raise missing from None
         name = path.rstrip("/").rsplit("/", 1)[-1]
-        ctype = mimetypes.guess_type(name)[0] or "application/octet-stream"
         self.raw_content_type = True
-        self.set_header("Content-Type", ctype)
-        self.set_header("Content-Disposition", f'attachment; filename="{name}"')
+        # Always bytes to download: a run's .html or .svg served as such would run its script
+        # in the Jupyter origin (with the user's session). The name is percent-encoded (RFC 6266).
+        self.set_header("Content-Type", "application/octet-stream")
+        self.set_header("X-Content-Type-Options", "nosniff")
+        self.set_header("Content-Disposition", f"attachment; filename*=UTF-8''{quote(name, safe='')}")
         with fh:
             while chunk := fh.read(1 << 20):
                 self.write(chunk)
@@ -491,3 +496,8 @@ def _int_arg(h: web.RequestHandler, name: str, default: int, lo: int, hi: int) -
     if not lo <= v <= hi:
         raise InvalidInput(f"{name} must be between {lo} and {hi}, got {v}")
     return v
+
+
+def _implements(h: web.RequestHandler, method: str) -> bool:
+    name = method.lower()
+    return getattr(type(h), name, None) is not getattr(web.RequestHandler, name)

@@ -85,8 +85,12 @@ _RAW: dict[tuple[str, str], dict[str, Any]] = {
         },
     },
     ("runs/{run_id}/outputs/{path}", "get"): {
-        "description": "The file's bytes (Content-Disposition: attachment)",
-        "content": {"application/octet-stream": {"schema": {"type": "string", "format": "binary"}}},
+        "description": "A file: its bytes, always application/octet-stream (Content-Disposition: attachment), "
+        "so a run's HTML or SVG never runs in the Jupyter origin. A directory: the listing below it, as for outputs.",
+        "content": {
+            "application/octet-stream": {"schema": {"type": "string", "format": "binary"}},
+            "application/json": {"schema": {"$ref": "#/components/schemas/Outputs"}},
+        },
     },
 }
 

@@ -2361,13 +2361,14 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description The file's bytes (Content-Disposition: attachment) */
+            /** @description A file: its bytes, always application/octet-stream (Content-Disposition: attachment), so a run's HTML or SVG never runs in the Jupyter origin. A directory: the listing below it, as for outputs. */
             200: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
                     "application/octet-stream": string;
+                    "application/json": components["schemas"]["Outputs"];
                 };
             };
             /** @description Refused: what was wrong and what is allowed */
