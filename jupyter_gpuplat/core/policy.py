@@ -105,8 +105,13 @@ def require_project_write(cfg: PlatformConfig, user: str, new: ProjectConfig) ->
         return
     name = new.name
     old = cfg.project(name)
-    if old is None:
-        raise Forbidden(f"{user} may not create projects", "platform admins create projects")
+    if old is None or role_in(cfg, user, name) is None:
+        # A project that does not exist and another team's look alike: the answer tells nothing.
+        raise NotFound(
+            f"project {name!r} not found",
+            f"your projects: {', '.join(visible_projects(cfg, user)) or 'none'}; platform admins create projects",
+            code="UnknownProject",
+        )
     require_project(cfg, user, name, "admin")
     for f in PLATFORM_ONLY_PROJECT_FIELDS:
         if getattr(new, f) != getattr(old, f):
