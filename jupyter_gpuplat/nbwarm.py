@@ -159,6 +159,8 @@ def _fork_nbrun(command: list[str]) -> int:
     if pid == 0:
         code = 1
         try:
+            # What exec would have closed: the launch lock is the launcher's alone (held = launcher alive).
+            os.close(warm_launcher.LOCK_FD)
             signal.signal(signal.SIGTERM, signal.SIG_DFL)  # the launcher's forwarders are not the run's
             signal.signal(signal.SIGINT, signal.default_int_handler)
             sys.path[0] = os.getcwd()  # `python -m` puts its cwd first

@@ -643,7 +643,7 @@ def test_attach_identity_survives_a_clock_step_but_not_a_reboot(harness: Harness
     run_async(second_server(handle))
 
 
-def test_runs_outlive_a_dead_warm_launcher_and_the_next_run_gets_a_new_one(tmp_path: Path) -> None:
+def test_runs_outlive_a_dead_warm_launcher_and_the_next_run_still_starts(tmp_path: Path) -> None:
     harness = Harness(tmp_path, warm_launcher=True)
     go = harness.root / "go"
 
@@ -658,7 +658,7 @@ def test_runs_outlive_a_dead_warm_launcher_and_the_next_run_gets_a_new_one(tmp_p
         go.touch()  # the run goes on without it and its end is still seen, from its exit record
         assert await seen.final("orphan") == Observation("orphan", "failed", "Error", "exited with code 5", 5)
         later = await harness.submit(executor, harness.request("later", [PY, "-c", SLEEPER]))
-        assert psutil.Process(later["pid"]).ppid() not in (warm.pid, os.getpid())  # a new warm launcher's
+        assert psutil.Process(later["pid"]).ppid() != warm.pid  # started directly until a new one is due
         await executor.stop("later", later, grace_seconds=DEADLINE)
         assert (await seen.final("later")).reason == "Stopped"
         await executor.close()

@@ -12,8 +12,11 @@ Starting: by default each run's launcher is forked by the executor's warm launch
 (warm_launcher.py, one long-lived stdlib-only process, started on the first run and again
 if it dies), which costs the server's machine far less CPU than a fresh interpreter per
 run; with `warm_launcher = False`, or when the warm launcher cannot take a run, launcher.py
-is spawned directly. Either way the launcher is the leader of its own session, so runs
-outlive both the warm launcher and the server.
+is spawned directly (for WARM_RESTART_SECONDS after a warm launcher died, too). Either way the
+launcher is the leader of its own session, so runs outlive both the warm launcher and the
+server, which the warm launcher never outlives (it ends on EOF from the executor). Notebooks
+go to a second warm launcher (jupyter_gpuplat.nbwarm: nbclient and ipykernel imported), which
+forks nbrun and its kernel instead of exec'ing fresh interpreters (`warm_notebooks`).
 
 Idempotent launch: before starting a launcher, submit takes the run's launch lock
 (`.gpuplat/launch.lock`) and hands it to the launcher, which keeps it until it exits and
@@ -80,6 +83,8 @@ LAUNCHER = str(Path(__file__).with_name("launcher.py"))
 WARM_LAUNCHER = str(Path(__file__).with_name("warm_launcher.py"))
 # after SIGKILL, how long stop() waits for the watcher to report the end
 KILL_WAIT_SECONDS = 5.0
+# after a warm launcher dies, how long runs start directly before it is started again
+WARM_RESTART_SECONDS = 5.0
 # how long submit waits for a live launcher (its lock held) to write its launch record
 ADOPT_WAIT_SECONDS = 10.0
 ADOPT_POLL_SECONDS = 0.01
@@ -130,6 +135,7 @@ class _Warm:
     client: WarmLauncherClient | None = None
     runs: dict[int, _Run] = field(default_factory=dict)  # pid → run
     exits: dict[int, int] = field(default_factory=dict)  # ends reported before submit took the run
+    gone_at: float | None = None  # monotonic time it last ended on its own
 
 
 @dataclass(eq=False)
@@ -450,6 +456,8 @@ class LocalExecutor(FilesystemArtifacts, Executor):
     def _warm_client(self, slot: _Warm) -> WarmLauncherClient | None:
         if slot.client is not None and slot.client.alive:
             return slot.client
+        if slot.gone_at is not None and time.monotonic() - slot.gone_at < WARM_RESTART_SECONDS:
+            return None  # it just died: launchers start directly for a while, no restart loop
         try:
             slot.client = WarmLauncherClient(
                 slot.argv,
@@ -474,6 +482,7 @@ class LocalExecutor(FilesystemArtifacts, Executor):
         self.log.warning("gpuplat: a warm launcher ended; %d of its runs are watched directly", len(slot.runs))
         runs, slot.runs = list(slot.runs.values()), {}
         slot.exits.clear()
+        slot.gone_at = time.monotonic()
         for run in runs:
             self._watch_pidfd(run)
 
