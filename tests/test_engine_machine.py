@@ -391,10 +391,10 @@ class EngineMachine(RuleBasedStateMachine):
         self._submit(user, project, queue, gpu, cpu, memory, script)
 
     @rule(
+        queue=st.sampled_from(BUSY_QUEUES),
         batch=st.lists(
             st.tuples(
                 st.sampled_from(MEMBERSHIPS),
-                st.sampled_from(BUSY_QUEUES),
                 st.sampled_from([0, 1, 1, 2]),
                 st.sampled_from([None, None, "500m", "2"]),
                 st.sampled_from([None, None, "1Gi", "4Gi"]),
@@ -402,12 +402,12 @@ class EngineMachine(RuleBasedStateMachine):
             ),
             min_size=1,
             max_size=6,
-        )
+        ),
     )
-    def submit(self, batch: list[tuple[tuple[str, str], str, int, str | None, str | None, str]]) -> None:
-        """Members submit runs that mostly fit their queue: the traffic that fills queues."""
-        for who, *rest in batch:
-            self._submit(*who, *rest)
+    def submit(self, queue: str, batch: list[tuple[tuple[str, str], int, str | None, str | None, str]]) -> None:
+        """Members submit runs that mostly fit, several to one queue: the traffic that fills queues."""
+        for who, gpu, cpu, memory, script in batch:
+            self._submit(*who, queue, gpu, cpu, memory, script)
 
     def _submit(
         self, user: str, project: str, queue: str | None, gpu: int, cpu: str | None, memory: str | None, script: str
