@@ -669,6 +669,35 @@ def test_runs_outlive_a_dead_warm_launcher_and_the_next_run_still_starts(tmp_pat
         harness.cleanup()
 
 
+def test_what_the_warm_launcher_hands_the_server_is_never_inherited(tmp_path: Path) -> None:
+    """Pidfds and spare sockets are close-on-exec: a process the server spawns cannot keep a spare alive."""
+    import fcntl
+
+    harness = Harness(tmp_path, warm_launcher=True)
+
+    async def scenario() -> None:
+        executor, seen = harness.executor()
+        for run_id in ("a", "b"):  # the second from a spare, once the warm launcher has sent them
+            await harness.submit(executor, harness.request(run_id, [PY, "-c", "pass"]))
+            assert (await seen.final(run_id)).status == "succeeded"
+        leaked = []
+        for name in os.listdir("/proc/self/fd"):
+            try:
+                target = os.readlink(f"/proc/self/fd/{name}")
+                flags = fcntl.fcntl(int(name), fcntl.F_GETFD)
+            except OSError:
+                continue
+            if ("socket:" in target or "pidfd" in target) and not flags & fcntl.FD_CLOEXEC:
+                leaked.append((name, target))
+        assert leaked == []
+        await executor.close()
+
+    try:
+        run_async(scenario())
+    finally:
+        harness.cleanup()
+
+
 # -- idempotent launch: a crash between "dispatched" and the saved handle -----------------
 
 # appends one line per start to argv[1], then waits for the file argv[2] and exits with its content

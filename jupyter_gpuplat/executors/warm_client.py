@@ -143,6 +143,8 @@ class WarmLauncherClient:
                 return
             except OSError:
                 payload, fds = b"", []
+            for fd in fds:  # pidfds and spare sockets must not leak into what this server spawns
+                os.set_inheritable(fd, False)
             if not payload:
                 self._gone()
                 return
