@@ -193,3 +193,24 @@ async def test_run_cycle_merges_wake_ups(make: Make) -> None:
         h.submit()
     await h.settle()
     assert h.engine.cycles == before + 1
+
+
+async def test_a_run_reported_running_before_its_submit_returned_stays_running(make: Make) -> None:
+    """A cluster reports "running" before the submit returns (or before a restart re-submits a run whose
+    handle was never saved): the late hand-over is recorded, never a step back to "starting" (found by
+    the engine state machine)."""
+    ex = FakeClusterExecutor(gpus=0, default=Script.crashes_after_submit())
+    h = await make([{"name": "q"}], ex)
+    rid = h.submit()
+    h.engine.run_cycle()
+    for _ in range(3):
+        await asyncio.sleep(0)
+    assert h.status(rid) == "dispatched" and rid in ex.workloads.handles  # the work runs; submit has not returned
+    ex.emit(rid, "running", "Started", "fake: running")
+    ex.deliver()
+    assert h.status(rid) == "running"
+    ex.start(rid)  # the submit returns after all
+    await h.advance()
+    assert h.status(rid) == "running"
+    assert h.assert_timeline_valid(rid)[-2:] == [("running", "Submitted"), ("running", "Started")]
+    assert h.store.get_run(rid)["handle"] is not None  # type: ignore[index]

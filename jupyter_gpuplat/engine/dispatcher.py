@@ -348,6 +348,11 @@ class Dispatcher:
             s.record(a, Status.STOPPING, Reason.STARTED, f"{started}; stopping as requested", handle=handle)
             s.spawn(self.reconciler.stop_in_executor(a))
             return
+        if a.status == Status.RUNNING:
+            # It reported running before its submit returned (or before a restart re-submitted it):
+            # record the hand-over, never a step back to "starting".
+            s.record(a, Status.RUNNING, Reason.SUBMITTED, f"submitted as {where}; already running", handle=handle)
+            return
         if s.executor.reports_start:
             s.record(a, Status.STARTING, Reason.SUBMITTED, started, handle=handle)
             return
