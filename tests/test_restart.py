@@ -23,6 +23,13 @@ def gated(gate: Path) -> list[str]:
     return [sys.executable, "-c", code]
 
 
+def open_gate(gate: Path, code: str) -> None:
+    """Write the exit code, then make the gate appear whole: the run never reads it half-written."""
+    tmp = gate.with_suffix(".tmp")
+    tmp.write_text(code)
+    os.replace(tmp, gate)
+
+
 @pytest.fixture
 def server(tmp_path: Path) -> Iterator[ServerProcess]:
     srv = ServerProcess(tmp_path)
@@ -52,7 +59,7 @@ def test_sigkill_restart_reattaches_and_dispatches_in_order(server: ServerProces
 
     server.kill()
     # While the server is down, run 0 finishes with exit code 3; run 1 keeps running.
-    gates[0].write_text("3")
+    open_gate(gates[0], "3")
     for pid in pids:
         if pid == pids[0]:
             continue
@@ -72,12 +79,12 @@ def test_sigkill_restart_reattaches_and_dispatches_in_order(server: ServerProces
         explain = server.ok("GET", f"runs/{ids[3]}/explain")
         assert explain["reason"] == "QueueConcurrency" and explain["position"] == 1
 
-        gates[1].write_text("0")
+        open_gate(gates[1], "0")
         assert server.wait_status(ids[1], "succeeded")["exit_code"] == 0  # observed on a re-attached process
         r3 = server.wait_status(ids[3], "running")
         assert not set(r3["devices"]) & set(r2["devices"])
-        gates[2].write_text("0")
-        gates[3].write_text("0")
+        open_gate(gates[2], "0")
+        open_gate(gates[3], "0")
         done = [server.wait_status(i, "succeeded", "failed") for i in ids]
         assert [r["status"] for r in done] == ["failed", "succeeded", "succeeded", "succeeded"]
         assert done[2]["dispatched_at"] < done[3]["dispatched_at"]
@@ -90,7 +97,7 @@ def test_sigkill_restart_reattaches_and_dispatches_in_order(server: ServerProces
     finally:
         for g in gates:
             if not g.exists():
-                g.write_text("0")
+                open_gate(g, "0")
 
 
 def test_stop_survives_restart_and_lost_process_is_reported(server: ServerProcess, tmp_path: Path) -> None:
