@@ -8,6 +8,8 @@ run). Paths here are relative to it, with "/" separators; pure functions, no I/O
     code/                   what ran: the submitted script, notebook or cell; git.diff
     .gpuplat/               the platform's bookkeeping, never listed as an output:
         exit.json, stop.json    the local launcher's exit record, a stop request
+        launch.json, launch.lock   the local launcher's identity and the lock it holds while it lives
+                                (a second submit of the run adopts it instead of starting it twice)
         metrics.bin, params.jsonl, outputs.jsonl   written by jupyter_gpuplat.tracking
         metrics.csv             metrics as text: runs recorded before metrics.bin, other writers
         k8s-logs.json           how far a pod's log has been copied
