@@ -124,8 +124,18 @@ def free_port() -> int:
 class Server:
     """`python -m jupyter server` with the extension, in its own Jupyter dirs under tmp."""
 
-    def __init__(self, tmp: str, db_url: str, profile: str | None = None, extra_args: tuple[str, ...] = ()) -> None:
+    def __init__(
+        self,
+        tmp: str,
+        db_url: str,
+        profile: str | None = None,
+        extra_args: tuple[str, ...] = (),
+        *,
+        tokens: dict[str, str] | None = None,
+        server_token: str = SERVER_TOKEN,
+    ) -> None:
         self.tmp = tmp
+        self.server_token = server_token
         self.port = free_port()
         self.base = f"http://127.0.0.1:{self.port}"
         conf = Path(tmp, "jupyter-config")
@@ -137,7 +147,7 @@ class Server:
                         "jpserver_extensions": {"jupyter_gpuplat": True},
                         "identity_provider_class": "jupyter_gpuplat.auth.TokenMapIdentityProvider",
                     },
-                    "TokenMapIdentityProvider": {"tokens": {ALICE_TOKEN: "alice"}},
+                    "TokenMapIdentityProvider": {"tokens": tokens or {ALICE_TOKEN: "alice"}},
                 }
             )
         )
@@ -161,7 +171,7 @@ class Server:
             "--allow-root",
             "--ip=127.0.0.1",
             f"--port={self.port}",
-            f"--ServerApp.token={SERVER_TOKEN}",
+            f"--ServerApp.token={server_token}",
             f"--ServerApp.root_dir={tmp}",
             f"--GpuPlat.config_file={EXAMPLE}",
             f"--GpuPlat.db_url={db_url}",
@@ -181,7 +191,7 @@ class Server:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"server exited with {self.proc.returncode}:\n{self.tail()}")
             try:
-                r = requests.get(f"{self.base}/gpuplat/api/whoami", headers=auth(SERVER_TOKEN), timeout=5)
+                r = requests.get(f"{self.base}/gpuplat/api/whoami", headers=auth(self.server_token), timeout=5)
                 if r.status_code == 200:
                     return time.perf_counter() - t0
             except requests.RequestException:

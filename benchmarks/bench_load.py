@@ -31,13 +31,8 @@ from __future__ import annotations
 
 import argparse
 import collections
-import json
-import os
 import random
 import shutil
-import signal
-import socket
-import subprocess
 import sys
 import tempfile
 import threading
@@ -51,8 +46,8 @@ import requests
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _common import machine, ms, pct, table
+from bench_api import Server
 
-EXAMPLE = Path(__file__).resolve().parents[1] / "jupyter_gpuplat" / "platform.example.yaml"
 OPS_TOKEN = "load-ops-token"
 USERS = ("alice", "bob", "carol", "dave", "erin")
 PROJECT_OF = {"alice": "load-x", "bob": "load-x", "carol": "load-x", "dave": "load-y", "erin": "load-y"}
@@ -70,79 +65,8 @@ WRITES = ("post paused", "post open")
 READ_PATHS = {"run detail": "runs/{}", "explain": "runs/{}/explain", "metrics": "runs/{}/metrics"}
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def token(user: str) -> str:
     return f"load-{user}-token"
-
-
-class Server:
-    """`python -m jupyter server` with the extension and one token per user, in its own dirs under tmp."""
-
-    def __init__(self, tmp: str) -> None:
-        self.port = free_port()
-        self.base = f"http://127.0.0.1:{self.port}"
-        conf = Path(tmp, "jupyter-config")
-        conf.mkdir()
-        tokens = {token(u): u for u in USERS}
-        (conf / "jupyter_server_config.json").write_text(
-            json.dumps(
-                {
-                    "ServerApp": {
-                        "jpserver_extensions": {"jupyter_gpuplat": True},
-                        "identity_provider_class": "jupyter_gpuplat.auth.TokenMapIdentityProvider",
-                    },
-                    "TokenMapIdentityProvider": {"tokens": tokens},
-                }
-            )
-        )
-        env = dict(os.environ)
-        env.update(
-            JUPYTER_CONFIG_DIR=str(conf),
-            JUPYTER_DATA_DIR=str(Path(tmp, "jupyter-data")),
-            JUPYTER_RUNTIME_DIR=str(Path(tmp, "jupyter-runtime")),
-            JUPYTER_PLATFORM_DIRS="1",
-        )
-        argv = [
-            sys.executable, "-m", "jupyter", "server", "--no-browser", "--allow-root", "--ip=127.0.0.1",
-            f"--port={self.port}", f"--ServerApp.token={OPS_TOKEN}", f"--ServerApp.root_dir={tmp}",
-            f"--GpuPlat.config_file={EXAMPLE}", f"--GpuPlat.db_url=sqlite:///{Path(tmp, 'gpuplat.db')}",
-            f"--GpuPlat.artifacts_root={Path(tmp, 'art')}", "--GpuPlat.default_user=ops", "--LocalExecutor.gpus=4",
-        ]  # fmt: skip
-        self.log_path = Path(tmp, "server.log")
-        self._log = self.log_path.open("wb")
-        self.proc = subprocess.Popen(argv, stdout=self._log, stderr=subprocess.STDOUT, env=env, cwd=tmp)
-
-    def wait_ready(self, timeout: float = 120) -> None:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"server exited with {self.proc.returncode}:\n{self.tail()}")
-            try:
-                r = requests.get(f"{self.base}/gpuplat/api/whoami", headers=auth(OPS_TOKEN), timeout=5)
-                if r.status_code == 200:
-                    return
-            except requests.RequestException:
-                pass
-            time.sleep(0.1)  # polling a condition with a deadline
-        raise RuntimeError(f"server not ready after {timeout} s:\n{self.tail()}")
-
-    def tail(self, n: int = 40) -> str:
-        return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-n:])
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(20)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        self._log.close()
 
 
 def auth(tok: str) -> dict[str, str]:
@@ -288,7 +212,9 @@ def main() -> int:
     args = ap.parse_args()
 
     tmp = tempfile.mkdtemp(prefix="gpuplat-load-")
-    server = Server(tmp)
+    server = Server(
+        tmp, f"sqlite:///{Path(tmp, 'gpuplat.db')}", tokens={token(u): u for u in USERS}, server_token=OPS_TOKEN
+    )
     try:
         server.wait_ready()
         setup(server.base)

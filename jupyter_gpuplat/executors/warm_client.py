@@ -187,6 +187,13 @@ class WarmLauncherClient:
     def _gone(self) -> None:
         if self._sock is None:
             return
+        self._detach("the warm launcher ended before it answered")
+        self._on_gone()
+
+    def _detach(self, why: str) -> None:
+        """Stop reading, close the socket (the warm launcher ends at EOF), drop the spares, fail what waits."""
+        if self._sock is None:
+            return
         self._loop.remove_reader(self._sock.fileno())
         self._sock.close()
         self._sock = None
@@ -194,8 +201,7 @@ class WarmLauncherClient:
         while self._pending:
             future = self._pending.popleft()
             if not future.done():
-                future.set_exception(WarmLauncherError("the warm launcher ended before it answered"))
-        self._on_gone()
+                future.set_exception(WarmLauncherError(why))
 
     def _drop_spares(self) -> None:
         for spare in self._spares.values():  # EOF ends them unused
@@ -214,15 +220,7 @@ class WarmLauncherClient:
 
     async def close(self, wait_seconds: float = 2.0) -> None:
         """Close the socket: the warm launcher ends at once (its runs keep running); reap it."""
-        if self._sock is not None:
-            self._loop.remove_reader(self._sock.fileno())
-            self._sock.close()
-            self._sock = None
-            self._drop_spares()
-            while self._pending:
-                future = self._pending.popleft()
-                if not future.done():
-                    future.set_exception(WarmLauncherError("the executor closed"))
+        self._detach("the executor closed")
         if self._pidfd is None:
             return
         done: asyncio.Future[None] = self._loop.create_future()
