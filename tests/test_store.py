@@ -13,7 +13,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from sqlalchemy import BigInteger, Connection, inspect, select, text
+from sqlalchemy import JSON, BigInteger, Connection, column, inspect, select, text
+from sqlalchemy import table as sa_table
 from sqlalchemy.exc import IntegrityError
 
 from jupyter_gpuplat.store import Store, migrations, schema
@@ -242,6 +243,36 @@ def test_v5_adds_code_and_working_dir_to_a_v4_database(store_url: str) -> None:
         assert s.get_run(new["id"])["code"] == {"snapshot": None, "git": None}  # type: ignore[index]
         [listed] = [r for r in s.list_runs([new["project"]]) if r["id"] == new["id"]]
         assert listed["working_dir"] == "/home/alice/exp"
+    finally:
+        s.close()
+
+
+def test_v6_moves_the_metrics_log_position_out_of_the_params(store_url: str) -> None:
+    """A v5 database kept the binary log's position in the params JSON: v6 makes it a column."""
+    s = Store(store_url)
+    run = create(s)
+    rt = schema.run_tracking
+    with s.engine.begin() as conn:
+        conn.execute(text("ALTER TABLE gpuplat_run_tracking DROP COLUMN log_offset"))
+        legacy = sa_table(
+            rt.name, column("run_id"), column("params", JSON), column("metrics_offset"), column("params_offset")
+        )
+        conn.execute(
+            legacy.insert().values(
+                run_id=run["id"],
+                params={"lr": 0.1, "gpuplat:metrics_log_offset": 4096},
+                metrics_offset=7,
+                params_offset=9,
+            )
+        )
+        conn.execute(schema.meta.update().where(schema.meta.c.key == "schema_version").values(value="5"))
+    s.close()
+    s = Store(store_url)
+    try:
+        assert s.schema_version_found == 5
+        state = s.metrics.state(run["id"])
+        assert (state.params, state.metrics_offset, state.params_offset, state.log_offset) == ({"lr": 0.1}, 7, 9, 4096)
+        assert s.metrics.params([run["id"]]) == {run["id"]: {"lr": 0.1}}
     finally:
         s.close()
 

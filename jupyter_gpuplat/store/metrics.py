@@ -6,9 +6,8 @@ row count stays ~points/CHUNK_POINTS however often a run is indexed. Each chunk
 keeps its min/max/last, so summaries never read the arrays.
 
 The indexer's positions in a run's files are kept with its params, in one row per run:
-`metrics_offset` (metrics.csv), `params_offset` (params.jsonl) and the position in the binary
-metrics log, held in the params JSON under LOG_OFFSET_KEY (schema v5 has no column for it;
-never returned as a param).
+`metrics_offset` (metrics.csv), `params_offset` (params.jsonl) and `log_offset` (the binary
+metrics log, .gpuplat/metrics.bin).
 """
 
 from __future__ import annotations
@@ -24,7 +23,6 @@ from sqlalchemy import Engine, and_, bindparam, insert, select, update
 from . import schema
 
 CHUNK_POINTS = 16_384
-LOG_OFFSET_KEY = "gpuplat:metrics_log_offset"
 _mc = schema.metric_chunks
 _rt = schema.run_tracking
 _UPDATE_CHUNK = update(_mc).where(
@@ -73,9 +71,7 @@ class MetricStore:
             row = conn.execute(select(_rt).where(_rt.c.run_id == run_id)).mappings().first()
         if row is None:
             return TrackingState({}, 0, 0)
-        params = dict(row["params"])
-        log_offset = int(params.pop(LOG_OFFSET_KEY, 0))
-        return TrackingState(params, row["metrics_offset"], row["params_offset"], log_offset)
+        return TrackingState(dict(row["params"]), row["metrics_offset"], row["params_offset"], row["log_offset"])
 
     def append(
         self,
@@ -120,8 +116,12 @@ class MetricStore:
                 if rows:
                     conn.execute(insert(_mc), rows)
             found = conn.execute(select(_rt.c.run_id).where(_rt.c.run_id == run_id)).first()
-            kept = {**params, LOG_OFFSET_KEY: log_offset} if log_offset else dict(params)
-            values_ = {"params": kept, "metrics_offset": metrics_offset, "params_offset": params_offset}
+            values_ = {
+                "params": dict(params),
+                "metrics_offset": metrics_offset,
+                "params_offset": params_offset,
+                "log_offset": log_offset,
+            }
             if found is None:
                 conn.execute(insert(_rt).values(run_id=run_id, **values_))
             else:
@@ -173,4 +173,4 @@ class MetricStore:
             return {}
         with self.engine.connect() as conn:
             rows = conn.execute(select(_rt.c.run_id, _rt.c.params).where(_rt.c.run_id.in_(ids)))
-            return {r: {k: v for k, v in p.items() if k != LOG_OFFSET_KEY} for r, p in rows}
+            return {r: dict(p) for r, p in rows}

@@ -47,7 +47,21 @@ def _v5(conn: Connection) -> None:
         conn.execute(text("ALTER TABLE gpuplat_runs ADD COLUMN working_dir TEXT"))
 
 
-MIGRATIONS: list[Migration] = [_v1, _v2, _v3, _v4, _v5]
+def _v6(conn: Connection) -> None:
+    # The indexer's position in the binary metrics log: a column, moved out of the params JSON
+    # where the code before v6 kept it (under "gpuplat:metrics_log_offset").
+    cols = {c["name"] for c in inspect(conn).get_columns("gpuplat_run_tracking")}
+    if "log_offset" not in cols:  # v4 databases created after this column was added already have it
+        conn.execute(text("ALTER TABLE gpuplat_run_tracking ADD COLUMN log_offset BIGINT NOT NULL DEFAULT 0"))
+    rt = schema.run_tracking
+    key = "gpuplat:metrics_log_offset"
+    for run_id, params in conn.execute(select(rt.c.run_id, rt.c.params)).all():
+        if isinstance(params, dict) and key in params:
+            rest = {k: v for k, v in params.items() if k != key}
+            conn.execute(rt.update().where(rt.c.run_id == run_id).values(params=rest, log_offset=int(params[key])))
+
+
+MIGRATIONS: list[Migration] = [_v1, _v2, _v3, _v4, _v5, _v6]
 LATEST = len(MIGRATIONS)
 
 

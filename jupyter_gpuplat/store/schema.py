@@ -114,4 +114,5 @@ run_tracking = Table(
     Column("params", JSON, nullable=False),
     Column("metrics_offset", BigInteger, nullable=False, default=0),
     Column("params_offset", BigInteger, nullable=False, default=0),
+    Column("log_offset", BigInteger, nullable=False, default=0),  # in .gpuplat/metrics.bin (v6)
 )
