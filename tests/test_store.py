@@ -8,12 +8,14 @@ PostgreSQL.
 from __future__ import annotations
 
 import itertools
+import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
-from sqlalchemy import JSON, BigInteger, Connection, column, inspect, select, text
+from sqlalchemy import JSON, BigInteger, Connection, column, event, inspect, select, text
 from sqlalchemy import table as sa_table
 from sqlalchemy.exc import IntegrityError
 
@@ -622,3 +624,35 @@ async def test_server_runs_on_postgresql(api: Any, platform: Any, pg_db_url: str
         assert conn.execute(select(schema.runs.c.status).where(schema.runs.c.id == run["id"])).scalar_one() == (
             "succeeded"
         )
+
+
+def test_metrics_append_takes_the_write_lock_before_it_reads(tmp_path: Path) -> None:
+    """A write between the append's read and its write must wait, not make SQLite refuse the append.
+
+    In WAL mode a deferred transaction that has read cannot write once another connection has
+    committed since: SQLite answers "database is locked" at once, whatever the busy timeout.
+    """
+    db = tmp_path / "g.db"
+    s = Store(f"sqlite:///{db}")
+    other = sqlite3.connect(db, timeout=0, isolation_level=None)
+    seen: list[str] = []
+
+    @event.listens_for(s.engine, "before_cursor_execute")
+    def _write_in_between(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
+        if not seen and statement.lstrip().upper().startswith("INSERT INTO GPUPLAT_METRIC_CHUNKS"):
+            try:  # another writer (a second server, a sqlite3 shell) between the read and the write
+                other.execute("INSERT INTO gpuplat_meta (key, value) VALUES ('other', 'x')")
+                seen.append("the other writer got in")
+            except sqlite3.OperationalError:
+                seen.append("the other writer waited")
+
+    try:
+        run = create(s)
+        steps, values = np.arange(3, dtype=np.int64), np.array([1.0, 0.5, 0.25])
+        s.metrics.append(run["id"], {"loss": (steps, values)}, params={}, metrics_offset=10, params_offset=0)
+        assert seen == ["the other writer waited"]
+        got_steps, got_values = s.metrics.series(run["id"])["loss"]
+        assert got_steps.tolist() == [0, 1, 2] and got_values.tolist() == [1.0, 0.5, 0.25]
+    finally:
+        other.close()
+        s.close()

@@ -65,6 +65,8 @@ def _chunk_row(steps: np.ndarray, values: np.ndarray) -> dict[str, Any]:
 class MetricStore:
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
+        # append reads each series' last chunk, then writes: on SQLite it takes the write lock first.
+        self._writer = engine.execution_options(gpuplat_writes_after_reads=True)
 
     def state(self, run_id: str) -> TrackingState:
         with self.engine.connect() as conn:
@@ -84,7 +86,7 @@ class MetricStore:
         log_offset: int = 0,
     ) -> None:
         """Add points and params and move the offsets, in one transaction (a crash re-reads, never skips)."""
-        with self.engine.begin() as conn:
+        with self._writer.begin() as conn:
             for name, (steps, values) in series.items():
                 if not steps.size:
                     continue

@@ -74,7 +74,9 @@ def migrate(engine: Engine, steps: Sequence[Migration] = MIGRATIONS) -> int:
     """Bring the database to the last of `steps`; returns the version found before."""
     latest = len(steps)
     schema.metadata.create_all(engine, tables=[schema.meta])
-    with engine.begin() as conn:
+    # Reads the version, then writes: the write lock first (store._begin), so two servers
+    # starting on one SQLite file migrate one after the other.
+    with engine.execution_options(gpuplat_writes_after_reads=True).begin() as conn:
         found = current_version(conn)
         if found > latest:
             raise RuntimeError(

@@ -33,6 +33,9 @@ _RUN_COLS = [c for c in schema.runs.c if c.name not in ("request", "provenance")
 _REQUEST_PRESETS = schema.runs.c.request["presets"].label("presets")
 
 
+# Execution option of an engine whose transactions read, then write (see `_begin`).
+WRITES_AFTER_READS = "gpuplat_writes_after_reads"
+
 # How long a write waits for another writer of the SQLite file. The store runs on the event
 # loop, so this is also how long a locked database can stall the server per call.
 DEFAULT_BUSY_TIMEOUT_SECONDS = 5.0
@@ -67,7 +70,11 @@ def _make_engine(url: str, busy_timeout_seconds: float) -> Engine:
 
         @event.listens_for(engine, "begin")
         def _begin(conn: Any) -> None:
-            conn.exec_driver_sql("BEGIN")
+            # A transaction that reads before it writes must take the write lock first: in WAL mode
+            # its read snapshot goes stale when another connection commits in between, and SQLite
+            # then refuses the write at once ("database is locked"), whatever the busy timeout.
+            immediate = conn.get_execution_options().get(WRITES_AFTER_READS)
+            conn.exec_driver_sql("BEGIN IMMEDIATE" if immediate else "BEGIN")
 
         return engine
     return create_engine(url, pool_pre_ping=True)
