@@ -6,7 +6,9 @@ task to the end) and `advance()` (move the clock, deliver due observations, sett
 
 from __future__ import annotations
 
+import asyncio
 import itertools
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -99,3 +101,12 @@ class Harness:
     async def close(self) -> None:
         await self.engine.close()
         self.store.close()
+
+
+async def turns_until(cond: Callable[[], bool], what: str, turns: int = 100) -> None:
+    """Let the loop turn until `cond` holds (no clock involved: the fake needs only turns)."""
+    for _ in range(turns):
+        if cond():
+            return
+        await asyncio.sleep(0)
+    raise AssertionError(f"{what} did not happen within {turns} loop turns")

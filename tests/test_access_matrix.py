@@ -37,7 +37,7 @@ import yaml
 from jupyter_gpuplat.service.openapi import openapi_document
 from jupyter_gpuplat.service.routes import ROUTES
 
-from .conftest import EXAMPLE
+from .conftest import EXAMPLE, wait_for
 
 PROJECTS = ("team-a", "team-b")
 CALLERS = ("ops", "alice", "bob", "carol", "dave", "erin", "frank", "mallory", None)  # None: unauthenticated
@@ -241,18 +241,9 @@ async def build_world(api: Any) -> World:
             r = await api.run(rid, user)
             return bool(r["status"] == "queued" and r["reason"] == reason)
 
-        await wait_for_true(waiting, f"{rid} waiting with {reason}")
+        await wait_for(waiting, 20, f"{rid} waiting with {reason}")
     w.config = (await api.ok("GET", "config", "ops"))["config"]
     return w
-
-
-async def wait_for_true(cond: Callable[[], Awaitable[bool]], what: str, timeout: float = 20) -> None:
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    while not await cond():
-        if loop.time() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        await asyncio.sleep(0.02)
 
 
 # ---- the generator: one entry per operation of the route table ------------------------------------
@@ -794,7 +785,7 @@ async def live_event_cells(w: World, api: Any, port: int, base: str) -> list[str
         async def all_ready() -> bool:
             return all("event: ready" in s.text for s in authed)
 
-        await wait_for_true(all_ready, "every events stream to be ready", STREAM_SECONDS)
+        await wait_for(all_ready, STREAM_SECONDS, "every events stream to be ready")
         marks = {}
         for p in PROJECTS:  # one run per team, submitted and stopped while the streams follow
             name = f"{p}-live-{w.tag}"
@@ -807,7 +798,7 @@ async def live_event_cells(w: World, api: Any, port: int, base: str) -> list[str
         async def quiet_after_changes() -> bool:
             return all(": keep-alive" in s.text[seen[id(s)] :] for s in authed)
 
-        await wait_for_true(quiet_after_changes, "a keep-alive after the changes on every stream", STREAM_SECONDS)
+        await wait_for(quiet_after_changes, STREAM_SECONDS, "a keep-alive after the changes on every stream")
         for s in streams:
             label = f"GET events [live] as {s.caller or 'anonymous'}"
             if s.status != anyone(s.caller):
@@ -846,7 +837,7 @@ async def test_a_run_behind_another_teams_head_learns_nothing_of_it(
         return bool(last["status"] == "queued" and last["reason"] == "BehindQueueHead")
 
     try:
-        await wait_for_true(behind_the_head, "team-a's run waiting behind the head")
+        await wait_for(behind_the_head, 20, "team-a's run waiting behind the head")
     except AssertionError as exc:
         raise AssertionError(f"{exc}: {last['status']} {last['reason']} {last['message']}") from None
     secrets = {hold["id"], head["id"], hold_name, head_name}

@@ -25,7 +25,7 @@ import random
 import signal
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -33,7 +33,7 @@ from typing import Any
 import pytest
 
 from .server import ServerProcess
-from .waiting import POLL_SECONDS
+from .waiting import until
 
 KILLS = int(os.environ.get("GPUPLAT_CRASH_ITERATIONS", "4"))
 SEED = int(os.environ.get("GPUPLAT_CRASH_SEED", "9"))
@@ -117,17 +117,6 @@ class Marks:
                 devices = tuple(int(d) for d in dev.split(",")) if dev != "-" else ()
                 out[rid].append(Mark(int(pid), devices, float(at), int(done)))
         return out
-
-
-def wait_until(cond: Callable[[], Any], timeout: float, what: str) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = cond()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(POLL_SECONDS)  # polling a condition with a deadline
 
 
 def all_runs(server: ServerProcess) -> list[dict[str, Any]]:
@@ -226,13 +215,13 @@ def test_sigkill_loop_loses_and_doubles_nothing(server: ServerProcess, tmp_path:
                     server.call("GET", "whoami")
                 crash(moment)
         if moment == "after-start":
-            wait_until(lambda n=starts: marks.count("start") > n, 60, "a run to start")
+            until(lambda n=starts: marks.count("start") > n, "a run to start", 60)
             crash(moment)
         elif moment == "after-end":
-            wait_until(lambda n=ends: marks.count("end") > n, 60, "a run to end")
+            until(lambda n=ends: marks.count("end") > n, "a run to end", 60)
             crash(moment)
         elif moment == "after-stop":
-            wait_until(lambda: stop_one(only_running=True), 60, "a running long run to stop")
+            until(lambda: stop_one(only_running=True), "a running long run to stop", 60)
             crash(moment)
 
     final = ("succeeded", "failed", "stopped")
@@ -241,7 +230,7 @@ def test_sigkill_loop_loses_and_doubles_nothing(server: ServerProcess, tmp_path:
         runs = all_runs(server)
         return runs if all(r["status"] in final for r in runs) else None
 
-    runs = wait_until(settled, 120, "every run to end")
+    runs = until(settled, "every run to end", 120)
     problems: list[str] = []
 
     # Every accepted run exists exactly once, and nothing else does.

@@ -17,7 +17,7 @@ from jupyter_gpuplat.core.errors import Forbidden, NotFound, Unprocessable
 from jupyter_gpuplat.core.request import RunRequest
 from jupyter_gpuplat.executors.fake import FakeClusterExecutor, FakeExecutor, Script
 
-from .fake_engine import Harness, config
+from .fake_engine import Harness, config, turns_until
 
 Make = Callable[..., Any]
 
@@ -203,9 +203,8 @@ async def test_a_run_reported_running_before_its_submit_returned_stays_running(m
     h = await make([{"name": "q"}], ex)
     rid = h.submit()
     h.engine.run_cycle()
-    for _ in range(3):
-        await asyncio.sleep(0)
-    assert h.status(rid) == "dispatched" and rid in ex.workloads.handles  # the work runs; submit has not returned
+    await turns_until(lambda: rid in ex.workloads.handles, "the work to start")
+    assert h.status(rid) == "dispatched"  # the work runs; submit has not returned
     ex.emit(rid, "running", "Started", "fake: running")
     ex.deliver()
     assert h.status(rid) == "running"

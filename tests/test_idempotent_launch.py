@@ -18,7 +18,7 @@ import pytest
 
 from jupyter_gpuplat.executors.fake import FakeClock, FakeClusterExecutor, FakeExecutor, FakeWorkloads, Script
 
-from .fake_engine import Harness, config
+from .fake_engine import Harness, config, turns_until
 
 QUEUES = [{"name": "q", "concurrency": 1}]
 Make = Callable[[FakeExecutor], Any]
@@ -40,22 +40,13 @@ def make(tmp_path: Path, jp_asyncio_loop: asyncio.AbstractEventLoop) -> Iterator
         jp_asyncio_loop.run_until_complete(h.close())
 
 
-async def until(cond: Callable[[], bool], what: str, turns: int = 100) -> None:
-    """Let the loop turn until `cond` holds (no clock involved: the fake needs only turns)."""
-    for _ in range(turns):
-        if cond():
-            return
-        await asyncio.sleep(0)
-    raise AssertionError(f"{what} did not happen within {turns} loop turns")
-
-
 @pytest.mark.parametrize("kind", [FakeExecutor, FakeClusterExecutor])
 async def test_crash_after_the_work_started_adopts_it_on_restart(make: Make, kind: type[FakeExecutor]) -> None:
     clock, world = FakeClock(), FakeWorkloads()
     h1 = await make(kind(gpus=1, clock=clock, workloads=world, default=Script.crashes_after_submit()))
     rid = h1.submit()
     behind = h1.submit("erin")  # waits behind it (concurrency 1): must not take its place
-    await until(lambda: rid in world.handles, "the first start of the work")
+    await turns_until(lambda: rid in world.handles, "the first start of the work")
     assert h1.status(rid) == "dispatched"
     row = h1.store.get_run(rid)
     assert row is not None and row["handle"] is None  # the window: dispatch recorded, handle not saved

@@ -10,9 +10,9 @@ import re
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import pytest
 
@@ -20,7 +20,7 @@ from jupyter_gpuplat.client import Client
 from jupyter_gpuplat.widgets import Compare, EventFeed, Launcher, RunMonitor
 
 from .server import ServerProcess
-from .waiting import POLL_SECONDS
+from .waiting import until
 
 PY = sys.executable
 LIFECYCLE = ["created", "queued", "dispatched", "starting", "running", "stopping", "succeeded", "failed", "stopped"]
@@ -40,20 +40,6 @@ while not gate.exists():
     time.sleep(0.02)
 print("done", flush=True)
 """
-
-T = TypeVar("T")
-
-
-def until(cond: Callable[[], T], what: str, timeout: float = 20) -> T:
-    """Poll a condition until it is truthy, or fail at the deadline."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = cond()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(POLL_SECONDS)  # polling a condition with a deadline
 
 
 @pytest.fixture(scope="module")
