@@ -24,6 +24,7 @@ import signal
 import sys
 import traceback
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 # Imported here, before any fork, so that no run pays for them (ipykernel for the kernel).
@@ -98,39 +99,29 @@ class ForkingProvisioner(LocalProvisioner):
         env["JPY_PARENT_PID"] = str(os.getpid())  # as launch_kernel sets it: the kernel ends with us
         cwd = kwargs.get("cwd")
         stdin_r, stdin_w = os.pipe()  # launch_kernel gives the kernel a pipe nobody writes to
-        sys.stdout.flush()
-        sys.stderr.flush()
-        pid = os.fork()
-        if pid == 0:
-            code = 1
-            try:
-                # The parent's running loop is not the kernel's (its state survives fork in this thread).
-                asyncio.events._set_running_loop(None)
-                asyncio.set_event_loop(None)
-                os.setsid()  # as jupyter_client's launch_kernel: interrupts go to the kernel's own group
-                os.dup2(stdin_r, 0)
-                os.close(stdin_r)
-                os.close(stdin_w)
-                os.environ.clear()
-                os.environ.update(env)
-                if cwd:
-                    os.chdir(cwd)
-                del sys.path[0]  # ipykernel_launcher drops the cwd `python -m` put first (IPython adds it back)
-                sys.argv = [cmd[0], *cmd[3:]]
-                app = ipykernel.kernelapp.IPKernelApp.instance()
-                # its default was read from the env when ipykernel was imported, before this kernel's env
-                app.parent_handle = int(env["JPY_PARENT_PID"])
-                app.initialize(cmd[3:])
-                app.start()
-                code = 0
-            except SystemExit as exc:
-                code = exc.code if isinstance(exc.code, int) else 0
-            except BaseException:
-                traceback.print_exc()
-            finally:
-                sys.stdout.flush()
-                sys.stderr.flush()
-                os._exit(code)
+
+        def kernel() -> int:
+            # The parent's running loop is not the kernel's (its state survives fork in this thread).
+            asyncio.events._set_running_loop(None)
+            asyncio.set_event_loop(None)
+            os.setsid()  # as jupyter_client's launch_kernel: interrupts go to the kernel's own group
+            os.dup2(stdin_r, 0)
+            os.close(stdin_r)
+            os.close(stdin_w)
+            os.environ.clear()
+            os.environ.update(env)
+            if cwd:
+                os.chdir(cwd)
+            del sys.path[0]  # ipykernel_launcher drops the cwd `python -m` put first (IPython adds it back)
+            sys.argv = [cmd[0], *cmd[3:]]
+            app = ipykernel.kernelapp.IPKernelApp.instance()
+            # its default was read from the env when ipykernel was imported, before this kernel's env
+            app.parent_handle = int(env["JPY_PARENT_PID"])
+            app.initialize(cmd[3:])
+            app.start()
+            return 0
+
+        pid = _fork(kernel, exit_code_of_none=0)
         os.close(stdin_r)
         self.process = _ForkedKernel(pid, stdin_w)  # type: ignore[assignment]  # what it uses of a Popen
         self.pid = pid
@@ -153,28 +144,37 @@ def _fork_nbrun(command: list[str]) -> int:
     """The run's command, `python -m jupyter_gpuplat.nbrun NOTEBOOK [ARGS]`, forked in our process group."""
     if len(command) < 3 or tuple(command[1:3]) != NBRUN:
         return warm_launcher.launcher.spawn_command(command)  # anything else is exec'd as usual
+
+    def run() -> int:
+        # What exec would have closed: the launch lock is the launcher's alone (held = launcher alive).
+        os.close(warm_launcher.LOCK_FD)
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)  # the launcher's forwarders are not the run's
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        sys.path[0] = os.getcwd()  # `python -m` puts its cwd first
+        sys.argv = [nbrun.__file__, *command[3:]]
+        return nbrun.main(command[3:], kernel_manager_class=ForkingKernelManager)
+
+    return _fork(run, exit_code_of_none=1)
+
+
+def _fork(child: Callable[[], int], *, exit_code_of_none: int) -> int:
+    """Fork; the child runs `child` as a fresh interpreter would run its main, and never returns."""
     sys.stdout.flush()
     sys.stderr.flush()
     pid = os.fork()
-    if pid == 0:
-        code = 1
-        try:
-            # What exec would have closed: the launch lock is the launcher's alone (held = launcher alive).
-            os.close(warm_launcher.LOCK_FD)
-            signal.signal(signal.SIGTERM, signal.SIG_DFL)  # the launcher's forwarders are not the run's
-            signal.signal(signal.SIGINT, signal.default_int_handler)
-            sys.path[0] = os.getcwd()  # `python -m` puts its cwd first
-            sys.argv = [nbrun.__file__, *command[3:]]
-            code = nbrun.main(command[3:], kernel_manager_class=ForkingKernelManager)
-        except SystemExit as exc:
-            code = exc.code if isinstance(exc.code, int) else 1
-        except BaseException:
-            traceback.print_exc()
-        finally:
-            sys.stdout.flush()
-            sys.stderr.flush()
-            os._exit(code)
-    return pid
+    if pid != 0:
+        return pid
+    code = 1
+    try:
+        code = child()
+    except SystemExit as exc:
+        code = exc.code if isinstance(exc.code, int) else exit_code_of_none
+    except BaseException:
+        traceback.print_exc()
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
 
 
 def main(argv: list[str]) -> int:

@@ -208,13 +208,17 @@ class WarmLauncherClient:
             spare.discard()
         self._spares.clear()
 
-    def _reap(self) -> None:
+    def _release(self) -> None:
+        """Stop watching the warm launcher's pidfd and reap it."""
         if self._pidfd is not None:
             self._loop.remove_reader(self._pidfd)
             os.close(self._pidfd)
             self._pidfd = None
         with contextlib.suppress(ChildProcessError):
             os.waitpid(self.pid, 0)
+
+    def _reap(self) -> None:
+        self._release()
         self._on_readable()  # read what it said before it went, then notice EOF
         self._gone()
 
@@ -238,7 +242,4 @@ class WarmLauncherClient:
         finally:
             if self._pidfd is not None:
                 self._loop.remove_reader(self._pidfd)
-        os.close(self._pidfd)
-        self._pidfd = None
-        with contextlib.suppress(ChildProcessError):
-            os.waitpid(self.pid, 0)
+        self._release()
