@@ -250,17 +250,24 @@ def wait_reason(q: QueueState, run: PendingRun, free_gpus: int | None) -> Wait:
         hw = _queue_wait(q, head, free_gpus)
         # The head may be another team's run: the message (kept on the timeline, shown to this
         # run's readers) says what holds it, never whose it is; explain names it to those who may see it.
-        why = ""
-        if hw is not None:
-            n = hw.numbers
-            anon = f"its user has {n.get('used')}/{n.get('limit')} runs dispatched (max_per_user)"
-            why = f" ({anon if hw.reason == Reason.USER_LIMIT else hw.message})"
+        why = f" ({shared_message(hw, q.limits.name)})" if hw else ""
         return Wait(
             Reason.BEHIND_HEAD,
             f"queue {q.limits.name} is strict FIFO: waiting behind the run at its head{why}",
             (head.id,),
         )
     return Wait("Admissible", "fits every limit; the dispatcher will start it on its next cycle")
+
+
+def shared_message(wait: Wait, queue: str) -> str:
+    """A run's wait as anyone using the queue may read it: every team's, so it names no user.
+
+    Only the per-user limit's message names one (the run's owner, fine on the owner's own run).
+    """
+    if wait.reason == Reason.USER_LIMIT:
+        used, limit = wait.numbers.get("used"), wait.numbers.get("limit")
+        return f"the head run's user has {used}/{limit} runs dispatched in queue {queue} (max_per_user)"
+    return wait.message
 
 
 def order_queues(queues: Iterable[QueueState]) -> list[QueueState]:

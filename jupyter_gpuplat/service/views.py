@@ -4,9 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..core.admission import QueueState, Wait, wait_reason
+from ..core.admission import QueueState, shared_message, wait_reason
 from ..core.clocks import clocks as run_clocks
-from ..core.reasons import Reason
 from ..core.resources import Resources
 
 _TIMES = ("created_at", "queued_at", "dispatched_at", "started_at", "finished_at", "updated_at")
@@ -72,14 +71,7 @@ def queue_view(q: QueueState, free_gpus: int | None) -> dict[str, Any]:
         "paused": lim.paused,
         "usage": {"runs": len(q.held), **q.used.to_dict()},
         "pending": q.pending_count,
-        "head_wait": None if wait is None else {"reason": str(wait.reason), "message": _shared_message(q, wait)},
+        "head_wait": None
+        if wait is None
+        else {"reason": str(wait.reason), "message": shared_message(wait, q.limits.name)},
     }
-
-
-def _shared_message(q: QueueState, wait: Wait) -> str:
-    """The head's wait as every user of the queue may read it: a queue is shared by teams, so
-    its view names no one's user (explain names them to those who may see the run)."""
-    if wait.reason == Reason.USER_LIMIT:
-        used, limit = wait.numbers.get("used"), wait.numbers.get("limit")
-        return f"the head run's user has {used}/{limit} runs dispatched in queue {q.limits.name} (max_per_user)"
-    return wait.message
