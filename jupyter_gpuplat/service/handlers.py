@@ -7,16 +7,13 @@ in the engine/core. Domain errors become `{"error": {code, message, hint}}` in
 
 from __future__ import annotations
 
-import asyncio
 import json
-import re
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
 from jupyter_server.base.handlers import APIHandler, JupyterHandler
 from tornado import web
-from tornado.iostream import StreamClosedError
 
 from ..auth import platform_username
 from ..core.artifacts import is_internal
@@ -25,9 +22,9 @@ from ..core.errors import GpuPlatError, InvalidInput, NotFound, Unavailable
 from ..core.request import RunRequest
 from ..engine.engine import Engine
 from ..engine.explain import explain
-from ..executors.base import ArtifactReader
 from . import models as m
-from .errors import RangeNotSatisfiable, error_body, parse_json_body
+from .args import choice, int_arg, names_arg
+from .errors import error_body, parse_json_body
 from .openapi import API
 from .views import queue_view, run_detail, run_summary
 
@@ -186,7 +183,7 @@ class ConfigHandler(BaseHandler):
 
     @web.authenticated
     async def put(self) -> None:
-        dry = _choice(self, "dry_run", "false", ("true", "false")) == "true"
+        dry = choice(self, "dry_run", "false", ("true", "false")) == "true"
         self.send_model(m.ConfigView, self.engine.admin.put_config_as(self.user_name, self._config_body, dry_run=dry))
 
     def _config_body(self) -> PlatformConfig:
@@ -254,8 +251,8 @@ class RunsHandler(RunRequestMixin):
             queue=self.get_argument("queue", None),
             owner=self.get_argument("user", None),
             name_contains=self.get_argument("q", None),
-            before_seq=_int_arg(self, "before", 0, 0, 2**62) if before else None,
-            limit=_int_arg(self, "limit", 100, 1, 1000),
+            before_seq=int_arg(self, "before", 0, 0, 2**62) if before else None,
+            limit=int_arg(self, "limit", 100, 1, 1000),
         )
         now = self.engine.reads.now()
         self.send_model(m.RunsPage, {"runs": [run_summary(r, now) for r in rows], "next_before": nxt})
@@ -279,134 +276,6 @@ class StopHandler(BaseHandler):
     async def post(self, run_id: str) -> None:
         row = await self.engine.stop(self.user_name, run_id)
         self.send_model(m.RunDetail, run_detail(row, self.engine.clock()))
-
-
-class SSEHandler(BaseHandler):
-    def start_stream(self) -> None:
-        self.raw_content_type = True
-        self.set_header("Content-Type", "text/event-stream")
-        self.set_header("Cache-Control", "no-cache")
-        self.set_header("X-Accel-Buffering", "no")
-
-    async def emit(self, data: str, *, event: str | None = None, id: str | int | None = None) -> None:
-        chunk = ""
-        if id is not None:
-            chunk += f"id: {id}\n"
-        if event:
-            chunk += f"event: {event}\n"
-        for line in data.split("\n"):
-            chunk += f"data: {line}\n"
-        self.write(chunk + "\n")
-        await self.flush()
-
-
-class LogsHandler(SSEHandler):
-    """The run's log as SSE: one event per line, id = byte offset after it.
-
-    `follow=false` sends what exists and ends; otherwise it follows until the run
-    ends. Reconnect with Last-Event-ID (or `offset=`) to resume without loss.
-    `format=text` returns the plain log file (from `offset=`) instead. A position past
-    the end of the log is refused (416) before anything is sent.
-    """
-
-    poll_seconds = 0.05
-
-    @web.authenticated
-    async def get(self, run_id: str) -> None:
-        row = self.engine.get_visible(self.user_name, run_id)
-        reader = self.engine.artifacts
-        fmt = _choice(self, "format", "sse", ("sse", "text"))
-        follow = _choice(self, "follow", "true", ("true", "false")) == "true"
-        offset = self._resume_offset(reader.log_size(run_id), run_id)  # a log linking out is refused here too
-        if fmt == "text":
-            self.raw_content_type = True
-            self.set_header("Content-Type", "text/plain; charset=utf-8")
-            self.finish(reader.read_log(run_id, offset))
-            return
-        self.start_stream()
-        try:
-            await self.flush()  # headers now: a client sees the stream open before the first line
-            while True:
-                final = self.engine.is_final(row["id"])  # read before the file: no line is missed
-                offset = await self._send_lines(reader, run_id, offset, final)
-                if final or not follow:
-                    break
-                await asyncio.sleep(self.poll_seconds)
-            status = (self.engine.store.get_run(run_id) or row)["status"]
-            await self.emit(json.dumps({"status": status, "offset": offset}), event="end")
-        except StreamClosedError:
-            return
-        self.finish()
-
-    def _resume_offset(self, size: int, run_id: str) -> int:
-        """Where to start: Last-Event-ID, else `offset`, else 0; at most the log's size (the log only grows)."""
-        last = self.request.headers.get("Last-Event-ID")
-        raw, name = (last, "Last-Event-ID") if last else (self.get_argument("offset", None), "offset")
-        offset = 0 if raw is None else stream_position(raw, name)
-        size = max(size, 0)
-        if offset > size:
-            raise RangeNotSatisfiable(
-                f"{name} {offset} is past the end of the log of run {run_id} ({size} bytes)",
-                "resume from an id this stream sent (a position in the log), or from 0",
-            )
-        return offset
-
-    async def _send_lines(self, reader: ArtifactReader, run_id: str, offset: int, final: bool) -> int:
-        data = reader.read_log(run_id, offset, 4 * 1024 * 1024)
-        if not data:
-            return offset
-        cut = data.rfind(b"\n") + 1
-        if cut == 0 and not final:
-            return offset  # wait for the line to complete
-        chunk = data if final else data[:cut]
-        pos = offset
-        for raw in chunk.splitlines(keepends=True):
-            pos += len(raw)
-            await self.emit(raw.rstrip(b"\r\n").decode("utf-8", "replace"), id=pos)
-        return pos
-
-
-class EventsHandler(SSEHandler):
-    """Status changes of every visible run as SSE; resumes from Last-Event-ID or `since`."""
-
-    heartbeat_seconds = 15.0
-
-    @web.authenticated
-    async def get(self) -> None:
-        user = self.user_name
-        projects = set(self.engine.visible_projects(user))
-        last_id = self.request.headers.get("Last-Event-ID")
-        since, since_name = (last_id, "Last-Event-ID") if last_id else (self.get_argument("since", ""), "since")
-        start = stream_position(since, since_name) if since else None
-        limit = _int_arg(self, "limit", 0, 0, 10**9)
-        heartbeat = float(_int_arg(self, "heartbeat", int(self.heartbeat_seconds), 1, 300))
-        sub = self.engine.bus.subscribe()
-        sent = 0
-        self.start_stream()
-        try:
-            last, backlog = self.engine.reads.events_since(user, start, limit or 10_000)
-            for ev in backlog:
-                await self.emit(json.dumps(ev), id=ev["id"], event="status")
-                last, sent = ev["id"], sent + 1
-            await self.emit(json.dumps({"last_event_id": last}), event="ready")
-            while not (limit and sent >= limit):
-                try:
-                    ev = await asyncio.wait_for(sub.queue.get(), heartbeat)
-                except TimeoutError:
-                    if sub.overflowed:
-                        break
-                    self.write(": keep-alive\n\n")
-                    await self.flush()
-                    continue
-                if ev["id"] <= last or ev["project"] not in projects:
-                    continue
-                await self.emit(json.dumps(ev), id=ev["id"], event="status")
-                last, sent = ev["id"], sent + 1
-        except StreamClosedError:
-            return
-        finally:
-            self.engine.bus.unsubscribe(sub)
-        self.finish()
 
 
 class OutputsHandler(BaseHandler):
@@ -440,62 +309,23 @@ class OutputsHandler(BaseHandler):
         self.finish()
 
 
-def _names_arg(h: BaseHandler, name: str) -> list[str] | None:
-    names = [n for arg in h.get_arguments(name) for n in arg.split(",") if n]
-    return names or None
-
-
 class MetricsHandler(BaseHandler):
     """Metric curves of a run, downsampled on the server keeping extremes."""
 
     @web.authenticated
     async def get(self, run_id: str) -> None:
-        max_points = _int_arg(self, "max_points", 2000, 4, 1_000_000)
-        curves = await self.engine.run_metrics(self.user_name, run_id, _names_arg(self, "names"), max_points)
+        max_points = int_arg(self, "max_points", 2000, 4, 1_000_000)
+        curves = await self.engine.run_metrics(self.user_name, run_id, names_arg(self, "names"), max_points)
         self.send_model(m.Metrics, curves)
 
 
 class CompareHandler(BaseHandler):
     @web.authenticated
     async def get(self) -> None:
-        runs = _names_arg(self, "runs") or []
-        max_points = _int_arg(self, "max_points", 500, 4, 100_000)
-        result = await self.engine.compare_runs(self.user_name, runs, _names_arg(self, "metrics"), max_points)
+        runs = names_arg(self, "runs") or []
+        max_points = int_arg(self, "max_points", 500, 4, 100_000)
+        result = await self.engine.compare_runs(self.user_name, runs, names_arg(self, "metrics"), max_points)
         self.send_model(m.Compare, result)
-
-
-MAX_STREAM_POSITION = 2**63 - 1
-_DECIMAL = re.compile(r"[0-9]{1,19}")  # ASCII only: str.isdigit and int() also take '²' and '٣'
-
-
-def stream_position(raw: str, name: str) -> int:
-    """A resume position (log offset, event id): an ASCII decimal in 0..2**63-1, else InvalidInput naming `name`."""
-    value = int(raw) if _DECIMAL.fullmatch(raw) else -1
-    if not 0 <= value <= MAX_STREAM_POSITION:
-        raise InvalidInput(
-            f"{name} must be a decimal integer between 0 and {MAX_STREAM_POSITION}, got {raw[:40]!r}",
-            "resume from an id the stream sent",
-        )
-    return value
-
-
-def _choice(h: web.RequestHandler, name: str, default: str, allowed: tuple[str, ...]) -> str:
-    value = h.get_argument(name, default)
-    if value not in allowed:
-        raise InvalidInput(f"{name} must be one of {', '.join(allowed)}, got {value[:40]!r}")
-    return value
-
-
-def _int_arg(h: web.RequestHandler, name: str, default: int, lo: int, hi: int) -> int:
-    raw = h.get_argument(name, None)
-    if raw is None:
-        return default
-    if not _DECIMAL.fullmatch(raw) or len(raw) > 19:  # int() would take "1_0" and other scripts' digits
-        raise InvalidInput(f"{name} must be an integer between {lo} and {hi}, got {raw[:40]!r}")
-    v = int(raw)
-    if not lo <= v <= hi:
-        raise InvalidInput(f"{name} must be between {lo} and {hi}, got {v}")
-    return v
 
 
 def _implements(h: web.RequestHandler, method: str) -> bool:

@@ -20,9 +20,7 @@ from .handlers import (
     CapacityHandler,
     CompareHandler,
     ConfigHandler,
-    EventsHandler,
     ExplainHandler,
-    LogsHandler,
     MetricsHandler,
     OutputsHandler,
     PresetHandler,
@@ -39,6 +37,7 @@ from .handlers import (
     WhoAmIHandler,
 )
 from .openapi import API, openapi_document
+from .streams import EventsHandler, LogsHandler
 
 
 class OpenAPIHandler(BaseHandler):
