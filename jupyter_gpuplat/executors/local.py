@@ -77,14 +77,12 @@ from .local_process import (
     read_json,
     spawn_launcher,
 )
-from .warm_client import WarmLauncherClient, WarmLauncherError, WarmStart
+from .local_warm import WarmLaunchers, WarmSlot
+from .warm_client import WarmLauncherError, WarmStart
 
 LAUNCHER = str(Path(__file__).with_name("launcher.py"))
-WARM_LAUNCHER = str(Path(__file__).with_name("warm_launcher.py"))
 # after SIGKILL, how long stop() waits for the watcher to report the end
 KILL_WAIT_SECONDS = 5.0
-# after a warm launcher dies, how long runs start directly before it is started again
-WARM_RESTART_SECONDS = 5.0
 # how long submit waits for a live launcher (its lock held) to write its launch record
 ADOPT_WAIT_SECONDS = 10.0
 ADOPT_POLL_SECONDS = 0.01
@@ -128,17 +126,6 @@ def _python_env(env: Mapping[str, str]) -> dict[str, str]:
 
 
 @dataclass(eq=False)
-class _Warm:
-    """One warm launcher of the executor and the runs it reports on."""
-
-    argv: list[str]
-    client: WarmLauncherClient | None = None
-    runs: dict[int, _Run] = field(default_factory=dict)  # pid → run
-    exits: dict[int, int] = field(default_factory=dict)  # ends reported before submit took the run
-    gone_at: float | None = None  # monotonic time it last ended on its own
-
-
-@dataclass(eq=False)
 class _Run:
     run_id: str
     pid: int
@@ -146,7 +133,7 @@ class _Run:
     exit_file: str
     own: bool  # our child: watched through a pidfd and reaped here
     timeout_seconds: float | None
-    warm: _Warm | None = None  # the warm launcher whose child it is: it reports the end; pidfd for signals
+    warm: WarmSlot[_Run] | None = None  # the warm launcher whose child it is: it reports the end; pidfd for signals
     process: psutil.Process | None = None  # for re-attached runs: identity-checked
     stop: dict[str, Any] | None = None  # the stop request, as written to stop.json
     done: asyncio.Event = field(default_factory=asyncio.Event)
@@ -219,9 +206,7 @@ class LocalExecutor(FilesystemArtifacts, Executor):
         self._detected: list[Device] | None = None
         self._closed = False
         self._submitting: set[str] = set()
-        # -I -S: the command launcher needs only the stdlib; the notebook one imports nbclient, ipykernel
-        self._warm_command = _Warm([sys.executable, "-I", "-S", WARM_LAUNCHER])
-        self._warm_notebook = _Warm([sys.executable, "-m", "jupyter_gpuplat.nbwarm"])
+        self._warm: WarmLaunchers[_Run] = WarmLaunchers(self._launcher_env, self._finish, self._watch_pidfd, self.log)
 
     # -- devices ---------------------------------------------------------------------------
 
@@ -307,7 +292,7 @@ class LocalExecutor(FilesystemArtifacts, Executor):
             raise ExecutorError(f"run {req.run_id}: cannot prepare {workdir}: {exc.strerror or exc}") from exc
         try:
             slot = self._warm_for(req, env) if self.warm_launcher else None
-            warm = self._warm_client(slot) if slot is not None else None
+            warm = self._warm.client(slot) if slot is not None else None
             future = None
             if warm is not None and slot is not None:
                 spec = {"argv": command, "env": env, "cwd": req.cwd, "exit_file": exit_file}
@@ -345,7 +330,7 @@ class LocalExecutor(FilesystemArtifacts, Executor):
         assert slot is not None
         return self._took_warm(req, started, slot)
 
-    def _took_warm(self, req: LaunchRequest, started: WarmStart, slot: _Warm) -> dict[str, Any]:
+    def _took_warm(self, req: LaunchRequest, started: WarmStart, slot: WarmSlot[_Run]) -> dict[str, Any]:
         run = _Run(
             req.run_id,
             started.pid,
@@ -360,13 +345,11 @@ class LocalExecutor(FilesystemArtifacts, Executor):
             os.close(started.pidfd)
             return self._handle(req, run.pid, run.create_time)
         self._runs[run.run_id] = run
-        if slot.client is not None and slot.client.alive:
-            slot.runs[run.pid] = run
-            code = slot.exits.pop(run.pid, None)
-            if code is not None:  # it already ended: report it once the handle is saved
-                asyncio.get_running_loop().call_soon(self._finish, run, code)
-        else:
+        tracked, code = self._warm.track(slot, run.pid, run)
+        if not tracked:
             self._watch_pidfd(run)
+        elif code is not None:  # it already ended: report it once the handle is saved
+            asyncio.get_running_loop().call_soon(self._finish, run, code)
         return self._started(run, req)
 
     def _started(self, run: _Run, req: LaunchRequest) -> dict[str, Any]:
@@ -437,54 +420,21 @@ class LocalExecutor(FilesystemArtifacts, Executor):
 
     # -- the warm launcher -----------------------------------------------------------------
 
-    def _warm_for(self, req: LaunchRequest, env: Mapping[str, str]) -> _Warm:
+    def _warm_for(self, req: LaunchRequest, env: Mapping[str, str]) -> WarmSlot[_Run]:
         """The notebook warm launcher for a notebook it can run exactly as a fresh interpreter would."""
         if (
             req.entrypoint.kind == "notebook"
             and self.warm_notebooks
             and _python_env(env) == _python_env(self._launcher_env())
         ):
-            return self._warm_notebook
-        return self._warm_command
+            return self._warm.notebook
+        return self._warm.command
 
     def _launcher_env(self) -> dict[str, str]:
         base = os.environ if self.inherit_env else {"PATH": os.environ.get("PATH", "")}
         env = {k: v for k, v in base.items() if k not in SECRET_ENV and not k.startswith(SECRET_ENV_PREFIX)}
         env["PYTHONUNBUFFERED"] = "1"  # as every run has it: forked runs keep its unbuffered stdio
         return env
-
-    def _warm_client(self, slot: _Warm) -> WarmLauncherClient | None:
-        if slot.client is not None and slot.client.alive:
-            return slot.client
-        if slot.gone_at is not None and time.monotonic() - slot.gone_at < WARM_RESTART_SECONDS:
-            return None  # it just died: launchers start directly for a while, no restart loop
-        try:
-            slot.client = WarmLauncherClient(
-                slot.argv,
-                self._launcher_env(),
-                lambda pid, code: self._on_warm_exit(slot, pid, code),
-                lambda: self._on_warm_gone(slot),
-            )
-        except OSError as exc:
-            self.log.warning("gpuplat: cannot start the warm launcher (%s); starting launchers directly", exc)
-            slot.client = None
-        return slot.client
-
-    def _on_warm_exit(self, slot: _Warm, pid: int, code: int) -> None:
-        run = slot.runs.pop(pid, None)
-        if run is None:
-            slot.exits[pid] = code  # its submit has not taken it yet
-            return
-        self._finish(run, code)
-
-    def _on_warm_gone(self, slot: _Warm) -> None:
-        """Its runs keep running, now children of init: watch their pidfds (the end, not the code)."""
-        self.log.warning("gpuplat: a warm launcher ended; %d of its runs are watched directly", len(slot.runs))
-        runs, slot.runs = list(slot.runs.values()), {}
-        slot.exits.clear()
-        slot.gone_at = time.monotonic()
-        for run in runs:
-            self._watch_pidfd(run)
 
     def _watch_pidfd(self, run: _Run) -> None:
         loop = asyncio.get_running_loop()
@@ -751,14 +701,9 @@ class LocalExecutor(FilesystemArtifacts, Executor):
                 tasks.append(run.stopping)
         self._runs.clear()
         self._polled.clear()
-        for slot in (self._warm_command, self._warm_notebook):
-            slot.runs.clear()
-            slot.exits.clear()
+        self._warm.forget()
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
         self._poll_task = None
-        for slot in (self._warm_command, self._warm_notebook):
-            if slot.client is not None:
-                await slot.client.close()  # it ends at once; the runs it started keep running
-                slot.client = None
+        await self._warm.close()
