@@ -51,10 +51,10 @@ def test_example_parses() -> None:
     nb = cfg.preset("notebook")
     assert nb is not None and nb.locked == ["queue"] and nb.merge == "post_merge"
     assert nb.layer_dict() == {
-        "kind": "job",
+        "kind": "session",
         "queue": "interactive",
         "resources": {"gpu": 1, "cpu": "2", "memory": "8Gi"},
-        "termination": {"timeout_seconds": 14400},
+        "termination": {"timeout_seconds": 14400, "idle_seconds": 3600},
     }
     assert cfg.defaults.layer_dict() == {
         "resources": {"cpu": "1", "memory": "2Gi"},

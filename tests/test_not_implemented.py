@@ -13,9 +13,7 @@ from jupyter_gpuplat.core.errors import ConfigErrors
 @pytest.mark.parametrize(
     ("preset", "named"),
     [
-        ({"name": "s", "kind": "session"}, "presets[0].kind: kind 'session' is not implemented in this release"),
         ({"name": "w", "kind": "sweep"}, "presets[0].kind: kind 'sweep' is not implemented in this release"),
-        ({"name": "i", "termination": {"idle_seconds": 60}}, "presets[0].termination.idle_seconds: idle_seconds"),
     ],
 )
 def test_config_refuses_unimplemented_with_422(preset: dict[str, Any], named: str) -> None:
@@ -27,17 +25,15 @@ def test_config_refuses_unimplemented_with_422(preset: dict[str, Any], named: st
 
 def test_a_shape_error_beside_it_stays_a_400() -> None:
     with pytest.raises(ConfigErrors) as err:
-        parse_config({"presets": [{"name": "s", "kind": "session", "resources": {"gpu": -1}}]})
+        parse_config({"presets": [{"name": "s", "kind": "sweep", "resources": {"gpu": -1}}]})
     assert err.value.status == 400
-    assert "kind 'session' is not implemented" in err.value.message and "resources.gpu" in err.value.message
+    assert "kind 'sweep' is not implemented" in err.value.message and "resources.gpu" in err.value.message
 
 
 @pytest.mark.parametrize(
     ("field", "named"),
     [
-        ({"kind": "session"}, "kind 'session' is not implemented in this release (it comes with GPU sessions)"),
         ({"kind": "sweep"}, "kind 'sweep' is not implemented in this release (it comes with sweeps)"),
-        ({"termination": {"idle_seconds": 600}}, "termination.idle_seconds: idle_seconds is not implemented"),
     ],
 )
 async def test_runs_and_previews_refuse_unimplemented(api: Any, field: dict[str, Any], named: str) -> None:
@@ -51,10 +47,10 @@ async def test_runs_and_previews_refuse_unimplemented(api: Any, field: dict[str,
 
 async def test_admin_preset_write_refuses_unimplemented_and_changes_nothing(api: Any) -> None:
     before = await api.ok("GET", "config", "ops")
-    code, err = await api("PUT", "presets/nb", "ops", {"name": "nb", "kind": "session"})
-    assert code == 422 and "kind 'session' is not implemented" in err["error"]["message"]
+    code, err = await api("PUT", "presets/sw", "ops", {"name": "sw", "kind": "sweep"})
+    assert code == 422 and "kind 'sweep' is not implemented" in err["error"]["message"]
     config = dict(before["config"])
-    config["presets"] = [*config["presets"], {"name": "nb2", "termination": {"idle_seconds": 5}}]
+    config["presets"] = [*config["presets"], {"name": "sw2", "kind": "sweep"}]
     code, err = await api("PUT", "config", "ops", {"config": config})
-    assert code == 422 and "termination.idle_seconds" in err["error"]["message"]
+    assert code == 422 and "presets[" in err["error"]["message"] and "sweep" in err["error"]["message"]
     assert await api.ok("GET", "config", "ops") == before

@@ -404,7 +404,7 @@ def test_locked_preset_overrides_project_default_queue(cfg: PlatformConfig) -> N
     res = run(cfg, "bob", presets=["notebook"])
     assert res.violations == ()
     assert (res.queue, res.provenance["queue"]) == ("interactive", "preset:notebook")
-    assert res.resolved["kind"] == "job"
+    assert res.resolved["kind"] == "session"
 
 
 def test_run_repeating_the_locked_value_is_fine(cfg: PlatformConfig) -> None:

@@ -33,6 +33,7 @@ EXIT_FILE = "exit.json"
 STOP_FILE = "stop.json"
 K8S_LOGS_FILE = "k8s-logs.json"
 
+KERNEL_FILE = "kernel.json"  # a session's connection file (mode 0600; never served)
 CELL_FILE = "cell.py"  # a notebook cell's code, run as a file so tracebacks show its lines
 GIT_DIFF_FILE = "git.diff"
 
@@ -44,6 +45,7 @@ EXIT = f"{STATE_DIR}/{EXIT_FILE}"
 STOP = f"{STATE_DIR}/{STOP_FILE}"
 K8S_LOGS = f"{STATE_DIR}/{K8S_LOGS_FILE}"
 CELL = f"{CODE_DIR}/{CELL_FILE}"
+KERNEL = f"{STATE_DIR}/{KERNEL_FILE}"
 GIT_DIFF = f"{CODE_DIR}/{GIT_DIFF_FILE}"
 
 

@@ -58,6 +58,12 @@ class Reason(StrEnum):
     REATTACHED = "Reattached"
     RUNNING = "Running"
     STOP_REQUESTED = "StopRequested"
+    # GPU sessions: the kernel inside the lease
+    KERNEL_STARTING = "KernelStarting"
+    KERNEL_READY = "KernelReady"
+    KERNEL_RESTARTED = "KernelRestarted"
+    IDLE_WARNING = "IdleWarning"
+    KEEP_ALIVE = "KeepAlive"
     # final
     COMPLETED = "Completed"
     ERROR = "Error"
@@ -67,6 +73,9 @@ class Reason(StrEnum):
     LOST = "Lost"
     START_FAILED = "StartFailed"
     DISK_FULL = "DiskFull"
+    IDLE_TIMEOUT = "IdleTimeout"
+    KERNEL_SHUTDOWN = "KernelShutdown"
+    KERNEL_DIED = "KernelDied"
     # execution side: placement (the Kubernetes scheduler)
     INSUFFICIENT_GPU = "InsufficientGPU"
     GPU_FRAGMENTED = "GPUsFragmented"
@@ -123,6 +132,14 @@ REGISTRY: dict[Reason, ReasonInfo] = {
     Reason.REATTACHED: ReasonInfo(_R, "the server restarted and watches the run again", (_O,)),
     Reason.RUNNING: ReasonInfo(_R, "the run's process runs", (_O,)),
     Reason.STOP_REQUESTED: ReasonInfo(_R, "someone asked to stop the run; the executor is stopping it", ()),
+    Reason.KERNEL_STARTING: ReasonInfo(_R, "the session holds its GPUs and its kernel is starting", ()),
+    Reason.KERNEL_READY: ReasonInfo(_R, "the session's kernel answers; the notebook is connected", ()),
+    Reason.KERNEL_RESTARTED: ReasonInfo(_R, "the kernel restarted inside the session; it kept its GPUs", ()),
+    Reason.IDLE_WARNING: ReasonInfo(_R, "no kernel activity for a while: the session ends soon unless kept", (_O,)),
+    Reason.KEEP_ALIVE: ReasonInfo(_R, "the owner kept the session: its idle clock starts again", ()),
+    Reason.IDLE_TIMEOUT: ReasonInfo(_D, "no kernel activity for the idle limit: the session ended, GPUs returned", ()),
+    Reason.KERNEL_SHUTDOWN: ReasonInfo(_D, "the session's kernel was shut down: the session ended, GPUs returned", ()),
+    Reason.KERNEL_DIED: ReasonInfo(_D, "the kernel kept dying: the session ended, GPUs returned", (_O,)),
     Reason.COMPLETED: ReasonInfo(_D, "the process exited with code 0", ()),
     Reason.ERROR: ReasonInfo(_D, "the process exited with a non-zero code", (_O,)),
     Reason.SIGNALED: ReasonInfo(_D, "the process was killed by a signal", (_O,)),

@@ -11,14 +11,34 @@ from typing import Any, Literal, Self
 from pydantic import Field, field_validator, model_validator
 
 from .artifacts import CELL_FILE
+from .errors import InvalidInput
 from .spec import PartialSpec, Text
 
 MAX_NAME = 128
+# Fields of a run request that are not spec fields (not merged with presets).
+RUN_ONLY_FIELDS = (
+    "project",
+    "name",
+    "command",
+    "script",
+    "code",
+    "args",
+    "presets",
+    "params",
+    "working_dir",
+    "notebook",
+)
+EXACTLY_ONE = (
+    "give exactly one of command (an argv list or a shell string), script (a .py or .ipynb path) "
+    "and code (Python source)"
+)
 MAX_COMMAND_BYTES = 64 * 1024
 # Params are stored as JSON and compared across runs: finite numbers, integers within 64 bits.
 MAX_PARAM_INT = 2**63 - 1
 NBRUN = ("-m", "jupyter_gpuplat.nbrun")
-EntrypointKind = Literal["command", "shell", "script", "notebook", "cell"]
+EntrypointKind = Literal["command", "shell", "script", "notebook", "cell", "kernel"]
+# A session runs a kernel: what the kernel agent runs, for people (the executor builds the real argv).
+KERNEL_DISPLAY = ("python", "-m", "ipykernel_launcher")
 
 
 @dataclass(frozen=True)
@@ -28,7 +48,8 @@ class Entrypoint:
     `command`: `argv` as given; `shell`: `shell` run by /bin/sh -c; `script`: a .py file at
     `path` run by the executor's Python with `args`; `notebook`: an .ipynb at `path` executed
     headless by jupyter_gpuplat.nbrun (params reach it as GPUPLAT_PARAMS); `cell`: Python
-    source in `code`, which the executor writes to the run's `code/cell.py` and runs with `args`.
+    source in `code`, which the executor writes to the run's `code/cell.py` and runs with `args`;
+    `kernel`: a GPU session's kernel, kept alive for the lease by the executor's kernel agent.
     Plain JSON through `to_json`/`from_json`: it is kept in the run's resolved spec.
     """
 
@@ -48,7 +69,7 @@ class Entrypoint:
             out["shell"] = self.shell
         elif self.kind in ("script", "notebook"):
             out["path"] = self.path
-        else:
+        elif self.kind == "cell":
             out["code"] = self.code
         if self.args:
             out["args"] = list(self.args)
@@ -59,7 +80,7 @@ class Entrypoint:
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> Entrypoint:
         kind = data.get("kind")
-        if kind not in ("command", "shell", "script", "notebook", "cell"):
+        if kind not in ("command", "shell", "script", "notebook", "cell", "kernel"):
             raise ValueError(f"unknown entrypoint kind {kind!r}")
         return cls(
             kind=kind,
@@ -92,6 +113,8 @@ class Entrypoint:
             return [python, str(self.path), *self.args]
         if self.kind == "notebook":
             return [python, *NBRUN, str(self.path), *self.args]
+        if self.kind == "kernel":
+            return [python, *KERNEL_DISPLAY[1:]]
         return [python, cell_path, *self.args]
 
     def display(self) -> list[str]:
@@ -134,13 +157,15 @@ class RunRequest(PartialSpec):
     presets: list[str] = Field(default_factory=list, max_length=16)
     params: dict[str, str | int | float | bool] | None = None
 
+    # A session's notebook, relative to the Jupyter root: a kernel started on it attaches to the lease.
+    notebook: Text | None = Field(default=None, min_length=1, max_length=4096)
+
     @model_validator(mode="after")
     def _command_or_script(self) -> Self:
-        if sum(x is not None for x in (self.command, self.script, self.code)) != 1:
-            raise ValueError(
-                "give exactly one of command (an argv list or a shell string), script (a .py or .ipynb path) "
-                "and code (Python source)"
-            )
+        # None of them is a session (it runs a kernel); whether the resolved kind is one is
+        # known only after the presets are merged (`check_entrypoint`).
+        if sum(x is not None for x in (self.command, self.script, self.code)) > 1:
+            raise ValueError(EXACTLY_ONE)
         if self.script is not None and not self.script.endswith((".py", ".ipynb")):
             raise ValueError(f"script must be a .py or .ipynb file, got {self.script!r}")
         if self.args and self.command is not None:
@@ -186,8 +211,24 @@ class RunRequest(PartialSpec):
             raise ValueError("must not contain control characters")
         return v
 
+    def check_entrypoint(self, kind: str) -> None:
+        """What to run must fit the resolved kind: a job runs one thing, a session a kernel."""
+        given = [f for f in ("command", "script", "code") if getattr(self, f) is not None]
+        if kind == "session":
+            if given:
+                raise InvalidInput(
+                    f"a session runs a kernel, not {given[0]}",
+                    f"remove {given[0]} (open a notebook on the session's kernel), or submit a job",
+                )
+        elif not given:
+            raise InvalidInput(EXACTLY_ONE, "or use a session preset (kind: session) to start a kernel")
+        elif self.notebook is not None:
+            raise InvalidInput("notebook names a session's notebook; this run is a job", "remove notebook")
+
     def entrypoint(self) -> Entrypoint:
         """What to run; each executor builds its own argv from it."""
+        if self.command is None and self.script is None and self.code is None:
+            return Entrypoint("kernel")
         args = tuple(self.args)
         if self.code is not None:
             return Entrypoint("cell", code=self.code, args=args)
@@ -205,6 +246,6 @@ class RunRequest(PartialSpec):
 
     def explicit_layer(self) -> dict[str, Any]:
         d = self.model_dump(exclude_unset=True, mode="json")
-        for key in ("project", "name", "command", "script", "code", "args", "presets", "params", "working_dir"):
+        for key in RUN_ONLY_FIELDS:
             d.pop(key, None)
         return d

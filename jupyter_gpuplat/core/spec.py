@@ -18,9 +18,9 @@ NAME_HINT = "lowercase letters, digits, '.', '_' and '-', 1-63 characters, start
 Kind = Literal["job", "session", "sweep"]
 # What runs today. A kind or field the platform would silently ignore is refused instead
 # (error type NOT_IMPLEMENTED, a 422), until the release that implements it.
-IMPLEMENTED_KINDS: tuple[str, ...] = ("job",)
+IMPLEMENTED_KINDS: tuple[str, ...] = ("job", "session")
 NOT_IMPLEMENTED = "not_implemented"
-_COMING = {"session": "GPU sessions", "sweep": "sweeps"}
+_COMING = {"sweep": "sweeps"}
 
 
 def not_implemented(what: str, comes_with: str) -> PydanticCustomError:
@@ -106,14 +106,8 @@ class Volume(_Strict):
 
 class Termination(_Strict):
     timeout_seconds: int | None = Field(default=None, gt=0, le=365 * 86400)
+    # Sessions only: seconds without kernel activity before the session ends and gives its GPUs back.
     idle_seconds: int | None = Field(default=None, gt=0, le=365 * 86400)
-
-    @field_validator("idle_seconds")
-    @classmethod
-    def _idle_not_implemented(cls, v: int | None) -> int | None:
-        if v is not None:
-            raise not_implemented("idle_seconds", "GPU sessions")
-        return v
 
 
 class PartialSpec(_Strict):

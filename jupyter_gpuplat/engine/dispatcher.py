@@ -33,6 +33,8 @@ class RunEnder(Protocol):
 
     async def stop_in_executor(self, a: ActiveRun) -> None: ...
 
+    def record_running(self, a: ActiveRun, reason: str, message: str, **fields: Any) -> None: ...
+
 
 class Dispatcher:
     def __init__(
@@ -75,6 +77,7 @@ class Dispatcher:
     def preview(self, user: str, req: RunRequest) -> dict[str, Any]:
         """What submit would do: the resolved spec, where each field came from, and the verdict."""
         res = resolve(self.s.cfg, user, req)
+        req.check_entrypoint(res.resolved.get("kind", "job"))
         extra = [v for v in (self.capacity_violation(res.resources), self.working_dir_violation(req)) if v]
         return {
             "resolved": res.resolved,
@@ -87,11 +90,17 @@ class Dispatcher:
         s = self.s
         res = resolve(s.cfg, user, req)
         res.raise_first()
+        kind = res.resolved.get("kind", "job")
+        req.check_entrypoint(kind)
         cap = self.capacity_violation(res.resources) or self.working_dir_violation(req)
         if cap:
             raise cap
         # What to run, kept with the spec: each executor builds its own argv from it at launch.
         res.resolved["entrypoint"] = req.entrypoint().to_json()
+        if kind == "session":
+            res.resolved["session"] = {"notebook": req.notebook}
+            if res.resolved.get("name") is None and req.notebook:
+                res.resolved["name"] = req.notebook
         if req.working_dir is not None:
             res.resolved["working_dir"] = req.working_dir
         qname = res.queue
@@ -356,7 +365,7 @@ class Dispatcher:
         if s.executor.reports_start:
             s.record(a, Status.STARTING, Reason.SUBMITTED, started, handle=handle)
             return
-        s.record(a, Status.RUNNING, Reason.STARTED, started, handle=handle, started_at=s.clock())
+        self.reconciler.record_running(a, Reason.STARTED, started, handle=handle, started_at=s.clock())
 
 
 def _disk_full(exc: BaseException) -> bool:

@@ -19,6 +19,7 @@ from typing import Any
 
 from ..core.admission import QueueState
 from ..core.config import PlatformConfig, parse_config
+from ..core.errors import Forbidden
 from ..core.request import RunRequest
 from ..core.status import FINAL, HOLDING, Status
 from ..executors.base import Device, Executor, Observation
@@ -30,6 +31,7 @@ from .dispatcher import Dispatcher
 from .metrics import MetricsIndexer
 from .reads import ReadModel
 from .reconciler import Reconciler
+from .sessions import Sessions, is_session
 from .state import ActiveRun, EngineState, new_run_id, queue_limits
 
 log = logging.getLogger("jupyter_gpuplat.engine")
@@ -163,6 +165,42 @@ class Engine:
         row = self.reads.get_visible(user, run_id)
         self.reconciler.stop(user, row)
         return self.store.get_run(run_id) or row
+
+    # ---- GPU sessions ----------------------------------------------------------
+    @property
+    def sessions(self) -> Sessions:
+        return self.reconciler.sessions
+
+    def session_report(self, user: str, run_id: str, event: str, kernel_id: str | None = None) -> None:
+        self.reads.get_visible(user, run_id)
+        self.sessions.report(user, run_id, event, kernel_id)
+
+    def keepalive(self, user: str, run_id: str) -> dict[str, Any]:
+        self.reads.get_visible(user, run_id)
+        self.sessions.keepalive(user, run_id)
+        return self.store.get_run(run_id) or {}
+
+    async def kernel_connection(self, user: str, run_id: str) -> dict[str, Any] | None:
+        """A running session's connection info, for its owner only (the key runs code as them)."""
+        row = self.reads.get_visible(user, run_id)
+        if row["user"] != user:
+            raise Forbidden(f"only {row['user']} may connect to the kernel of session {run_id}", "")
+        a = self.active.get(run_id)
+        if a is None or a.handle is None or a.status != Status.RUNNING or run_id not in self.sessions.leases:
+            return None
+        return await self.executor.kernel_connection(run_id, a.handle)
+
+    def user_sessions(self, user: str, notebook: str | None = None) -> list[dict[str, Any]]:
+        """The user's unfinished sessions, newest first (from the snapshot, then their rows)."""
+        mine = [
+            a
+            for a in self.active.values()
+            if a.user == user
+            and is_session(a)
+            and (notebook is None or (a.resolved.get("session") or {}).get("notebook") == notebook)
+        ]
+        mine.sort(key=lambda a: a.seq, reverse=True)
+        return [row for a in mine if (row := self.store.get_run(a.id)) is not None]
 
     # ---- reads with access control ------------------------------------------
     def get_visible(self, user: str, run_id: str) -> dict[str, Any]:

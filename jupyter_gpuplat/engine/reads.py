@@ -128,6 +128,7 @@ class ReadModel:
         queue: str | None = None,
         owner: str | None = None,
         name_contains: str | None = None,
+        kind: str | None = None,
         before_seq: int | None = None,
         limit: int = 100,
     ) -> tuple[list[dict[str, Any]], int | None]:
@@ -143,6 +144,7 @@ class ReadModel:
             queue=queue,
             user=owner,
             name_contains=name_contains,
+            kind=kind,
             before_seq=before_seq,
             limit=limit,
         )

@@ -17,6 +17,7 @@ from ..core.resources import Resources
 from ..core.status import Reason, Status
 from ..executors.base import Observation
 from .dispatcher import Dispatcher
+from .sessions import KERNEL_DIED_EXIT, Sessions, gpus_text, is_session
 from .state import ActiveRun, EngineState, log
 
 
@@ -33,6 +34,7 @@ class Reconciler:
         self.d = dispatcher
         self.on_final = on_final  # the last metrics indexing of a run that ended
         self.stop_grace_seconds = stop_grace_seconds
+        self.sessions = Sessions(state, self)
 
     # ---- start-up: reload and re-attach ------------------------------------
     def reload(self, row: dict[str, Any]) -> None:
@@ -76,6 +78,8 @@ class Reconciler:
         if obs.status == "running":
             message = obs.message or "re-attached after a server restart"
             s.deferred.apply(f"re-attach of {a.id}", lambda: s.record(a, a.status, Reason.REATTACHED, message))
+            if a.status == Status.RUNNING and is_session(a):
+                self.sessions.started(a)  # its idle clock starts again from the restart
             if a.stop_requested_by:
                 s.spawn(self.stop_in_executor(a))
         else:
@@ -98,21 +102,37 @@ class Reconciler:
             status = Status(obs.status)
             if a.status == Status.STOPPING or (a.status == Status.RUNNING and status == Status.STARTING):
                 status = a.status
-            fields: dict[str, Any] = {}
-            if status == Status.RUNNING and a.status != Status.RUNNING:
-                fields["started_at"] = s.clock()
-            s.record(a, status, obs.reason, obs.message, details=details, **fields)
+            if status == Status.RUNNING:
+                fields = {} if a.status == Status.RUNNING else {"started_at": s.clock()}
+                self.record_running(a, obs.reason, obs.message, details=details, **fields)
+            else:
+                s.record(a, status, obs.reason, obs.message, details=details)
             return
         status = Status(obs.status)
+        reason: str = obs.reason
         message = obs.message
-        if a.stop_requested_by and status == Status.STOPPED:
+        if a.end is not None and status == Status.STOPPED:
+            reason, message = a.end
+        elif a.stop_requested_by and status == Status.STOPPED:
             message = f"stopped by {a.stop_requested_by}; {obs.message.removeprefix('stopped by request; ')}"
-        self.finish(a, status, obs.reason, message, exit_code=obs.exit_code, details=details)
+        elif is_session(a) and status == Status.FAILED and obs.exit_code == KERNEL_DIED_EXIT:
+            reason = Reason.KERNEL_DIED
+            message = f"the kernel kept dying (5 exits within 60 s); {gpus_text(a.devices)} returned"
+        self.finish(a, status, reason, message, exit_code=obs.exit_code, details=details)
+
+    def record_running(self, a: ActiveRun, reason: str, message: str, **fields: Any) -> None:
+        """The run's process runs; a session's lease now holds its GPUs and its kernel starts."""
+        if is_session(a) and reason == Reason.STARTED:
+            reason, message = Reason.KERNEL_STARTING, f"holds {gpus_text(a.devices)}; its kernel is starting"
+        self.s.record(a, Status.RUNNING, reason, message, **fields)
+        if is_session(a):
+            self.sessions.started(a)
 
     def finish(self, a: ActiveRun, status: Status, reason: str, message: str, **fields: Any) -> None:
         s = self.s
         s.record(a, status, reason, message, finished_at=s.clock(), **fields)
         s.active.pop(a.id, None)
+        self.sessions.ended(a.id)
         if a.handle is not None:
             s.spawn(self.on_final(a.id))
         q = s.queues.get(a.queue)
@@ -144,6 +164,19 @@ class Reconciler:
             a.stop_requested_by = user
             if a.handle is not None:
                 s.spawn(self.stop_in_executor(a))
+
+    def end(self, a: ActiveRun, reason: str, message: str, by: str) -> None:
+        """End a session for a reason of its own (idle, its kernel shut down), with that reason as final."""
+        if a.status in (Status.CREATED, Status.QUEUED):
+            self.finish(a, Status.STOPPED, reason, message)
+            return
+        if a.stop_requested_by is not None:
+            return
+        a.end = (reason, message)
+        self.s.record(a, Status.STOPPING, Reason.STOP_REQUESTED, f"ending: {message}", stop_requested_by=by)
+        a.stop_requested_by = by
+        if a.handle is not None:
+            self.s.spawn(self.stop_in_executor(a))
 
     async def stop_in_executor(self, a: ActiveRun) -> None:
         assert a.handle is not None

@@ -61,6 +61,8 @@ class ActiveRun:
     launching: bool = False
     times: dict[str, float | None] = field(default_factory=dict)
     provenance: dict[str, str] | None = None  # None after a reload: read from the store if needed
+    # A session ended by the platform (idle, kernel shut down): the final reason and message to record.
+    end: tuple[str, str] | None = None
 
     def pending(self) -> PendingRun:
         return PendingRun(self.id, self.seq, self.queue, self.user, self.request)
@@ -97,6 +99,8 @@ class EngineState:
         self.tasks: set[asyncio.Task[Any]] = set()
         # Writes kept while the store is unavailable, retried in order.
         self.deferred = Deferred()
+        # Called after each config change (e.g. the session kernelspecs follow the presets).
+        self.config_listeners: list[Callable[[PlatformConfig], None]] = []
 
     @property
     def free_gpus(self) -> int | None:
@@ -117,6 +121,11 @@ class EngineState:
         for name in list(self.queues):
             if name not in names:
                 del self.queues[name]
+        for listener in self.config_listeners:
+            try:
+                listener(cfg)
+            except Exception:  # a listener's failure must not undo a config change
+                log.exception("a config listener failed")
         return names
 
     def spawn(self, coro: Coroutine[Any, Any, Any]) -> None:

@@ -249,6 +249,14 @@ class Executor(LoggingConfigurable, metaclass=_ExecutorMeta):
     def capture_code(self, req: LaunchRequest) -> dict[str, Any] | None:
         """What the run executes, kept in its artifacts: `{snapshot, git}` (blocking I/O: call it in a thread)."""
 
+    async def kernel_connection(self, run_id: str, handle: Mapping[str, Any]) -> dict[str, Any] | None:
+        """A running session's kernel: Jupyter connection info (ip, ports, key, ...), None until it is up.
+
+        Executors that know the kernel's process add `gpuplat_pid` and `gpuplat_generation`
+        (which start of the kernel this is) so the provisioner can tell a restart happened.
+        """
+        raise ExecutorError(f"the {self.name} executor does not run GPU sessions")
+
     @abc.abstractmethod
     async def close(self) -> None:
         """Stop watching. Must not stop running work: a restarted server re-attaches to it."""

@@ -81,6 +81,7 @@ from .local_warm import WarmLaunchers, WarmSlot
 from .warm_client import WarmLauncherError, WarmStart
 
 LAUNCHER = str(Path(__file__).with_name("launcher.py"))
+KERNEL_AGENT = str(Path(__file__).with_name("kernel_agent.py"))
 # after SIGKILL, how long stop() waits for the watcher to report the end
 KILL_WAIT_SECONDS = 5.0
 # how long submit waits for a live launcher (its lock held) to write its launch record
@@ -118,6 +119,13 @@ def make_env(base: Mapping[str, str], req: LaunchRequest) -> dict[str, str]:
     env["GPUPLAT_RUN_ID"] = req.run_id
     env["GPUPLAT_ARTIFACTS_DIR"] = req.workdir
     return env
+
+
+def kernel_command(workdir: str) -> list[str]:
+    """A session: the kernel agent (stdlib only) keeping ipykernel alive, ports picked now (after admission)."""
+    connection_file = layout.in_run(workdir, layout.KERNEL)
+    kernel = [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"]
+    return [sys.executable, "-I", "-S", KERNEL_AGENT, "--connection-file", connection_file, "--", *kernel]
 
 
 def _python_env(env: Mapping[str, str]) -> dict[str, str]:
@@ -234,7 +242,10 @@ class LocalExecutor(FilesystemArtifacts, Executor):
             raise ExecutorError(f"run {req.run_id}: working_dir must be an absolute path, got {req.working_dir!r}")
         if not sys.executable:
             raise ExecutorError(f"run {req.run_id}: cannot find the Python interpreter to run the launcher")
-        command = req.entrypoint.argv_with(sys.executable, layout.in_run(req.workdir, layout.CELL))
+        if req.entrypoint.kind == "kernel":
+            command = kernel_command(req.workdir)
+        else:
+            command = req.entrypoint.argv_with(sys.executable, layout.in_run(req.workdir, layout.CELL))
         if not command or not all(isinstance(arg, str) and arg for arg in command):
             raise ExecutorError(f"run {req.run_id}: the command must be a non-empty list of strings, got {command!r}")
         env = make_env(os.environ if self.inherit_env else {}, req)
@@ -684,6 +695,14 @@ class LocalExecutor(FilesystemArtifacts, Executor):
             self.log.error("gpuplat: local executor task failed", exc_info=task.exception())
 
     # -- the rest --------------------------------------------------------------------------
+
+    async def kernel_connection(self, run_id: str, handle: Mapping[str, Any]) -> dict[str, Any] | None:
+        """The agent's connection file, with the kernel's pid and generation; None until both are written."""
+        path = layout.in_run(str(handle["workdir"]), layout.KERNEL)
+        info, state = read_json(path), read_json(path + ".state")
+        if info is None or state is None:
+            return None
+        return {**info, "gpuplat_pid": state.get("pid"), "gpuplat_generation": state.get("generation")}
 
     def log_path(self, handle: Mapping[str, Any]) -> str:
         path = handle.get("log_path")

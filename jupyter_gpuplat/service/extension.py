@@ -25,7 +25,11 @@ from ..executors.base import Executor
 from ..executors.local import LocalExecutor
 from ..store import Store
 from ..store.store import DEFAULT_BUSY_TIMEOUT_SECONDS
+from . import session_client
+from .kernelspecs import KernelSpecDir, session_specs
+from .provisioner import GpuSessionProvisioner
 from .routes import make_handlers
+from .session_client import InProcessSessionClient
 
 
 class Platform:
@@ -43,6 +47,31 @@ class Platform:
             min_free_artifacts_bytes=app.min_free_artifacts_bytes,
         )
         self._started: asyncio.Future[None] | None = None
+        self.kernelspecs: KernelSpecDir | None = None
+
+    @property
+    def session_user(self) -> str:
+        """Whose kernels this server starts: JupyterHub's user, else the server's owner."""
+        return os.environ.get("JUPYTERHUB_USER") or self.app.default_user
+
+    def offer_session_kernels(self, kernel_spec_manager: Any) -> None:
+        """Session kernelspecs first on the server's kernel dirs, rewritten on each config change."""
+        self.kernelspecs = KernelSpecDir()
+        kernel_spec_manager.kernel_dirs = [self.kernelspecs.path, *kernel_spec_manager.kernel_dirs]
+        specs = self.kernelspecs
+
+        def refresh(cfg: PlatformConfig) -> None:
+            specs.write(session_specs(cfg, self.session_user))
+
+        self.engine.state.config_listeners.append(refresh)
+        refresh(self.engine.cfg)
+        session_client.register(lambda: InProcessSessionClient(self.engine, self.session_user))
+
+    def detach_sessions(self, kernel_manager: Any) -> None:
+        for kernel_id in list(kernel_manager.list_kernel_ids()):
+            provisioner = getattr(kernel_manager.get_kernel(kernel_id), "provisioner", None)
+            if isinstance(provisioner, GpuSessionProvisioner):
+                provisioner.detach()
 
     async def ensure_started(self) -> None:
         if self._started is None:
@@ -64,6 +93,9 @@ class Platform:
         if self._started is not None and self._started.done():
             await self.engine.close()
         self.store.close()
+        if self.kernelspecs is not None:
+            self.kernelspecs.remove()
+            session_client.register(None)
 
 
 class GpuPlat(ExtensionApp):
@@ -123,6 +155,8 @@ class GpuPlat(ExtensionApp):
         Path(self.artifacts_root).mkdir(parents=True, exist_ok=True)
         self.platform = Platform(self)
         self.settings["gpuplat"] = self.platform
+        if self.serverapp is not None:
+            self.platform.offer_session_kernels(self.serverapp.kernel_spec_manager)
 
     def initialize_handlers(self) -> None:
         self.handlers.extend(make_handlers())
@@ -131,4 +165,7 @@ class GpuPlat(ExtensionApp):
         await self.platform.ensure_started()
 
     async def stop_extension(self) -> None:
+        # Before the server shuts its kernels down (extensions stop first): sessions keep running.
+        if self.serverapp is not None:
+            self.platform.detach_sessions(self.serverapp.kernel_manager)
         await self.platform.close()

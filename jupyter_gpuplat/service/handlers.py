@@ -98,6 +98,12 @@ class BaseHandler(APIHandler):
         self.set_header("Content-Type", "application/json")
         self.finish(m.render_json(model, data))
 
+    def summary(self, row: dict[str, Any]) -> dict[str, Any]:
+        return run_summary(row, self.engine.clock(), self.engine.sessions.view(row["id"]))
+
+    def detail(self, row: dict[str, Any]) -> dict[str, Any]:
+        return run_detail(row, self.engine.clock(), self.engine.sessions.view(row["id"]))
+
     def queue_view(self, name: str) -> dict[str, Any]:
         return queue_view(*self.engine.reads.queue(name))
 
@@ -206,6 +212,13 @@ class RunRequestMixin(BaseHandler):
                     "give a directory relative to the file browser's root (e.g. experiments) or absolute inside it",
                 )
             update["working_dir"] = str(where)
+        if req.notebook is not None:
+            parts = req.notebook.split("/")
+            if req.notebook.startswith("/") or ".." in parts or "" in parts or _under_root(root, req.notebook) is None:
+                raise InvalidInput(
+                    f"notebook {req.notebook!r} is not a path relative to the Jupyter root",
+                    "give the notebook's path as the file browser shows it, e.g. experiments/explore.ipynb",
+                )
         if req.script is not None:
             target = _under_root(root, req.script)
             if target is None or not target.is_file():
@@ -215,6 +228,11 @@ class RunRequestMixin(BaseHandler):
                 )
             update["script"] = str(target)
         return req.model_copy(update=update) if update else req
+
+
+def _kind_arg(h: BaseHandler) -> str | None:
+    kind = h.get_argument("kind", None)
+    return None if kind is None else choice(h, "kind", kind, ("job", "session"))
 
 
 def _under_root(root: Path, given: str) -> Path | None:
@@ -239,7 +257,7 @@ class RunsHandler(RunRequestMixin):
         req = self.run_request()
         row = self.engine.submit(self.user_name, req)
         self.set_header("Location", f"{self.base_url}{API}/runs/{row['id']}")
-        self.send_model(m.RunSummary, run_summary(row, self.engine.clock()), 201)
+        self.send_model(m.RunSummary, self.summary(row), 201)
 
     @web.authenticated
     async def get(self) -> None:
@@ -251,18 +269,48 @@ class RunsHandler(RunRequestMixin):
             queue=self.get_argument("queue", None),
             owner=self.get_argument("user", None),
             name_contains=self.get_argument("q", None),
+            kind=_kind_arg(self),
             before_seq=int_arg(self, "before", 0, 0, 2**62) if before else None,
             limit=int_arg(self, "limit", 100, 1, 1000),
         )
         now = self.engine.reads.now()
-        self.send_model(m.RunsPage, {"runs": [run_summary(r, now) for r in rows], "next_before": nxt})
+        runs = [run_summary(r, now, self.engine.sessions.view(r["id"])) for r in rows]
+        self.send_model(m.RunsPage, {"runs": runs, "next_before": nxt})
+
+
+class SessionsHandler(BaseHandler):
+    @web.authenticated
+    async def get(self) -> None:
+        rows = self.engine.user_sessions(self.user_name, self.get_argument("notebook", None))
+        self.send_model(m.SessionsPage, {"sessions": [self.summary(r) for r in rows]})
+
+
+class KeepAliveHandler(BaseHandler):
+    @web.authenticated
+    async def post(self, run_id: str) -> None:
+        self.send_model(m.RunSummary, self.summary(self.engine.keepalive(self.user_name, run_id)))
+
+
+class KernelHandler(BaseHandler):
+    """The kernel of a session, for the Jupyter server that runs it (the provisioner's HTTP form)."""
+
+    @web.authenticated
+    async def get(self, run_id: str) -> None:
+        info = await self.engine.kernel_connection(self.user_name, run_id)
+        self.send_model(m.KernelConnection, {"ready": info is not None, "connection": info})
+
+    @web.authenticated
+    async def post(self, run_id: str) -> None:
+        report = self.body(m.KernelReport)
+        self.engine.session_report(self.user_name, run_id, report.event, report.kernel_id)
+        self.send_model(m.RunSummary, self.summary(self.engine.get_visible(self.user_name, run_id)))
 
 
 class RunHandler(BaseHandler):
     @web.authenticated
     async def get(self, run_id: str) -> None:
         row = self.engine.get_visible(self.user_name, run_id)
-        self.send_model(m.RunDetail, run_detail(row, self.engine.clock()))
+        self.send_model(m.RunDetail, self.detail(row))
 
 
 class ExplainHandler(BaseHandler):
@@ -275,7 +323,7 @@ class StopHandler(BaseHandler):
     @web.authenticated
     async def post(self, run_id: str) -> None:
         row = await self.engine.stop(self.user_name, run_id)
-        self.send_model(m.RunDetail, run_detail(row, self.engine.clock()))
+        self.send_model(m.RunDetail, self.detail(row))
 
 
 class OutputsHandler(BaseHandler):

@@ -12,7 +12,7 @@ are `null`, never a sentinel.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, RootModel
 
@@ -88,6 +88,18 @@ class CodeRecord(_Open):
     git: GitState | None = None
 
 
+class SessionState(_Out):
+    """A GPU session's kernel and idle clock (null for jobs)."""
+
+    notebook: str | None = Field(description="The notebook (relative to the Jupyter root) whose kernel this is")
+    kernel: Literal["waiting", "starting", "ready", "ended"]
+    kernel_id: str | None
+    busy: bool
+    idle_seconds: int | None = Field(description="The resolved termination.idle_seconds; null: never idle-culled")
+    idle_deadline: Seconds | None = Field(description="When the session ends unless its kernel is used or kept")
+    last_activity: Seconds | None
+
+
 class RunSummary(_Open):
     """One run, as listed (and the body of `POST runs`)."""
 
@@ -116,6 +128,7 @@ class RunSummary(_Open):
     updated_at: Seconds | None
     code: CodeRecord | None = None
     working_dir: str | None = None
+    session: SessionState | None = None
 
 
 class TimelineEvent(_Open):
@@ -143,6 +156,25 @@ class RunsPage(_Out):
 
 
 # ---- explain ------------------------------------------------------------------------------------
+
+
+class KernelReport(_Out):
+    """What the Jupyter server running a session's kernel reports about it (its provisioner)."""
+
+    model_config = ConfigDict(extra="forbid")
+    event: Literal["ready", "restarted", "busy", "idle", "shutdown"]
+    kernel_id: str | None = Field(default=None, max_length=64, pattern=r"^[A-Za-z0-9-]+$")
+
+
+class KernelConnection(_Open):
+    """A running session's kernel: Jupyter connection info (owner only: the key runs code as them)."""
+
+    ready: bool = Field(description="false: the kernel is not up yet (ask again on the next event)")
+    connection: dict[str, Any] | None
+
+
+class SessionsPage(_Out):
+    sessions: list[RunSummary]
 
 
 class WhoCanAct(_Open):

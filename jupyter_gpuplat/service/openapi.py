@@ -33,6 +33,7 @@ _BODIES: dict[tuple[str, str], type[BaseModel]] = {
     ("presets/{name}", "put"): PresetConfig,
     ("projects/{name}", "put"): ProjectConfig,
     ("config", "put"): PlatformConfig,
+    ("runs/{run_id}/kernel", "post"): m.KernelReport,
 }
 
 # (path, method) -> (status, response model); absent: a stream or a file (see _RAW)
@@ -57,6 +58,10 @@ _RESPONSES: dict[tuple[str, str], tuple[int, type[BaseModel]]] = {
     ("runs/{run_id}", "get"): (200, m.RunDetail),
     ("runs/{run_id}/explain", "get"): (200, m.Explain),
     ("runs/{run_id}/stop", "post"): (200, m.RunDetail),
+    ("runs/{run_id}/keepalive", "post"): (200, m.RunSummary),
+    ("runs/{run_id}/kernel", "get"): (200, m.KernelConnection),
+    ("runs/{run_id}/kernel", "post"): (200, m.RunSummary),
+    ("sessions", "get"): (200, m.SessionsPage),
     ("runs/{run_id}/outputs", "get"): (200, m.Outputs),
     ("runs/{run_id}/metrics", "get"): (200, m.Metrics),
     ("compare", "get"): (200, m.Compare),
@@ -123,10 +128,12 @@ _QUERY: dict[tuple[str, str], list[dict[str, Any]]] = {
         _q("queue", _STR, "Only this queue's runs"),
         _q("user", _STR, "Only this user's runs"),
         _q("q", _STR, "Name contains"),
+        _q("kind", {"type": "string", "enum": ["job", "session"]}, "Only runs of this kind"),
         _q("before", _int(0, 2**62), "Runs older than this seq (next_before of the previous page)"),
         _q("limit", _int(1, 1000, 100), "Page size"),
     ],
     ("presets", "get"): [_q("project", _STR, "Presets usable in this project")],
+    ("sessions", "get"): [_q("notebook", _STR, "Only the sessions of this notebook (path relative to the root)")],
     ("config", "put"): [_q("dry_run", {**_BOOL_TEXT, "default": "false"}, "true: validate and answer, apply nothing")],
     ("runs/{run_id}/logs", "get"): [
         _q("follow", {**_BOOL_TEXT, "default": "true"}, "false: send what exists and end"),

@@ -7,6 +7,7 @@ from typing import Any
 from ..core.admission import QueueState, shared_message, wait_reason
 from ..core.clocks import clocks as run_clocks
 from ..core.resources import Resources
+from ..core.status import FINAL
 
 _TIMES = ("created_at", "queued_at", "dispatched_at", "started_at", "finished_at", "updated_at")
 
@@ -16,7 +17,27 @@ def clocks(row: dict[str, Any], now: float) -> dict[str, float | None]:
     return run_clocks(row, row.get("timeline"), now)
 
 
-def run_summary(row: dict[str, Any], now: float) -> dict[str, Any]:
+def session_view(row: dict[str, Any], lease: dict[str, Any] | None) -> dict[str, Any] | None:
+    """A session's kernel and idle clock: live from the engine while it runs, else from its status."""
+    if row["kind"] != "session":
+        return None
+    notebook = ((row.get("resolved") or {}).get("session") or {}).get("notebook")
+    if lease is not None:
+        return {"notebook": notebook, **lease}
+    idle = ((row.get("resolved") or {}).get("termination") or {}).get("idle_seconds")
+    kernel = "ended" if row["status"] in FINAL else "waiting"
+    return {
+        "notebook": notebook,
+        "kernel": kernel,
+        "kernel_id": None,
+        "busy": False,
+        "idle_seconds": idle,
+        "idle_deadline": None,
+        "last_activity": None,
+    }
+
+
+def run_summary(row: dict[str, Any], now: float, lease: dict[str, Any] | None = None) -> dict[str, Any]:
     resolved = row.get("resolved") or {}
     handle = row.get("handle") or {}
     out = {
@@ -40,14 +61,15 @@ def run_summary(row: dict[str, Any], now: float) -> dict[str, Any]:
         "pid": handle.get("pid"),
         "code": row.get("code"),
         "working_dir": row.get("working_dir"),
+        "session": session_view(row, lease),
     }
     for k in _TIMES:
         out[k] = row[k]
     return out
 
 
-def run_detail(row: dict[str, Any], now: float) -> dict[str, Any]:
-    out = run_summary(row, now)
+def run_detail(row: dict[str, Any], now: float, lease: dict[str, Any] | None = None) -> dict[str, Any]:
+    out = run_summary(row, now, lease)
     out["presets"] = (row.get("request") or {}).get("presets", [])
     out["request"] = row.get("request")
     out["resolved"] = row["resolved"]

@@ -211,6 +211,7 @@ class Store:
         queue: str | None = None,
         user: str | None = None,
         name_contains: str | None = None,
+        kind: str | None = None,
         before_seq: int | None = None,
         limit: int = 100,
     ) -> list[dict[str, Any]]:
@@ -227,6 +228,8 @@ class Store:
             q = q.where(r.user == user)
         if name_contains:
             q = q.where(r.name.contains(name_contains, autoescape=True))
+        if kind:
+            q = q.where(r.kind == kind)
         if before_seq is not None:
             q = q.where(r.seq < before_seq)
         q = q.order_by(r.seq.desc()).limit(limit)

@@ -264,6 +264,58 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/gpuplat/api/runs/{run_id}/keepalive": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Keep a GPU session: its idle clock starts again */
+        post: operations["post_runs_run_id_keepalive"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/gpuplat/api/runs/{run_id}/kernel": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** A session's kernel: connection info (GET), kernel events (POST) */
+        get: operations["get_runs_run_id_kernel"];
+        put?: never;
+        /** A session's kernel: connection info (GET), kernel events (POST) */
+        post: operations["post_runs_run_id_kernel"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/gpuplat/api/sessions": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The caller's unfinished GPU sessions (?notebook=path) */
+        get: operations["get_sessions"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/gpuplat/api/runs/{run_id}/logs": {
         parameters: {
             query?: never;
@@ -659,6 +711,37 @@ export interface components {
             reason: string;
             /** Message */
             message: string;
+        };
+        /**
+         * KernelConnection
+         * @description A running session's kernel: Jupyter connection info (owner only: the key runs code as them).
+         */
+        KernelConnection: {
+            /**
+             * Ready
+             * @description false: the kernel is not up yet (ask again on the next event)
+             */
+            ready: boolean;
+            /** Connection */
+            connection: {
+                [key: string]: unknown;
+            } | null;
+        };
+        /**
+         * KernelReport
+         * @description What the Jupyter server running a session's kernel reports about it (its provisioner).
+         */
+        KernelReport: {
+            /**
+             * Event
+             * @enum {string}
+             */
+            event: "ready" | "restarted" | "busy" | "idle" | "shutdown";
+            /**
+             * Kernel Id
+             * @default null
+             */
+            kernel_id?: string | null;
         };
         /**
          * LogEnd
@@ -1296,6 +1379,8 @@ export interface components {
              * @default null
              */
             working_dir?: string | null;
+            /** @default null */
+            session?: components["schemas"]["SessionState"] | null;
             /** Request */
             request: {
                 [key: string]: unknown;
@@ -1389,6 +1474,11 @@ export interface components {
             params?: {
                 [key: string]: string | number | boolean;
             } | null;
+            /**
+             * Notebook
+             * @default null
+             */
+            notebook?: string | null;
         };
         /**
          * RunSummary
@@ -1445,6 +1535,8 @@ export interface components {
              * @default null
              */
             working_dir?: string | null;
+            /** @default null */
+            session?: components["schemas"]["SessionState"] | null;
         };
         /** RunsPage */
         RunsPage: {
@@ -1455,6 +1547,43 @@ export interface components {
              * @description Pass as `before` for the next (older) page; null on the last
              */
             next_before: number | null;
+        };
+        /**
+         * SessionState
+         * @description A GPU session's kernel and idle clock (null for jobs).
+         */
+        SessionState: {
+            /**
+             * Notebook
+             * @description The notebook (relative to the Jupyter root) whose kernel this is
+             */
+            notebook: string | null;
+            /**
+             * Kernel
+             * @enum {string}
+             */
+            kernel: "waiting" | "starting" | "ready" | "ended";
+            /** Kernel Id */
+            kernel_id: string | null;
+            /** Busy */
+            busy: boolean;
+            /**
+             * Idle Seconds
+             * @description The resolved termination.idle_seconds; null: never idle-culled
+             */
+            idle_seconds: number | null;
+            /**
+             * Idle Deadline
+             * @description When the session ends unless its kernel is used or kept
+             */
+            idle_deadline: number | null;
+            /** Last Activity */
+            last_activity: number | null;
+        };
+        /** SessionsPage */
+        SessionsPage: {
+            /** Sessions */
+            sessions: components["schemas"]["RunSummary"][];
         };
         /**
          * Status
@@ -2122,6 +2251,8 @@ export interface operations {
                 user?: string;
                 /** @description Name contains */
                 q?: string;
+                /** @description Only runs of this kind */
+                kind?: "job" | "session";
                 /** @description Runs older than this seq (next_before of the previous page) */
                 before?: number;
                 /** @description Page size */
@@ -2266,6 +2397,135 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["RunDetail"];
+                };
+            };
+            /** @description Refused: what was wrong and what is allowed */
+            "4XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    post_runs_run_id_keepalive: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                run_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description One run, as listed (and the body of `POST runs`). */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RunSummary"];
+                };
+            };
+            /** @description Refused: what was wrong and what is allowed */
+            "4XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    get_runs_run_id_kernel: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                run_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description A running session's kernel: Jupyter connection info (owner only: the key runs code as them). */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["KernelConnection"];
+                };
+            };
+            /** @description Refused: what was wrong and what is allowed */
+            "4XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    post_runs_run_id_kernel: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                run_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["KernelReport"];
+            };
+        };
+        responses: {
+            /** @description One run, as listed (and the body of `POST runs`). */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RunSummary"];
+                };
+            };
+            /** @description Refused: what was wrong and what is allowed */
+            "4XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    get_sessions: {
+        parameters: {
+            query?: {
+                /** @description Only the sessions of this notebook (path relative to the root) */
+                notebook?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SessionsPage"];
                 };
             };
             /** @description Refused: what was wrong and what is allowed */

@@ -1,0 +1,253 @@
+"""The kernel provisioner of GPU sessions (entry point `gpuplat-session`).
+
+A session kernelspec names this provisioner with its project and preset. Starting the
+kernel submits the lease (or attaches to this notebook's lease: after a server restart the
+kernel that kept running is re-adopted, its state intact) and waits for admission; the
+executor's kernel agent starts the kernel inside the lease with the lease's GPUs. This
+provisioner launches no process itself:
+
+- restart and interrupt stay inside the lease: a restart is the kernel exiting and the agent
+  starting it again (a new generation), never a new lease;
+- the lease's end (stopped in the sidebar or CLI, idle, timeout) shuts the kernel down through
+  the kernel manager, so its restarter does not try to bring it back;
+- shutting the kernel down ends the lease (final reason KernelShutdown);
+- kernel activity (IOPub status of requests a user makes) feeds the session's idle clock.
+
+The wait for admission is bounded (`launch_wait_seconds`, under common 60 s proxy timeouts);
+a lease still queued then fails the start with its position and why, and stays queued: the
+notebook (the labextension) starts the kernel again when the lease is admitted.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import signal
+from typing import Any, cast
+
+import psutil
+from jupyter_client.asynchronous.client import AsyncKernelClient
+from jupyter_client.connect import KernelConnectionInfo
+from jupyter_client.provisioning.provisioner_base import KernelProvisionerBase
+from traitlets import Float, Unicode
+
+from ..core.errors import GpuPlatError
+from ..core.status import FINAL, Status
+from .session_client import WAITING, SessionClient, session_client
+
+# Requests that are not someone using the kernel: the frontend's pings and comm listings.
+UNTRACKED_PARENTS = frozenset({"kernel_info_request", "comm_info_request", "usage_request", "debug_request"})
+KERNEL_READY_TIMEOUT_SECONDS = 60.0
+ENDING = frozenset({Status.STOPPING.value, *(s.value for s in FINAL)})
+
+
+class SessionLaunchError(RuntimeError):
+    """The kernel cannot start now; the message is what the notebook shows."""
+
+
+class GpuSessionProvisioner(KernelProvisionerBase):
+    project = Unicode(config=True, help="The project the session's lease is submitted to.")
+    preset = Unicode(config=True, help="The session preset of the lease.")
+    launch_wait_seconds = Float(
+        45.0, config=True, help="Seconds a kernel start waits for the lease to be admitted (under proxy timeouts)."
+    )
+
+    run_id: str | None = None
+    _client: SessionClient | None = None
+    _pid: int | None = None
+    _generation: int | None = None
+    _connected = False
+    _ending = False  # the lease is ending: nothing may start the kernel again
+    _restarting = False
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self._lease_task: asyncio.Task[None] | None = None
+        self._follower: asyncio.Task[None] | None = None
+
+    # ---- what the kernel manager asks ----------------------------------------
+    @property
+    def has_process(self) -> bool:
+        return self._connected
+
+    @property
+    def client(self) -> SessionClient:
+        if self._client is None:
+            self._client = session_client()
+        return self._client
+
+    async def pre_launch(self, **kwargs: Any) -> dict[str, Any]:
+        kwargs = await super().pre_launch(**kwargs)
+        if self._ending:
+            raise SessionLaunchError(f"GPU session {self.run_id} has ended; start a new kernel for a new session")
+        if self.run_id is None:
+            env = kwargs.get("env") or {}
+            notebook = env.get("JPY_SESSION_NAME") or None
+            try:
+                run = await self.client.start(self.project, self.preset, notebook, kwargs.get("cwd"))
+            except GpuPlatError as exc:  # a policy refusal: its message and the allowed values
+                hint = f" ({exc.hint})" if exc.hint else ""
+                raise SessionLaunchError(f"GPU session refused: {exc.message}{hint}") from None
+            self.run_id = run["id"]
+        kwargs["cmd"] = list(self.kernel_spec.argv)
+        return kwargs
+
+    async def launch_kernel(self, cmd: list[str], **kwargs: Any) -> KernelConnectionInfo:
+        assert self.run_id is not None
+        run_id = self.run_id
+        row = await self.client.wait_running(run_id, self.launch_wait_seconds)
+        if row["status"] in ENDING:
+            self.run_id = None
+            raise SessionLaunchError(f"GPU session {run_id} ended before its kernel started: {row['message']}")
+        if row["status"] in WAITING:
+            raise SessionLaunchError(await self._waiting_text(run_id))
+        restart = self._generation is not None
+        info = await self.client.connection(run_id, newer_than=self._generation if self._restarting else None)
+        if info is None:
+            raise SessionLaunchError(f"GPU session {run_id} runs but its kernel did not come up; see its log")
+        self._pid = info.pop("gpuplat_pid", None)
+        self._generation = info.pop("gpuplat_generation", None)
+        if isinstance(info.get("key"), str):
+            info["key"] = info["key"].encode()
+        self.connection_info = cast(KernelConnectionInfo, info)
+        self._connected = True
+        if self._follower is not None:
+            self._follower.cancel()
+        self._follower = asyncio.ensure_future(self._follow_kernel(dict(info), restarted=restart and self._restarting))
+        if self._lease_task is None:
+            self._lease_task = asyncio.ensure_future(self._watch_lease(run_id))
+        self._restarting = False
+        return self.connection_info
+
+    async def poll(self) -> int | None:
+        if self._ending:
+            return 0
+        if self._pid is not None and not _alive(self._pid):
+            return 0
+        return None
+
+    async def wait(self) -> int | None:
+        while (code := await self.poll()) is None:
+            await asyncio.sleep(0.05)
+        return code
+
+    async def send_signal(self, signum: int) -> None:
+        if self._pid is not None and _alive(self._pid):
+            with contextlib.suppress(ProcessLookupError):
+                psutil.Process(self._pid).send_signal(signum)
+
+    async def kill(self, restart: bool = False) -> None:
+        await self._end_kernel(signal.SIGKILL, restart)
+
+    async def terminate(self, restart: bool = False) -> None:
+        await self._end_kernel(signal.SIGTERM, restart)
+
+    async def shutdown_requested(self, restart: bool = False) -> None:
+        if restart:
+            self._restarting = True
+        else:
+            await self._end_lease()
+
+    async def cleanup(self, restart: bool = False) -> None:
+        self._connected = False
+        if restart:
+            self._restarting = True
+            return
+        await self._end_lease()
+        current = asyncio.current_task()
+        for task in (self._follower, self._lease_task):
+            if task is not None and task is not current:  # the lease watcher may be what shuts us down
+                task.cancel()
+
+    async def get_provisioner_info(self) -> dict[str, Any]:
+        info = await super().get_provisioner_info()
+        info.update(run_id=self.run_id, pid=self._pid, generation=self._generation)
+        return info
+
+    async def load_provisioner_info(self, provisioner_info: dict[str, Any]) -> None:
+        await super().load_provisioner_info(provisioner_info)
+        self.run_id = provisioner_info.get("run_id")
+        self._pid, self._generation = provisioner_info.get("pid"), provisioner_info.get("generation")
+
+    def detach(self) -> None:
+        """The server stops and its sessions outlive it: leave the kernel running in its lease.
+
+        The kernel manager then does not shut it down (it does not own it any more); the next
+        server re-adopts it when the notebook starts its kernel again.
+        """
+        self._ending = True
+        if self.parent is not None:
+            self.parent._owns_kernel = False  # jupyter_client: shutdown_kernel returns at once
+        for task in (self._follower, self._lease_task):
+            if task is not None:
+                task.cancel()
+
+    # ---- the lease -------------------------------------------------------------
+    async def _waiting_text(self, run_id: str) -> str:
+        ex = await self.client.explain(run_id)
+        where = f"position {ex['position']} in {ex['queue']}" if ex.get("position") else f"in {ex['queue']}"
+        return f"Waiting for a GPU: {where} ({ex['message']}); this notebook connects when admitted"
+
+    async def _end_kernel(self, signum: int, restart: bool) -> None:
+        if restart:  # the kernel process only: the agent starts the next one inside the lease
+            await self.send_signal(signum)
+        else:
+            await self._end_lease()
+
+    async def _end_lease(self) -> None:
+        if self._ending or self.run_id is None:
+            return
+        self._ending = True
+        with contextlib.suppress(GpuPlatError):  # already ending (stopped, idle): nothing to add
+            await self.client.report(self.run_id, "shutdown", self.kernel_id)
+
+    async def _watch_lease(self, run_id: str) -> None:
+        """An end from outside (sidebar, CLI, idle, timeout): shut the kernel down through its manager."""
+        async for ev in self.client.events(run_id):
+            if ev["status"] in ENDING:
+                break
+        if self._ending:
+            return  # the kernel manager ended it: it is shutting the kernel down already
+        self._ending = True
+        self.log.info("gpuplat: session %s ended (%s); shutting its kernel down", run_id, ev.get("reason"))
+        manager = getattr(self.parent, "parent", None)  # the server's MultiKernelManager
+        if manager is not None and self.kernel_id in getattr(manager, "_kernels", {}):
+            with contextlib.suppress(Exception):
+                await manager.shutdown_kernel(self.kernel_id, now=True)
+
+    async def _follow_kernel(self, info: dict[str, Any], *, restarted: bool) -> None:
+        """Report the kernel ready once it answers, then each busy/idle turn of a user's request."""
+        assert self.run_id is not None
+        run_id = self.run_id
+        kc = AsyncKernelClient()
+        kc.load_connection_info(cast(KernelConnectionInfo, info))
+        kc.start_channels(shell=True, iopub=True, stdin=False, hb=False, control=False)
+        try:
+            await kc.wait_for_ready(timeout=KERNEL_READY_TIMEOUT_SECONDS)
+            await self.client.report(run_id, "restarted" if restarted else "ready", self.kernel_id)
+            busy = False
+            while not self._ending:
+                msg = await kc.get_iopub_msg()
+                if msg["msg_type"] != "status":
+                    continue
+                parent = (msg.get("parent_header") or {}).get("msg_type")
+                if parent in UNTRACKED_PARENTS:
+                    continue
+                state = msg["content"].get("execution_state")
+                if state == "busy" and not busy:
+                    busy = True
+                    await self.client.report(run_id, "busy")
+                elif state == "idle":
+                    busy = False
+                    await self.client.report(run_id, "idle")
+        except (GpuPlatError, RuntimeError) as exc:
+            self.log.info("gpuplat: session %s: stopped following its kernel: %s", run_id, exc)
+        finally:
+            kc.stop_channels()
+
+
+def _alive(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False

@@ -1,0 +1,78 @@
+"""Talk to a kernel of a real Jupyter server the way JupyterLab does: its websocket.
+
+`execute(server, kernel_id, code)` sends one execute_request on /api/kernels/{id}/channels
+(the JSON protocol) and returns the text the cell printed and its final status.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from typing import Any
+
+import websocket  # websocket-client, a jupyter_server dependency
+
+from .server import ServerProcess
+
+
+def _msg(msg_type: str, content: dict[str, Any], session: str) -> dict[str, Any]:
+    header = {
+        "msg_id": uuid.uuid4().hex,
+        "msg_type": msg_type,
+        "username": "test",
+        "session": session,
+        "version": "5.3",
+        "date": "",
+    }
+    return {
+        "header": header,
+        "parent_header": {},
+        "metadata": {},
+        "content": content,
+        "channel": "shell",
+        "buffers": [],
+    }
+
+
+class KernelSocket:
+    def __init__(self, server: ServerProcess, kernel_id: str, timeout: float = 60) -> None:
+        url = server.url.replace("http://", "ws://") + f"api/kernels/{kernel_id}/channels?token={server.token}"
+        self.ws = websocket.create_connection(url, timeout=timeout)
+        self.session = uuid.uuid4().hex
+
+    def execute(self, code: str) -> tuple[str, str]:
+        """(what the cell printed, its reply status: ok / error / aborted)."""
+        msg = _msg("execute_request", {"code": code, "silent": False, "store_history": True}, self.session)
+        self.ws.send(json.dumps(msg))
+        out: list[str] = []
+        status = None
+        idle = False
+        while status is None or not idle:
+            reply = json.loads(self.ws.recv())
+            if reply.get("parent_header", {}).get("msg_id") != msg["header"]["msg_id"]:
+                continue
+            kind = reply["msg_type"]
+            if kind == "stream":
+                out.append(reply["content"]["text"])
+            elif kind == "error":
+                out.append(reply["content"]["ename"] + ": " + reply["content"]["evalue"])
+            elif kind == "execute_reply":
+                status = reply["content"]["status"]
+            elif kind == "status" and reply["content"]["execution_state"] == "idle":
+                idle = True
+        return "".join(out), status
+
+    def send_execute(self, code: str) -> str:
+        """Start a cell without waiting for it; its msg_id."""
+        msg = _msg("execute_request", {"code": code, "silent": False, "store_history": True}, self.session)
+        self.ws.send(json.dumps(msg))
+        return str(msg["header"]["msg_id"])
+
+    def wait_reply(self, msg_id: str) -> str:
+        while True:
+            reply = json.loads(self.ws.recv())
+            if reply.get("parent_header", {}).get("msg_id") == msg_id and reply["msg_type"] == "execute_reply":
+                return str(reply["content"]["status"])
+
+    def close(self) -> None:
+        self.ws.close()
