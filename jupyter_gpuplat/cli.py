@@ -42,7 +42,11 @@ def table(rows: Sequence[Sequence[Any]], headers: Sequence[str]) -> str:
 def ago(ts: float | None) -> str:
     if ts is None:
         return ""
-    s = max(0, time.time() - ts)
+    return duration(time.time() - ts)
+
+
+def duration(seconds: float) -> str:
+    s = max(0.0, seconds)
     return f"{s:.0f}s" if s < 120 else f"{s / 60:.0f}m" if s < 7200 else f"{s / 3600:.1f}h"
 
 
@@ -147,6 +151,71 @@ def cmd_runs(args: argparse.Namespace) -> int:
     elif action == "stop":
         r = c.request("POST", f"runs/{args.run_id}/stop")
         emit(args, r, f"{r['id']}  {r['status']}")
+    return 0
+
+
+def session_row(r: dict[str, Any]) -> tuple[Any, ...]:
+    """One session as a table row: where it is, its kernel, its GPUs and its idle clock."""
+    sess = r.get("session") or {}
+    preset = ",".join(r.get("presets") or []) or "-"
+    return (
+        r["id"],
+        r["project"],
+        f"{preset}/{r['queue']}",
+        f"{r['status']}/{sess.get('kernel', '-')}",
+        ",".join(map(str, r["devices"])),
+        sess.get("notebook") or "",
+        idle_text(sess),
+    )
+
+
+def idle_text(sess: dict[str, Any]) -> str:
+    """`busy`, or how long the kernel has been idle of the preset's limit (`12m/60m`)."""
+    if sess.get("busy"):
+        return "busy"
+    limit = sess.get("idle_seconds")
+    if sess.get("last_activity") is None:
+        return ""
+    idle = ago(sess["last_activity"])
+    return f"{idle}/{duration(limit)}" if limit else idle
+
+
+def session_lines(c: Client, r: dict[str, Any]) -> list[str]:
+    """A lease as `gpuplat sessions start` prints it: where it waits and why, or its devices."""
+    sess = r.get("session") or {}
+    lines = [f"{r['id']}  {r['status']}  queue {r['queue']}  notebook {sess.get('notebook') or '-'}"]
+    if r["status"] in ("queued", "dispatched", "starting") and not r["devices"]:
+        ex = c.explain(r["id"])
+        pos = f"position {ex['position']} in {ex['queue']}: " if ex.get("position") else ""
+        lines.append(f"waiting: {pos}{ex['message']} [{ex['reason']}]")
+    elif r["devices"]:
+        lines.append("devices: " + ",".join(map(str, r["devices"])))
+    lines.append("open the notebook in JupyterLab: its kernel runs in this lease")
+    return lines
+
+
+def cmd_sessions(args: argparse.Namespace) -> int:
+    c = find_server(args.url, args.token)
+    if args.action == "list":
+        sessions = c.sessions()
+        headers = ("ID", "PROJECT", "PRESET/QUEUE", "STATUS/KERNEL", "DEVICES", "NOTEBOOK", "IDLE")
+        emit(args, {"sessions": sessions}, table([session_row(r) for r in sessions], headers))
+        return 0
+    if args.action == "start":
+        if args.run_id:
+            raise CLIError("gpuplat sessions start takes no run id (use --notebook to name the notebook)")
+        # A relative --notebook is where you are, as for any file argument; Jupyter's paths are the root's.
+        notebook = os.path.abspath(args.notebook) if args.notebook else None
+        r = c.start_session(args.project, args.preset, notebook)
+        emit(args, r, "\n".join(session_lines(c, r)))
+        return 0
+    if not args.run_id:
+        raise CLIError(f"gpuplat sessions {args.action} needs a session id (gpuplat sessions list)")
+    r = c.get(args.run_id)
+    if r.get("kind") != "session":
+        raise CLIError(f"{args.run_id} is a {r.get('kind') or 'job'}, not a session; use gpuplat runs {args.action}")
+    r = c.stop(args.run_id) if args.action == "stop" else c.keepalive(args.run_id)
+    emit(args, r, f"{r['id']}  {r['status']}  {r['message']}")
     return 0
 
 
@@ -308,6 +377,19 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--limit", type=int, default=50)
     r.add_argument("-f", "--follow", action="store_true")
 
+    se = sub.add_parser(
+        "sessions", help="start, list, keep or stop your GPU sessions (notebook kernels on a GPU lease)"
+    )
+    se.add_argument("action", choices=["list", "start", "stop", "keep"])
+    se.add_argument("run_id", nargs="?", help="the session (stop, keep)")
+    se.add_argument("-p", "--project", help="start: project (default: GPUPLAT_PROJECT or your first project)")
+    se.add_argument("--preset", help="start: session preset (default: the project's first of kind session)")
+    se.add_argument(
+        "--notebook",
+        help="start: the notebook whose kernel runs in the lease (created when missing; "
+        "default: a new gpu-session-<time>.ipynb here)",
+    )
+
     sub.add_parser("queues", help="queues with live usage")
     pr = sub.add_parser("presets", help="presets you may use")
     pr.add_argument("--project")
@@ -344,6 +426,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         handler = {
             "submit": cmd_submit,
             "runs": cmd_runs,
+            "sessions": cmd_sessions,
             "queues": cmd_queues,
             "presets": cmd_presets,
             "config": cmd_config,

@@ -5,6 +5,7 @@
     run = gp.submit("team-a", script="train.py", presets=["single-gpu"])
     gp.explain(run["id"])["message"]
     for line in gp.logs(run["id"]): print(line)
+    lease = gp.start_session("team-a")  # a GPU session: a lease and a notebook whose kernel runs in it
 
 Finding the server: explicit `url`/`token`; else GPUPLAT_URL/GPUPLAT_TOKEN; else
 the Jupyter server that started this kernel (its pid is our parent's); else any
@@ -17,6 +18,9 @@ from __future__ import annotations
 import builtins
 import json
 import os
+import posixpath
+import time
+import urllib.parse
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -227,6 +231,167 @@ class Client:
             if stop_after is not None and time.monotonic() > stop_after:
                 return
 
+    # ---- GPU sessions -------------------------------------------------------------
+    def start_session(
+        self, project: str | None = None, preset: str | None = None, notebook: str | None = None
+    ) -> dict[str, Any]:
+        """Lease a GPU session; returns its run record (`kind: "session"`) at once, queued or admitted.
+
+        `preset`: a session preset of the project (default: its first). `notebook`: the notebook,
+        relative to the Jupyter root (or an absolute path under it), whose kernel runs in the lease;
+        it is created on the preset's kernelspec when missing. None: a new
+        `gpu-session-<time>.ipynb` in the current directory (where that lies under the root).
+        Opening the notebook in JupyterLab attaches its kernel to the lease.
+        """
+        project = project or self.default_project()
+        preset, offered = self._session_preset(project, preset)
+        create = notebook is None
+        if notebook is None:
+            notebook = self._new_notebook_path()
+        else:
+            notebook = self.api_path(notebook)
+            create = not self._contents_exist(notebook)
+        # Looked up before the lease: a notebook nobody can open on the lease's kernel is no use. A preset
+        # the project does not offer goes to the service first: its refusal names the allowed values.
+        spec = self.session_kernelspec(project, preset) if create and offered else None
+        run = self.request("POST", "runs", {"project": project, "presets": [preset], "notebook": notebook})
+        if create:
+            try:
+                self._create_notebook(notebook, spec or self.session_kernelspec(project, preset), run)
+            except GpuPlatAPIError:
+                self.stop(run["id"])  # no lease without its notebook
+                raise
+        return run
+
+    def sessions(self, notebook: str | None = None) -> builtins.list[dict[str, Any]]:
+        """Your unfinished GPU sessions, newest first (of one notebook, relative to the Jupyter root)."""
+        return self.request("GET", "sessions", notebook=notebook)["sessions"]
+
+    def keepalive(self, run_id: str) -> dict[str, Any]:
+        """Keep a session: its idle clock starts again."""
+        return self.request("POST", f"runs/{run_id}/keepalive")
+
+    def session_kernelspec(self, project: str, preset: str) -> dict[str, Any]:
+        """The Jupyter kernelspec whose kernels run in `preset` sessions of `project` (GET /api/kernelspecs)."""
+        specs = self.jupyter("GET", "kernelspecs").get("kernelspecs") or {}
+        found = []
+        for name, entry in specs.items():
+            meta = ((entry.get("spec") or {}).get("metadata") or {}).get("gpuplat") or {}
+            if meta:
+                found.append(name)
+                if meta.get("preset") == preset and meta.get("project") == project:
+                    return {"name": name, **entry["spec"]}
+        raise GpuPlatAPIError(
+            f"this Jupyter server offers no kernel for preset {preset!r} in project {project!r}",
+            f"GPU session kernels here: {', '.join(sorted(found)) or 'none'} "
+            "(they are offered for the session presets the server's owner may use)",
+            status=404,
+            code="NoSessionKernel",
+        )
+
+    def default_project(self) -> str:
+        """GPUPLAT_PROJECT, else your first project where you may submit."""
+        env = os.environ.get("GPUPLAT_PROJECT")
+        if env:
+            return env
+        me = self.whoami()
+        for p in me["projects"]:
+            if p["role"] in ("member", "admin"):
+                return str(p["name"])
+        raise GpuPlatAPIError(f"{me['user']} may submit to no project", "ask a project admin to add you as a member")
+
+    def api_path(self, path: str) -> str:
+        """A path as Jupyter names it: relative to the root, '/'-separated (an absolute one must lie under the root)."""
+        root = self.find_root_dir() if os.path.isabs(path) else None
+        rel = os.path.relpath(path, root) if root else path
+        rel = posixpath.normpath(rel.replace(os.sep, "/"))
+        if rel == ".." or rel.startswith("../") or os.path.isabs(rel):
+            raise GpuPlatAPIError(
+                f"{path} is not under the Jupyter root ({root or 'unknown'})",
+                "give a path relative to the Jupyter root",
+                code="InvalidInput",
+            )
+        return rel
+
+    def here(self) -> str:
+        """The current directory relative to the Jupyter root; "" (the root) when not under it or not known."""
+        try:
+            rel = self.api_path(os.getcwd())
+        except GpuPlatAPIError:
+            return ""
+        return "" if rel == "." else rel
+
+    def find_root_dir(self) -> str | None:
+        """The Jupyter root of this client's server: known when it was found, else from Jupyter's runtime files."""
+        if self.root_dir is None:
+            want = urllib.parse.urlsplit(self.url)
+            for info in _servers():
+                got = urllib.parse.urlsplit(str(info.get("url", "")))
+                if (got.port, got.path.rstrip("/")) == (want.port, want.path.rstrip("/")):
+                    self.root_dir = info.get("root_dir")
+                    break
+        return self.root_dir
+
+    def jupyter(self, method: str, path: str, body: Any = None, **params: Any) -> Any:
+        """A call to the Jupyter server's own REST API (`/api/<path>`), errors as GpuPlatAPIError."""
+        url = self.url + "api/" + urllib.parse.quote(path)
+        try:
+            r = self.session.request(method, url, json=body, params=params or None, timeout=self.timeout)
+        except requests.RequestException as exc:
+            raise GpuPlatAPIError(f"cannot reach {self.url}: {exc}", code="Unreachable") from None
+        if r.status_code >= 400:
+            try:
+                message = str(r.json().get("message") or r.reason)
+            except (ValueError, AttributeError):
+                message = r.text[:300]
+            raise GpuPlatAPIError(f"Jupyter {method} /api/{path}: {message}", status=r.status_code, code="JupyterAPI")
+        return r.json() if "json" in r.headers.get("Content-Type", "") else r.content
+
+    def _session_preset(self, project: str, preset: str | None) -> tuple[str, bool]:
+        """`preset` checked to be a session preset, or the project's first; and whether the project offers it."""
+        kinds = {p["name"]: p.get("kind") for p in self.presets(project)}
+        sessions = [name for name, kind in kinds.items() if kind == "session"]
+        if preset is not None:
+            if kinds.get(preset, "session") != "session":
+                raise GpuPlatAPIError(
+                    f"preset {preset} is a {kinds[preset] or 'job'} preset, not a GPU session",
+                    f"session presets in {project}: {', '.join(sessions) or 'none'}",
+                    status=422,
+                    code="NotASessionPreset",
+                )
+            return preset, preset in kinds
+        if not sessions:
+            raise GpuPlatAPIError(
+                f"project {project} may use no GPU session preset",
+                "ask a platform admin for a preset of kind session in this project",
+                code="NoSessionPreset",
+            )
+        return sessions[0], True
+
+    def _contents_exist(self, path: str) -> bool:
+        try:
+            self.jupyter("GET", f"contents/{path}", content=0)
+        except GpuPlatAPIError as exc:
+            if exc.status == 404:
+                return False
+            raise
+        return True
+
+    def _new_notebook_path(self) -> str:
+        stamp = time.strftime("%Y%m%d-%H%M%S")
+        here = self.here()
+        for n in range(100):
+            name = f"gpu-session-{stamp}{f'-{n}' if n else ''}.ipynb"
+            path = posixpath.join(here, name) if here else name
+            if not self._contents_exist(path):
+                return path
+        raise GpuPlatAPIError(f"too many gpu-session-{stamp}*.ipynb notebooks", "give a notebook path")
+
+    def _create_notebook(self, path: str, spec: dict[str, Any], run: dict[str, Any]) -> None:
+        self.jupyter(
+            "PUT", f"contents/{path}", {"type": "notebook", "format": "json", "content": session_notebook(spec, run)}
+        )
+
     # ---- platform ---------------------------------------------------------------
     def whoami(self) -> dict[str, Any]:
         return self.request("GET", "whoami")
@@ -247,3 +412,34 @@ def _error(r: requests.Response) -> GpuPlatAPIError:
         return GpuPlatAPIError(err["message"], err.get("hint", ""), status=r.status_code, code=err.get("code", "Error"))
     except (ValueError, KeyError, TypeError):
         return GpuPlatAPIError(f"HTTP {r.status_code}: {r.text[:300]}", status=r.status_code)
+
+
+def session_notebook(spec: dict[str, Any], run: dict[str, Any]) -> dict[str, Any]:
+    """A new notebook on a session kernelspec: opening it starts its kernel inside the lease."""
+    about = (
+        f"GPU session `{run['id']}` (preset {', '.join(run.get('presets') or [])}, project {run['project']}): "
+        "this notebook's kernel runs inside the lease and sees only its GPUs."
+    )
+    return {
+        "cells": [
+            {"cell_type": "markdown", "id": "gpuplat-session", "metadata": {}, "source": about},
+            {
+                "cell_type": "code",
+                "id": "gpuplat-devices",
+                "execution_count": None,
+                "metadata": {},
+                "outputs": [],
+                "source": 'import os\nos.environ.get("CUDA_VISIBLE_DEVICES")',
+            },
+        ],
+        "metadata": {
+            "kernelspec": {
+                "name": spec["name"],
+                "display_name": spec.get("display_name", spec["name"]),
+                "language": spec.get("language", "python"),
+            },
+            "language_info": {"name": spec.get("language", "python")},
+        },
+        "nbformat": 4,
+        "nbformat_minor": 5,
+    }

@@ -8,6 +8,9 @@
     %gpu_submit analysis.ipynb              # a notebook, executed headless
     %gpu_runs   %gpu_queues   %gpu_explain RUN
 
+    %gpu_session start [--preset notebook] [--project team-a] [--notebook path.ipynb]
+    %gpu_session status        %gpu_session keep [ID]        %gpu_session stop [ID]
+
 Submitting returns at once with a live status widget; only `--wait` blocks the
 kernel. A refusal shows the service's message and what is allowed, not a traceback.
 """
@@ -17,15 +20,18 @@ from __future__ import annotations
 import html
 import json
 import os
+import posixpath
 import shlex
 from typing import Any
 
+from IPython.core.error import UsageError
 from IPython.core.magic import Magics, line_cell_magic, line_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
 from IPython.display import HTML, display
 
 from .client import Client, GpuPlatAPIError
 from .explaining import explanation_lines, waiting_summary
+from .widgets._html import notebook_link
 
 _VALUE_OPTIONS = {"-p", "--project", "--preset", "-q", "--queue", "--gpus", "-n", "--name", "--param"}
 
@@ -45,12 +51,12 @@ def parse_params(items: list[str] | None) -> dict[str, Any]:
     return out
 
 
-def refusal_html(err: GpuPlatAPIError) -> HTML:
+def refusal_html(err: GpuPlatAPIError, what: str = "gpu_submit") -> HTML:
     hint = f"<div style='opacity:.85'>{html.escape(err.hint)}</div>" if err.hint else ""
     return HTML(
         "<div class='gpuplat-refusal' style='border-left:4px solid var(--jp-error-color1,#d32f2f);"
         "padding:4px 8px;color:var(--jp-ui-font-color1)'>"
-        f"<b>gpu_submit refused</b> ({html.escape(err.code)}): {html.escape(err.message)}{hint}</div>"
+        f"<b>{html.escape(what)} refused</b> ({html.escape(err.code)}): {html.escape(err.message)}{hint}</div>"
     )
 
 
@@ -67,14 +73,7 @@ class GpuMagics(Magics):
         return self._client
 
     def default_project(self) -> str:
-        env = os.environ.get("GPUPLAT_PROJECT")
-        if env:
-            return env
-        me = self.client.whoami()
-        for p in me["projects"]:
-            if p["role"] in ("member", "admin"):
-                return str(p["name"])
-        raise GpuPlatAPIError(f"{me['user']} may submit to no project", "ask a project admin to add you as a member")
+        return self.client.default_project()
 
     @magic_arguments()
     @argument("--project", "-p", help="project to submit to (default: GPUPLAT_PROJECT or your first project)")
@@ -197,6 +196,100 @@ class GpuMagics(Magics):
         head = f"<b>{html.escape(run_id)}</b>: held by <b>{html.escape(e['layer'])}</b> — {html.escape(e['reason'])}"
         rest = [html.escape(f"{label}: {text}") for label, text in explanation_lines(e) if label != "held by"]
         display(HTML("<div class='gpuplat-explain'>" + "<br>".join([head, *rest]) + "</div>"))
+
+    # ---- GPU sessions ------------------------------------------------------------------------
+    @magic_arguments()
+    @argument("action", choices=["start", "status", "keep", "stop"], help="what to do")
+    @argument("run_id", nargs="?", help="keep/stop: the session (default: the one this kernel started last)")
+    @argument("--project", "-p", help="start: project (default: GPUPLAT_PROJECT or your first project)")
+    @argument("--preset", help="start: session preset (default: the project's first of kind session)")
+    @argument("--notebook", help="start: notebook beside this one (created when missing; default: a new one)")
+    @line_magic
+    def gpu_session(self, line: str) -> None:
+        """A GPU session: a notebook kernel on a GPU lease that waits in the interactive queue."""
+        try:
+            opts = parse_argstring(self.gpu_session, line)
+        except UsageError as err:
+            print(
+                f"{err}\nusage: %gpu_session start|status|keep|stop [ID] [--preset P] [--project X] [--notebook path]"
+            )
+            return
+        try:
+            if opts.action == "start":
+                self._session_start(opts)
+            elif opts.action == "status":
+                self._session_status()
+            else:
+                run_id = opts.run_id or self._last_session()
+                run = self.client.stop(run_id) if opts.action == "stop" else self.client.keepalive(run_id)
+                self.ns["gpu_last_session"] = run
+                text = f"{run_id} {run['status']}: {run['message']}"
+                display(HTML(f"<div class='gpuplat-session'>{html.escape(text)}</div>"))
+        except GpuPlatAPIError as err:
+            display(refusal_html(err, "gpu_session"))
+
+    def _session_start(self, opts: Any) -> None:
+        from .widgets import SessionView
+
+        notebook = opts.notebook
+        if notebook is not None and not os.path.isabs(notebook):
+            notebook = posixpath.join(self.client.here(), notebook)  # beside this notebook, as typed here
+        run = self.client.start_session(opts.project, opts.preset, notebook)
+        self.ns["gpu_last_session"] = run
+        display(self._session_summary(run))
+        display(SessionView(run, self.client))
+
+    def _session_status(self) -> None:
+        sessions = self.client.sessions()
+        if not sessions:
+            display(HTML("<div class='gpuplat-session'>no GPU session of yours is queued or running</div>"))
+            return
+        here = self.client.here()
+        rows = ""
+        for r in sessions:
+            sess = r.get("session") or {}
+            nb = sess.get("notebook")
+            link = notebook_link(nb, here, nb) if nb else ""
+            rows += (
+                f"<tr><td>{html.escape(r['id'])}</td><td>{html.escape(r['project'])}</td>"
+                f"<td>{html.escape(','.join(r.get('presets') or []))}</td><td>{r['queue']}</td>"
+                f"<td>{r['status']}</td><td>{html.escape(str(sess.get('kernel', '')))}</td>"
+                f"<td>{','.join(map(str, r['devices']))}</td><td>{link}</td>"
+                f"<td>{html.escape(self._session_line(r))}</td></tr>"
+            )
+        display(_table(["id", "project", "preset", "queue", "status", "kernel", "GPUs", "notebook", ""], rows))
+
+    def _session_summary(self, run: dict[str, Any]) -> HTML:
+        """The lease in one line (its place in line and why, or its devices) and the link to its notebook."""
+        nb = (run.get("session") or {}).get("notebook")
+        link = f" — {notebook_link(nb, self.client.here())}" if nb else ""
+        return HTML(f"<div class='gpuplat-session'>{html.escape(self._session_line(run))}{link}</div>")
+
+    def _session_line(self, run: dict[str, Any]) -> str:
+        line = f"{run['id']} {run['status']} in queue {run['queue']}"
+        if run["devices"]:
+            return f"{line} on GPU {','.join(map(str, run['devices']))}"
+        if run["status"] in ("queued", "dispatched", "starting"):
+            try:
+                return (
+                    f"{line} — {waiting_summary(self.client.explain(run['id']))}; its notebook connects when admitted"
+                )
+            except GpuPlatAPIError:
+                pass
+        return line
+
+    def _last_session(self) -> str:
+        """The session this kernel started last, else your only one."""
+        last = self.ns.get("gpu_last_session")
+        if last:
+            return str(last["id"])
+        sessions = self.client.sessions()
+        if len(sessions) == 1:
+            return str(sessions[0]["id"])
+        ids = ", ".join(r["id"] for r in sessions) or "none"
+        raise GpuPlatAPIError(
+            "which session?", f"give its id: %gpu_session stop ID (yours: {ids})", code="InvalidInput"
+        )
 
 
 def _table(headers: list[str], rows: str) -> HTML:

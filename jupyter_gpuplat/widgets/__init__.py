@@ -4,6 +4,8 @@
     Launcher(project="team-a")          # pickers limited to what policy allows, live preview, submit
     RunMonitor("r-123")                 # status, timeline, why it waits, log tail, metrics, stop
     Compare("r-1,r-2", metrics=["loss"])  # params, config differences, metrics, curves, baseline
+    SessionLauncher()                   # start a GPU session (also the Launcher's "GPU session" tab)
+    SessionView(lease)                  # one session live: its place in line and why, devices, open it
 
 Submodules load on first use: ipywidgets and plotly are not imported by
 `import jupyter_gpuplat` nor by `import jupyter_gpuplat.widgets`.
@@ -19,10 +21,18 @@ if TYPE_CHECKING:
     from .launcher import Launcher
     from .live import EventFeed
     from .monitor import RunMonitor
+    from .session import SessionLauncher, SessionView
 
-__all__ = ["Compare", "EventFeed", "Launcher", "RunMonitor"]
+__all__ = ["Compare", "EventFeed", "Launcher", "RunMonitor", "SessionLauncher", "SessionView"]
 
-_WHERE = {"Compare": ".compare", "Launcher": ".launcher", "RunMonitor": ".monitor", "EventFeed": ".live"}
+_WHERE = {
+    "Compare": ".compare",
+    "Launcher": ".launcher",
+    "RunMonitor": ".monitor",
+    "EventFeed": ".live",
+    "SessionLauncher": ".session",
+    "SessionView": ".session",
+}
 
 
 def __getattr__(name: str) -> Any:

@@ -9,6 +9,8 @@ from __future__ import annotations
 import datetime as dt
 import html
 import json
+import posixpath
+import urllib.parse
 from typing import Any
 
 from ..core.status import FINAL, HOLDING, WAITING
@@ -117,3 +119,16 @@ def value(v: Any) -> str:
     if isinstance(v, (dict, list)):
         return json.dumps(v, separators=(",", ":"), default=str)
     return str(v)
+
+
+def notebook_link(path: str, here: str, label: str = "Open notebook") -> str:
+    """An anchor to a notebook (relative to the Jupyter root) from the notebook showing it (in `here`).
+
+    The href is relative: JupyterLab resolves a relative link in an output against the
+    document showing it and opens the target as a document, under any base URL.
+    """
+    href = posixpath.relpath(path, here or ".")
+    return (
+        f'<a class="gpuplat-open-notebook" href="{esc(urllib.parse.quote(href))}" '
+        f'title="{esc(path)}">{esc(label)}</a> {dim(esc(path))}'
+    )

@@ -6,6 +6,10 @@ GPU pickers offer what `Client.projects()` says the project may use
 debounced `Client.preview`: the resolved spec with the layer that set each field,
 and the policy verdict. Submit shows a refusal inline (message and hint) or, on
 success, a RunMonitor for the new run.
+
+A second tab, "GPU session", starts a GPU session instead (session.SessionLauncher): the
+project's session presets, Start, and the lease live until it is admitted and its notebook
+can be opened.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ import requests
 from ..client import Client, GpuPlatAPIError
 from . import _html as h
 from .live import default_client
+from .session import SessionLauncher
 
 __all__ = ["Launcher"]
 
@@ -97,8 +102,8 @@ class Launcher(widgets.VBox):
             pickers,
             actions,
         ]
-        super().__init__(
-            children=[
+        self.run_form = widgets.VBox(
+            [
                 self.project_picker,
                 presets_row,
                 self.preset_help,
@@ -109,9 +114,12 @@ class Launcher(widgets.VBox):
                 self.preview_box,
                 actions,
                 self.monitor_box,
-            ],
-            **kwargs,
+            ]
         )
+        self.session_tab = SessionLauncher(self.client, project, projects=projects)
+        self.tabs = widgets.Tab(children=[self.run_form, self.session_tab], titles=("Run", "GPU session"))
+        self._parts += [self.run_form, self.session_tab, self.tabs]
+        super().__init__(children=[self.tabs], **kwargs)
         self.add_class("gpuplat-launcher")
         self.project_picker.value = project or next(iter(self.projects))
         self._project_changed()
