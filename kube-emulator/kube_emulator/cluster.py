@@ -24,6 +24,7 @@ import yaml
 from .faults import Faults
 from .jobs import PRIORITY_CLASS, JobController
 from .kubelet import Kubelet
+from .processes import LocalRuntime
 from .rbac import Permissions
 from .scheduler import TAINT_WORDINGS, pod_requests, schedule
 from .server import ApiServer
@@ -50,6 +51,7 @@ class EmulatedCluster:
         bookmark_seconds: float = 1.0,
         history_limit: int = 100_000,
         token: str | None = None,
+        local_processes: bool = False,
     ) -> None:
         if taint_wording not in TAINT_WORDINGS:
             raise ValueError(f"taint_wording must be one of {TAINT_WORDINGS}")
@@ -63,6 +65,8 @@ class EmulatedCluster:
         self.requests: Counter[tuple[str, str]] = Counter()  # (verb, resource) → calls
         self.jobs = JobController(self)
         self.kubelet = Kubelet(self)
+        if local_processes:  # pods' commands run as real processes (processes.py)
+            self.kubelet.local = LocalRuntime(self.store)
         self.server = ApiServer(self)
         self._queue: list[Change] = []
         self._timers: list[tuple[float, int, Callable[[], None]]] = []
@@ -93,6 +97,8 @@ class EmulatedCluster:
         self.server.stop()
         if self._thread is not None:
             self._thread.join(10)
+        if self.kubelet.local is not None:
+            self.kubelet.local.stop_all()  # outside the lock: the processes' readers take it
 
     def __enter__(self) -> EmulatedCluster:
         return self.start()
@@ -171,7 +177,7 @@ class EmulatedCluster:
                 self._pending.pop(uid, None)
                 self._unschedulable.pop(uid, None)
                 self._release(uid)
-                self.kubelet.procs.pop(uid, None)
+                self.kubelet.forget(uid)
                 self.jobs.pod_gone(obj)
                 return
             phase = (obj.get("status") or {}).get("phase")
@@ -452,12 +458,9 @@ class EmulatedCluster:
             },
         )
 
-    def add_secret(self, namespace: str, name: str, data: Mapping[str, str]) -> None:
-        self.store.create(
-            SECRET,
-            namespace,
-            {"metadata": {"name": name}, "type": "Opaque", "stringData": dict(data), "data": dict(data)},
-        )
+    def add_secret(self, namespace: str, name: str, data: Mapping[str, str]) -> dict[str, Any]:
+        """An Opaque Secret, as `kubectl create secret generic` makes it (kept base64 in `data`)."""
+        return self.store.create(SECRET, namespace, {"metadata": {"name": name}, "type": "Opaque", "stringData": data})
 
     def cordon(self, node: str, on: bool = True) -> None:
         def change(n: dict[str, Any]) -> None:

@@ -10,20 +10,28 @@ shell in an image without the program would. Images in `missing_images` fail to 
 env gives CreateContainerConfigError, one referenced from a volume leaves the pod in
 ContainerCreating with FailedMount events. Under restartPolicy OnFailure/Always a
 failed container restarts with CrashLoopBackOff in between.
+
+With local processes on (`EmulatedCluster(local_processes=True)`, processes.py) the command
+is not read but run: a real process per container, its own loopback pod IP, env resolved
+from values, the downward API and Secrets, phases and exit codes from the process, its
+output as the log, and its process group ended (SIGTERM, then SIGKILL) when the pod is deleted.
 """
 
 from __future__ import annotations
 
+import copy
 import datetime as dt
 import functools
 import re
 import shlex
+import signal
 import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from .processes import LocalProcess, LocalRuntime, resolve_env
 from .store import POD, RESOURCES, ResourceType, now_rfc3339
 
 if TYPE_CHECKING:
@@ -42,6 +50,13 @@ def parse_script(argv: list[str], env: dict[str, str]) -> list[list[str]]:
     else:
         text = shlex.join(argv)
     text = _VAR.sub(lambda m: env.get(m.group(1) or m.group(2), ""), text)
+    try:
+        return _statements(text)
+    except ValueError:  # not a tiny script (e.g. `python -c <source>`): the "image" lacks the program
+        return [argv[:1]] if argv else []
+
+
+def _statements(text: str) -> list[list[str]]:
     out: list[list[str]] = []
     for line in text.splitlines():
         lexer = shlex.shlex(line, posix=True, punctuation_chars=";&")
@@ -94,6 +109,9 @@ class Kubelet:
         self.image_retry_seconds = 1.0
         self.crash_backoff_seconds = 0.3
         self.termination_seconds = 0.0
+        # Local pods (opt in, see processes.py): commands run as real processes.
+        self.local: LocalRuntime | None = None
+        self.local_grace_seconds = 10.0  # at most this long from SIGTERM to SIGKILL on delete
         self.logs: dict[tuple[str, str], list[ContainerLog]] = {}  # (pod uid, container) → runs, oldest first
         self.logs_changed = threading.Condition(self.store.lock)
         self.procs: dict[str, _Proc] = {}
@@ -312,14 +330,18 @@ class Kubelet:
         c = self._container(pod)
         key = (uid, c["name"])
         runs = self.logs.setdefault(key, [])
-        runs.append(ContainerLog(started=True))
+        log = ContainerLog(started=True)
+        runs.append(log)
         proc.pc, proc.status = 0, 0
         started = now_rfc3339()
+        ip = self.local.ip_for(uid) if self.local is not None else "10.244.0.10"
+        if self.local is not None and not self._start_local(uid, pod, ip, log):
+            return
 
         def running(s: dict[str, Any]) -> None:
             s["phase"] = "Running"
-            s["podIP"] = "10.244.0.10"
-            s["podIPs"] = [{"ip": "10.244.0.10"}]
+            s["podIP"] = ip
+            s["podIPs"] = [{"ip": ip}]
             self._condition(s, "Ready", "True")
             self._condition(s, "ContainersReady", "True")
             self._cstatus(
@@ -335,7 +357,58 @@ class Kubelet:
             self.cluster.event(pod, "Normal", "Created", f"Created container: {c['name']}", "kubelet")
         self.cluster.event(pod, "Normal", "Started", f"Started container {c['name']}", "kubelet")
         self.logs_changed.notify_all()
-        self._step(uid, proc.generation)
+        if self.local is None:
+            self._step(uid, proc.generation)
+
+    # -- local pods ------------------------------------------------------------------------
+    def _start_local(self, uid: str, pod: dict[str, Any], ip: str, log: ContainerLog) -> bool:
+        """Start the container as a process; False (the container ended with StartError) when it cannot be."""
+        assert self.local is not None
+        c = self._container(pod)
+        view = copy.deepcopy(pod)  # the env sees the pod as it will be: with its IP
+        view.setdefault("status", {}).update(podIP=ip, podIPs=[{"ip": ip}])
+        env = resolve_env(self.store, view, c)
+        holder: list[LocalProcess] = []
+
+        def line(text: str) -> None:
+            with self.store.lock:
+                log.lines.append((self._now_ns(), text))
+                self.logs_changed.notify_all()
+
+        def exited(code: int) -> None:
+            self.cluster.after(0, lambda: self._local_exited(uid, holder[0], code))
+
+        try:
+            holder.append(self.local.start(view, c, env, line, exited))
+        except OSError as exc:
+            argv0 = ([*(c.get("command") or ()), *(c.get("args") or ())] or [""])[0]
+            msg = (
+                "failed to create containerd task: failed to create shim task: OCI runtime create failed: "
+                f'runc create failed: unable to start container process: exec: "{argv0}": {exc.strerror or exc}'
+            )
+            self._set_status(pod, lambda s: s.update(podIP=ip, podIPs=[{"ip": ip}]))
+            self._terminate(uid, 128, reason="StartError", message=msg)
+            self.cluster.event(pod, "Warning", "Failed", f"Error: {msg}", "kubelet")
+            return False
+        return True
+
+    def _local_exited(self, uid: str, proc: LocalProcess, code: int) -> None:
+        assert self.local is not None
+        if self.local.processes.get(uid) is not proc or proc.killed:
+            return  # the pod is gone, or evicted: its end is already recorded
+        pod = self._pod(uid)
+        state = ((pod or {}).get("status", {}).get("containerStatuses") or [{}])[0].get("state", {})
+        if pod is not None and "running" in state:
+            self._terminate(uid, code)
+        if proc.deleting and pod is not None:
+            meta = pod["metadata"]
+            self._remove(uid, meta["namespace"], meta["name"])
+
+    def forget(self, uid: str) -> None:
+        """The pod is gone from the store: nothing of it may keep running."""
+        self.procs.pop(uid, None)
+        if self.local is not None:
+            self.local.release(uid)
 
     def _emit_line(self, uid: str, container: str, text: str) -> None:
         runs = self.logs.get((uid, container))
@@ -479,6 +552,17 @@ class Kubelet:
         ns, name = obj["metadata"]["namespace"], obj["metadata"]["name"]
         proc = self.procs.get(uid)
         phase = (obj.get("status") or {}).get("phase")
+        local = self.local.processes.get(uid) if self.local is not None else None
+        if local is not None and local.alive and not local.deleting:
+            # A real process: SIGTERM its group; the pod goes when it has exited (SIGKILL after the grace).
+            self.cluster.event(
+                obj, "Normal", "Killing", f"Stopping container {self._container(obj)['name']}", "kubelet"
+            )
+            local.deleting = True
+            local.signal_group(signal.SIGTERM)
+            grace = float(obj["spec"].get("terminationGracePeriodSeconds", 30))
+            self.cluster.after(min(grace, self.local_grace_seconds), local.kill_if_alive)
+            return True
         if proc is not None and phase not in ("Succeeded", "Failed"):
             state = ((obj.get("status") or {}).get("containerStatuses") or [{}])[0].get("state", {})
             self.cluster.event(
@@ -489,18 +573,19 @@ class Kubelet:
             else:
                 proc.generation += 1
 
-        def remove() -> None:
-            self.procs.pop(uid, None)
-            for key in [k for k in self.logs if k[0] == uid]:
-                for run in self.logs[key]:
-                    run.ended = True
-            self.logs_changed.notify_all()
-            self.store.remove_now(POD, ns, name)
-            for key in [k for k in self.logs if k[0] == uid]:
-                del self.logs[key]
-
-        self.cluster.after(self.termination_seconds, remove)
+        self.cluster.after(self.termination_seconds, lambda: self._remove(uid, ns, name))
         return True
+
+    def _remove(self, uid: str, ns: str, name: str) -> None:
+        """The end of a graceful deletion: logs end, the pod leaves the store."""
+        self.procs.pop(uid, None)
+        for key in [k for k in self.logs if k[0] == uid]:
+            for run in self.logs[key]:
+                run.ended = True
+        self.logs_changed.notify_all()
+        self.store.remove_now(POD, ns, name)
+        for key in [k for k in self.logs if k[0] == uid]:
+            del self.logs[key]
 
     def evicted_by_kubelet(self, pod: dict[str, Any], message: str) -> None:
         """Node-pressure eviction: the pod fails in place with reason Evicted."""
@@ -508,6 +593,10 @@ class Kubelet:
         proc = self.procs.get(uid)
         if proc is not None:
             proc.generation += 1
+        local = self.local.processes.get(uid) if self.local is not None else None
+        if local is not None and local.alive:
+            local.killed = True
+            local.signal_group(signal.SIGKILL)
         for run in self.logs.get((uid, self._container(pod)["name"]), []):
             run.ended = True
         self.logs_changed.notify_all()

@@ -9,6 +9,7 @@ owner references, and finalizers.
 
 from __future__ import annotations
 
+import base64
 import copy
 import datetime as dt
 import secrets
@@ -63,6 +64,7 @@ def resource(group: str, plural: str) -> ResourceType:
 
 _INITIAL_PHASE = {"pods": "Pending", "persistentvolumeclaims": "Pending", "namespaces": "Active"}
 POD = RESOURCES[("", "pods")]
+SECRET = RESOURCES[("", "secrets")]
 EVENT = RESOURCES[("", "events")]
 NODE = RESOURCES[("", "nodes")]
 JOB = RESOURCES[("batch", "jobs")]
@@ -101,6 +103,26 @@ def not_found(rt: ResourceType, name: str) -> ApiError:
 
 def expired(rv: int, oldest: int) -> ApiError:
     return ApiError(410, "Expired", f"too old resource version: {rv} ({oldest})")
+
+
+def admit_secret(obj: dict[str, Any], old: Mapping[str, Any] | None) -> None:
+    """What the registry does to a Secret: `stringData` is write-only, merged into base64 `data`;
+    an immutable Secret's data and type never change."""
+    string_data = obj.pop("stringData", None) or {}
+    if string_data:
+        data = obj.setdefault("data", {})
+        for k, v in string_data.items():
+            data[k] = base64.b64encode(str(v).encode()).decode()
+    if old is not None and old.get("immutable"):
+        name = old["metadata"]["name"]
+        for key in ("data", "type", "immutable"):
+            if obj.get(key) != old.get(key):
+                raise ApiError(
+                    422,
+                    "Invalid",
+                    f'Secret "{name}" is invalid: {key}: Forbidden: field is immutable when `immutable` is set',
+                    {"name": name, "kind": "secrets"},
+                )
 
 
 def now_rfc3339() -> str:
@@ -230,6 +252,8 @@ class Store:
                 nsobj = self.objects[RESOURCES[("", "namespaces")]]
                 if nsobj and ("", ns) not in nsobj:
                     raise ApiError(404, "NotFound", f'namespaces "{ns}" not found', {"name": ns, "kind": "namespaces"})
+            if rt is SECRET:
+                admit_secret(obj, None)
             self.rv += 1
             if rt.namespaced:
                 meta["namespace"] = ns
@@ -284,6 +308,8 @@ class Store:
 
     def _commit(self, rt: ResourceType, old: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
         meta = new["metadata"]
+        if rt is SECRET:
+            admit_secret(new, old)
         if meta.get("deletionTimestamp") and not meta.get("finalizers") and rt is not POD:
             return self._remove(rt, new)
         self.rv += 1
