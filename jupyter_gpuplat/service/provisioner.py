@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import signal
 from typing import Any, cast
 
@@ -59,6 +60,7 @@ class GpuSessionProvisioner(KernelProvisionerBase):
     _connected = False
     _ending = False  # the lease is ending: nothing may start the kernel again
     _restarting = False
+    _closing_from_lease = False
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
@@ -81,8 +83,7 @@ class GpuSessionProvisioner(KernelProvisionerBase):
         if self._ending:
             raise SessionLaunchError(f"GPU session {self.run_id} has ended; start a new kernel for a new session")
         if self.run_id is None:
-            env = kwargs.get("env") or {}
-            notebook = env.get("JPY_SESSION_NAME") or None
+            notebook = self._notebook((kwargs.get("env") or {}).get("JPY_SESSION_NAME"))
             try:
                 run = await self.client.start(self.project, self.preset, notebook, kwargs.get("cwd"))
             except GpuPlatError as exc:  # a policy refusal: its message and the allowed values
@@ -154,10 +155,11 @@ class GpuSessionProvisioner(KernelProvisionerBase):
             self._restarting = True
             return
         await self._end_lease()
-        current = asyncio.current_task()
-        for task in (self._follower, self._lease_task):
-            if task is not None and task is not current:  # the lease watcher may be what shuts us down
-                task.cancel()
+        if self._follower is not None:
+            self._follower.cancel()
+        # The lease watcher ends by itself; it may be what is shutting this kernel down right now.
+        if self._lease_task is not None and not self._closing_from_lease:
+            self._lease_task.cancel()
 
     async def get_provisioner_info(self) -> dict[str, Any]:
         info = await super().get_provisioner_info()
@@ -183,6 +185,16 @@ class GpuSessionProvisioner(KernelProvisionerBase):
                 task.cancel()
 
     # ---- the lease -------------------------------------------------------------
+    def _notebook(self, session_name: str | None) -> str | None:
+        """The notebook's path relative to the server's root (jupyter_server gives it absolute)."""
+        if not session_name:
+            return None
+        root = getattr(getattr(self.parent, "parent", None), "root_dir", None)
+        if root and os.path.isabs(session_name):
+            rel = os.path.relpath(session_name, root)
+            return None if rel.startswith("..") else rel.replace(os.sep, "/")
+        return session_name
+
     async def _waiting_text(self, run_id: str) -> str:
         ex = await self.client.explain(run_id)
         where = f"position {ex['position']} in {ex['queue']}" if ex.get("position") else f"in {ex['queue']}"
@@ -208,7 +220,7 @@ class GpuSessionProvisioner(KernelProvisionerBase):
                 break
         if self._ending:
             return  # the kernel manager ended it: it is shutting the kernel down already
-        self._ending = True
+        self._ending = self._closing_from_lease = True
         self.log.info("gpuplat: session %s ended (%s); shutting its kernel down", run_id, ev.get("reason"))
         manager = getattr(self.parent, "parent", None)  # the server's MultiKernelManager
         if manager is not None and self.kernel_id in getattr(manager, "_kernels", {}):

@@ -1,0 +1,308 @@
+"""GPU sessions end to end: a real Jupyter server, real kernels on the local executor.
+
+Kernels are started the way JupyterLab starts them (POST /api/sessions with a gpuplat
+kernelspec) and used over their websocket; the platform is read through its REST API.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import requests
+
+from jupyter_gpuplat.executors import kernel_agent
+
+from .kernel_ws import KernelSocket
+from .server import ServerProcess
+from .waiting import until
+
+SESSIONS = Path(__file__).parent / "fixtures" / "sessions.yaml"
+
+
+def headers(srv: ServerProcess) -> dict[str, str]:
+    return {"Authorization": f"token {srv.token}"}
+
+
+def start_kernel(srv: ServerProcess, path: str, kernel: str = "gpuplat-notebook") -> requests.Response:
+    body = {"path": path, "type": "notebook", "name": path, "kernel": {"name": kernel}}
+    return requests.post(srv.url + "api/sessions", headers=headers(srv), json=body, timeout=90)
+
+
+def kernel_ids(srv: ServerProcess) -> set[str]:
+    return {k["id"] for k in requests.get(srv.url + "api/kernels", headers=headers(srv), timeout=30).json()}
+
+
+def session_of(srv: ServerProcess, notebook: str) -> dict[str, Any]:
+    found = srv.ok("GET", "sessions", notebook=notebook)["sessions"]
+    assert len(found) == 1, found
+    return found[0]
+
+
+def reasons(srv: ServerProcess, run_id: str) -> list[str]:
+    return [e["reason"] for e in srv.ok("GET", f"runs/{run_id}")["timeline"]]
+
+
+def add_kernelspec(srv: ServerProcess, name: str, **config: Any) -> None:
+    """A kernelspec as a shared notebook might carry it (not one the platform offered)."""
+    d = srv.root / "data" / "kernels" / name
+    d.mkdir(parents=True, exist_ok=True)
+    spec = {
+        "argv": [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"],
+        "display_name": name,
+        "language": "python",
+        "interrupt_mode": "message",
+        "metadata": {"kernel_provisioner": {"provisioner_name": "gpuplat-session", "config": config}},
+    }
+    (d / "kernel.json").write_text(json.dumps(spec))
+
+
+@pytest.fixture(scope="module")
+def srv(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
+    server = ServerProcess(tmp_path_factory.mktemp("sessions"), gpus=4, config_file=SESSIONS)
+    server.start()
+    yield server
+    server.stop()
+
+
+def end(srv: ServerProcess, run_id: str) -> dict[str, Any]:
+    """Stop a session (if it still runs) and wait until it is final."""
+    if srv.ok("GET", f"runs/{run_id}")["status"] not in ("stopped", "failed", "succeeded"):
+        srv.call("POST", f"runs/{run_id}/stop")
+    return srv.wait_status(run_id, "stopped", "failed", "succeeded")
+
+
+def test_kernelspecs_offer_the_session_presets_the_user_may_use_and_follow_the_config(srv: ServerProcess) -> None:
+    def specs() -> dict[str, Any]:
+        return requests.get(srv.url + "api/kernelspecs", headers=headers(srv), timeout=30).json()["kernelspecs"]
+
+    offered = {name: s["spec"] for name, s in specs().items() if name.startswith("gpuplat-")}
+    assert set(offered) == {"gpuplat-notebook", "gpuplat-quick"}  # `big` is not allowed in team-a
+    assert offered["gpuplat-notebook"]["display_name"] == "Python 3 (GPU · notebook)"
+    assert offered["gpuplat-notebook"]["metadata"]["gpuplat"] == {"project": "team-a", "preset": "notebook"}
+    project = {"name": "team-a", "members": {"alice": "admin", "bob": "member"}, "default_queue": "batch"}
+    srv.ok("PUT", "projects/team-a", "ops", {**project, "allowed_presets": ["notebook", "quick", "big", "single-gpu"]})
+    try:
+        assert "gpuplat-big" in specs()
+        # In a second project too: every spec is named by its project then.
+        srv.ok("PUT", "projects/team-b", "ops", {"name": "team-b", "members": {"dave": "admin", "alice": "member"}})
+        names = {n for n in specs() if n.startswith("gpuplat-")}
+        assert "gpuplat-team-a--notebook" in names and "gpuplat-team-b--quick" in names
+        assert specs()["gpuplat-team-b--quick"]["spec"]["display_name"] == "Python 3 (GPU · quick · team-b)"
+    finally:
+        srv.ok("PUT", "projects/team-b", "ops", {"name": "team-b", "members": {"dave": "admin"}})
+        srv.ok("PUT", "projects/team-a", "ops", {**project, "allowed_presets": ["notebook", "quick", "single-gpu"]})
+    assert {n for n in specs() if n.startswith("gpuplat-")} == {"gpuplat-notebook", "gpuplat-quick"}
+
+
+def test_a_session_waits_in_its_queue_and_connects_when_the_gpu_frees(srv: ServerProcess) -> None:
+    first = start_kernel(srv, "first.ipynb")
+    assert first.status_code == 201, first.text
+    kid = first.json()["kernel"]["id"]
+    lease = session_of(srv, "first.ipynb")
+    assert lease["kind"] == "session" and lease["status"] == "running" and len(lease["devices"]) == 1
+    ks = KernelSocket(srv, kid)
+    out, status = ks.execute("import os; print(os.environ['CUDA_VISIBLE_DEVICES'])")
+    assert (out.strip(), status) == (str(lease["devices"][0]), "ok")
+    ks.close()
+    until(lambda: session_of(srv, "first.ipynb")["session"]["kernel"] == "ready", "the kernel to be ready")
+    assert {"Admitted", "KernelStarting", "KernelReady"} <= set(reasons(srv, lease["id"]))
+
+    # A second notebook of alice: the interactive queue allows one session per user.
+    answer: dict[str, requests.Response] = {}
+    waiter = threading.Thread(target=lambda: answer.setdefault("r", start_kernel(srv, "second.ipynb")))
+    waiter.start()
+    second = until(lambda: srv.ok("GET", "sessions", notebook="second.ipynb")["sessions"], "the second lease")[0]
+    assert second["status"] == "queued" and second["reason"] == "UserLimit"
+    why = srv.ok("GET", f"runs/{second['id']}/explain")
+    assert why["position"] == 1 and "1/1" in why["message"]
+
+    stopped_at = time.monotonic()
+    srv.ok("POST", f"runs/{lease['id']}/stop")
+    waiter.join(60)
+    connected_after = time.monotonic() - stopped_at
+    assert answer["r"].status_code == 201, answer["r"].text
+    # The stopped session's kernel was shut down through the kernel manager: not restarted.
+    until(lambda: kid not in kernel_ids(srv), "the stopped session's kernel to be gone")
+    assert srv.wait_status(lease["id"], "stopped")["reason"] == "Stopped"
+    now = session_of(srv, "second.ipynb")
+    ks = KernelSocket(srv, answer["r"].json()["kernel"]["id"])
+    out, _ = ks.execute("import os; print(os.environ['CUDA_VISIBLE_DEVICES'])")
+    assert out.strip() == str(now["devices"][0])
+    ks.close()
+    print(f"stop -> connected: {connected_after:.2f} s")
+    end(srv, now["id"])
+
+
+def test_concurrent_sessions_never_share_a_device(srv: ServerProcess) -> None:
+    kernels = [start_kernel(srv, f"par{i}.ipynb", "gpuplat-quick") for i in range(3)]
+    assert all(k.status_code == 201 for k in kernels), [k.text for k in kernels]
+    leases = [session_of(srv, f"par{i}.ipynb") for i in range(3)]
+    seen = []
+    for k in kernels:
+        ks = KernelSocket(srv, k.json()["kernel"]["id"])
+        seen.append(ks.execute("import os; print(os.environ['CUDA_VISIBLE_DEVICES'])")[0].strip())
+        ks.close()
+    assert len(set(seen)) == 3 and sorted(seen) == sorted(str(x["devices"][0]) for x in leases)
+    for lease in leases:
+        end(srv, lease["id"])
+
+
+def test_a_lease_still_queued_after_the_launch_wait_fails_the_start_with_its_position_and_stays_queued(
+    srv: ServerProcess,
+) -> None:
+    add_kernelspec(srv, "gpuplat-test-wait", project="team-a", preset="notebook", launch_wait_seconds=1.0)
+    holder = start_kernel(srv, "holder.ipynb")
+    assert holder.status_code == 201
+    held = session_of(srv, "holder.ipynb")
+    started = time.monotonic()
+    answer = start_kernel(srv, "late.ipynb", "gpuplat-test-wait")
+    assert time.monotonic() - started < 30  # bounded: never near a proxy's 60 s
+    assert answer.status_code >= 400
+    text = answer.json()["message"]
+    assert text.startswith("Waiting for a GPU: position 1 in interactive (") and "1/1" in text, text
+    assert "this notebook connects when admitted" in text
+    late = session_of(srv, "late.ipynb")
+    assert late["status"] == "queued"
+    end(srv, held["id"])
+    srv.wait_status(late["id"], "running")
+    again = start_kernel(srv, "late.ipynb", "gpuplat-test-wait")  # what the notebook does when admitted
+    assert again.status_code == 201, again.text
+    assert session_of(srv, "late.ipynb")["id"] == late["id"]  # attached to the lease, not a new one
+    end(srv, late["id"])
+
+
+def test_a_refused_session_shows_the_policy_message_as_the_kernel_error_and_no_run_exists(srv: ServerProcess) -> None:
+    add_kernelspec(srv, "gpuplat-shared-big", project="team-a", preset="big")
+    before = srv.ok("GET", "runs")["runs"]
+    answer = start_kernel(srv, "refused.ipynb", "gpuplat-shared-big")
+    assert answer.status_code >= 400
+    text = answer.json()["message"]
+    assert text.startswith("GPU session refused:") and "big" in text, text
+    assert "notebook" in text and "quick" in text  # the allowed values
+    assert srv.ok("GET", "runs")["runs"] == before
+
+
+def test_an_idle_session_is_warned_then_culled_and_its_gpu_returned(srv: ServerProcess) -> None:
+    answer = start_kernel(srv, "idle.ipynb", "gpuplat-quick")
+    assert answer.status_code == 201
+    kid = answer.json()["kernel"]["id"]
+    lease = session_of(srv, "idle.ipynb")
+    ended = srv.wait_status(lease["id"], "stopped", timeout=30)
+    assert ended["reason"] == "IdleTimeout"
+    assert ended["message"] == f"no kernel activity for 3 s; GPU {lease['devices'][0]} returned"
+    assert reasons(srv, lease["id"]).index("IdleWarning") < reasons(srv, lease["id"]).index("IdleTimeout")
+    until(lambda: kid not in kernel_ids(srv), "the culled kernel to be gone")
+    capacity = srv.ok("GET", "capacity")
+    assert lease["devices"][0] not in [d["index"] for d in capacity["devices"] if d.get("run_id")]
+
+
+def test_a_busy_kernel_is_never_idle_and_keep_session_postpones_the_cull(srv: ServerProcess) -> None:
+    answer = start_kernel(srv, "busy.ipynb", "gpuplat-quick")
+    assert answer.status_code == 201
+    lease = session_of(srv, "busy.ipynb")
+    ks = KernelSocket(srv, answer.json()["kernel"]["id"])
+    until(lambda: session_of(srv, "busy.ipynb")["session"]["kernel"] == "ready", "the kernel to be ready")
+    msg = ks.send_execute("import time; time.sleep(5)")  # longer than the 3 s idle limit
+    until(lambda: session_of(srv, "busy.ipynb")["session"]["busy"], "the kernel to be busy")
+    assert session_of(srv, "busy.ipynb")["session"]["idle_deadline"] is None
+    assert ks.wait_reply(msg) == "ok"
+    assert srv.ok("GET", f"runs/{lease['id']}")["status"] == "running"  # not culled during the cell
+    # The warning comes; "Keep session" starts the idle clock again.
+    until(lambda: "IdleWarning" in reasons(srv, lease["id"]), "the idle warning")
+    warned = session_of(srv, "busy.ipynb")["session"]["idle_deadline"]
+    kept = srv.ok("POST", f"runs/{lease['id']}/keepalive")
+    assert kept["session"]["idle_deadline"] > warned
+    ended = srv.wait_status(lease["id"], "stopped", timeout=30)
+    assert ended["reason"] == "IdleTimeout" and ended["finished_at"] >= warned + 0.2
+    assert "KeepAlive" in reasons(srv, lease["id"])
+    ks.close()
+
+
+def test_restart_and_interrupt_stay_inside_the_lease_and_shutdown_ends_it(srv: ServerProcess) -> None:
+    answer = start_kernel(srv, "restart.ipynb")
+    assert answer.status_code == 201
+    kid = answer.json()["kernel"]["id"]
+    lease = session_of(srv, "restart.ipynb")
+    ks = KernelSocket(srv, kid)
+    assert ks.execute("x = 41")[1] == "ok"
+    r = requests.post(srv.url + f"api/kernels/{kid}/restart", headers=headers(srv), timeout=60)
+    assert r.status_code == 200, r.text
+    ks.close()
+    ks = KernelSocket(srv, kid)
+    out, status = ks.execute("import os; print(os.environ['CUDA_VISIBLE_DEVICES']); x")
+    assert status == "error" and "NameError" in out and out.startswith(str(lease["devices"][0]))
+    after = session_of(srv, "restart.ipynb")
+    assert (after["id"], after["devices"], after["status"]) == (lease["id"], lease["devices"], "running")
+    until(lambda: "KernelRestarted" in reasons(srv, lease["id"]), "the restart on the timeline")
+
+    msg = ks.send_execute("while True: pass")
+    until(lambda: session_of(srv, "restart.ipynb")["session"]["busy"], "the cell to run")
+    r = requests.post(srv.url + f"api/kernels/{kid}/interrupt", headers=headers(srv), timeout=30)
+    assert r.status_code == 204
+    assert ks.wait_reply(msg) == "error"  # KeyboardInterrupt
+    ks.close()
+
+    r = requests.delete(srv.url + f"api/kernels/{kid}", headers=headers(srv), timeout=60)
+    assert r.status_code == 204
+    done = srv.wait_status(lease["id"], "stopped")
+    assert done["reason"] == "KernelShutdown" and f"GPU {lease['devices'][0]} returned" in done["message"]
+
+
+def test_a_server_killed_with_a_running_session_keeps_its_record_and_re_adopts_the_kernel(tmp_path: Path) -> None:
+    srv = ServerProcess(tmp_path, gpus=2, config_file=SESSIONS)
+    srv.start()
+    try:
+        answer = start_kernel(srv, "keep.ipynb")
+        assert answer.status_code == 201
+        lease = session_of(srv, "keep.ipynb")
+        ks = KernelSocket(srv, answer.json()["kernel"]["id"])
+        assert ks.execute("x = 42")[1] == "ok"
+        ks.close()
+        srv.kill()
+        srv.start()
+        run = srv.ok("GET", f"runs/{lease['id']}")
+        assert (run["status"], run["devices"]) == ("running", lease["devices"])
+        in_use = {d["index"] for d in srv.ok("GET", "capacity")["devices"] if d.get("run_id") == lease["id"]}
+        assert in_use == set(lease["devices"])
+        # The other GPU is the only one left for a new session.
+        other = start_kernel(srv, "other.ipynb", "gpuplat-quick")
+        assert other.status_code == 201
+        assert session_of(srv, "other.ipynb")["devices"] != lease["devices"]
+        # Opening the notebook again attaches to the same lease and the same kernel.
+        again = start_kernel(srv, "keep.ipynb")
+        assert again.status_code == 201, again.text
+        assert session_of(srv, "keep.ipynb")["id"] == lease["id"]
+        ks = KernelSocket(srv, again.json()["kernel"]["id"])
+        assert ks.execute("print(x)") == ("42\n", "ok")
+        ks.close()
+    finally:
+        srv.stop()
+
+
+def test_the_agent_gives_up_on_a_kernel_that_keeps_dying(tmp_path: Path) -> None:
+    path = str(tmp_path / "kernel.json")
+    argv = [
+        sys.executable,
+        kernel_agent.__file__,
+        "--connection-file",
+        path,
+        "--",
+        sys.executable,
+        "-c",
+        "raise SystemExit(3)",
+    ]
+    proc = subprocess.run(argv, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == kernel_agent.KERNEL_DIED, proc.stdout
+    assert "exited 5 times" in proc.stdout
+    info = json.loads(Path(path).read_text())
+    assert info["ip"] == "127.0.0.1" and len({info[p] for p in kernel_agent.PORT_NAMES}) == 5
+    assert json.loads(Path(path + ".state").read_text())["generation"] == 5
+    assert oct(Path(path).stat().st_mode & 0o777) == "0o600"
