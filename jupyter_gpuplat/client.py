@@ -388,6 +388,11 @@ class Client:
         raise GpuPlatAPIError(f"too many gpu-session-{stamp}*.ipynb notebooks", "give a notebook path")
 
     def _create_notebook(self, path: str, spec: dict[str, Any], run: dict[str, Any]) -> None:
+        parts = path.split("/")[:-1]
+        for i in range(1, len(parts) + 1):  # the directories it names, as a file manager would make them
+            folder = "/".join(parts[:i])
+            if not self._contents_exist(folder):
+                self.jupyter("PUT", f"contents/{folder}", {"type": "directory"})
         self.jupyter(
             "PUT", f"contents/{path}", {"type": "notebook", "format": "json", "content": session_notebook(spec, run)}
         )

@@ -17,15 +17,20 @@ from typing import Any
 
 import nbformat
 import pytest
+import requests
 from nbclient import NotebookClient
 
 from jupyter_gpuplat.client import Client, GpuPlatAPIError
 from jupyter_gpuplat.widgets import Launcher, SessionView
+from jupyter_gpuplat.widgets import _html as h
+from jupyter_gpuplat.widgets.session import session_state_text
 
+from .kernel_ws import KernelSocket
 from .server import ServerProcess
 from .test_kernel import texts
 from .waiting import until
 
+SESSIONS = Path(__file__).parent / "fixtures" / "sessions.yaml"
 WAITING = re.compile(
     r"position 1 of 1 in interactive — "
     r"alice has 1/1 runs dispatched in queue interactive \(max_per_user\) \[UserLimit\]"
@@ -108,6 +113,29 @@ def test_client_lease_with_a_new_notebook_on_the_preset_kernel(server: ServerPro
     assert mine.read_text() == before
     assert [s["id"] for s in client.sessions()] == [second["id"], lease["id"]]  # newest first
     assert client.stop(second["id"])["status"] == "stopped"
+
+
+def test_the_notebook_a_lease_creates_opens_on_the_lease(server: ServerProcess, client: Client) -> None:
+    lease = client.start_session("team-a", notebook="opened/gpu.ipynb")
+    devices = running(server, lease["id"])["devices"]
+    # Opened as JupyterLab opens it: a kernel session on the kernelspec the notebook names.
+    kernel = notebook_kernel(server.root / "opened" / "gpu.ipynb")["name"]
+    auth = {"Authorization": f"token {server.token}"}
+    body = {"path": "opened/gpu.ipynb", "type": "notebook", "name": "gpu.ipynb", "kernel": {"name": kernel}}
+    opened = requests.post(server.url + "api/sessions", headers=auth, json=body, timeout=90)
+    assert opened.status_code == 201, opened.text
+    ks = KernelSocket(server, opened.json()["kernel"]["id"])
+    try:
+        out, status = ks.execute("import os; print(os.environ['CUDA_VISIBLE_DEVICES'])")
+    finally:
+        ks.close()
+    assert (out.strip(), status) == (",".join(map(str, devices)), "ok")
+    (attached,) = client.sessions(notebook="opened/gpu.ipynb")
+    assert attached["id"] == lease["id"]  # the kernel runs in the lease: no second one
+    until(lambda: client.get(lease["id"])["session"]["kernel"] == "ready", "the kernel to be ready")
+    closed = requests.delete(server.url + f"api/sessions/{opened.json()['id']}", headers=auth, timeout=60)
+    assert closed.status_code == 204
+    assert server.wait_status(lease["id"], "stopped")["reason"] == "KernelShutdown"
 
 
 def test_client_refusals_name_what_is_allowed(server: ServerProcess, client: Client) -> None:
@@ -292,3 +320,40 @@ def test_launcher_tab_starts_a_lease_shows_it_waiting_then_running(server: Serve
     finally:
         launcher.close()
     assert tab.view is not None and tab.view.closed
+
+
+def test_session_view_warns_then_says_why_the_session_ended(tmp_path: Path) -> None:
+    """`quick` (tests/fixtures/sessions.yaml) gives its GPU back after 3 s without kernel activity."""
+    srv = ServerProcess(tmp_path, config_file=SESSIONS)
+    srv.start()
+    c = Client(url=srv.url, token="tok-alice")
+    try:
+        lease = c.start_session("team-a", "quick")
+        view = SessionView(lease, c)
+        try:
+            ended = until(lambda: view.status == "stopped" and view.state_text, "the idle cull")
+            gpu = c.get(lease["id"])
+            assert gpu["reason"] == "IdleTimeout"
+            assert ended == f"ended: stopped — {gpu['message']}"
+            assert re.fullmatch(r"no kernel activity for 3 s; GPU \d returned", gpu["message"])
+            # The warning came first; shown while it is the lease's latest word (0.3 s here, 10 minutes for
+            # an hour's limit), it says when the session ends unless kept.
+            (warning,) = [e for e in gpu["timeline"] if e["reason"] == "IdleWarning"]
+            warned = {**gpu, "status": "running", "reason": "IdleWarning", "message": warning["message"]}
+            warned["session"] = {
+                **gpu["session"],
+                "kernel": "starting",
+                "idle_deadline": warning["details"]["deadline"],
+            }
+            text = session_state_text(warned, None)
+            assert text.endswith(
+                f" · ends if idle until {h.when(warning['details']['deadline'])} · {warning['message']}"
+            )
+            assert view.link_html == "" and view.keep_button.disabled and view.stop_button.disabled
+            view.thread.join(10)
+            assert not view.thread.is_alive()
+        finally:
+            view.close()
+    finally:
+        c.session.close()
+        srv.stop()

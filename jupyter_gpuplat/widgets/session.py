@@ -105,8 +105,10 @@ class SessionView(widgets.VBox):
 
     # ---- event feed → worker ------------------------------------------------------------------
     def _on_event(self, ev: dict[str, Any]) -> None:
-        if ev["run_id"] == self.run_id or self.status in h.WAITING:
+        if ev["run_id"] == self.run_id:
             self._inbox.put("refresh")
+        elif self.status in h.WAITING and (ev.get("queue") == self.run.get("queue") or ev["status"] in h.FINAL):
+            self._inbox.put("refresh")  # its place in line, or the capacity it waits for, may have changed
 
     def _work_loop(self) -> None:
         try:
@@ -193,6 +195,8 @@ def session_state_text(run: dict[str, Any], explain: dict[str, Any] | None) -> s
         text += " · busy"
     elif sess.get("idle_deadline"):
         text += f" · ends if idle until {h.when(sess['idle_deadline'])}"
+    if run.get("reason") == "IdleWarning":  # the last word before the cull: say it, Keep session answers it
+        text += f" · {run.get('message') or ''}"
     return text
 
 
