@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import secrets
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -25,10 +26,21 @@ from ...core import artifacts as layout
 from ...core.reasons import Reason
 from ..artifacts import FilesystemArtifacts, write_cell
 from ..base import FAILED, RUNNING, STOPPED, Device, Executor, ExecutorError, LaunchRequest, Observation
+from .apierror import api_error
 from .cache import ClusterCache, Snapshot, Timeouts
 from .explain import DISRUPTIONS, condition, episode, explain_pod, explain_run
 from .logs import LogFollower, LogState
-from .manifests import CONTAINER, JobSettings, make_job, selector, working_dir_problem
+from .manifests import (
+    CONTAINER,
+    KERNEL_PORTS,
+    JobSettings,
+    is_session,
+    make_job,
+    make_kernel_secret,
+    selector,
+    working_dir_problem,
+)
+from .sessions import KernelSecrets, connection_info, kernel_pod
 
 LOG_NAME = layout.LOG
 
@@ -51,18 +63,6 @@ def api_client(kubeconfig: str = "", context: str = "", pool_size: int = 64) -> 
     return client.ApiClient(cfg)
 
 
-def api_error(exc: Exception) -> str:
-    """The Kubernetes Status message of an ApiException, else its text."""
-    body = getattr(exc, "body", None)
-    if body:
-        try:
-            return str(json.loads(body).get("message") or body)
-        except (ValueError, AttributeError):
-            return str(body)
-    status, reason = getattr(exc, "status", None), getattr(exc, "reason", None)
-    return f"{status} {reason}" if status else str(exc)
-
-
 @dataclass(eq=False)
 class _Run:
     run_id: str
@@ -80,6 +80,9 @@ class _Run:
     log_state: LogState | None = None
     disrupted: set[str] = field(default_factory=set)  # pod uids whose preemption/eviction is recorded
     settle: asyncio.TimerHandle | None = None  # set while waiting for a failed pod's final state
+    secret: str | None = None  # a session's kernel key Secret (None: a job)
+    kernel_ports: tuple[int, ...] = ()
+    kernel_key: str | None = None  # read from the Secret once, when not made here
 
 
 class KubernetesExecutor(FilesystemArtifacts, Executor):
@@ -158,6 +161,14 @@ class KubernetesExecutor(FilesystemArtifacts, Executor):
     max_log_streams = Integer(256, min=1, help="Log streams followed at once; more runs wait for a free one.").tag(
         config=True
     )
+    kernel_ports = List(
+        Integer(min=1, max=65535),
+        list(KERNEL_PORTS),
+        minlen=5,
+        maxlen=5,
+        help="A GPU session's kernel ports in its pod (shell, iopub, stdin, control, hb): fixed, as each pod has "
+        "its own IP. The control plane must reach them (NetworkPolicy).",
+    ).tag(config=True)
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
@@ -169,6 +180,7 @@ class KubernetesExecutor(FilesystemArtifacts, Executor):
         self._loop: asyncio.AbstractEventLoop | None = None
         self._tasks: set[asyncio.Task[Any]] = set()
         self._slots = threading.Semaphore(1)
+        self._secrets: KernelSecrets | None = None
         self._synced_once = False
         self._closed = False
         self.orphans: dict[str, str] = {}  # run id → Job name: Jobs with no run record here
@@ -190,6 +202,7 @@ class KubernetesExecutor(FilesystemArtifacts, Executor):
             backoff_limit=self.backoff_limit,
             ttl_seconds_after_finished=self.ttl_seconds_after_finished,
             image_pull_secrets=tuple(self.image_pull_secrets),
+            kernel_ports=tuple(self.kernel_ports),
         )
 
     def set_observer(self, callback: Any) -> None:
@@ -212,6 +225,9 @@ class KubernetesExecutor(FilesystemArtifacts, Executor):
         self._api = api_client(self.kubeconfig, self.context, self.max_log_streams + 16)
         self._core = client.CoreV1Api(self._api)
         self._batch = client.BatchV1Api(self._api)
+        self._secrets = KernelSecrets(
+            self._core, self.namespace, (self.connect_timeout_seconds, self.request_timeout_seconds), self._count_call
+        )
         self._slots = threading.Semaphore(self.max_log_streams)
         timeouts = Timeouts(
             connect_seconds=self.connect_timeout_seconds,
@@ -265,13 +281,16 @@ class KubernetesExecutor(FilesystemArtifacts, Executor):
                 write_cell(req.entrypoint, req.workdir)
         except OSError as exc:
             raise ExecutorError(f"run {req.run_id}: cannot prepare {req.workdir}: {exc.strerror or exc}") from exc
-        uid = await asyncio.to_thread(self._create_job, req.run_id, manifest)
         run = _Run(req.run_id, name, req.workdir, log_path, reattached=False)
+        if is_session(req):
+            uid = await asyncio.to_thread(self._create_session, req, run, manifest)
+        else:
+            uid = await asyncio.to_thread(self._create_job, req.run_id, manifest)
         self._runs[req.run_id] = run
         # No await after this point: the first Observation cannot reach the engine before the handle.
         assert self._loop is not None
         self._loop.call_soon(self._evaluate_id, req.run_id)
-        return {
+        handle = {
             "executor": self.name,
             "namespace": self.namespace,
             "job": name,
@@ -280,6 +299,25 @@ class KubernetesExecutor(FilesystemArtifacts, Executor):
             "log_path": log_path,
             "summary": f"Job {name} in namespace {self.namespace}",
         }
+        if run.secret is not None:
+            handle.update(secret=run.secret, kernel_ports=list(run.kernel_ports))
+        return handle
+
+    def _create_session(self, req: LaunchRequest, run: _Run, manifest: dict[str, Any]) -> str:
+        """The key's Secret first (the pod never waits for it), then the Job, then the Job owns the Secret."""
+        assert self._secrets is not None
+        settings = self.settings()
+        secret = make_kernel_secret(req, settings, secrets.token_hex(32))
+        name = secret["metadata"]["name"]
+        run.kernel_key = self._secrets.create(req.run_id, secret, secret["stringData"]["key"])
+        run.secret, run.kernel_ports = name, settings.kernel_ports
+        try:
+            uid = self._create_job(req.run_id, manifest)
+        except ExecutorError:
+            self._secrets.delete(name)
+            raise
+        self._secrets.own(name, run.job, uid)
+        return uid
 
     def _create_job(self, run_id: str, manifest: dict[str, Any]) -> str:
         from kubernetes.client.exceptions import ApiException
@@ -337,7 +375,11 @@ class KubernetesExecutor(FilesystemArtifacts, Executor):
             self._start()
         except ExecutorError as exc:
             return Observation(run_id, FAILED, Reason.LOST, f"cannot watch Job {job} again: {exc}")
-        self._runs[run_id] = _Run(run_id, job, workdir, log_path, reattached=True)
+        run = _Run(run_id, job, workdir, log_path, reattached=True)
+        if handle.get("secret"):
+            run.secret = str(handle["secret"])
+            run.kernel_ports = tuple(int(p) for p in handle.get("kernel_ports") or self.kernel_ports)
+        self._runs[run_id] = run
         cache = self._cache
         if cache is not None and cache.synced and self._loop is not None:
             self._loop.call_soon(self._evaluate_id, run_id)
@@ -389,6 +431,29 @@ class KubernetesExecutor(FilesystemArtifacts, Executor):
                 self.log.warning("gpuplat: deleting Job %s failed: %s", name, api_error(exc))
         except Exception as exc:
             self.log.warning("gpuplat: deleting Job %s failed: %s", name, exc)
+
+    # -- sessions ----------------------------------------------------------------------------
+    async def kernel_connection(self, run_id: str, handle: Mapping[str, Any]) -> dict[str, Any] | None:
+        """The session's kernel once its pod runs: the pod's IP, the fixed ports, the key from its Secret."""
+        if not handle.get("secret"):
+            raise ExecutorError(f"run {run_id} is not a GPU session: its Job runs no kernel")
+        run = self._runs.get(run_id)
+        if run is None:
+            obs = self.attach(run_id, handle)
+            if obs.final:
+                self._emit(obs)
+                return None
+            run = self._runs[run_id]
+        cache = self._cache
+        if cache is None or run.finishing or run.stopping or run.secret is None:
+            return None
+        pod = kernel_pod(cache.snapshot(run_id).pods)
+        if pod is None:
+            return None
+        if run.kernel_key is None:
+            assert self._secrets is not None
+            run.kernel_key = await asyncio.to_thread(self._secrets.key, run.secret)
+        return connection_info(str(pod["status"]["podIP"]), run.kernel_ports, run.kernel_key)
 
     # -- observing ---------------------------------------------------------------------------
     def _process(self) -> None:

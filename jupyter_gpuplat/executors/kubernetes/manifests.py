@@ -6,15 +6,23 @@ restartPolicy Never, `backoffLimit` from the settings (0: a failed run fails),
 `activeDeadlineSeconds` from `termination.timeout_seconds`, and a pod failure
 policy that does not count preemption or eviction (`DisruptionTarget`) as a
 failure, so Kubernetes starts a replacement pod instead.
+
+A GPU session (`kind: session`) is a Job too, but its one pod is never replaced (a new pod
+would silently lose the kernel's state): backoffLimit 0, no pod failure policy, and the
+cluster autoscaler told not to evict it. Its container runs the kernel agent (its source
+inline, so the image needs only Python and ipykernel) on fixed ports of the pod's own IP,
+with the connection key from a Secret of its own (`make_kernel_secret`), owned by the Job.
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import posixpath
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from importlib import resources
 from typing import Any
 
 from ...core import artifacts as layout
@@ -32,6 +40,11 @@ ANN_PRESETS = "gpuplat.io/presets"
 ANN_PLACEMENT_FROM = "gpuplat.io/placement-from"
 ANN_GPU_TYPE_LABEL = "gpuplat.io/gpu-type-label"
 CONTAINER = "main"
+ANN_SAFE_TO_EVICT = "cluster-autoscaler.kubernetes.io/safe-to-evict"
+KERNEL_CONNECTION_FILE = "/tmp/gpuplat-kernel.json"  # in the pod's own /tmp: the key stays off shared volumes
+KERNEL_PORTS = (52700, 52701, 52702, 52703, 52704)  # shell, iopub, stdin, control, hb: every pod has its own IP
+KERNEL_PORT_NAMES = ("kernel-shell", "kernel-iopub", "kernel-stdin", "kernel-control", "kernel-hb")
+KERNEL_SECRET_KEY = "key"
 ARTIFACTS_VOLUME = "gpuplat-artifacts"
 _LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
 
@@ -53,12 +66,28 @@ class JobSettings:
     backoff_limit: int = 0
     ttl_seconds_after_finished: int | None = 86400
     image_pull_secrets: tuple[str, ...] = ()
+    kernel_ports: tuple[int, ...] = KERNEL_PORTS
 
 
 def job_name(run_id: str) -> str:
     """`gpuplat-<run id>`, lowercased and cut to a valid object name."""
     name = re.sub(r"[^a-z0-9-]", "-", f"gpuplat-{run_id}".lower())[:63].rstrip("-")
     return name
+
+
+def kernel_secret_name(run_id: str) -> str:
+    """The Secret holding a session's kernel key: named after its Job."""
+    return f"{job_name(run_id)}-kernel"
+
+
+def is_session(req: LaunchRequest) -> bool:
+    return req.spec.get("kind") == "session"
+
+
+@functools.cache
+def agent_source() -> str:
+    """The kernel agent's source (stdlib only, self-contained): run in the pod as `python -c`."""
+    return resources.files("jupyter_gpuplat.executors").joinpath("kernel_agent.py").read_text(encoding="utf-8")
 
 
 def selector(instance: str) -> str:
@@ -234,12 +263,53 @@ def make_working_dir(req: LaunchRequest, settings: JobSettings) -> str:
     return seen
 
 
-def make_env(req: LaunchRequest, workdir: str) -> list[dict[str, str]]:
-    env = [{"name": k, "value": v} for k, v in req.env.items() if k not in ("GPUPLAT_RUN_ID", "GPUPLAT_ARTIFACTS_DIR")]
+def make_env(req: LaunchRequest, workdir: str) -> list[dict[str, Any]]:
+    ours = ("GPUPLAT_RUN_ID", "GPUPLAT_ARTIFACTS_DIR", "GPUPLAT_KERNEL_KEY", "GPUPLAT_KERNEL_IP")
+    env: list[dict[str, Any]] = [{"name": k, "value": v} for k, v in req.env.items() if k not in ours]
     env.append({"name": "GPUPLAT_RUN_ID", "value": req.run_id})
     env.append({"name": "GPUPLAT_ARTIFACTS_DIR", "value": workdir})
     env.append({"name": "PYTHONUNBUFFERED", "value": "1"})
+    if is_session(req):
+        secret = {"name": kernel_secret_name(req.run_id), "key": KERNEL_SECRET_KEY}
+        env.append({"name": "GPUPLAT_KERNEL_KEY", "valueFrom": {"secretKeyRef": secret}})
+        env.append({"name": "GPUPLAT_KERNEL_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}})
     return env
+
+
+def make_kernel_command(settings: JobSettings) -> list[str]:
+    """The session container's argv: the kernel agent keeping ipykernel alive on the fixed ports."""
+    if len(settings.kernel_ports) != 5:
+        raise ExecutorError(
+            f"kernel_ports must be 5 ports (shell, iopub, stdin, control, hb), got {settings.kernel_ports}"
+        )
+    py = settings.python
+    ports = ",".join(str(p) for p in settings.kernel_ports)
+    return [
+        py, "-c", agent_source(), "--connection-file", KERNEL_CONNECTION_FILE, "--ports", ports,
+        "--", py, "-m", "ipykernel_launcher", "-f", "{connection_file}",
+    ]  # fmt: skip
+
+
+def make_kernel_secret(req: LaunchRequest, settings: JobSettings, key: str) -> dict[str, Any]:
+    """The Secret with a session's kernel key; it gets its Job as owner once the Job exists."""
+    queue = str(req.spec.get("queue") or "")
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {
+            "name": kernel_secret_name(req.run_id),
+            "namespace": settings.namespace,
+            "labels": make_labels(req.run_id, req.project, queue, settings.instance),
+        },
+        "type": "Opaque",
+        "immutable": True,
+        "stringData": {KERNEL_SECRET_KEY: key},
+    }
+
+
+def owner_reference(job: str, uid: str) -> dict[str, Any]:
+    """The Job as owner: the Secret goes when the Job is deleted (no blockOwnerDeletion: it needs more RBAC)."""
+    return {"apiVersion": "batch/v1", "kind": "Job", "name": job, "uid": uid}
 
 
 def priority_class(queue: str, classes: Mapping[str, str]) -> str | None:
@@ -251,14 +321,20 @@ def make_pod_spec(req: LaunchRequest, settings: JobSettings) -> dict[str, Any]:
     placement = spec.get("placement") or {}
     workdir = run_pod_dir(req, settings)
     volumes, mounts = make_volumes(spec.get("volumes"), settings)
+    session = is_session(req)
     container: dict[str, Any] = {
         "name": CONTAINER,
         "image": spec.get("image") or settings.default_image,
-        "command": make_command(req, settings),
+        "command": make_kernel_command(settings) if session else make_command(req, settings),
         "workingDir": make_working_dir(req, settings),
         "env": make_env(req, workdir),
         "volumeMounts": mounts,
     }
+    if session:
+        container["ports"] = [
+            {"name": n, "containerPort": p, "protocol": "TCP"}
+            for n, p in zip(KERNEL_PORT_NAMES, settings.kernel_ports, strict=True)
+        ]
     resources = make_resources(spec.get("resources"), settings.gpu_resource)
     if resources:
         container["resources"] = resources
@@ -296,16 +372,20 @@ def make_job(req: LaunchRequest, settings: JobSettings) -> dict[str, Any]:
     queue = str(req.spec.get("queue") or "")
     labels = make_labels(req.run_id, req.project, queue, settings.instance)
     annotations = make_annotations(req, settings)
+    session = is_session(req)
+    if session:
+        annotations[ANN_SAFE_TO_EVICT] = "false"  # scaling a node down would end the session
     job_spec: dict[str, Any] = {
-        "backoffLimit": settings.backoff_limit,
-        "podFailurePolicy": {
-            "rules": [{"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}]}]
-        },
+        "backoffLimit": 0 if session else settings.backoff_limit,
         "template": {
             "metadata": {"labels": dict(labels), "annotations": dict(annotations)},
             "spec": make_pod_spec(req, settings),
         },
     }
+    if not session:  # a disrupted job's pod is replaced; a session's is not (its kernel state is gone)
+        job_spec["podFailurePolicy"] = {
+            "rules": [{"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}]}]
+        }
     if req.timeout_seconds:
         job_spec["activeDeadlineSeconds"] = int(req.timeout_seconds)
     if settings.ttl_seconds_after_finished is not None:

@@ -1,0 +1,274 @@
+"""GPU sessions on Kubernetes: one Job, one pod, one Secret; a real kernel in the "pod".
+
+The real `KubernetesExecutor` (official client over HTTP) against the project's emulator,
+with the project's Role enforced (plus what sessions need, tests/k8s.py SESSION_RULE). With
+the emulator running pods' commands as local processes, the pod runs the kernel agent and
+ipykernel on its own loopback IP, and jupyter_client connected with what
+`kernel_connection` returns executes a cell in it. A session that no node can hold is
+explained by the executor exactly as a job is.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import kubernetes_validate
+import pytest
+from jupyter_client.asynchronous.client import AsyncKernelClient
+from kube_emulator import EmulatedCluster
+
+from jupyter_gpuplat.core.request import Entrypoint
+from jupyter_gpuplat.executors.base import ExecutorError, LaunchRequest, Observation
+from jupyter_gpuplat.executors.kubernetes.executor import KubernetesExecutor
+from jupyter_gpuplat.executors.kubernetes.manifests import (
+    ANN_SAFE_TO_EVICT,
+    JobSettings,
+    agent_source,
+    make_job,
+    make_kernel_secret,
+)
+
+from .conftest import wait_for
+from .k8s import NAMESPACE, deployed_cluster, executor_config, run_selector
+
+PORTS = [52700, 52701, 52702, 52703, 52704]
+SECRETS = ("", "secrets")
+
+
+def session_request(run_id: str, artifacts: Path, gpus: int = 1) -> LaunchRequest:
+    return LaunchRequest(
+        run_id=run_id,
+        entrypoint=Entrypoint("kernel"),
+        env={"TEAM": "a"},
+        devices=(),
+        workdir=str(artifacts / run_id),
+        spec={"kind": "session", "queue": "interactive", "resources": {"gpu": gpus, "cpu": "1", "memory": "1Gi"}},
+        project="team-a",
+        user="alice",
+    )
+
+
+def test_a_session_job_runs_the_kernel_agent_and_never_replaces_its_pod() -> None:
+    settings = JobSettings(artifacts_claim="gpuplat-artifacts", artifacts_mount_path="/srv/a", backoff_limit=3)
+    req = session_request("s-manifest", Path("/srv/a"))
+    job = make_job(req, settings)
+    spec = job["spec"]
+    assert spec["backoffLimit"] == 0 and "podFailurePolicy" not in spec  # a second pod would lose the kernel
+    pod = spec["template"]["spec"]
+    assert pod["restartPolicy"] == "Never"
+    assert spec["template"]["metadata"]["annotations"][ANN_SAFE_TO_EVICT] == "false"
+    [c] = pod["containers"]
+    assert c["command"] == [
+        "python", "-c", agent_source(), "--connection-file", "/tmp/gpuplat-kernel.json", "--ports",
+        "52700,52701,52702,52703,52704", "--", "python", "-m", "ipykernel_launcher", "-f", "{connection_file}",
+    ]  # fmt: skip
+    assert "import subprocess" in agent_source() and "from jupyter_gpuplat" not in agent_source()  # self-contained
+    env = {e["name"]: e for e in c["env"]}
+    assert env["GPUPLAT_KERNEL_KEY"]["valueFrom"] == {
+        "secretKeyRef": {"name": "gpuplat-s-manifest-kernel", "key": "key"}
+    }
+    assert env["GPUPLAT_KERNEL_IP"]["valueFrom"] == {"fieldRef": {"fieldPath": "status.podIP"}}
+    assert env["TEAM"]["value"] == "a" and env["GPUPLAT_RUN_ID"]["value"] == "s-manifest"
+    assert [p["containerPort"] for p in c["ports"]] == PORTS
+    assert c["resources"]["limits"]["nvidia.com/gpu"] == "1"
+    secret = make_kernel_secret(req, settings, "k" * 64)
+    assert secret["metadata"]["name"] == "gpuplat-s-manifest-kernel" and secret["immutable"] is True
+    assert secret["metadata"]["labels"]["gpuplat.io/run-id"] == "s-manifest"
+    for doc in (job, secret):
+        for v in ("1.27.0", "1.34.0"):
+            kubernetes_validate.validate(doc, v, strict=True)
+    with pytest.raises(ExecutorError, match="kernel_ports must be 5 ports"):
+        make_job(req, JobSettings(kernel_ports=(1, 2)))
+
+
+@pytest.fixture
+def cluster() -> Iterator[EmulatedCluster]:
+    c = deployed_cluster(sessions=True, local_processes=True)
+    yield c
+    c.stop()
+    assert not c.errors, c.errors
+
+
+class Executors:
+    """KubernetesExecutors on the emulator, each with its own observations; closed at the end."""
+
+    def __init__(self, cluster: EmulatedCluster, tmp_path: Path) -> None:
+        self.artifacts = tmp_path / "artifacts"
+        self.settings = executor_config(cluster, tmp_path, self.artifacts)
+        self.made: list[KubernetesExecutor] = []
+
+    def new(self) -> tuple[KubernetesExecutor, list[Observation]]:
+        seen: list[Observation] = []
+        ex = KubernetesExecutor(**self.settings)
+        ex.set_observer(seen.append)
+        self.made.append(ex)
+        return ex, seen
+
+    async def close(self) -> None:
+        for ex in self.made:
+            await ex.close()
+
+
+@pytest.fixture
+def executors(
+    cluster: EmulatedCluster, tmp_path: Path, jp_asyncio_loop: asyncio.AbstractEventLoop
+) -> Iterator[Executors]:
+    made = Executors(cluster, tmp_path)
+    yield made
+    jp_asyncio_loop.run_until_complete(made.close())
+
+
+def secrets_of(cluster: EmulatedCluster, run_id: str) -> list[dict[str, Any]]:
+    from kube_emulator.store import RESOURCES
+
+    return cluster.store.select(RESOURCES[SECRETS], NAMESPACE, run_selector(run_id))[0]
+
+
+def alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+async def run_cell(info: dict[str, Any], code: str) -> str:
+    """Execute `code` in the kernel at `info` (jupyter_client, as a notebook would); its stdout."""
+    kc = AsyncKernelClient()
+    kc.load_connection_info(info)
+    kc.start_channels()
+    try:
+        await kc.wait_for_ready(timeout=30)
+        msg_id = kc.execute(code)
+        out = []
+        while True:
+            msg = await kc.get_iopub_msg(timeout=30)
+            if msg["parent_header"].get("msg_id") != msg_id:
+                continue
+            if msg["msg_type"] == "stream":
+                out.append(msg["content"]["text"])
+            elif msg["msg_type"] == "error":
+                raise AssertionError(msg["content"])
+            elif msg["msg_type"] == "status" and msg["content"]["execution_state"] == "idle":
+                return "".join(out)
+    finally:
+        kc.stop_channels()
+
+
+async def test_a_session_is_one_pod_and_one_secret_and_a_cell_runs_in_its_kernel(
+    cluster: EmulatedCluster, executors: Executors
+) -> None:
+    cluster.add_node("gpu-1", gpus=4)
+    ex, seen = executors.new()
+    req = session_request("s-kernel1", executors.artifacts)
+    handle = await ex.submit(req)
+    assert handle["secret"] == "gpuplat-s-kernel1-kernel" and handle["kernel_ports"] == PORTS
+
+    async def connection() -> dict[str, Any] | None:
+        return await ex.kernel_connection(req.run_id, handle)
+
+    info = await wait_for(connection, 20, "the kernel's connection info")
+    [job] = cluster.jobs_in(NAMESPACE, run_selector(req.run_id))
+    [pod] = cluster.pods(NAMESPACE, run_selector(req.run_id))
+    [secret] = secrets_of(cluster, req.run_id)
+    assert secret["metadata"]["ownerReferences"] == [
+        {"apiVersion": "batch/v1", "kind": "Job", "name": job["metadata"]["name"], "uid": job["metadata"]["uid"]}
+    ]
+    key = base64.b64decode(secret["data"]["key"]).decode()
+    ip = pod["status"]["podIP"]
+    assert ip.startswith("127.") and ip != "127.0.0.1"
+    assert info == {
+        "ip": ip,
+        "shell_port": 52700,
+        "iopub_port": 52701,
+        "stdin_port": 52702,
+        "control_port": 52703,
+        "hb_port": 52704,
+        "key": key,
+        "transport": "tcp",
+        "signature_scheme": "hmac-sha256",
+        "kernel_name": "",
+    }
+    assert len(key) == 64
+    assert await wait_for(
+        lambda: asyncio.sleep(0, any(o.status == "running" for o in seen)), 10, "the run reported running"
+    )
+
+    out = await run_cell(info, 'import os; print(os.environ["GPUPLAT_KERNEL_IP"])')
+    assert out == f"{ip}\n"  # the cell ran in the pod's kernel, bound to the pod's own IP
+    leader = cluster.kubelet.local.processes[pod["metadata"]["uid"]].popen.pid  # type: ignore[union-attr]
+    assert alive(leader)
+
+    await ex.stop(req.run_id, handle)
+    final = [o for o in seen if o.final]
+    assert [(o.status, o.reason) for o in final] == [("stopped", "Stopped")]
+    assert not cluster.jobs_in(NAMESPACE) and not cluster.pods(NAMESPACE) and not secrets_of(cluster, req.run_id)
+    assert not alive(leader), "stopping the session ends the pod's processes"
+    log = (executors.artifacts / req.run_id / "output.log").read_text()
+    assert "gpuplat: kernel 1 started" in log  # the agent's output is the run's log
+
+
+async def test_a_restarted_executor_reads_the_key_back_from_the_secret(
+    cluster: EmulatedCluster, executors: Executors
+) -> None:
+    cluster.add_node("gpu-1", gpus=4)
+    first, _ = executors.new()
+    req = session_request("s-reattach", executors.artifacts)
+    handle = await first.submit(req)
+    info = await wait_for(lambda: first.kernel_connection(req.run_id, handle), 20, "the kernel's connection info")
+    await first.close()  # the server goes; the session's pod stays
+
+    second, seen = executors.new()
+    second.attach(req.run_id, handle)
+    again = await wait_for(lambda: second.kernel_connection(req.run_id, handle), 20, "the connection after restart")
+    assert again == info
+    assert (await run_cell(again, "print(6 * 7)")) == "42\n"
+    await second.stop(req.run_id, handle)
+    assert [(o.status, o.reason) for o in seen if o.final] == [("stopped", "Stopped")]
+    with pytest.raises(ExecutorError, match="not a GPU session"):
+        await second.kernel_connection("r-job", {"job": "gpuplat-r-job", "workdir": str(executors.artifacts)})
+
+
+@pytest.mark.parametrize(
+    ("gpus", "reason", "says"),
+    [
+        (8, "NoNodeLargeEnough", "No node has 8 GPUs in all (the largest has 4; 2 GPU node(s) of 2)"),
+        (2, "InsufficientGPU", "Admitted by the queue, but no node has 2 free nvidia.com/gpu right now: 2 of 2 nodes"),
+    ],
+    ids=["larger-than-any-node", "every-gpu-taken"],
+)
+async def test_an_unplaceable_session_is_explained_as_a_job_is(
+    cluster: EmulatedCluster, executors: Executors, gpus: int, reason: str, says: str
+) -> None:
+    cluster.add_node("gpu-1", gpus=4)
+    cluster.add_node("gpu-2", gpus=4)
+    for i in (1, 2):  # another team's pods hold every GPU (real processes here: `sleep`)
+        cluster.add_pod("research", f"other-{i}", gpus=4, command="sleep 600")
+    ex, seen = executors.new()
+    req = session_request(f"s-big{gpus}", executors.artifacts, gpus=gpus)
+    handle = await ex.submit(req)
+
+    async def explained() -> Observation | None:
+        await asyncio.sleep(0)
+        return next((o for o in seen if o.reason == reason), None)
+
+    obs = await wait_for(explained, 20, f"the {reason} explanation")
+    assert obs.status == "starting" and obs.details["layer"] == "executor"
+    assert obs.message.startswith(says), obs.message
+    assert obs.details["raw"].startswith("0/2 nodes are available: 2 Insufficient nvidia.com/gpu.")
+    assert await ex.kernel_connection(req.run_id, handle) is None  # no pod running: nothing to connect to
+    assert len(secrets_of(cluster, req.run_id)) == 1
+    await ex.stop(req.run_id, handle)
+    assert not secrets_of(cluster, req.run_id) and not cluster.jobs_in(NAMESPACE)
+
+
+def test_the_pod_sees_the_agent_source_unchanged() -> None:
+    from jupyter_gpuplat.executors import kernel_agent
+
+    assert agent_source() == Path(kernel_agent.__file__).read_text()
+    assert os.path.basename(kernel_agent.__file__) == "kernel_agent.py"
