@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import os
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -182,6 +183,8 @@ async def test_a_session_is_one_pod_and_one_secret_and_a_cell_runs_in_its_kernel
     key = base64.b64decode(secret["data"]["key"]).decode()
     ip = pod["status"]["podIP"]
     assert ip.startswith("127.") and ip != "127.0.0.1"
+    assert info.pop("gpuplat_generation", 1) == 1  # from the agent's log line, once archived
+    assert "gpuplat_pid" not in info  # the pod's pids are not this machine's
     assert info == {
         "ip": ip,
         "shell_port": 52700,
@@ -199,18 +202,23 @@ async def test_a_session_is_one_pod_and_one_secret_and_a_cell_runs_in_its_kernel
         lambda: asyncio.sleep(0, any(o.status == "running" for o in seen)), 10, "the run reported running"
     )
 
-    out = await run_cell(info, 'import os; print(os.environ["GPUPLAT_KERNEL_IP"])')
-    assert out == f"{ip}\n"  # the cell ran in the pod's kernel, bound to the pod's own IP
+    out = await run_cell(info, 'import os; print(os.environ["GPUPLAT_KERNEL_IP"], "GPUPLAT_KERNEL_KEY" in os.environ)')
+    assert out == f"{ip} False\n"  # the cell ran in the pod's kernel, on the pod's own IP; the key is not in its env
     leader = cluster.kubelet.local.processes[pod["metadata"]["uid"]].popen.pid  # type: ignore[union-attr]
-    assert alive(leader)
+    log_path = executors.artifacts / req.run_id / "output.log"
+    started = await wait_for(
+        lambda: asyncio.sleep(0, re.search(r"kernel 1 started \(pid (\d+)\)", log_path.read_text())),
+        10,
+        "the agent's line in the archived log",
+    )
+    kernel = int(started.group(1))
+    assert alive(leader) and alive(kernel)
 
     await ex.stop(req.run_id, handle)
     final = [o for o in seen if o.final]
     assert [(o.status, o.reason) for o in final] == [("stopped", "Stopped")]
     assert not cluster.jobs_in(NAMESPACE) and not cluster.pods(NAMESPACE) and not secrets_of(cluster, req.run_id)
-    assert not alive(leader), "stopping the session ends the pod's processes"
-    log = (executors.artifacts / req.run_id / "output.log").read_text()
-    assert "gpuplat: kernel 1 started" in log  # the agent's output is the run's log
+    assert not alive(leader) and not alive(kernel), "stopping the session ends the pod's processes"
 
 
 async def test_a_restarted_executor_reads_the_key_back_from_the_secret(
@@ -226,8 +234,26 @@ async def test_a_restarted_executor_reads_the_key_back_from_the_secret(
     second, seen = executors.new()
     second.attach(req.run_id, handle)
     again = await wait_for(lambda: second.kernel_connection(req.run_id, handle), 20, "the connection after restart")
-    assert again == info
-    assert (await run_cell(again, "print(6 * 7)")) == "42\n"
+    info.pop("gpuplat_generation", None)
+    assert again.pop("gpuplat_generation", 1) == 1 and again == info
+    assert (await run_cell(again, "x = 6 * 7; print(x)")) == "42\n"
+
+    # A kernel restart (shutdown_request with restart) is the agent's: same pod, same ports, generation 2.
+    kc = AsyncKernelClient()
+    kc.load_connection_info(again)
+    kc.start_channels()
+    kc.shutdown(restart=True)
+    await kc.get_control_msg(timeout=10)  # shutdown_reply: ipykernel exits, the agent starts the next
+    kc.stop_channels()
+
+    async def restarted() -> dict[str, Any] | None:
+        info = await second.kernel_connection(req.run_id, handle)
+        return info if info and info.get("gpuplat_generation") == 2 else None
+
+    fresh = await wait_for(restarted, 20, "the second kernel")
+    assert {k: v for k, v in fresh.items() if k != "gpuplat_generation"} == again
+    assert (await run_cell(fresh, "print('x' in dir())")) == "False\n"  # a new kernel in the same lease
+    assert len(cluster.pods(NAMESPACE, run_selector(req.run_id))) == 1
     await second.stop(req.run_id, handle)
     assert [(o.status, o.reason) for o in seen if o.final] == [("stopped", "Stopped")]
     with pytest.raises(ExecutorError, match="not a GPU session"):
@@ -272,3 +298,40 @@ def test_the_pod_sees_the_agent_source_unchanged() -> None:
 
     assert agent_source() == Path(kernel_agent.__file__).read_text()
     assert os.path.basename(kernel_agent.__file__) == "kernel_agent.py"
+
+
+async def test_a_secret_left_by_a_crash_is_adopted_and_another_runs_is_refused(
+    cluster: EmulatedCluster, executors: Executors
+) -> None:
+    from kube_emulator.store import RESOURCES
+
+    cluster.add_node("gpu-1", gpus=4)
+    settings = JobSettings(namespace=NAMESPACE)
+    ex, _ = executors.new()
+    # The server made the Secret, then died before creating the Job: the same key is used again.
+    req = session_request("s-crashed", executors.artifacts)
+    cluster.store.create(RESOURCES[SECRETS], NAMESPACE, make_kernel_secret(req, settings, "earlier-key"))
+    handle = await ex.submit(req)
+    info = await wait_for(lambda: ex.kernel_connection(req.run_id, handle), 20, "the connection")
+    assert info["key"] == "earlier-key"
+    [job] = cluster.jobs_in(NAMESPACE, run_selector(req.run_id))
+    [secret] = secrets_of(cluster, req.run_id)
+    assert [r["uid"] for r in secret["metadata"]["ownerReferences"]] == [job["metadata"]["uid"]]
+    await ex.stop(req.run_id, handle)
+
+    # A Secret of that name carrying another run id is not this run's: refused, left alone, no Job.
+    other = session_request("s-other", executors.artifacts)
+    squatter = make_kernel_secret(other, settings, "theirs")
+    squatter["metadata"]["labels"]["gpuplat.io/run-id"] = "s-someone-else"
+    cluster.store.create(RESOURCES[SECRETS], NAMESPACE, squatter)
+    with pytest.raises(ExecutorError, match=r"carries run id 's-someone-else'.*not adopted"):
+        await ex.submit(other)
+    assert not cluster.jobs_in(NAMESPACE, run_selector("s-other"))
+    assert cluster.store.find(RESOURCES[SECRETS], NAMESPACE, "gpuplat-s-other-kernel") is not None
+
+    # Kubernetes refuses the Job: the Secret made for it goes too.
+    cluster.faults.fail_next("create", "jobs", code=403, message="jobs is forbidden: injected")
+    refused = session_request("s-refused", executors.artifacts)
+    with pytest.raises(ExecutorError, match="refused the Job of run s-refused: jobs is forbidden"):
+        await ex.submit(refused)
+    assert not secrets_of(cluster, "s-refused")

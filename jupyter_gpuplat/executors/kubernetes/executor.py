@@ -40,7 +40,7 @@ from .manifests import (
     selector,
     working_dir_problem,
 )
-from .sessions import KernelSecrets, connection_info, kernel_pod
+from .sessions import KernelSecrets, connection_info, kernel_generation, kernel_pod
 
 LOG_NAME = layout.LOG
 
@@ -453,7 +453,11 @@ class KubernetesExecutor(FilesystemArtifacts, Executor):
         if run.kernel_key is None:
             assert self._secrets is not None
             run.kernel_key = await asyncio.to_thread(self._secrets.key, run.secret)
-        return connection_info(str(pod["status"]["podIP"]), run.kernel_ports, run.kernel_key)
+        info = connection_info(str(pod["status"]["podIP"]), run.kernel_ports, run.kernel_key)
+        generation = await asyncio.to_thread(kernel_generation, run.log_path)
+        if generation is not None:
+            info["gpuplat_generation"] = generation
+        return info
 
     # -- observing ---------------------------------------------------------------------------
     def _process(self) -> None:

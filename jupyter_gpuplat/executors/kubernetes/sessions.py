@@ -5,6 +5,11 @@ as owner (so Kubernetes deletes it with the Job, whoever deletes the Job, TTL in
 A Secret left by a submission that crashed before its Job existed is adopted when it
 carries the same run id. The key is read back from the Secret after a server restart.
 Calls are blocking: the executor runs them in a thread.
+
+Which start of the kernel runs now (its generation) is known from the agent's own line,
+"gpuplat: kernel N started", in the pod's log as the executor archives it: the provisioner
+waits for a higher one after a restart. The kernel's pid is not given: the pod's pids are
+not this machine's.
 """
 
 from __future__ import annotations
@@ -12,6 +17,8 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+import os
+import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -20,6 +27,8 @@ from .apierror import api_error
 from .manifests import CONTAINER, KERNEL_SECRET_KEY, LABEL_RUN, owner_reference
 
 PORT_FIELDS = ("shell_port", "iopub_port", "stdin_port", "control_port", "hb_port")
+_STARTED = re.compile(rb"^gpuplat: kernel (\d+) started", re.MULTILINE)
+LOG_TAIL_BYTES = 64 * 1024
 
 
 def decode_key(secret: Mapping[str, Any], name: str) -> str:
@@ -132,3 +141,16 @@ def connection_info(ip: str, ports: Sequence[int], key: str) -> dict[str, Any]:
     info: dict[str, Any] = dict(zip(PORT_FIELDS, ports, strict=True))
     info.update(ip=ip, key=key, transport="tcp", signature_scheme="hmac-sha256", kernel_name="")
     return info
+
+
+def kernel_generation(log_path: str) -> int | None:
+    """The latest kernel start the agent logged ("gpuplat: kernel N started"), None before the first."""
+    try:
+        with open(log_path, "rb") as f:
+            size = f.seek(0, os.SEEK_END)
+            f.seek(max(0, size - LOG_TAIL_BYTES))
+            tail = f.read()
+    except OSError:
+        return None
+    found = _STARTED.findall(tail)
+    return int(found[-1]) if found else None
