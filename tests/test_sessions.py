@@ -283,6 +283,15 @@ def test_a_server_killed_with_a_running_session_keeps_its_record_and_re_adopts_t
         ks = KernelSocket(srv, again.json()["kernel"]["id"])
         assert ks.execute("print(x)") == ("42\n", "ok")
         ks.close()
+        # A graceful restart leaves the session running too (the server forgets, not stops, its kernel).
+        srv.stop()
+        srv.start()
+        assert srv.ok("GET", f"runs/{lease['id']}")["status"] == "running"
+        again = start_kernel(srv, "keep.ipynb")
+        assert again.status_code == 201, again.text
+        ks = KernelSocket(srv, again.json()["kernel"]["id"])
+        assert ks.execute("print(x + 1)") == ("43\n", "ok")
+        ks.close()
     finally:
         srv.stop()
 

@@ -220,10 +220,10 @@ class RunRequest(PartialSpec):
                     f"a session runs a kernel, not {given[0]}",
                     f"remove {given[0]} (open a notebook on the session's kernel), or submit a job",
                 )
-        elif not given:
-            raise InvalidInput(EXACTLY_ONE, "or use a session preset (kind: session) to start a kernel")
         elif self.notebook is not None:
             raise InvalidInput("notebook names a session's notebook; this run is a job", "remove notebook")
+        elif not given:
+            raise InvalidInput(EXACTLY_ONE, "or use a session preset (kind: session) to start a kernel")
 
     def entrypoint(self) -> Entrypoint:
         """What to run; each executor builds its own argv from it."""

@@ -77,7 +77,8 @@ class Dispatcher:
     def preview(self, user: str, req: RunRequest) -> dict[str, Any]:
         """What submit would do: the resolved spec, where each field came from, and the verdict."""
         res = resolve(self.s.cfg, user, req)
-        req.check_entrypoint(res.resolved.get("kind", "job"))
+        if not res.violations:  # with an unknown preset the kind is not known: the verdict says why
+            req.check_entrypoint(res.resolved.get("kind", "job"))
         extra = [v for v in (self.capacity_violation(res.resources), self.working_dir_violation(req)) if v]
         return {
             "resolved": res.resolved,

@@ -72,6 +72,7 @@ class Platform:
             provisioner = getattr(kernel_manager.get_kernel(kernel_id), "provisioner", None)
             if isinstance(provisioner, GpuSessionProvisioner):
                 provisioner.detach()
+                kernel_manager.remove_kernel(kernel_id)
 
     async def ensure_started(self) -> None:
         if self._started is None:

@@ -174,12 +174,11 @@ class GpuSessionProvisioner(KernelProvisionerBase):
     def detach(self) -> None:
         """The server stops and its sessions outlive it: leave the kernel running in its lease.
 
-        The kernel manager then does not shut it down (it does not own it any more); the next
-        server re-adopts it when the notebook starts its kernel again.
+        The server forgets the kernel (it is removed from the kernel table, so the server's
+        shutdown does not stop it); the next server re-adopts it when the notebook starts its
+        kernel again.
         """
         self._ending = True
-        if self.parent is not None:
-            self.parent._owns_kernel = False  # jupyter_client: shutdown_kernel returns at once
         for task in (self._follower, self._lease_task):
             if task is not None:
                 task.cancel()
