@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import json
 import os
 import re
 from collections.abc import Iterator
@@ -20,6 +21,7 @@ from typing import Any
 
 import kubernetes_validate
 import pytest
+import requests
 from jupyter_client.asynchronous.client import AsyncKernelClient
 from kube_emulator import EmulatedCluster
 
@@ -36,7 +38,11 @@ from jupyter_gpuplat.executors.kubernetes.manifests import (
 
 from .conftest import wait_for
 from .k8s import NAMESPACE, deployed_cluster, executor_config, run_selector
+from .kernel_ws import KernelSocket
+from .server import ServerProcess
 
+NB = "artifacts/notebooks/"
+SESSIONS_CONFIG = Path(__file__).parent / "fixtures" / "sessions.yaml"
 PORTS = [52700, 52701, 52702, 52703, 52704]
 SECRETS = ("", "secrets")
 
@@ -335,3 +341,87 @@ async def test_a_secret_left_by_a_crash_is_adopted_and_another_runs_is_refused(
     with pytest.raises(ExecutorError, match="refused the Job of run s-refused: jobs is forbidden"):
         await ex.submit(refused)
     assert not secrets_of(cluster, "s-refused")
+
+
+# -- end to end: a real Jupyter server, its kernel provisioner, the Kubernetes executor --------
+
+
+def start_kernel(srv: ServerProcess, path: str, kernel: str) -> requests.Response:
+    """As JupyterLab starts a notebook's kernel (POST /api/sessions)."""
+    body = {"path": path, "type": "notebook", "name": os.path.basename(path), "kernel": {"name": kernel}}
+    headers = {"Authorization": f"token {srv.token}"}
+    return requests.post(srv.url + "api/sessions", headers=headers, json=body, timeout=90)
+
+
+def add_kernelspec(srv: ServerProcess, name: str, **config: Any) -> None:
+    """A gpuplat kernelspec with a short launch wait (the offered ones wait 45 s)."""
+    d = srv.root / "data" / "kernels" / name
+    d.mkdir(parents=True, exist_ok=True)
+    spec = {
+        "argv": ["python", "-m", "ipykernel_launcher", "-f", "{connection_file}"],
+        "display_name": name,
+        "language": "python",
+        "interrupt_mode": "message",
+        "metadata": {"kernel_provisioner": {"provisioner_name": "gpuplat-session", "config": config}},
+    }
+    (d / "kernel.json").write_text(json.dumps(spec))
+
+
+def session_of(srv: ServerProcess, notebook: str) -> dict[str, Any]:
+    found = srv.ok("GET", "sessions", notebook=notebook)["sessions"]
+    assert len(found) == 1, [x["session"] for x in srv.ok("GET", "sessions")["sessions"]]
+    return found[0]
+
+
+def test_a_notebook_kernel_runs_in_a_pod_and_an_unplaceable_one_says_why(tmp_path: Path) -> None:
+    cluster = deployed_cluster(sessions=True, local_processes=True)
+    cluster.add_node("gpu-1", gpus=1)
+    srv = ServerProcess(
+        tmp_path,
+        config_file=SESSIONS_CONFIG,
+        extra_config={
+            "GpuPlat": {"executor_class": "jupyter_gpuplat.executors.kubernetes.KubernetesExecutor"},
+            "KubernetesExecutor": executor_config(cluster, tmp_path, tmp_path / "artifacts"),
+        },
+    )
+    try:
+        (tmp_path / NB).mkdir(parents=True)
+        srv.start()
+        # Notebooks on the artifact volume: a session starts in its notebook's folder, which pods see only there.
+        first = start_kernel(srv, NB + "pod.ipynb", "gpuplat-notebook")
+        assert first.status_code == 201, first.text
+        lease = session_of(srv, NB + "pod.ipynb")
+        [pod] = cluster.pods(NAMESPACE, run_selector(lease["id"]))
+        assert len(cluster.jobs_in(NAMESPACE)) == 1 and len(secrets_of(cluster, lease["id"])) == 1
+        ks = KernelSocket(srv, first.json()["kernel"]["id"])
+        assert ks.execute('import os; print(os.environ["GPUPLAT_KERNEL_IP"])') == (f"{pod['status']['podIP']}\n", "ok")
+        ks.close()
+
+        # The queue admits a second session (lab: room for 4 GPUs), the cluster has no GPU left for it.
+        add_kernelspec(srv, "gpuplat-k8s-wait", project="team-a", preset="quick", launch_wait_seconds=1.0)
+        second = start_kernel(srv, NB + "later.ipynb", "gpuplat-k8s-wait")
+        assert second.status_code >= 400
+        text = second.json()["message"]
+        assert text.startswith(
+            "Waiting for a GPU: in lab (Admitted by the queue, but no node has 1 free nvidia.com/gpu right now"
+        ), text
+        later = session_of(srv, NB + "later.ipynb")
+        ex = srv.ok("GET", f"runs/{later['id']}/explain")
+        assert (ex["layer"], ex["reason"], ex["status"]) == ("executor", "InsufficientGPU", "starting")
+
+        srv.ok("POST", f"runs/{lease['id']}/stop")
+        assert srv.wait_status(lease["id"], "stopped")["reason"] == "Stopped"
+        srv.wait_status(later["id"], "running")  # its pod is placed once the first pod's GPU is free
+        again = start_kernel(srv, NB + "later.ipynb", "gpuplat-k8s-wait")
+        assert again.status_code == 201, again.text
+        ks = KernelSocket(srv, again.json()["kernel"]["id"])
+        assert ks.execute("print(6 * 7)") == ("42\n", "ok")
+        ks.close()
+        srv.ok("POST", f"runs/{later['id']}/stop")
+        srv.wait_status(later["id"], "stopped")
+        assert not cluster.jobs_in(NAMESPACE) and not cluster.pods(NAMESPACE)
+        assert not secrets_of(cluster, lease["id"]) and not secrets_of(cluster, later["id"])
+    finally:
+        srv.stop()
+        cluster.stop()
+    assert not cluster.errors, cluster.errors
