@@ -84,11 +84,12 @@ def test_kernelspecs_offer_the_session_presets_the_user_may_use_and_follow_the_c
         return requests.get(srv.url + "api/kernelspecs", headers=headers(srv), timeout=30).json()["kernelspecs"]
 
     offered = {name: s["spec"] for name, s in specs().items() if name.startswith("gpuplat-")}
-    assert set(offered) == {"gpuplat-notebook", "gpuplat-quick"}  # `big` is not allowed in team-a
+    assert set(offered) == {"gpuplat-notebook", "gpuplat-quick", "gpuplat-capped"}  # `big` is not allowed in team-a
     assert offered["gpuplat-notebook"]["display_name"] == "Python 3 (GPU · notebook)"
     assert offered["gpuplat-notebook"]["metadata"]["gpuplat"] == {"project": "team-a", "preset": "notebook"}
     project = {"name": "team-a", "members": {"alice": "admin", "bob": "member"}, "default_queue": "batch"}
-    srv.ok("PUT", "projects/team-a", "ops", {**project, "allowed_presets": ["notebook", "quick", "big", "single-gpu"]})
+    allowed = ["notebook", "quick", "capped", "single-gpu"]
+    srv.ok("PUT", "projects/team-a", "ops", {**project, "allowed_presets": [*allowed, "big"]})
     try:
         assert "gpuplat-big" in specs()
         # In a second project too: every spec is named by its project then.
@@ -98,8 +99,8 @@ def test_kernelspecs_offer_the_session_presets_the_user_may_use_and_follow_the_c
         assert specs()["gpuplat-team-b--quick"]["spec"]["display_name"] == "Python 3 (GPU · quick · team-b)"
     finally:
         srv.ok("PUT", "projects/team-b", "ops", {"name": "team-b", "members": {"dave": "admin"}})
-        srv.ok("PUT", "projects/team-a", "ops", {**project, "allowed_presets": ["notebook", "quick", "single-gpu"]})
-    assert {n for n in specs() if n.startswith("gpuplat-")} == {"gpuplat-notebook", "gpuplat-quick"}
+        srv.ok("PUT", "projects/team-a", "ops", {**project, "allowed_presets": allowed})
+    assert {n for n in specs() if n.startswith("gpuplat-")} == {"gpuplat-notebook", "gpuplat-quick", "gpuplat-capped"}
 
 
 def test_a_session_waits_in_its_queue_and_connects_when_the_gpu_frees(srv: ServerProcess) -> None:
@@ -204,6 +205,16 @@ def test_an_idle_session_is_warned_then_culled_and_its_gpu_returned(srv: ServerP
     assert lease["devices"][0] not in [d["index"] for d in capacity["devices"] if d.get("run_id")]
 
 
+def test_timeout_seconds_caps_a_session_and_its_kernel_is_shut_down(srv: ServerProcess) -> None:
+    answer = start_kernel(srv, "capped.ipynb", "gpuplat-capped")
+    assert answer.status_code == 201, answer.text
+    kid = answer.json()["kernel"]["id"]
+    lease = session_of(srv, "capped.ipynb")
+    ended = srv.wait_status(lease["id"], "stopped", "failed", timeout=30)
+    assert ended["reason"] == "TimedOut", ended
+    until(lambda: kid not in kernel_ids(srv), "the capped session's kernel to be gone")
+
+
 def test_a_busy_kernel_is_never_idle_and_keep_session_postpones_the_cull(srv: ServerProcess) -> None:
     answer = start_kernel(srv, "busy.ipynb", "gpuplat-quick")
     assert answer.status_code == 201
@@ -220,6 +231,7 @@ def test_a_busy_kernel_is_never_idle_and_keep_session_postpones_the_cull(srv: Se
     warned = session_of(srv, "busy.ipynb")["session"]["idle_deadline"]
     kept = srv.ok("POST", f"runs/{lease['id']}/keepalive")
     assert kept["session"]["idle_deadline"] > warned
+    assert 0 <= kept["session"]["idle_for_seconds"] < 1
     ended = srv.wait_status(lease["id"], "stopped", timeout=30)
     assert ended["reason"] == "IdleTimeout" and ended["finished_at"] >= warned + 0.2
     assert "KeepAlive" in reasons(srv, lease["id"])

@@ -98,6 +98,9 @@ class SessionState(_Out):
     idle_seconds: int | None = Field(description="The resolved termination.idle_seconds; null: never idle-culled")
     idle_deadline: Seconds | None = Field(description="When the session ends unless its kernel is used or kept")
     last_activity: Seconds | None
+    idle_for_seconds: Seconds | None = Field(
+        default=None, description="The idle clock: seconds since the kernel's last activity (null while busy)"
+    )
 
 
 class RunSummary(_Open):

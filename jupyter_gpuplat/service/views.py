@@ -17,13 +17,14 @@ def clocks(row: dict[str, Any], now: float) -> dict[str, float | None]:
     return run_clocks(row, row.get("timeline"), now)
 
 
-def session_view(row: dict[str, Any], lease: dict[str, Any] | None) -> dict[str, Any] | None:
+def session_view(row: dict[str, Any], lease: dict[str, Any] | None, now: float) -> dict[str, Any] | None:
     """A session's kernel and idle clock: live from the engine while it runs, else from its status."""
     if row["kind"] != "session":
         return None
     notebook = ((row.get("resolved") or {}).get("session") or {}).get("notebook")
     if lease is not None:
-        return {"notebook": notebook, **lease}
+        idle_for = None if lease["busy"] else max(0.0, now - lease["last_activity"])
+        return {"notebook": notebook, **lease, "idle_for_seconds": idle_for}
     idle = ((row.get("resolved") or {}).get("termination") or {}).get("idle_seconds")
     kernel = "ended" if row["status"] in FINAL else "waiting"
     return {
@@ -34,6 +35,7 @@ def session_view(row: dict[str, Any], lease: dict[str, Any] | None) -> dict[str,
         "idle_seconds": idle,
         "idle_deadline": None,
         "last_activity": None,
+        "idle_for_seconds": None,
     }
 
 
@@ -61,7 +63,7 @@ def run_summary(row: dict[str, Any], now: float, lease: dict[str, Any] | None = 
         "pid": handle.get("pid"),
         "code": row.get("code"),
         "working_dir": row.get("working_dir"),
-        "session": session_view(row, lease),
+        "session": session_view(row, lease, now),
     }
     for k in _TIMES:
         out[k] = row[k]

@@ -1579,6 +1579,12 @@ export interface components {
             idle_deadline: number | null;
             /** Last Activity */
             last_activity: number | null;
+            /**
+             * Idle For Seconds
+             * @description The idle clock: seconds since the kernel's last activity (null while busy)
+             * @default null
+             */
+            idle_for_seconds?: number | null;
         };
         /** SessionsPage */
         SessionsPage: {
