@@ -56,7 +56,8 @@ class InProcessSessionClient:
 
     async def start(self, project: str, preset: str, notebook: str | None, working_dir: str | None) -> dict[str, Any]:
         for row in self.engine.user_sessions(self.user, notebook):
-            if row["project"] == project and preset in ((row.get("request") or {}).get("presets") or []):
+            same = row["project"] == project and preset in ((row.get("request") or {}).get("presets") or [])
+            if same and row["status"] != Status.STOPPING.value:  # an ending lease is not attached to
                 return row
         fields: dict[str, Any] = {"project": project, "presets": [preset]}
         if notebook:
