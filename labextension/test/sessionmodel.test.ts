@@ -1,0 +1,188 @@
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+
+import type { IExplain, IStatusEvent } from '../src/types';
+import {
+  ISessionRun,
+  endedText,
+  idleWarningText,
+  isLaunchWait,
+  leaseActions,
+  noSpecMessage,
+  queuedText,
+  sessionBarView,
+  sessionSpecs,
+  shouldConnect,
+  specFor,
+  specOfRun
+} from '../src/sessionmodel';
+
+const SPECS = {
+  python3: { name: 'python3', display_name: 'Python 3 (ipykernel)', metadata: {} },
+  'gpuplat-notebook': {
+    name: 'gpuplat-notebook',
+    display_name: 'Python 3 (GPU · notebook)',
+    metadata: { gpuplat: { preset: 'notebook', project: 'team-a' }, kernel_provisioner: { provisioner_name: 'gpuplat-session' } }
+  },
+  'gpuplat-team-b--notebook': {
+    name: 'gpuplat-team-b--notebook',
+    display_name: 'Python 3 (GPU · notebook · team-b)',
+    metadata: { gpuplat: { preset: 'notebook', project: 'team-b' } }
+  },
+  broken: { name: 'broken', metadata: { gpuplat: { preset: 3 } } }
+};
+
+const queued: ISessionRun = {
+  id: 'r-2',
+  project: 'team-a',
+  queue: 'interactive',
+  status: 'queued',
+  reason: 'UserLimit',
+  message: 'alice has 1/1 runs dispatched in queue interactive (max_per_user)',
+  devices: [],
+  presets: ['notebook']
+};
+
+const explain: IExplain = {
+  run_id: 'r-2',
+  status: 'queued',
+  queue: 'interactive',
+  layer: 'queue',
+  reason: 'UserLimit',
+  message: 'alice has 1/1 runs dispatched in queue interactive (max_per_user)',
+  position: 1,
+  pending_in_queue: 1,
+  numbers: { used: 1, limit: 1 },
+  blockers: [],
+  who_can_act: []
+};
+
+function ev(over: Partial<IStatusEvent>): IStatusEvent {
+  return {
+    id: 1,
+    run_id: 'r-2',
+    project: 'team-a',
+    queue: 'interactive',
+    user: 'alice',
+    name: null,
+    status: 'queued',
+    reason: 'UserLimit',
+    message: '',
+    at: 100,
+    details: null,
+    ...over
+  };
+}
+
+test('session kernelspecs are found by their gpuplat metadata, per preset and project', () => {
+  const specs = sessionSpecs(SPECS);
+  assert.deepEqual(
+    specs.map(s => s.name),
+    ['gpuplat-notebook', 'gpuplat-team-b--notebook']
+  );
+  assert.equal(specFor(specs, 'notebook', 'team-a')?.name, 'gpuplat-notebook');
+  assert.equal(specFor(specs, 'notebook', 'team-b')?.displayName, 'Python 3 (GPU · notebook · team-b)');
+  assert.equal(specFor(specs, 'quick', 'team-a'), null);
+  assert.equal(specOfRun(specs, { project: 'team-b', presets: ['small-disk', 'notebook'] })?.name, 'gpuplat-team-b--notebook');
+  assert.equal(sessionSpecs(null).length, 0);
+  assert.equal(
+    noSpecMessage(specs, 'quick', 'team-a'),
+    'No GPU session kernel for preset quick in project team-a; the server offers: notebook (team-a), notebook (team-b)'
+  );
+});
+
+test('a queued lease shows its place in line, the reason code with its numbers, and why', () => {
+  assert.equal(
+    queuedText(queued, explain),
+    'queued — position 1 of 1 in interactive · UserLimit 1/1 · alice has 1/1 runs dispatched in queue interactive (max_per_user)'
+  );
+  // before explain answered: the run's own reason
+  assert.equal(queuedText({ ...queued, message: '' }, null), 'queued in interactive · UserLimit');
+  // a reason without numbers, no position (held by the executor)
+  assert.equal(
+    queuedText(queued, { ...explain, reason: 'NoCapacity', numbers: { requested: 1 }, position: null, message: 'no GPU free' }),
+    'queued — in interactive · NoCapacity · no GPU free'
+  );
+  const v = sessionBarView({ run: queued, explain, spec: null, submitting: false, idleDeadline: null, now: 0 });
+  assert.equal(v.state, 'waiting');
+  assert.match(v.text, /^GPU: queued — position 1 of 1 in interactive · UserLimit 1\/1 · /);
+  assert.deepEqual([v.cancel, v.why, v.keep], [true, true, false]);
+});
+
+test('the toolbar follows the lease: submitting, starting, running on its GPU, idle, ended', () => {
+  const base = { explain: null, spec: null, submitting: false, idleDeadline: null, now: 1000 };
+  assert.equal(sessionBarView({ ...base, run: null }).state, 'none');
+  assert.equal(sessionBarView({ ...base, run: null, submitting: true }).text, 'GPU: asking for a GPU…');
+  const starting = sessionBarView({ ...base, run: { ...queued, status: 'dispatched', devices: [2] } });
+  assert.equal(starting.state, 'starting');
+  assert.equal(starting.text, 'GPU 2 · notebook · kernel starting…');
+  const session = { notebook: 'a.ipynb', kernel: 'ready' as const, kernel_id: 'k', busy: false, idle_seconds: 3, idle_deadline: 1003, last_activity: 1000 };
+  const running = { ...queued, status: 'running' as const, reason: 'KernelReady', devices: [0], session };
+  assert.deepEqual(sessionBarView({ ...base, run: running }), { state: 'running', text: 'GPU 0 · notebook', cancel: false, why: true, keep: false });
+  assert.equal(sessionBarView({ ...base, run: { ...running, session: { ...session, kernel: 'starting' } } }).state, 'starting');
+  assert.equal(sessionBarView({ ...base, run: { ...running, session: { ...session, busy: true } } }).text, 'GPU 0 · notebook · busy');
+  const idle = sessionBarView({ ...base, run: running, idleDeadline: 1002.6 });
+  assert.equal(idle.text, 'GPU 0 · notebook · idle: ends in 3 s');
+  assert.equal(idle.keep, true);
+  const spec = { name: 'gpuplat-team-a--big', displayName: 'x', project: 'team-a', preset: 'big' };
+  assert.equal(sessionBarView({ ...base, run: { ...running, devices: [0, 1] }, spec }).text, 'GPUs 0, 1 · big');
+  const ended = { ...running, status: 'stopped' as const, reason: 'IdleTimeout', message: 'no kernel activity for 3 s; GPU 0 returned' };
+  const v = sessionBarView({ ...base, run: ended, idleDeadline: 1003 });
+  assert.equal(v.state, 'ended');
+  assert.equal(v.text, 'GPU session ended (IdleTimeout): no kernel activity for 3 s; GPU 0 returned');
+  assert.equal(v.keep || v.cancel, false);
+  assert.equal(endedText({ status: 'failed', reason: '', message: '' }), 'GPU session ended: failed');
+});
+
+test('idle warning text counts down to the deadline, never below zero', () => {
+  assert.equal(idleWarningText(1360, 1000), 'Idle GPU session: it ends in 360 s');
+  assert.equal(idleWarningText(999, 1000), 'Idle GPU session: it ends in 0 s');
+  assert.equal(idleWarningText(null, 1000), 'Idle GPU session: it ends soon');
+});
+
+test('the launch wait message of the provisioner is recognised', () => {
+  assert.equal(isLaunchWait('Waiting for a GPU: position 1 in interactive (x); this notebook connects when admitted'), true);
+  assert.equal(isLaunchWait('GPU session refused: preset big is not allowed'), false);
+  assert.equal(isLaunchWait(undefined), false);
+});
+
+test('each event of the lease asks for what changed', () => {
+  // its own events: re-read; while waiting also explain
+  assert.deepEqual(leaseActions(ev({}), 'r-2', 'interactive', 'queued'), ['refresh', 'explain']);
+  assert.deepEqual(leaseActions(ev({ status: 'dispatched', reason: 'Admitted' }), 'r-2', 'interactive', 'queued'), ['refresh', 'admitted']);
+  assert.deepEqual(leaseActions(ev({ status: 'running', reason: 'KernelStarting' }), 'r-2', 'interactive', 'dispatched'), [
+    'refresh',
+    'admitted'
+  ]);
+  assert.deepEqual(leaseActions(ev({ status: 'running', reason: 'IdleWarning' }), 'r-2', 'interactive', 'running'), [
+    'refresh',
+    'idleWarning'
+  ]);
+  assert.deepEqual(leaseActions(ev({ status: 'running', reason: 'KeepAlive' }), 'r-2', 'interactive', 'running'), [
+    'refresh',
+    'idleCleared'
+  ]);
+  assert.deepEqual(leaseActions(ev({ status: 'stopped', reason: 'IdleTimeout' }), 'r-2', 'interactive', 'running'), [
+    'refresh',
+    'ended'
+  ]);
+  // others' events: only while waiting, and only those that can move it in line
+  const other = { run_id: 'r-1' };
+  assert.deepEqual(leaseActions(ev({ ...other, status: 'running', reason: 'KernelReady' }), 'r-2', 'interactive', 'queued'), ['explain']);
+  assert.deepEqual(leaseActions(ev({ ...other, queue: 'batch', status: 'running' }), 'r-2', 'interactive', 'queued'), []);
+  assert.deepEqual(leaseActions(ev({ ...other, queue: 'batch', status: 'succeeded' }), 'r-2', 'interactive', 'queued'), ['explain']);
+  assert.deepEqual(leaseActions(ev({ ...other, status: 'stopped' }), 'r-2', 'interactive', 'running'), []);
+});
+
+test('the notebook starts its kernel again once per admitted lease, never over a kernel or a start', () => {
+  const free = { hasKernel: false, starting: false };
+  const admitted = { id: 'r-2', status: 'running' };
+  assert.equal(shouldConnect(admitted, free, null), true);
+  assert.equal(shouldConnect({ id: 'r-2', status: 'dispatched' }, free, 'r-1'), true);
+  assert.equal(shouldConnect(admitted, free, 'r-2'), false); // tried already for this lease
+  assert.equal(shouldConnect(admitted, { hasKernel: true, starting: false }, null), false);
+  assert.equal(shouldConnect(admitted, { hasKernel: false, starting: true }, null), false); // the provisioner connects it
+  assert.equal(shouldConnect({ id: 'r-2', status: 'queued' }, free, null), false);
+  assert.equal(shouldConnect({ id: 'r-2', status: 'stopped' }, free, null), false);
+  assert.equal(shouldConnect(null, free, null), false);
+});
