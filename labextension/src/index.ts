@@ -12,6 +12,7 @@ import { ReadonlyPartialJSONObject } from '@lumino/coreutils';
 
 import { GpuPlatPanel, IPanelState } from './panel';
 import { GpuPlatService } from './request';
+import { INotebookLike, SessionsController } from './sessions';
 import { SubmitDialog, SubmitForm } from './submit';
 import { DEFAULT_NOTIFY, INotifySettings } from './viewmodel';
 
@@ -26,7 +27,8 @@ const STATE_KEY = 'jupyter-gpuplat:panel';
 export const CommandIDs = {
   submit: 'gpuplat:submit',
   open: 'gpuplat:open',
-  openRun: 'gpuplat:open-run'
+  openRun: 'gpuplat:open-run',
+  startSession: 'gpuplat:start-session'
 };
 
 const SUBMITTABLE = /\.(py|ipynb)$/;
@@ -84,22 +86,48 @@ const plugin: JupyterFrontEndPlugin<void> = {
       }
     };
 
+    /** A new notebook in the file browser's folder on the preset's session kernel; its start leases the GPU. */
+    const startSession = async (preset: string, project: string) => {
+      const spec = await sessions.specFor(preset, project);
+      const cwd = browser?.model.path ?? '';
+      await app.commands.execute('notebook:create-new', { cwd, kernelName: spec.name });
+    };
+
     const panel = new GpuPlatPanel({
       service,
-      submit: preset => void openSubmit(selectedFile(), preset)
+      submit: preset => void openSubmit(selectedFile(), preset),
+      startSession
+    });
+    const sessions = new SessionsController({
+      service,
+      kernelspecs: app.serviceManager.kernelspecs,
+      openRun: id => void app.commands.execute(CommandIDs.openRun, { id }),
+      clockOffset: () => panel.clockOffset
+    });
+    panel.eventReceived.connect((_, ev) => sessions.onEvent(ev));
+    panel.streamReady.connect(() => sessions.onReady());
+    panel.notifier.ignore = id => sessions.owns(id);
+    void panel.start().then(() => (sessions.user = panel.whoami?.user ?? ''));
+    app.docRegistry.addWidgetExtension('Notebook', {
+      createNew: (widget, context) => sessions.createNew(widget as unknown as INotebookLike, context)
     });
     panel.id = SIDEBAR_ID;
     panel.title.icon = gpuIcon;
     panel.title.caption = 'GPU platform: runs, queues and presets';
     app.shell.add(panel, 'left', { rank: 900 });
     restorer?.add(panel, SIDEBAR_ID);
-    void panel.start();
 
     app.commands.addCommand(CommandIDs.submit, {
       label: 'Submit to GPU queue…',
       caption: 'Run a .py or .ipynb file on the GPU platform: pick presets and a queue, preview, submit',
       icon: gpuIcon,
       execute: args => openSubmit((args.path as string) || selectedFile(), args.preset as string | undefined)
+    });
+    app.commands.addCommand(CommandIDs.startSession, {
+      label: 'Start GPU session',
+      caption: "A new notebook in the file browser's folder on a GPU session kernel (args: preset, project)",
+      icon: gpuIcon,
+      execute: args => startSession(String(args.preset), String(args.project ?? panel.currentProject))
     });
     app.commands.addCommand(CommandIDs.open, {
       label: 'Show GPU platform sidebar',

@@ -22,6 +22,9 @@ export class Notifier {
 
   settings: INotifySettings = { ...DEFAULT_NOTIFY };
 
+  /** Runs announced elsewhere (a notebook follows its GPU session and says how it ends). */
+  ignore: (runId: string) => boolean = () => false;
+
   /** Whose runs to announce; empty until `whoami` answered. */
   set user(name: string) {
     this._user = name;
@@ -34,7 +37,7 @@ export class Notifier {
     }
     this._trackWaiting(ev);
     const n = noticeFor(ev, this._user, this.settings);
-    if (!n) {
+    if (!n || this.ignore(ev.run_id)) {
       return;
     }
     const key = `${ev.run_id}:${n.kind}`;

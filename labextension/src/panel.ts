@@ -47,6 +47,8 @@ export interface IGpuPlatPanelOptions {
   service: GpuPlatService;
   /** Open the submit dialog (optionally with a preset chosen). */
   submit: (preset?: string) => void;
+  /** Start a GPU session on a session preset: a new notebook on its kernel. */
+  startSession?: (preset: string, project: string) => Promise<void>;
   notifier?: boolean;
 }
 
@@ -171,7 +173,8 @@ export class GpuPlatPanel extends Panel {
       projects: () => this._projects,
       project: () => this.currentProject,
       onProject: name => (this._project = name),
-      onSubmit: preset => _opts.submit(preset)
+      onSubmit: preset => _opts.submit(preset),
+      onSession: _opts.startSession
     });
     this.presetsView.addClass('jp-GpuPlat-page');
     this.presetsView.id = 'jp-GpuPlat-page-presets';
@@ -203,6 +206,16 @@ export class GpuPlatPanel extends Panel {
   readonly queuesView: QueuesView;
   readonly presetsView: PresetsView;
   readonly notifier: Notifier;
+
+  /** Every status event of the stream (the notebooks' GPU sessions follow it too). */
+  get eventReceived(): ISignal<this, IStatusEvent> {
+    return this._eventReceived;
+  }
+
+  /** The stream (re)connected and replayed what was missed; `true` after a reconnect. */
+  get streamReady(): ISignal<this, boolean> {
+    return this._streamReady;
+  }
 
   /** Emitted when the tab or the open run changes (the plugin saves it for reloads). */
   get stateChanged(): ISignal<this, IPanelState> {
@@ -254,6 +267,7 @@ export class GpuPlatPanel extends Panel {
       onEvent: ev => this._onEvent(ev),
       onReady: resumed => {
         this._live = true;
+        this._streamReady.emit(resumed);
         if (resumed && this._loaded) {
           // after a long gap the replay may be partial (events are capped): refresh
           this.queuesView.schedule();
@@ -422,6 +436,7 @@ export class GpuPlatPanel extends Panel {
     if (this._opts.notifier !== false) {
       this.notifier.onEvent(ev);
     }
+    this._eventReceived.emit(ev);
   }
 
   private _applyToModel(ev: IStatusEvent): void {
@@ -545,5 +560,7 @@ export class GpuPlatPanel extends Panel {
   private _searchTimer = 0;
   private _ticker: number;
   private _stateChanged = new Signal<this, IPanelState>(this);
+  private _eventReceived = new Signal<this, IStatusEvent>(this);
+  private _streamReady = new Signal<this, boolean>(this);
 }
 

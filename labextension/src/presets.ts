@@ -10,7 +10,8 @@ import type { GpuPlatService } from './request';
 import type { IPreset, IProject } from './types';
 import { presetView } from './viewmodel';
 
-export const SESSIONS_UNAVAILABLE = 'GPU sessions are not available yet: submit a notebook as a job instead.';
+/** Why "Start GPU session" is disabled where no notebook can be opened (the panel outside JupyterLab). */
+export const SESSIONS_UNAVAILABLE = 'GPU sessions start from JupyterLab: open the GPU platform sidebar there.';
 
 export interface IPresetsOptions {
   service: GpuPlatService;
@@ -18,6 +19,8 @@ export interface IPresetsOptions {
   project: () => string;
   onProject: (name: string) => void;
   onSubmit: (preset: string) => void;
+  /** A new notebook on the preset's session kernel (absent: the button stays disabled). */
+  onSession?: (preset: string, project: string) => Promise<void>;
 }
 
 export class PresetsView extends Widget {
@@ -74,17 +77,7 @@ export class PresetsView extends Widget {
           },
           'Submit a file…'
         );
-        // aria-disabled (not disabled) keeps it focusable, so keyboard users meet the tooltip too.
-        const session = h(
-          'button',
-          {
-            class: 'jp-GpuPlat-button jp-GpuPlat-presetSession',
-            'aria-disabled': 'true',
-            title: SESSIONS_UNAVAILABLE,
-            'aria-description': SESSIONS_UNAVAILABLE
-          },
-          'Start GPU session'
-        );
+        const session = this._sessionButton(p);
         return h(
           'article',
           { class: 'jp-GpuPlat-preset', 'data-preset': p.name, 'aria-label': `Preset ${p.name}` },
@@ -113,6 +106,44 @@ export class PresetsView extends Widget {
           h('div', { class: 'jp-GpuPlat-presetActions' }, submit, session)
         );
       })
+    );
+  }
+
+  /** Only `kind: session` presets lease a kernel: job presets have no session button. */
+  private _sessionButton(p: IPreset): HTMLButtonElement | null {
+    if (p.kind !== 'session') {
+      return null;
+    }
+    const start = this._opts.onSession;
+    if (start) {
+      const button = h(
+        'button',
+        {
+          class: 'jp-GpuPlat-button jp-mod-accept jp-GpuPlat-presetSession',
+          title: `A new notebook in the file browser's folder, on a GPU session kernel of preset ${p.name}`,
+          onclick: () => {
+            button.disabled = true;
+            start(p.name, this._opts.project())
+              .then(() => this._error.replaceChildren())
+              .catch(error => this._error.replaceChildren(errorBox(error)))
+              .finally(() => (button.disabled = false));
+          }
+        },
+        'Start GPU session'
+      );
+      return button;
+    }
+    // aria-disabled (not disabled) keeps it focusable, so keyboard users meet the tooltip too.
+    const why = SESSIONS_UNAVAILABLE;
+    return h(
+      'button',
+      {
+        class: 'jp-GpuPlat-button jp-GpuPlat-presetSession',
+        'aria-disabled': 'true',
+        title: why,
+        'aria-description': why
+      },
+      'Start GPU session'
     );
   }
 

@@ -195,6 +195,17 @@ export class GpuPlatService {
     return this._post(`runs/${encodeURIComponent(id)}/stop`);
   }
 
+  /** My unfinished GPU sessions, newest first; only those of `notebook` when given. */
+  async sessions(notebook?: string): Promise<IRun[]> {
+    const q = notebook ? { notebook } : undefined;
+    return (await this._get<{ sessions: IRun[] }>('sessions', q)).sessions;
+  }
+
+  /** "Keep session": the session's idle clock starts again. */
+  keepalive(id: string): Promise<IRun> {
+    return this._post(`runs/${encodeURIComponent(id)}/keepalive`);
+  }
+
   async outputs(id: string): Promise<IOutputFile[]> {
     return (await this._get<{ outputs: IOutputFile[] }>(`runs/${encodeURIComponent(id)}/outputs`)).outputs;
   }
