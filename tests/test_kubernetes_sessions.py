@@ -24,6 +24,7 @@ import pytest
 import requests
 from jupyter_client.asynchronous.client import AsyncKernelClient
 from kube_emulator import EmulatedCluster
+from kube_emulator.store import POD
 
 from jupyter_gpuplat.core.request import Entrypoint
 from jupyter_gpuplat.executors.base import ExecutorError, LaunchRequest, Observation
@@ -65,7 +66,10 @@ def test_a_session_job_runs_the_kernel_agent_and_never_replaces_its_pod() -> Non
     req = session_request("s-manifest", Path("/srv/a"))
     job = make_job(req, settings)
     spec = job["spec"]
-    assert spec["backoffLimit"] == 0 and "podFailurePolicy" not in spec  # a second pod would lose the kernel
+    assert spec["backoffLimit"] == 0  # a second pod would have lost the kernel's state
+    assert spec["podFailurePolicy"] == {
+        "rules": [{"action": "FailJob", "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}]}]
+    }
     pod = spec["template"]["spec"]
     assert pod["restartPolicy"] == "Never"
     assert spec["template"]["metadata"]["annotations"][ANN_SAFE_TO_EVICT] == "false"
@@ -341,6 +345,37 @@ async def test_a_secret_left_by_a_crash_is_adopted_and_another_runs_is_refused(
     with pytest.raises(ExecutorError, match="refused the Job of run s-refused: jobs is forbidden"):
         await ex.submit(refused)
     assert not secrets_of(cluster, "s-refused")
+
+
+@pytest.mark.parametrize("how", ["preempted", "deleted"])
+async def test_a_session_pod_ended_from_outside_ends_the_session_without_a_replacement(
+    cluster: EmulatedCluster, executors: Executors, how: str
+) -> None:
+    cluster.add_node("gpu-1", gpus=4)
+    ex, seen = executors.new()
+    req = session_request(f"s-{how}", executors.artifacts)
+    handle = await ex.submit(req)
+    await wait_for(lambda: ex.kernel_connection(req.run_id, handle), 20, "the pod running")
+    [pod] = cluster.pods(NAMESPACE, run_selector(req.run_id))
+    if how == "preempted":
+        cluster.preempt(NAMESPACE, pod["metadata"]["name"], by="research/urgent")
+    else:
+        cluster.store.delete(POD, NAMESPACE, pod["metadata"]["name"])
+
+    async def final() -> Observation | None:
+        await asyncio.sleep(0)
+        return next((o for o in seen if o.final), None)
+
+    end = await wait_for(final, 20, "the session's end")
+    # The agent exits 0 on SIGTERM, so the Job "completes": for a session that is no success.
+    assert (end.status, end.reason) == ("failed", "Lost"), end
+    assert end.message.startswith("The session ended from outside the platform: ")
+    if how == "preempted":
+        assert "its pod was preempted by a higher-priority pod (" in end.message, end.message
+    else:
+        assert "its pod was deleted outside the platform." in end.message
+    added = [c.obj["metadata"]["name"] for c in cluster.store.history if c.rt is POD and c.type == "ADDED"]
+    assert added == [pod["metadata"]["name"]]  # no second pod
 
 
 # -- end to end: a real Jupyter server, its kernel provisioner, the Kubernetes executor --------

@@ -192,7 +192,7 @@ class EmulatedCluster:
                 if ref.get("kind") == "Job":
                     job = self.store.find(JOB, obj["metadata"]["namespace"], ref["name"])
                     if job is not None and job["metadata"]["uid"] == ref["uid"]:
-                        self.jobs.sync(job)
+                        self.jobs.sync(job, obj)
         elif rt is JOB and change.type != "DELETED":
             self.jobs.sync(obj)
         elif rt in (NODE, PVC):

@@ -5,8 +5,11 @@ before it, as since 1.31), `FailureTarget` then `Failed` with reason
 `BackoffLimitExceeded` ("Job has reached the specified backoff limit") or
 `DeadlineExceeded` ("Job was active longer than specified deadline"). A pod failure
 matched by a `podFailurePolicy` rule with action Ignore (e.g. on `DisruptionTarget`)
-does not count against the backoff limit. A pod whose PriorityClass does not exist
-is refused at creation with a `FailedCreate` event on the Job.
+does not count against the backoff limit; one matched by a FailJob rule fails the Job
+(reason `PodFailurePolicy`). With a pod failure policy (or `podReplacementPolicy:
+Failed`) a terminating pod is replaced only once it has failed, as the real controller
+does; without, at once. A pod whose PriorityClass does not exist is refused at creation
+with a `FailedCreate` event on the Job.
 """
 
 from __future__ import annotations
@@ -35,15 +38,24 @@ def _has_condition(pod: dict[str, Any], type_: str) -> bool:
     return any(c["type"] == type_ and c["status"] == "True" for c in (pod.get("status") or {}).get("conditions") or ())
 
 
-def _ignored(job: dict[str, Any], pod: dict[str, Any]) -> bool:
-    """A podFailurePolicy rule with action Ignore matches this failed pod."""
-    for rule in (job["spec"].get("podFailurePolicy") or {}).get("rules") or ():
-        if rule.get("action") != "Ignore":
-            continue
+def _matching_rule(job: dict[str, Any], pod: dict[str, Any]) -> tuple[int, dict[str, Any], str] | None:
+    """The first podFailurePolicy rule (index, rule, what matched) that matches this failed pod."""
+    for i, rule in enumerate((job["spec"].get("podFailurePolicy") or {}).get("rules") or ()):
         for pc in rule.get("onPodConditions") or ():
             if _has_condition(pod, pc.get("type", "")):
-                return True
-    return False
+                return i, rule, f"has condition {pc.get('type')}"
+    return None
+
+
+def _ignored(job: dict[str, Any], pod: dict[str, Any]) -> bool:
+    """A podFailurePolicy rule with action Ignore matches this failed pod."""
+    found = _matching_rule(job, pod)
+    return found is not None and found[1].get("action") == "Ignore"
+
+
+def _replaced_when_failed(job: dict[str, Any]) -> bool:
+    spec = job["spec"]
+    return spec.get("podReplacementPolicy") == "Failed" or bool(spec.get("podFailurePolicy"))
 
 
 class JobController:
@@ -64,10 +76,17 @@ class JobController:
                 continue
             counted = self.counted.setdefault(ref["uid"], {})
             uid = pod["metadata"]["uid"]
-            if uid not in counted and (pod.get("status") or {}).get("phase") not in ("Succeeded",):
-                job = self._by_uid(ref["uid"], pod["metadata"]["namespace"], ref["name"])
-                counted[uid] = "ignored" if job is None or _ignored(job, pod) else "failed"
             job = self._by_uid(ref["uid"], pod["metadata"]["namespace"], ref["name"])
+            if uid not in counted and (pod.get("status") or {}).get("phase") not in ("Succeeded",):
+                counted[uid] = "ignored" if job is None or _ignored(job, pod) else "failed"
+                found = _matching_rule(job, pod) if job is not None else None
+                if job is not None and not _finished(job) and found is not None and found[1].get("action") == "FailJob":
+                    pm = pod["metadata"]
+                    msg = f"Pod {pm['namespace']}/{pm['name']} {found[2]} matching FailJob rule at index {found[0]}"
+                    failed = sum(1 for v in counted.values() if v == "failed")
+                    done = sum(1 for v in counted.values() if v == "succeeded")
+                    self._fail(job, done, failed, [p for p in self._pods(job) if p is not pod], "PodFailurePolicy", msg)
+                    continue
             if job is not None:
                 self.sync(job)
 
@@ -75,7 +94,8 @@ class JobController:
         job = self.store.find(JOB, ns, name)
         return job if job is not None and job["metadata"]["uid"] == uid else None
 
-    def sync(self, job: dict[str, Any]) -> None:
+    def sync(self, job: dict[str, Any], changed: dict[str, Any] | None = None) -> None:
+        """Bring the Job up to date; `changed`: the pod change that woke it (it may be gone from the store by now)."""
         meta = job["metadata"]
         if meta.get("deletionTimestamp") or _finished(job) or job["spec"].get("suspend"):
             return
@@ -83,6 +103,9 @@ class JobController:
         spec = job["spec"]
         counted = self.counted.setdefault(uid, {})
         pods = self._pods(job)
+        if changed is not None and (changed.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
+            if changed["metadata"]["uid"] not in {p["metadata"]["uid"] for p in pods}:
+                pods.append(changed)  # it ended, then went: count its end now, or it would be replaced
         for p in pods:
             puid = p["metadata"]["uid"]
             phase = (p.get("status") or {}).get("phase")
@@ -92,13 +115,23 @@ class JobController:
                 counted[puid] = "succeeded"
             elif phase == "Failed":
                 counted[puid] = "ignored" if _ignored(job, p) else "failed"
+                found = _matching_rule(job, p)
+                if found is not None and found[1].get("action") == "FailJob":
+                    pm = p["metadata"]
+                    msg = f"Pod {pm['namespace']}/{pm['name']} {found[2]} matching FailJob rule at index {found[0]}"
+                    active = [q for q in pods if (q.get("status") or {}).get("phase") not in ("Succeeded", "Failed")]
+                    done = sum(1 for v in counted.values() if v == "succeeded")
+                    failed_n = sum(1 for v in counted.values() if v == "failed")
+                    self._fail(job, done, failed_n, active, "PodFailurePolicy", msg)
+                    return
         succeeded = sum(1 for v in counted.values() if v == "succeeded")
         failed = sum(1 for v in counted.values() if v == "failed")
+        terminating_counts = _replaced_when_failed(job)  # a terminating pod is replaced only once it failed
         active = [
             p
             for p in pods
             if (p.get("status") or {}).get("phase") not in ("Succeeded", "Failed")
-            and not p["metadata"].get("deletionTimestamp")
+            and (terminating_counts or not p["metadata"].get("deletionTimestamp"))
         ]
         ready = sum(1 for p in active if _has_condition(p, "Ready"))
         completions = int(spec.get("completions") or 1)

@@ -25,7 +25,7 @@ from traitlets import Bool, Dict, Float, Integer, List, Unicode
 from ...core import artifacts as layout
 from ...core.reasons import Reason
 from ..artifacts import FilesystemArtifacts, write_cell
-from ..base import FAILED, RUNNING, STOPPED, Device, Executor, ExecutorError, LaunchRequest, Observation
+from ..base import FAILED, RUNNING, STOPPED, SUCCEEDED, Device, Executor, ExecutorError, LaunchRequest, Observation
 from .apierror import api_error
 from .cache import ClusterCache, Snapshot, Timeouts
 from .explain import DISRUPTIONS, condition, episode, explain_pod, explain_run
@@ -83,6 +83,8 @@ class _Run:
     secret: str | None = None  # a session's kernel key Secret (None: a job)
     kernel_ports: tuple[int, ...] = ()
     kernel_key: str | None = None  # read from the Secret once, when not made here
+    disruption: str | None = None  # what the last preemption or eviction of its pod said
+    pod_deleted: bool = False  # a pod of the run was deleted (by anyone: this executor deletes only Jobs)
 
 
 class KubernetesExecutor(FilesystemArtifacts, Executor):
@@ -532,6 +534,8 @@ class KubernetesExecutor(FilesystemArtifacts, Executor):
                 )
             return  # just created: not in the cache yet
         run.seen_job = True
+        if snap.gone or any((p.get("metadata") or {}).get("deletionTimestamp") for p in snap.pods):
+            run.pod_deleted = True
         self._follow_logs(run, snap)
         if run.stopping:
             return  # deleting: the Job's disappearance ends it
@@ -547,18 +551,10 @@ class KubernetesExecutor(FilesystemArtifacts, Executor):
             if not run.running_reported and _container_started(snap):
                 self._emit(Observation(run.run_id, RUNNING, Reason.RUNNING, _running_message(snap)))
                 run.running_reported = True
-            self._finish(
-                run,
-                Observation(
-                    run.run_id,
-                    ex.status,
-                    ex.reason,
-                    ex.message,
-                    ex.exit_code,
-                    details=ex.details(),
-                ),
-                snap,
-            )
+            final = Observation(run.run_id, ex.status, ex.reason, ex.message, ex.exit_code, details=ex.details())
+            if run.secret is not None and _ended_outside(run, ex.status, ex.reason):
+                final = _session_ended_outside(run, final)
+            self._finish(run, final, snap)
             return
         status = RUNNING if ex.status == RUNNING or run.running_reported else "starting"
         key = episode(status, ex)
@@ -580,6 +576,7 @@ class KubernetesExecutor(FilesystemArtifacts, Executor):
                 continue
             run.disrupted.add(uid)
             ex = explain_pod(pod, snap.events, snap.job, None, self.gpu_resource)
+            run.disruption = _disruption_text(ex.reason, ex.raw)
             state = RUNNING if run.running_reported else "starting"
             run.reported = episode(state, ex)
             self._emit(Observation(run.run_id, state, ex.reason, ex.message, details=ex.details()))
@@ -694,6 +691,39 @@ class KubernetesExecutor(FilesystemArtifacts, Executor):
         out = dict(self._cache.stats) if self._cache is not None else {}
         out["api_calls"] = self.api_calls
         return out
+
+
+def _ended_outside(run: _Run, status: str, reason: str) -> bool:
+    """A session's Job ended because its pod was ended from outside (not by its kernel agent)?
+
+    The agent exits 0 only when told to stop, so a "completed" session was; a pod deleted or
+    disrupted ends the session whatever its exit code (unless the Job's time limit did it).
+    """
+    if reason == Reason.TIMED_OUT:
+        return False
+    return status == SUCCEEDED or run.disruption is not None or run.pod_deleted
+
+
+def _disruption_text(reason: str, raw: str) -> str:
+    what: dict[str, str] = {
+        Reason.PREEMPTED: "preempted by a higher-priority pod",
+        Reason.EVICTED: "evicted from its node",
+    }
+    return f"its pod was {what.get(reason, reason)}" + (f" ({raw.rstrip('.')})." if raw else ".")
+
+
+def _session_ended_outside(run: _Run, obs: Observation) -> Observation:
+    """The session's pod was ended from outside the platform (preempted, evicted, drained, deleted)."""
+    why = run.disruption or "its pod was deleted outside the platform."
+    return Observation(
+        run.run_id,
+        FAILED,
+        Reason.LOST,
+        f"The session ended from outside the platform: {why} A session's pod is not replaced "
+        "(its kernel's state would be lost); start a new session.",
+        obs.exit_code,
+        details=obs.details,
+    )
 
 
 def _wait_all(events: list[threading.Event], timeout: float) -> bool:

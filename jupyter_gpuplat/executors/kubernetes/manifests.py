@@ -8,8 +8,8 @@ policy that does not count preemption or eviction (`DisruptionTarget`) as a
 failure, so Kubernetes starts a replacement pod instead.
 
 A GPU session (`kind: session`) is a Job too, but its one pod is never replaced (a new pod
-would silently lose the kernel's state): backoffLimit 0, no pod failure policy, and the
-cluster autoscaler told not to evict it. Its container runs the kernel agent (its source
+would silently lose the kernel's state): backoffLimit 0, a disruption fails the Job
+(FailJob), and the cluster autoscaler is told not to evict it. Its container runs the kernel agent (its source
 inline, so the image needs only Python and ipykernel) on fixed ports of the pod's own IP,
 with the connection key from a Secret of its own (`make_kernel_secret`), owned by the Job.
 """
@@ -382,10 +382,12 @@ def make_job(req: LaunchRequest, settings: JobSettings) -> dict[str, Any]:
             "spec": make_pod_spec(req, settings),
         },
     }
-    if not session:  # a disrupted job's pod is replaced; a session's is not (its kernel state is gone)
-        job_spec["podFailurePolicy"] = {
-            "rules": [{"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}]}]
-        }
+    # A disrupted job's pod is replaced; a disrupted session fails (a new pod would have lost the kernel's
+    # state). Either way a pod failure policy also means no replacement pod while the old one terminates.
+    action = "FailJob" if session else "Ignore"
+    job_spec["podFailurePolicy"] = {
+        "rules": [{"action": action, "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}]}]
+    }
     if req.timeout_seconds:
         job_spec["activeDeadlineSeconds"] = int(req.timeout_seconds)
     if settings.ttl_seconds_after_finished is not None:
