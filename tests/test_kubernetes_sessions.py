@@ -110,7 +110,7 @@ class Executors:
 
     def __init__(self, cluster: EmulatedCluster, tmp_path: Path) -> None:
         self.artifacts = tmp_path / "artifacts"
-        self.settings = executor_config(cluster, tmp_path, self.artifacts)
+        self.settings = {**executor_config(cluster, tmp_path, self.artifacts), "pod_settle_seconds": 0.3}
         self.made: list[KubernetesExecutor] = []
 
     def new(self) -> tuple[KubernetesExecutor, list[Observation]]:

@@ -559,7 +559,7 @@ class Kubelet:
                 obj, "Normal", "Killing", f"Stopping container {self._container(obj)['name']}", "kubelet"
             )
             local.deleting = True
-            local.signal_group(signal.SIGTERM)
+            local.terminate()
             grace = float(obj["spec"].get("terminationGracePeriodSeconds", 30))
             self.cluster.after(min(grace, self.local_grace_seconds), local.kill_if_alive)
             return True

@@ -18,7 +18,9 @@ is scheduled and its image "pulled". What a container would give it, it gets her
 
 Its stdout and stderr, line by line, are the pod's log. Exit code N ends the container with
 N; a signal S with 128+S (143 for SIGTERM, 137 for SIGKILL), as container runtimes report.
-Deleting the pod sends SIGTERM to the process group and SIGKILL after the grace period.
+As in a container, the command is the group's first process (PID 1 there): deleting the pod
+sends it SIGTERM, and SIGKILL to the whole group after the grace period; when it exits,
+whatever it started is killed with it (a container's PID namespace ends with its PID 1).
 """
 
 from __future__ import annotations
@@ -143,6 +145,13 @@ class LocalProcess:
         if self.alive:
             self.signal_group(signal.SIGKILL)
 
+    def terminate(self) -> None:
+        """What the kubelet does first: SIGTERM to the container's main process only."""
+        try:
+            self.popen.send_signal(signal.SIGTERM)
+        except ProcessLookupError:
+            pass
+
     def signal_group(self, sig: int) -> None:
         try:
             os.killpg(self.popen.pid, sig)
@@ -237,6 +246,10 @@ class LocalRuntime:
         proc = LocalProcess(uid, popen)
         self.processes[uid] = proc
 
+        def teardown() -> None:
+            popen.wait()
+            proc.signal_group(signal.SIGKILL)  # the main process ended: so does everything it started
+
         def read() -> None:
             assert popen.stdout is not None
             for raw in iter(popen.stdout.readline, b""):
@@ -245,6 +258,7 @@ class LocalRuntime:
             code = popen.wait()
             on_exit(128 - code if code < 0 else code)
 
+        threading.Thread(target=teardown, name=f"k8s-emulator-pid1-{uid[:8]}", daemon=True).start()
         proc.reader = threading.Thread(target=read, name=f"k8s-emulator-pod-{uid[:8]}", daemon=True)
         proc.reader.start()
         return proc
