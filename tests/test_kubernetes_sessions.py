@@ -41,6 +41,7 @@ from .conftest import wait_for
 from .k8s import NAMESPACE, deployed_cluster, executor_config, run_selector
 from .kernel_ws import KernelSocket
 from .server import ServerProcess
+from .waiting import until
 
 NB = "artifacts/notebooks/"
 SESSIONS_CONFIG = Path(__file__).parent / "fixtures" / "sessions.yaml"
@@ -444,6 +445,11 @@ def test_a_notebook_kernel_runs_in_a_pod_and_an_unplaceable_one_says_why(tmp_pat
         ex = srv.ok("GET", f"runs/{later['id']}/explain")
         assert (ex["layer"], ex["reason"], ex["status"]) == ("executor", "InsufficientGPU", "starting")
 
+        until(
+            lambda: "KernelReady" in [e["reason"] for e in srv.ok("GET", f"runs/{lease['id']}")["timeline"]],
+            "KernelReady in the session's timeline",
+            10,
+        )
         srv.ok("POST", f"runs/{lease['id']}/stop")
         assert srv.wait_status(lease["id"], "stopped")["reason"] == "Stopped"
         srv.wait_status(later["id"], "running")  # its pod is placed once the first pod's GPU is free
