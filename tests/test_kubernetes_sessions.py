@@ -346,6 +346,13 @@ async def test_a_secret_left_by_a_crash_is_adopted_and_another_runs_is_refused(
     with pytest.raises(ExecutorError, match="refused the Job of run s-refused: jobs is forbidden"):
         await ex.submit(refused)
     assert not secrets_of(cluster, "s-refused")
+    # The Secret cannot be given its Job as owner: the Job goes too (nothing holds a GPU without a run).
+    cluster.faults.fail_next("patch", "secrets", code=403, message="secrets is forbidden: injected")
+    unowned = session_request("s-unowned", executors.artifacts)
+    with pytest.raises(ExecutorError, match="cannot give Secret gpuplat-s-unowned-kernel its Job"):
+        await ex.submit(unowned)
+    cluster.wait_for(lambda: not cluster.jobs_in(NAMESPACE, run_selector("s-unowned")), 10, "the Job deleted")
+    assert not secrets_of(cluster, "s-unowned")
 
 
 @pytest.mark.parametrize("how", ["preempted", "deleted"])
@@ -373,6 +380,7 @@ async def test_a_session_pod_ended_from_outside_ends_the_session_without_a_repla
     assert end.message.startswith("The session ended from outside the platform: ")
     if how == "preempted":
         assert "its pod was preempted by a higher-priority pod (" in end.message, end.message
+        assert not [o for o in seen if o.reason == "Preempted"]  # never "a replacement starts" on the way
     else:
         assert "its pod was deleted outside the platform." in end.message
     added = [c.obj["metadata"]["name"] for c in cluster.store.history if c.rt is POD and c.type == "ADDED"]

@@ -318,7 +318,12 @@ class KubernetesExecutor(FilesystemArtifacts, Executor):
         except ExecutorError:
             self._secrets.delete(name)
             raise
-        self._secrets.own(name, run.job, uid)
+        try:
+            self._secrets.own(name, run.job, uid)
+        except ExecutorError:  # a Job whose submission failed must not keep a GPU
+            self._delete_job(run.job, 0, "Background")
+            self._secrets.delete(name)
+            raise
         return uid
 
     def _create_job(self, run_id: str, manifest: dict[str, Any]) -> str:
@@ -577,6 +582,8 @@ class KubernetesExecutor(FilesystemArtifacts, Executor):
             run.disrupted.add(uid)
             ex = explain_pod(pod, snap.events, snap.job, None, self.gpu_resource)
             run.disruption = _disruption_text(ex.reason, ex.raw)
+            if run.secret is not None:
+                continue  # a session's pod is not replaced: its end says what happened
             state = RUNNING if run.running_reported else "starting"
             run.reported = episode(state, ex)
             self._emit(Observation(run.run_id, state, ex.reason, ex.message, details=ex.details()))
