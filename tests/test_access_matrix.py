@@ -43,7 +43,7 @@ PROJECTS = ("team-a", "team-b")
 CALLERS = ("ops", "alice", "bob", "carol", "dave", "erin", "frank", "mallory", None)  # None: unauthenticated
 RANK = {"viewer": 0, "member": 1, "admin": 2}
 STREAM_SECONDS = 10.0  # the deadline of one event-stream read
-MIN_CELLS = 720  # what the generator below produces for the 27 operations (729): a shrinking matrix fails
+MIN_CELLS = 790  # what the generator below produces for the 31 operations (792): a shrinking matrix fails
 
 # The example platform plus one paused queue both teams may use: what the matrix submits waits
 # there, so the runs set up below keep their places (and their explanations) to the end.
@@ -69,6 +69,12 @@ def platform_config_file(tmp_path: Path) -> Path:
     path.write_text(yaml.safe_dump(cfg))
     return path
 
+
+# A job on the shared interactive queue (the example's `notebook` preset there is a GPU session).
+INTERACTIVE_JOB = {"queue": "interactive", "resources": {"gpu": 1}}
+
+# Who submits each team's waiting job in the world below.
+WAIT_OWNER = {"team-a": "bob", "team-b": "dave"}
 
 # ---- the policy, as documented ---------------------------------------------------------------
 _CFG = yaml.safe_load(EXAMPLE.read_text())
@@ -217,7 +223,7 @@ async def build_world(api: Any) -> World:
         ("team-a", "hold", "alice", {"presets": ["single-gpu"]}),
         ("team-b", "hold", "dave", {"presets": ["single-gpu"]}),
         ("team-b", "hold2", "erin", {"presets": ["single-gpu"]}),
-        ("team-b", "hold-nb", "erin", {"presets": ["notebook"]}),
+        ("team-b", "hold-nb", "erin", INTERACTIVE_JOB),
     ]
     for p, what, user, body in holders:
         marker = f"HOLD-{p}-{what}-{w.tag}"
@@ -228,11 +234,11 @@ async def build_world(api: Any) -> World:
     # and erin's second interactive run at the head of the shared queue, held by her per-user limit.
     waiters = [
         ("team-a", "wait", "bob", {"presets": ["single-gpu"]}, "NoCapacity"),
-        ("team-b", "wait-user", "erin", {"presets": ["notebook"]}, "UserLimit"),
-        ("team-b", "wait", "dave", {"presets": ["notebook"]}, "NoCapacity"),
+        ("team-b", "wait-user", "erin", INTERACTIVE_JOB, "UserLimit"),
+        ("team-b", "wait", "dave", INTERACTIVE_JOB, "NoCapacity"),
         # a platform admin's runs: explain must filter blockers by the caller's projects, not the owner's
         ("team-a", "wait-ops", "ops", {"presets": ["single-gpu"]}, "NoCapacity"),
-        ("team-b", "wait-ops", "ops", {"presets": ["notebook"]}, "NoCapacity"),
+        ("team-b", "wait-ops", "ops", INTERACTIVE_JOB, "NoCapacity"),
     ]
     for p, what, user, body, reason in waiters:
         rid = await submit(p, what, user, hold_code(f"never-{what}"), **body)
@@ -448,6 +454,42 @@ def gen_stop(w: World, api: Any) -> list[Cell]:
     return cells
 
 
+def _on_waiting_jobs(op: str, suffix: str, expect: Callable[[str | None, str, str], int], body: Any = None) -> Gen:
+    """A session operation on each team's waiting job (owned by `owner`): it is no session, so 409 to
+    those allowed; the access answers (404 invisible, 403 not allowed) come first."""
+    method, _ = op.split(" ", 1)
+
+    def gen(w: World, api: Any) -> list[Cell]:
+        cells = []
+        for p in PROJECTS:
+            rid, owner = w.runs[p]["wait"], WAIT_OWNER[p]
+            for c in CALLERS:
+                cells.append(
+                    Cell(op, "a waiting job", c, p, Req(method, f"runs/{rid}{suffix}", body=body), expect(c, p, owner))
+                )
+        return cells
+
+    return gen
+
+
+def owner_only(caller: str | None, project: str, owner: str, ok: int = 409) -> int:
+    """A session's kernel is its owner's alone: 404 invisible, 403 for anyone else who sees it."""
+    if caller is None:
+        return 403
+    if not sees(caller, project):
+        return 404
+    return ok if caller == owner else 403
+
+
+def keep_expect(caller: str | None, project: str, owner: str) -> int:
+    code = may_stop(caller, project, owner)
+    return 409 if code == 200 else code
+
+
+def gen_sessions(w: World, api: Any) -> list[Cell]:
+    return [Cell("GET sessions", "-", c, None, Req("GET", "sessions"), anyone(c)) for c in CALLERS]
+
+
 def _parked_run(w: World, api: Any, cell: Cell, owner: str) -> Callable[[], Awaitable[None]]:
     async def before() -> None:
         assert cell.project is not None
@@ -607,6 +649,12 @@ GENERATORS: dict[str, Gen] = {
     "GET compare": gen_compare,
     "GET events": gen_events,
     "GET openapi.json": _platform("GET openapi.json", anyone),
+    "POST runs/{run_id}/keepalive": _on_waiting_jobs("POST runs/{run_id}/keepalive", "/keepalive", keep_expect),
+    "GET runs/{run_id}/kernel": _on_waiting_jobs("GET runs/{run_id}/kernel", "/kernel", owner_only),
+    "POST runs/{run_id}/kernel": _on_waiting_jobs(
+        "POST runs/{run_id}/kernel", "/kernel", owner_only, body={"event": "idle"}
+    ),
+    "GET sessions": gen_sessions,
 }
 
 

@@ -65,14 +65,15 @@ mark("end")
 sys.exit(code)
 """
 
-# (user, project, presets): team-a and team-b users into the three queues of the example platform.
-WORK = [
-    ("alice", "team-a", ["single-gpu"]),  # team-a-train: concurrency 2, 2 GPUs
-    ("bob", "team-a", ["multi-gpu"]),  # 2 GPUs at once: the whole quota of team-a-train
-    ("bob", "team-a", ["notebook"]),  # interactive: max_per_user 1, 2 GPUs
-    ("dave", "team-b", ["single-gpu"]),  # team-b-train: strict FIFO, max_per_user 1
-    ("erin", "team-b", ["single-gpu"]),
-    ("erin", "team-b", ["notebook"]),
+# (user, project, spec fields): team-a and team-b users into the three queues of the example platform.
+INTERACTIVE_JOB = {"queue": "interactive", "resources": {"gpu": 1}}  # a job there (its preset is a session)
+WORK: list[tuple[str, str, dict[str, Any]]] = [
+    ("alice", "team-a", {"presets": ["single-gpu"]}),  # team-a-train: concurrency 2, 2 GPUs
+    ("bob", "team-a", {"presets": ["multi-gpu"]}),  # 2 GPUs at once: the whole quota of team-a-train
+    ("bob", "team-a", INTERACTIVE_JOB),  # interactive: max_per_user 1, 2 GPUs
+    ("dave", "team-b", {"presets": ["single-gpu"]}),  # team-b-train: strict FIFO, max_per_user 1
+    ("erin", "team-b", {"presets": ["single-gpu"]}),
+    ("erin", "team-b", INTERACTIVE_JOB),
 ]
 
 
@@ -167,14 +168,14 @@ def test_sigkill_loop_loses_and_doubles_nothing(server: ServerProcess, tmp_path:
         server.start()
 
     def submit(force_long: bool = False) -> str:
-        user, project, presets = rng.choice(WORK)
+        user, project, fields = rng.choice(WORK)
         long = rng.random() < 0.35 or force_long
         lines = rng.randint(20, 30) if long else rng.randint(3, 8)
         seconds = rng.uniform(1.5, 3.0) if long else rng.uniform(0.05, 0.3)
         code = 3 if rng.random() < 0.2 else 0
         body = {
             "project": project,
-            "presets": presets,
+            **fields,
             "name": f"crash-{len(submitted)}",
             "command": [sys.executable, "-c", RUN, str(lines), f"{seconds:.3f}", str(code), str(marks.path)],
         }

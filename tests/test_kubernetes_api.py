@@ -56,10 +56,13 @@ def objects_of(cluster: EmulatedCluster, run_id: str) -> tuple[list[Any], list[A
 
 
 async def test_queue_held_and_executor_held_runs_explain_differently(api: Any, cluster: EmulatedCluster) -> None:
-    # Two 2-GPU nodes; two notebook sessions (interactive queue) take one GPU on each.
+    # Two 2-GPU nodes; two jobs on the interactive queue take one GPU on each.
     cluster.add_node("gpu-1", gpus=2, labels={"nvidia.com/gpu.product": "NVIDIA-A100"})
     cluster.add_node("gpu-2", gpus=2, labels={"nvidia.com/gpu.product": "NVIDIA-A100"})
-    sessions = [await api.submit(user, presets=["notebook"], command="gate never") for user in ("alice", "bob")]
+    sessions = [
+        await api.submit(user, queue="interactive", resources={"gpu": 1}, command="gate never")
+        for user in ("alice", "bob")
+    ]
     for s in sessions:
         await api.wait_status(s["id"], "running", user="alice")
     # team-a-train's quota (2 GPUs) admits a 2-GPU run that no node can hold now.

@@ -19,7 +19,8 @@ from typing import Any
 
 from ..core.admission import QueueState
 from ..core.config import PlatformConfig, parse_config
-from ..core.errors import Forbidden
+from ..core.errors import Conflict, Forbidden
+from ..core.policy import require_can_stop
 from ..core.request import RunRequest
 from ..core.status import FINAL, HOLDING, Status
 from ..executors.base import Device, Executor, Observation
@@ -171,20 +172,28 @@ class Engine:
     def sessions(self) -> Sessions:
         return self.reconciler.sessions
 
+    def _owned(self, user: str, run_id: str, what: str) -> dict[str, Any]:
+        """A run its owner acts on as its kernel's user: invisible is 404, someone else's 403."""
+        row = self.reads.get_visible(user, run_id)
+        if row["user"] != user:
+            raise Forbidden(f"only {row['user']}, who owns run {run_id}, may {what}", "")
+        return row
+
     def session_report(self, user: str, run_id: str, event: str, kernel_id: str | None = None) -> None:
-        self.reads.get_visible(user, run_id)
-        self.sessions.report(user, run_id, event, kernel_id)
+        self._owned(user, run_id, "report on its kernel")
+        self.sessions.report(run_id, event, kernel_id)
 
     def keepalive(self, user: str, run_id: str) -> dict[str, Any]:
-        self.reads.get_visible(user, run_id)
+        row = self.reads.get_visible(user, run_id)
+        require_can_stop(self.cfg, user, row)  # who may end a session may keep it
         self.sessions.keepalive(user, run_id)
         return self.store.get_run(run_id) or {}
 
     async def kernel_connection(self, user: str, run_id: str) -> dict[str, Any] | None:
         """A running session's connection info, for its owner only (the key runs code as them)."""
-        row = self.reads.get_visible(user, run_id)
-        if row["user"] != user:
-            raise Forbidden(f"only {row['user']} may connect to the kernel of session {run_id}", "")
+        row = self._owned(user, run_id, "connect to its kernel")
+        if row["kind"] != "session":
+            raise Conflict(f"run {run_id} is a {row['kind']}, not a session", "only sessions have a kernel")
         a = self.active.get(run_id)
         if a is None or a.handle is None or a.status != Status.RUNNING or run_id not in self.sessions.leases:
             return None
