@@ -178,7 +178,8 @@ def test_deleting_the_job_kills_the_process_group(api: Any, cluster: EmulatedClu
     if kind == "stubborn":  # Terminating until the grace period ends
         assert (pod_of(cluster, "sleeper") or {})["metadata"]["deletionTimestamp"]
     cluster.wait_for(lambda: not cluster.jobs_in(NS) and not cluster.pods(NS), 10, "Job and pod gone")
-    assert not alive(leader) and not alive(child), "the whole group ends with the pod"
+    # (a killed process closes its files a moment before it is a zombie: wait for that moment)
+    until(lambda: not alive(leader) and not alive(child), "the whole group to end with the pod", 5)
     assert any(e["reason"] == "Killing" for e in cluster.events_for(pod))
     last = [c.obj for c in cluster.store.history if c.obj["metadata"].get("uid") == pod["metadata"]["uid"]][-1]
     term = last["status"]["containerStatuses"][0]["state"]["terminated"]
