@@ -40,7 +40,9 @@ class EmulatedCluster:
 
     Use as a context manager, or `start()` / `stop()`. Tests change the cluster
     through the methods here (they act as an admin or as the node would), and the
-    code under test talks to `url` with the official client.
+    code under test talks to `url` with the official client. `local_processes=True`:
+    pods' commands run as real local processes (processes.py), each pod on its own
+    loopback IP; without it they are the kubelet model's tiny scripts.
     """
 
     def __init__(
