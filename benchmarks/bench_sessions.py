@@ -105,7 +105,9 @@ def bench_wake(srv: ServerProcess, runs: int) -> None:
         assert r.status_code == 201, r.text
         held = session_of(srv, f"hold{i}.ipynb")
         answer: dict[str, Any] = {}
-        waiter = threading.Thread(target=lambda i=i: answer.setdefault("r", start_kernel(srv, f"wait{i}.ipynb")))
+        waiter = threading.Thread(
+            target=lambda i=i, answer=answer: answer.setdefault("r", start_kernel(srv, f"wait{i}.ipynb"))
+        )
         waiter.start()
         deadline = time.monotonic() + 30
         while not srv.ok("GET", "sessions", notebook=f"wait{i}.ipynb")["sessions"]:
@@ -124,7 +126,9 @@ def bench_wake(srv: ServerProcess, runs: int) -> None:
     c, s = summary(client), summary(server)
     verdict = "met" if c["p50"] <= TARGET_WAKE_S else "MISSED"
     print("2. waiting → connected after the GPU frees (same user, UserLimit 1/1)")
-    print(f"   client: stop returns → waiting kernel start returns  p50 {ms(c['p50'])}  p95 {ms(c['p95'])}  ({verdict})")
+    print(
+        f"   client: stop returns → waiting kernel start returns  p50 {ms(c['p50'])}  p95 {ms(c['p95'])}  ({verdict})"
+    )
     print(f"   server: first's final → second's KernelStarting       p50 {ms(s['p50'])}  p95 {ms(s['p95'])}")
 
 
