@@ -3,7 +3,7 @@ import {
   JupyterFrontEnd,
   JupyterFrontEndPlugin
 } from '@jupyterlab/application';
-import { ICommandPalette } from '@jupyterlab/apputils';
+import { ICommandPalette, Notification } from '@jupyterlab/apputils';
 import { IDefaultFileBrowser } from '@jupyterlab/filebrowser';
 import { ISettingRegistry } from '@jupyterlab/settingregistry';
 import { IStateDB } from '@jupyterlab/statedb';
@@ -90,7 +90,10 @@ const plugin: JupyterFrontEndPlugin<void> = {
     const startSession = async (preset: string, project: string) => {
       const spec = await sessions.specFor(preset, project);
       const cwd = browser?.model.path ?? '';
-      await app.commands.execute('notebook:create-new', { cwd, kernelName: spec.name });
+      // Not awaited: the command resolves once the kernel started, which waits for the lease.
+      app.commands
+        .execute('notebook:create-new', { cwd, kernelName: spec.name })
+        .catch(error => Notification.error(`Start GPU session: ${(error as Error).message}`, { autoClose: false }));
     };
 
     const panel = new GpuPlatPanel({

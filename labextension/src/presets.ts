@@ -122,7 +122,7 @@ export class PresetsView extends Widget {
           class: 'jp-GpuPlat-button jp-mod-accept jp-GpuPlat-presetSession',
           title: `A new notebook in the file browser's folder, on a GPU session kernel of preset ${p.name}`,
           onclick: () => {
-            button.disabled = true;
+            button.disabled = true; // until the notebook is asked for (its kernel start may wait long)
             start(p.name, this._opts.project())
               .then(() => this._error.replaceChildren())
               .catch(error => this._error.replaceChildren(errorBox(error)))

@@ -40,7 +40,7 @@ import type { IExplain, IStatusEvent } from './types';
 
 /** What a notebook panel offers us (DocumentWidget: a toolbar we add an item to). */
 export interface INotebookLike {
-  readonly toolbar: { insertAfter(at: string, name: string, w: Widget): boolean; addItem(name: string, w: Widget): boolean };
+  readonly toolbar: { insertBefore(at: string, name: string, w: Widget): boolean; addItem(name: string, w: Widget): boolean };
   readonly disposed: { connect(fn: () => void): boolean };
 }
 
@@ -169,16 +169,27 @@ export class SessionsController {
       });
   }
 
+  /** Dismiss the dialogs a notebook's wait makes stale (e.g. opened before its lease was known). */
+  dismissStale(): void {
+    Dialog.tracker.forEach(d => {
+      if (d.isAttached) {
+        this._maybeDismiss(d);
+      }
+    });
+  }
+
   private _maybeDismiss(dialog: Dialog<unknown>): void {
+    // Only the body: a string title renders through React, after `ready`.
     const body = dialog.node.querySelector('.jp-Dialog-body');
     const text = body?.textContent ?? '';
-    const title = dialog.node.querySelector('.jp-Dialog-header')?.textContent ?? '';
     if (text.replace(/^\s+/, '').startsWith(LAUNCH_WAIT_PREFIX)) {
       dialog.reject();
       return;
     }
-    // The kernel picker opened after that error, for a notebook whose lease we follow.
-    if (title.includes('Select Kernel') && [...this._notebooks].some(n => n.followsLease && text.includes(`"${n.name}"`))) {
+    // The kernel picker JupyterLab opens after that error ('Select kernel for: "x.ipynb"'),
+    // for a notebook whose lease we follow.
+    const picker = !!body?.querySelector('select');
+    if (picker && [...this._notebooks].some(n => n.followsLease && text.includes(`"${n.name}"`))) {
       dialog.reject();
     }
   }
@@ -208,7 +219,8 @@ class NotebookSession {
       keep: () => this._act(id => this._ctrl.service.keepalive(id)),
       why: () => this.run && this._ctrl.openRun(this.run.id)
     });
-    if (!panel.toolbar.insertAfter('spacer', TOOLBAR_ITEM, this.bar)) {
+    // Before the spacer: the toolbar moves what does not fit, from its right end, into its "…" menu.
+    if (!panel.toolbar.insertBefore('spacer', TOOLBAR_ITEM, this.bar)) {
       panel.toolbar.addItem(TOOLBAR_ITEM, this.bar);
     }
     const sc = this._sc;
@@ -336,6 +348,7 @@ class NotebookSession {
     this._waitingNote = null;
     this._endNote = null;
     this._render();
+    this._ctrl.dismissStale();
     if (isWaiting(run.status)) {
       this._refreshExplain();
     } else if (run.session?.idle_deadline && run.reason === 'IdleWarning') {
@@ -421,6 +434,9 @@ class NotebookSession {
 
   private _onKernel(): void {
     const kernel = this._sc.session?.kernel;
+    if (!kernel && this.followsLease) {
+      this._ctrl.dismissStale(); // a start that gave up waiting, or its kernel picker
+    }
     if (kernel && this.run && isFinal(this.run.status) && this._specName() !== null) {
       this._askedFor = null; // a new session kernel after the lease ended: a new lease
     }
@@ -478,7 +494,9 @@ class NotebookSession {
       now: this._ctrl.now()
     });
     this.bar.render(view);
-    if (run && isWaiting(run.status)) {
+    // Once explain answered: a toast updated right after it is first shown may keep its
+    // first text (JupyterLab loads its toast library on the first toast).
+    if (run && isWaiting(run.status) && this.explain !== null) {
       this._noteWaiting(run);
     }
   }

@@ -62,8 +62,8 @@ def jp_server_cleanup() -> Iterator[None]:
 class Lab(ServerProcess):
     """The platform's server with JupyterLab's front end configured for tests."""
 
-    def __init__(self, root: Path) -> None:
-        super().__init__(root)
+    def __init__(self, root: Path, **server: Any) -> None:
+        super().__init__(root, **server)
         self.work = root / "work"  # the file browser's root
         self.work.mkdir()
         (self.work / "train.py").write_text(TRAIN_PY)
@@ -90,6 +90,23 @@ class Lab(ServerProcess):
 @pytest.fixture(scope="package")
 def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
     server = Lab(tmp_path_factory.mktemp("lab"))
+    server.start(timeout=90)
+    yield server
+    server.stop()
+
+
+SESSIONS = Path(__file__).parents[1] / "fixtures" / "sessions.yaml"
+# A kernel start gives up waiting for its lease after this long (the default is 45 s), so the
+# browser tests see the notebook start its kernel again by itself once the lease is admitted.
+SESSION_LAUNCH_WAIT_SECONDS = 2.0
+
+
+@pytest.fixture(scope="module")
+def session_lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
+    """A second server for GPU sessions: tests/fixtures/sessions.yaml (`notebook` on the interactive
+    queue, one per user; `quick` idle-culled after 3 s) and a short kernel launch wait."""
+    extra = {"GpuSessionProvisioner": {"launch_wait_seconds": SESSION_LAUNCH_WAIT_SECONDS}}
+    server = Lab(tmp_path_factory.mktemp("session-lab"), config_file=SESSIONS, extra_config=extra)
     server.start(timeout=90)
     yield server
     server.stop()

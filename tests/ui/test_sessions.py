@@ -1,0 +1,147 @@
+"""GPU sessions in a real browser: the sidebar's "Start GPU session" opens a notebook on the
+session kernel; while its lease waits (alice already holds the one interactive session she
+may) the notebook says where it is in line and why, live; its kernel start gives up waiting
+(a short launch wait here) and the notebook starts it again by itself once the first session
+is stopped, on the lease's GPU. An idle session (3 s) warns, then the notebook says it ended
+and why."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import nbformat
+import pytest
+from playwright.sync_api import expect
+
+from ..waiting import until
+from .conftest import Lab, widen_left_sidebar
+
+SIDEBAR = "#jupyter-gpuplat-sidebar"
+BAR = ".jp-NotebookPanel:not(.lm-mod-hidden) .jp-GpuPlat-sessionBar"
+FINAL = ("stopped", "failed", "succeeded")
+
+
+@pytest.fixture
+def page(session_lab: Lab, browser_context: Any) -> Iterator[Any]:
+    page = browser_context.new_page()
+    page.set_default_timeout(30_000)
+    errors: list[str] = []
+    page.on("pageerror", lambda e: errors.append(f"{e}\n{e.stack}"))
+    # ?reset: a clean layout, so no notebook of an earlier test opens (and starts a session) again
+    page.goto(f"{session_lab.url}lab?reset&token={session_lab.token}")
+    tab = page.locator('li[data-id="jupyter-gpuplat-sidebar"]')
+    expect(tab).to_be_visible(timeout=60_000)
+    # Not a click: the restored layout may show it already, and a click would close it.
+    page.evaluate("window.jupyterapp.shell.activateById('jupyter-gpuplat-sidebar')")
+    expect(page.locator(SIDEBAR)).to_be_visible()
+    widen_left_sidebar(page, 420)
+    yield page
+    # ipywidgets' manager reads `session.kernel` on every kernel change, also the one to no
+    # kernel after a failed start (each "Waiting for a GPU"): its error, not ours.
+    ours = [e for e in errors if "jupyterlab-manager" not in e]
+    assert ours == []
+    page.close()
+
+
+def sessions(lab: Lab) -> list[dict[str, Any]]:
+    return list(lab.ok("GET", "sessions")["sessions"])
+
+
+def stop_all(lab: Lab) -> None:
+    for s in sessions(lab):
+        lab.call("POST", f"runs/{s['id']}/stop")
+        lab.wait_status(s["id"], *FINAL)
+
+
+def run_cell(page: Any, code: str) -> None:
+    editor = page.locator(".jp-NotebookPanel:not(.lm-mod-hidden) .jp-Cell .jp-InputArea-editor").first
+    editor.click()
+    page.keyboard.type(code)
+    page.keyboard.press("Shift+Enter")
+
+
+def test_a_queued_session_shows_why_then_connects_by_itself_on_its_gpu(
+    session_lab: Lab, page: Any, screenshots: Path
+) -> None:
+    lab = session_lab
+    stop_all(lab)
+    first = lab.ok("POST", "runs", body={"project": "team-a", "presets": ["notebook"]})
+    assert first["kind"] == "session"
+    lab.wait_status(first["id"], "running")
+
+    # The sidebar's Start GPU session: a new notebook on "Python 3 (GPU · notebook)".
+    page.locator(f'{SIDEBAR} .jp-GpuPlat-tab[data-tab="presets"]').click()
+    card = page.locator(f'{SIDEBAR} .jp-GpuPlat-preset[data-preset="notebook"]')
+    start = card.get_by_role("button", name="Start GPU session")
+    expect(start).to_be_enabled()
+    start.click()
+
+    bar = page.locator(BAR)
+    expect(bar).to_contain_text("queued — position 1", timeout=30_000)
+    expect(bar).to_contain_text("UserLimit 1/1")
+    expect(bar).to_contain_text("alice has 1/1 runs dispatched in queue interactive")
+    second = until(lambda: [s for s in sessions(lab) if s["id"] != first["id"]], "the notebook's lease")[0]
+    assert second["status"] == "queued" and second["session"]["notebook"].endswith(".ipynb"), second
+    # The in-progress notification says the same, with Cancel.
+    toast = page.get_by_role("alert").filter(has_text="queued — position 1")
+    expect(toast).to_be_visible()
+    expect(toast.get_by_role("button", name="Cancel")).to_be_visible()
+    # The kernel start gave up waiting (the short launch wait): no kernel, and no modal
+    # error or kernel picker over the page; the toolbar still says where the lease is.
+    expect(page.get_by_role("button", name=re.compile(r"^No Kernel \|"))).to_be_visible(timeout=30_000)
+    expect(page.locator(".jp-Dialog")).to_have_count(0)
+    expect(bar).to_contain_text("queued — position 1")
+    page.screenshot(path=screenshots / "session-queued.png")
+
+    # Why? opens the lease in the sidebar.
+    bar.get_by_role("button", name="Why?").click()
+    header = page.locator(f"{SIDEBAR} .jp-GpuPlat-detailHeader")
+    expect(header).to_contain_text(second["name"])
+    expect(header).to_contain_text("queued")
+
+    # The first session stops: the lease is admitted and the notebook connects by itself.
+    lab.ok("POST", f"runs/{first['id']}/stop")
+    expect(page.get_by_role("button", name="Python 3 (GPU · notebook) | Idle")).to_be_visible(timeout=60_000)
+    lease = lab.ok("GET", f"runs/{second['id']}")
+    assert lease["status"] == "running" and len(lease["devices"]) == 1, lease
+    gpu = str(lease["devices"][0])
+    expect(bar).to_contain_text(f"GPU {gpu} · notebook")
+    run_cell(page, 'import os; print(os.environ["CUDA_VISIBLE_DEVICES"])')
+    output = page.locator(".jp-NotebookPanel:not(.lm-mod-hidden) .jp-OutputArea-output").first
+    expect(output).to_have_text(gpu, timeout=30_000)
+    # Still the same lease: the restart attached to it, it did not queue a new one.
+    assert [s["id"] for s in sessions(lab)] == [second["id"]]
+    stop_all(lab)
+    expect(bar).to_contain_text("GPU session ended (Stopped)", timeout=30_000)
+
+
+def test_an_idle_session_warns_then_the_notebook_says_it_ended_and_why(
+    session_lab: Lab, page: Any, screenshots: Path
+) -> None:
+    lab = session_lab
+    stop_all(lab)
+    nb = nbformat.v4.new_notebook()
+    nb.cells.append(nbformat.v4.new_code_cell(""))
+    nb.metadata["kernelspec"] = {
+        "name": "gpuplat-quick",
+        "display_name": "Python 3 (GPU · quick)",
+        "language": "python",
+    }
+    nbformat.write(nb, lab.work / "idle.ipynb")
+    page.goto(f"{lab.url}lab/tree/idle.ipynb?reset&token={lab.token}")
+
+    bar = page.locator(BAR)
+    # `quick` ends after 3 s without kernel activity; the warning comes 0.3 s before.
+    warning = page.get_by_role("alert").filter(has_text="Idle GPU session: it ends in")
+    expect(warning).to_be_visible(timeout=60_000)
+    expect(bar).to_contain_text("GPU session ended (IdleTimeout): no kernel activity for 3 s; GPU", timeout=30_000)
+    ended = page.get_by_role("alert").filter(has_text="GPU session ended (IdleTimeout)")
+    expect(ended).to_be_visible()
+    runs = lab.ok("GET", "runs", kind="session")["runs"]
+    [lease] = [r for r in runs if r["reason"] == "IdleTimeout"]
+    expect(bar).to_contain_text(f"GPU {lease['devices'][0]} returned")
+    expect(ended).to_be_in_viewport(ratio=1)  # the toast has slid in
+    page.screenshot(path=screenshots / "session-ended.png")
