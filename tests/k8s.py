@@ -14,30 +14,16 @@ GPU_TAINT = {"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"
 TOLERATE_GPU = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
 
 
-# What GPU sessions need beyond jobs: each session's kernel key in a Secret the executor creates
-# before the Job, gives the Job as owner, reads back after a restart, and deletes if the Job fails.
-SESSION_RULE = {"apiGroups": [""], "resources": ["secrets"], "verbs": ["create", "get", "patch", "delete"]}
-
-
-def with_session_rule(docs: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The deployed Role, granting SESSION_RULE too (a no-op once deploy/kubernetes/rbac.yaml has it)."""
-    for d in docs:
-        if d.get("kind") == "Role" and d["metadata"]["name"] == "gpuplat-executor":
-            d["rules"] = [*d["rules"], SESSION_RULE]
-    return docs
-
-
 def deployed_cluster(
     *,
     taint_wording: str = "v1.34",
     bound: bool = True,
     rbac: bool = True,
-    sessions: bool = False,
     local_processes: bool = False,
 ) -> EmulatedCluster:
     """A started cluster with the project's namespace, priority classes, claims and (enforced) Role applied.
 
-    `sessions`: the Role also grants SESSION_RULE; `local_processes`: pods run as real local processes.
+    `local_processes`: pods run as real local processes.
     """
     cluster = EmulatedCluster(taint_wording=taint_wording, bookmark_seconds=0.5, local_processes=local_processes)
     cluster.apply(load_manifests([DEPLOY / "namespace.yaml", DEPLOY / "priorityclasses.yaml", DEPLOY / "storage.yaml"]))
@@ -45,8 +31,6 @@ def deployed_cluster(
         cluster.set_pvc_phase(NAMESPACE, "gpuplat-artifacts", "Bound")
     if rbac:
         docs = load_manifests([DEPLOY / "rbac.yaml"])
-        if sessions:
-            docs = with_session_rule(docs)
         cluster.permissions = Permissions.from_manifests(docs, "gpuplat", NAMESPACE)
     return cluster.start()
 

@@ -34,7 +34,7 @@ def test_fit_cluster(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None
     assert lines[0] == f"Kubernetes cluster check: {cluster.url}, namespace gpuplat"
     assert lines[1:] == [
         f"  OK    api          Kubernetes v1.34.1-gpuplat-emulator answers at {cluster.url}",
-        "  OK    permissions  the service account may do all 13 things the executor needs",
+        "  OK    permissions  the service account may do all 17 things the executor needs",
         "  OK    gpus         3 of 4 node(s) expose 20 allocatable nvidia.com/gpu",
         "  OK    gpu types    from node labels: NVIDIA-A100-SXM4-40GB (4 GPUs), NVIDIA-H100-80GB-HBM3 (16 GPUs)",
         "  WARN  taints       2 GPU node(s) carry nvidia.com/gpu=present:NoSchedule: GPU presets need a matching "

@@ -232,7 +232,13 @@ def test_role_is_least_privilege_and_enough() -> None:
     assert granted | cluster == needed, "the Role grants exactly what the executor uses (check.REQUIRED)"
     assert cluster == {("list", "", "nodes"), ("watch", "", "nodes")}, "cluster-wide: nodes, read-only"
     assert not any("*" in x for x in granted | cluster)
-    assert not any(r in ("secrets", "pods/exec", "pods/attach") for _, _, r in granted)
+    assert not any(r in ("pods/exec", "pods/attach") for _, _, r in granted)
+    assert {(v, r) for v, _, r in granted if r == "secrets"} <= {
+        ("create", "secrets"),
+        ("get", "secrets"),
+        ("patch", "secrets"),
+        ("delete", "secrets"),
+    }
 
 
 def test_control_plane_config_is_real() -> None:

@@ -100,7 +100,7 @@ def test_a_session_job_runs_the_kernel_agent_and_never_replaces_its_pod() -> Non
 
 @pytest.fixture
 def cluster() -> Iterator[EmulatedCluster]:
-    c = deployed_cluster(sessions=True, local_processes=True)
+    c = deployed_cluster(local_processes=True)
     yield c
     c.stop()
     assert not c.errors, c.errors
@@ -418,7 +418,7 @@ def session_of(srv: ServerProcess, notebook: str) -> dict[str, Any]:
 
 
 def test_a_notebook_kernel_runs_in_a_pod_and_an_unplaceable_one_says_why(tmp_path: Path) -> None:
-    cluster = deployed_cluster(sessions=True, local_processes=True)
+    cluster = deployed_cluster(local_processes=True)
     cluster.add_node("gpu-1", gpus=1)
     srv = ServerProcess(
         tmp_path,

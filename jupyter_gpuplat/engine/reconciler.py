@@ -117,13 +117,16 @@ class Reconciler:
             message = f"stopped by {a.stop_requested_by}; {obs.message.removeprefix('stopped by request; ')}"
         elif is_session(a) and status == Status.FAILED and obs.exit_code == KERNEL_DIED_EXIT:
             reason = Reason.KERNEL_DIED
-            message = f"the kernel kept dying (5 exits within 60 s); {gpus_text(a.devices)} returned"
+            message = f"the kernel kept dying (5 exits within 60 s); {gpus_text(a.devices, a.request.gpu)} returned"
         self.finish(a, status, reason, message, exit_code=obs.exit_code, details=details)
 
     def record_running(self, a: ActiveRun, reason: str, message: str, **fields: Any) -> None:
         """The run's process runs; a session's lease now holds its GPUs and its kernel starts."""
-        if is_session(a) and reason == Reason.STARTED:
-            reason, message = Reason.KERNEL_STARTING, f"holds {gpus_text(a.devices)}; its kernel is starting"
+        if is_session(a) and reason in (Reason.STARTED, Reason.RUNNING):
+            reason, message = (
+                Reason.KERNEL_STARTING,
+                f"holds {gpus_text(a.devices, a.request.gpu)}; its kernel is starting",
+            )
         self.s.record(a, Status.RUNNING, reason, message, **fields)
         if is_session(a):
             self.sessions.started(a)

@@ -34,9 +34,10 @@ def is_session(a: ActiveRun | dict[str, Any]) -> bool:
     return (resolved or {}).get("kind") == "session"
 
 
-def gpus_text(devices: tuple[int, ...] | list[int]) -> str:
+def gpus_text(devices: tuple[int, ...] | list[int], count: int = 0) -> str:
+    """ "GPU 0", "GPUs 0, 1"; where the executor places work itself (no indices of ours), "2 GPUs"."""
     if not devices:
-        return "no GPU"
+        return f"{count} GPU{'s' if count != 1 else ''}" if count else "no GPU"
     return ("GPU " if len(devices) == 1 else "GPUs ") + ", ".join(str(d) for d in devices)
 
 
@@ -101,7 +102,7 @@ class Sessions:
         """A fact about the session's kernel, from the Jupyter server that runs it (its owner's)."""
         a, lease = self._lease(run_id)
         now = self.s.clock()
-        devices = gpus_text(a.devices)
+        devices = gpus_text(a.devices, a.request.gpu)
         if event == "ready":
             lease.kernel, lease.kernel_id = "ready", kernel_id or lease.kernel_id
             lease.busy, lease.last_activity, lease.warned = False, now, False
@@ -183,5 +184,5 @@ class Sessions:
         a = self.s.active.get(lease.run_id)
         if a is None or a.status != Status.RUNNING or lease.deadline is None:
             return
-        message = f"no kernel activity for {lease.idle_seconds} s; {gpus_text(a.devices)} returned"
+        message = f"no kernel activity for {lease.idle_seconds} s; {gpus_text(a.devices, a.request.gpu)} returned"
         self.ender.end(a, Reason.IDLE_TIMEOUT, message, "the idle culler")

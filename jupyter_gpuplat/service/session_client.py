@@ -62,7 +62,8 @@ class InProcessSessionClient:
         fields: dict[str, Any] = {"project": project, "presets": [preset]}
         if notebook:
             fields["notebook"] = notebook
-        if working_dir:
+        # The notebook's directory, where the executor can start there (not off a cluster's shared volume).
+        if working_dir and self.engine.executor.check_working_dir(working_dir, self.engine.artifacts_root) is None:
             fields["working_dir"] = working_dir
         return self.engine.submit(self.user, RunRequest.model_validate(fields))
 

@@ -47,6 +47,10 @@ REQUIRED: tuple[Permission, ...] = (
     Permission("watch", "", "events", why="read why a pod waits"),
     Permission("list", "", "nodes", namespaced=False, why="name taints, tell fragmented GPUs from missing ones"),
     Permission("watch", "", "nodes", namespaced=False, why="keep the node view current"),
+    Permission("create", "", "secrets", why="give a GPU session's kernel its key"),
+    Permission("get", "", "secrets", why="read a session's kernel key back after a restart"),
+    Permission("patch", "", "secrets", why="make a session's Job own its key"),
+    Permission("delete", "", "secrets", why="remove the key of a session that could not start"),
 )
 STORAGE_PERMISSION = Permission("get", "", "persistentvolumeclaims", why="check the artifact volume")
 GPU_TYPE_LABELS = ("nvidia.com/gpu.product", "cloud.google.com/gke-accelerator", "karpenter.k8s.aws/instance-gpu-name")
