@@ -285,3 +285,18 @@ class EventFeed:
                 backoff = min(backoff * 2, self.max_backoff_seconds)
         finally:
             streams.close()
+
+
+def stop_following(widget: Any, stop: object) -> None:
+    """Close what a live widget (a run monitor, a session view) follows: its event subscription,
+    its HTTP streams, its worker (sent `stop`) and its parts. Once: it sets `_closed` first."""
+    widget._closed.set()
+    if widget._sub is not None:
+        widget._sub.close()
+    streams = getattr(widget, "_streams", None)  # absent when __init__ failed early
+    if streams is not None:
+        streams.cut()
+        streams.close()
+    widget._inbox.put(stop)
+    for w in widget._parts:
+        w.close()

@@ -24,7 +24,7 @@ from ..core.reasons import LAYER_TEXT
 from ..explaining import explanation_lines
 from . import _html as h
 from ._metrics import lower_is_better
-from .live import EventFeed, Streams, Subscription, default_client
+from .live import EventFeed, Streams, Subscription, default_client, stop_following
 
 __all__ = ["RunMonitor"]
 
@@ -130,16 +130,7 @@ class RunMonitor(widgets.VBox):
     def close(self) -> None:
         """Stop following the run: unsubscribe, end both threads, close the widgets."""
         if not self._closed.is_set():
-            self._closed.set()
-            if self._sub is not None:
-                self._sub.close()
-            streams = getattr(self, "_streams", None)  # absent when __init__ failed early
-            if streams is not None:
-                streams.cut()
-                streams.close()
-            self._inbox.put(_STOP)
-            for w in self._parts:
-                w.close()
+            stop_following(self, _STOP)
         super().close()
 
     # ---- event feed → worker ------------------------------------------------------------------

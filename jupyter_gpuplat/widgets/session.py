@@ -26,7 +26,7 @@ import traitlets
 
 from ..client import Client, GpuPlatAPIError
 from . import _html as h
-from .live import EventFeed, Streams, Subscription, default_client
+from .live import EventFeed, Streams, Subscription, default_client, stop_following
 
 __all__ = ["SessionLauncher", "SessionView"]
 
@@ -91,16 +91,7 @@ class SessionView(widgets.VBox):
     def close(self) -> None:
         """Stop following the lease (the lease itself goes on: Stop ends it)."""
         if not self._closed.is_set():
-            self._closed.set()
-            if self._sub is not None:
-                self._sub.close()
-            streams = getattr(self, "_streams", None)  # absent when __init__ failed early
-            if streams is not None:
-                streams.cut()
-                streams.close()
-            self._inbox.put(_STOP)
-            for w in self._parts:
-                w.close()
+            stop_following(self, _STOP)
         super().close()
 
     # ---- event feed → worker ------------------------------------------------------------------
