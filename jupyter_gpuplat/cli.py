@@ -16,8 +16,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from .client import Client, GpuPlatAPIError
+from .client import Client
+from .core.errors import GpuPlatError
 from .explaining import explanation_text
+from .sweeping import best_text, children_text, concurrency_text, done_count, make_matrix
 
 EXAMPLE_CONFIG = Path(__file__).with_name("platform.example.yaml")
 
@@ -73,6 +75,18 @@ def cmd_submit(args: argparse.Namespace) -> int:
         body["resources"] = {"gpu": args.gpus}
     if args.env:
         body["env"] = dict(kv.split("=", 1) for kv in args.env)
+    if args.grid or args.random or args.mapping or args.num_runs is not None or args.concurrency is not None:
+        body["matrix"] = make_matrix(  # a malformed option is refused here, with what is allowed
+            grid=args.grid or (),
+            random=args.random or (),
+            mapping=args.mapping,
+            num_runs=args.num_runs,
+            seed=args.seed,
+            concurrency=args.concurrency,
+            max_failures=args.max_failures,
+        )
+        if args.follow:
+            raise CLIError("--follow follows one run; follow a sweep with gpuplat sweeps show ID")
     if not args.no_working_dir:
         # The run starts where you are, so relative paths (train.py, data.txt) work; it must be under the
         # Jupyter root. Its outputs still go to the run's artifact directory.
@@ -90,6 +104,9 @@ def cmd_submit(args: argparse.Namespace) -> int:
         emit(args, p, human)
         return 0 if v["allowed"] else 1
     run = c.request("POST", "runs", body)
+    if run.get("kind") == "sweep":
+        emit(args, run, f"{run['id']}  {run['status']}  sweep of {children_text(run)}  {concurrency_text(run)}")
+        return 0
     emit(args, run, f"{run['id']}  {run['status']}  queue {run['queue']}")
     if args.follow:
         return follow_logs(c, run["id"])
@@ -152,6 +169,72 @@ def cmd_runs(args: argparse.Namespace) -> int:
         r = c.request("POST", f"runs/{args.run_id}/stop")
         emit(args, r, f"{r['id']}  {r['status']}")
     return 0
+
+
+def cmd_sweeps(args: argparse.Namespace) -> int:
+    c = find_server(args.url, args.token)
+    if args.action == "list":
+        data = c.request("GET", "runs", kind="sweep", project=args.project, status=args.status, limit=args.limit)
+        rows = [
+            (
+                r["id"],
+                r["name"],
+                r["project"],
+                r["status"],
+                f"{done_count(r)}/{(r.get('children') or {}).get('total', 0)}",
+                r.get("concurrency"),
+                "yes" if r.get("paused") else "",
+                children_text(r).partition(": ")[2],
+                ago(r["created_at"]),
+            )
+            for r in data["runs"]
+        ]
+        headers = ("ID", "NAME", "PROJECT", "STATUS", "DONE", "CONCURRENCY", "PAUSED", "CHILDREN", "AGE")
+        emit(args, data, table(rows, headers))
+        return 0
+    if not args.run_id:
+        raise CLIError(f"gpuplat sweeps {args.action} needs a sweep id (gpuplat sweeps list)")
+    if args.action == "show":
+        r = c.get(args.run_id)
+        _must_be_sweep(r, "show")
+        emit(args, r, "\n".join(sweep_lines(r)))
+    elif args.action == "update":
+        changes = [x for x in (args.concurrency is not None, args.pause, args.resume) if x]
+        if len(changes) != 1:
+            raise CLIError("gpuplat sweeps update takes one of --concurrency N, --pause or --resume")
+        paused = True if args.pause else False if args.resume else None
+        r = c.update_sweep(args.run_id, concurrency=args.concurrency, paused=paused)
+        emit(args, r, f"{r['id']}  {r['status']}  {concurrency_text(r)}  {children_text(r)}")
+    elif args.action == "stop":
+        _must_be_sweep(c.get(args.run_id), "stop")
+        r = c.stop(args.run_id)
+        emit(args, r, f"{r['id']}  {r['status']}  {children_text(r)}")
+    return 0
+
+
+def _must_be_sweep(r: dict[str, Any], action: str) -> None:
+    if r.get("kind") != "sweep":
+        raise CLIError(f"{r['id']} is a {r.get('kind') or 'job'}, not a sweep; use gpuplat runs {action}")
+
+
+def sweep_lines(r: dict[str, Any]) -> list[str]:
+    """A sweep as `gpuplat sweeps show` prints it: where its children are, its best, its history."""
+    matrix = r.get("matrix") or {}
+    lines = [f"{k}: {r.get(k)}" for k in ("id", "name", "project", "user", "queue", "status", "reason", "message")]
+    params = ", ".join(matrix.get("params") or {}) or f"{len(matrix.get('values') or [])} given param sets"
+    lines.append(f"matrix: {matrix.get('kind')} over {params}")
+    lines.append(f"children: {children_text(r)}")
+    lines.append(
+        concurrency_text(r)
+        + (f", max_failures {matrix['max_failures']}" if matrix.get("max_failures") is not None else "")
+    )
+    lines.append(best_text(r) or "best: none yet")
+    lines.append("timeline:")
+    lines += [
+        f"  {time.strftime('%H:%M:%S', time.localtime(e['at']))}  {e['status']:<10} {e['reason']:<18} {e['message']}"
+        for e in r.get("timeline") or []
+    ]
+    return lines
 
 
 def session_row(r: dict[str, Any]) -> tuple[Any, ...]:
@@ -366,6 +449,16 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="start the run in its artifact directory instead of the current directory",
     )
+    sg = s.add_argument_group("sweep", "submit a sweep: the command once per params (tracking.params())")
+    sg.add_argument("--grid", action="append", metavar="PARAM", help="grid param, e.g. lr=1e-3,3e-4 (repeat per param)")
+    sg.add_argument(
+        "--random", action="append", metavar="PARAM", help="random param, e.g. lr=loguniform:1e-5:1e-2 (repeat)"
+    )
+    sg.add_argument("--mapping", metavar="FILE.json", help="a JSON list of param objects, one child each")
+    sg.add_argument("--num-runs", type=int, help="random: how many children (grid: at most this many)")
+    sg.add_argument("--seed", type=int, help="random: the seed of the draws")
+    sg.add_argument("--concurrency", type=int, help="at most this many children dispatched at once (default 1)")
+    sg.add_argument("--max-failures", type=int, help="fail the sweep when more children than this fail")
     s.add_argument("command", nargs=argparse.REMAINDER)
 
     r = sub.add_parser("runs", help="list, show, explain, follow logs of, or stop runs")
@@ -389,6 +482,16 @@ def build_parser() -> argparse.ArgumentParser:
         help="start: the notebook whose kernel runs in the lease (created when missing; "
         "default: a new gpu-session-<time>.ipynb here)",
     )
+
+    sw = sub.add_parser("sweeps", help="list, show, change the concurrency of, pause, resume or stop sweeps")
+    sw.add_argument("action", choices=["list", "show", "update", "stop"])
+    sw.add_argument("run_id", nargs="?", help="the sweep (show, update, stop)")
+    sw.add_argument("--project")
+    sw.add_argument("--status")
+    sw.add_argument("--limit", type=int, default=50)
+    sw.add_argument("--concurrency", type=int, help="update: at most N children dispatched at once")
+    sw.add_argument("--pause", action="store_true", help="update: dispatch no more children")
+    sw.add_argument("--resume", action="store_true", help="update: dispatch children again")
 
     sub.add_parser("queues", help="queues with live usage")
     pr = sub.add_parser("presets", help="presets you may use")
@@ -427,6 +530,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             "submit": cmd_submit,
             "runs": cmd_runs,
             "sessions": cmd_sessions,
+            "sweeps": cmd_sweeps,
             "queues": cmd_queues,
             "presets": cmd_presets,
             "config": cmd_config,
@@ -436,7 +540,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except CLIError as exc:
         print(f"gpuplat: {exc}", file=sys.stderr)
         return 1
-    except GpuPlatAPIError as exc:
+    except GpuPlatError as exc:  # the service's refusals (GpuPlatAPIError) and the options' own
         hint = f"\n  hint: {exc.hint}" if exc.hint else ""
         print(f"gpuplat: {exc.message}{hint}", file=sys.stderr)
         return 1

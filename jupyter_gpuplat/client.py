@@ -142,9 +142,15 @@ class Client:
         env: dict[str, str] | None = None,
         name: str | None = None,
         params: dict[str, Any] | None = None,
+        matrix: dict[str, Any] | None = None,
         **fields: Any,
     ) -> dict[str, Any]:
-        """Submit a run; returns at once with its record (status `queued`)."""
+        """Submit a run; returns at once with its record (status `queued`).
+
+        With `matrix` (`{"kind": "grid", "params": {"lr": {"values": [0.1, 0.01]}}, "concurrency": 2}`)
+        it is a sweep: the parent's record (`kind: "sweep"`, `children: {total, by_status}`) whose
+        children are this run once per params.
+        """
         body = dict(locals())
         del body["self"]
         return self.request("POST", "runs", self._body(**body))
@@ -172,6 +178,28 @@ class Client:
         self, project: str | None = None, status: str | Sequence[str] | None = None, **filters: Any
     ) -> builtins.list[dict[str, Any]]:
         return self.request("GET", "runs", project=project, status=status, **filters)["runs"]
+
+    def sweep_children(
+        self, sweep_id: str, status: str | Sequence[str] | None = None, limit: int | None = None
+    ) -> builtins.list[dict[str, Any]]:
+        """A sweep's children (each with its `params`), optionally of some statuses: every page, or `limit`."""
+        out: builtins.list[dict[str, Any]] = []
+        before = None
+        while limit is None or len(out) < limit:
+            page_size = 1000 if limit is None else min(1000, limit - len(out))
+            page = self.request("GET", "runs", parent=sweep_id, status=status, limit=page_size, before=before)
+            out += page["runs"]
+            before = page.get("next_before")
+            if before is None or not page["runs"]:
+                break
+        return out
+
+    def update_sweep(self, sweep_id: str, concurrency: int | None = None, paused: bool | None = None) -> dict[str, Any]:
+        """Change a running sweep: how many children run at once, or pause/resume dispatching; the parent."""
+        body = {k: v for k, v in (("concurrency", concurrency), ("paused", paused)) if v is not None}
+        if not body:
+            raise GpuPlatAPIError("nothing to change", "give concurrency=N or paused=True/False", code="InvalidInput")
+        return self.request("PATCH", f"runs/{sweep_id}", body)
 
     def explain(self, run_id: str) -> dict[str, Any]:
         return self.request("GET", f"runs/{run_id}/explain")

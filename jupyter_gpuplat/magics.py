@@ -8,6 +8,10 @@
     %gpu_submit analysis.ipynb              # a notebook, executed headless
     %gpu_runs   %gpu_queues   %gpu_explain RUN
 
+    %%gpu_sweep --grid lr=1e-3,3e-4 --grid batch=32,64 --concurrency 2
+    %%gpu_sweep --random lr=loguniform:1e-5:1e-2 --num-runs 20 --seed 1 --concurrency 4
+    lr = tracking.params()["lr"]           # the cell, once per params
+
     %gpu_session start [--preset notebook] [--project team-a] [--notebook path.ipynb]
     %gpu_session status        %gpu_session keep [ID]        %gpu_session stop [ID]
 
@@ -25,12 +29,14 @@ import shlex
 from typing import Any
 
 from IPython.core.error import UsageError
-from IPython.core.magic import Magics, line_cell_magic, line_magic, magics_class
+from IPython.core.magic import Magics, cell_magic, line_cell_magic, line_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
 from IPython.display import HTML, display
 
 from .client import Client, GpuPlatAPIError
+from .core.errors import GpuPlatError
 from .explaining import explanation_lines, waiting_summary
+from .sweeping import children_text, concurrency_text, make_matrix
 from .widgets._html import notebook_link
 
 _VALUE_OPTIONS = {"-p", "--project", "--preset", "-q", "--queue", "--gpus", "-n", "--name", "--param"}
@@ -51,7 +57,7 @@ def parse_params(items: list[str] | None) -> dict[str, Any]:
     return out
 
 
-def refusal_html(err: GpuPlatAPIError, what: str = "gpu_submit") -> HTML:
+def refusal_html(err: GpuPlatError, what: str = "gpu_submit") -> HTML:
     hint = f"<div style='opacity:.85'>{html.escape(err.hint)}</div>" if err.hint else ""
     return HTML(
         "<div class='gpuplat-refusal' style='border-left:4px solid var(--jp-error-color1,#d32f2f);"
@@ -120,6 +126,60 @@ class GpuMagics(Magics):
         display(self._summary(run))
         display(self._monitor(run))
         return None
+
+    @magic_arguments()
+    @argument("--grid", action="append", help="grid param: lr=1e-3,3e-4 or n=range:1:10:2 (repeat per param)")
+    @argument("--random", action="append", help="random param: lr=loguniform:1e-5:1e-2 (repeat per param)")
+    @argument("--mapping", help="a JSON file: a list of param objects, one child each")
+    @argument("--num-runs", type=int, help="random: how many children (grid: at most this many)")
+    @argument("--seed", type=int, help="random: the seed of the draws")
+    @argument("--concurrency", type=int, help="at most this many children dispatched at once (default 1)")
+    @argument("--max-failures", type=int, help="fail the sweep when more children than this fail")
+    @argument("--project", "-p", help="project (default: GPUPLAT_PROJECT or your first project)")
+    @argument("--preset", action="append", help="preset to apply; repeat for several, in order")
+    @argument("--queue", "-q", help="queue (default: from presets and the project)")
+    @argument("--gpus", type=int, help="GPUs of each child")
+    @argument("--name", "-n", help="the sweep's name")
+    @cell_magic
+    def gpu_sweep(self, line: str, cell: str) -> None:
+        """Submit the cell as a sweep: one child run per params, at most `--concurrency` at once."""
+        try:
+            opts = parse_argstring(self.gpu_sweep, line)
+        except UsageError as err:
+            print(f"{err}\nusage: %%gpu_sweep --grid lr=1e-3,3e-4 | --random lr=loguniform:1e-5:1e-2 --num-runs N")
+            return
+        try:
+            matrix = make_matrix(
+                grid=opts.grid or (),
+                random=opts.random or (),
+                mapping=opts.mapping,
+                num_runs=opts.num_runs,
+                seed=opts.seed,
+                concurrency=opts.concurrency,
+                max_failures=opts.max_failures,
+            )
+            sweep = self.client.submit(
+                opts.project or self.default_project(),
+                code=cell,
+                name=opts.name or "sweep",
+                presets=opts.preset or [],
+                queue=opts.queue,
+                gpus=opts.gpus,
+                working_dir=os.getcwd(),  # as %%gpu_submit: relative paths work as in the notebook
+                matrix=matrix,
+            )
+        except GpuPlatError as err:  # the service's refusal, or a malformed option caught before any request
+            display(refusal_html(err, "gpu_sweep"))
+            return
+        except ValueError as err:  # the request against the service's schema, checked before it is sent
+            display(refusal_html(GpuPlatAPIError(str(err), code="InvalidInput"), "gpu_sweep"))
+            return
+        from .widgets.sweep import SweepView
+
+        self.ns["gpu_last_sweep"] = sweep
+        line = f"{sweep['id']} {sweep['status']} — sweep of {children_text(sweep)} · {concurrency_text(sweep)}"
+        display(HTML(f"<div class='gpuplat-summary'>{html.escape(line)}</div>"))
+        display(SweepView(sweep, self.client))
 
     def _summary(self, run: dict[str, Any]) -> HTML:
         """One line any frontend can show (plain text too): the status and, if waiting, why."""

@@ -7,6 +7,10 @@ debounced `Client.preview`: the resolved spec with the layer that set each field
 and the policy verdict. Submit shows a refusal inline (message and hint) or, on
 success, a RunMonitor for the new run.
 
+Checking "sweep" (sweepform.SweepForm) makes Submit submit a sweep instead: params as rows (name and
+compact domain), grid or random, num runs, concurrency, with a preview of how many children and
+their first params computed here; the sweep is then followed in a SweepView.
+
 A second tab, "GPU session", starts a GPU session instead (session.SessionLauncher): the
 project's session presets, Start, and the lease live until it is admitted and its notebook
 can be opened.
@@ -22,9 +26,11 @@ import ipywidgets as widgets
 import requests
 
 from ..client import Client, GpuPlatAPIError
+from ..core.errors import GpuPlatError
 from . import _html as h
 from .live import default_client
 from .session import SessionLauncher
+from .sweepform import SweepForm
 
 __all__ = ["Launcher"]
 
@@ -51,7 +57,7 @@ class Launcher(widgets.VBox):
         self._closed = False
         self._timer: threading.Timer | None = None
         self._parts: list[widgets.Widget] = []
-        self.monitor: Any = None  # the RunMonitor of the last submitted run
+        self.monitor: Any = None  # the RunMonitor (SweepView) of the last submitted run (sweep)
         self.client = client or default_client()
         projects = self.client.projects()
         self.projects: dict[str, dict[str, Any]] = {p["name"]: p for p in projects}
@@ -76,6 +82,7 @@ class Launcher(widgets.VBox):
         self.name_field = widgets.Text(description="name", placeholder="optional", layout=wide)
         self.mode_picker = widgets.ToggleButtons(options=MODES, value="command", description="run")
         self.command_field = widgets.Textarea(layout=widgets.Layout(width="520px", height="5em"))
+        self.sweep_form = SweepForm()
         self.preview_box = widgets.HTML()
         self.submit_button = widgets.Button(description="Submit", icon="play", button_style="primary")
         self.error_box = widgets.HTML()
@@ -93,6 +100,7 @@ class Launcher(widgets.VBox):
             self.name_field,
             self.mode_picker,
             self.command_field,
+            self.sweep_form,
             self.preview_box,
             self.submit_button,
             self.error_box,
@@ -111,6 +119,7 @@ class Launcher(widgets.VBox):
                 self.name_field,
                 self.mode_picker,
                 self.command_field,
+                self.sweep_form,
                 self.preview_box,
                 actions,
                 self.monitor_box,
@@ -177,16 +186,20 @@ class Launcher(widgets.VBox):
         return self.preview
 
     def submit(self) -> dict[str, Any] | None:
-        """Submit the form; returns the run, or None with the reason in `error_html`."""
+        """Submit the form (a sweep when "sweep" is checked); returns the run, or None with why in `error_html`."""
         from .monitor import RunMonitor
+        from .sweep import SweepView
 
         if not self.command_field.value.strip():
             self._show_error("nothing to run", f"enter a {self.mode_picker.label.lower()} first")
             return None
         self.submit_button.disabled = True
         try:
-            run = self.client.submit(**self.request())
-        except GpuPlatAPIError as exc:
+            body = self.request()
+            if self.sweep_form.enabled.value:
+                body["matrix"] = self.sweep_form.matrix()
+            run = self.client.submit(**body)
+        except GpuPlatError as exc:  # the service's refusal, or the sweep form's params
             self._show_error(exc.message, exc.hint)
             return None
         except ValueError as exc:  # the client checks the request against the service's schema first
@@ -198,7 +211,7 @@ class Launcher(widgets.VBox):
         self.submitted = run
         if self.monitor is not None:
             self.monitor.close()
-        self.monitor = RunMonitor(run, self.client)
+        self.monitor = SweepView(run, self.client) if run.get("kind") == "sweep" else RunMonitor(run, self.client)
         self.monitor_box.children = (self.monitor,)
         return run
 
