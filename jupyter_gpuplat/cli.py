@@ -75,7 +75,8 @@ def cmd_submit(args: argparse.Namespace) -> int:
         body["resources"] = {"gpu": args.gpus}
     if args.env:
         body["env"] = dict(kv.split("=", 1) for kv in args.env)
-    if args.grid or args.random or args.mapping or args.num_runs is not None or args.concurrency is not None:
+    sweep_options = (args.num_runs, args.seed, args.concurrency, args.max_failures)
+    if args.grid or args.random or args.mapping or any(v is not None for v in sweep_options):
         body["matrix"] = make_matrix(  # a malformed option is refused here, with what is allowed
             grid=args.grid or (),
             random=args.random or (),

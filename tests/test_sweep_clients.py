@@ -122,6 +122,8 @@ def test_cli_refuses_bad_sweep_options_before_any_request(tmp_path: Path) -> Non
     assert both.returncode == 1
     assert "gpuplat: a sweep takes one of --grid, --random or --mapping, got --grid, --random" in both.stderr
     assert "hint: repeat --grid or --random once per param" in both.stderr
+    seed_only = subprocess.run([*base, "--seed", "1", "--", "true"], capture_output=True, text=True)
+    assert seed_only.returncode == 1 and "got none" in seed_only.stderr  # a sweep option alone is no sweep
     follow = subprocess.run([*base, "--grid", "lr=1,2", "-f", "--", "true"], capture_output=True, text=True)
     assert follow.returncode == 1 and "--follow follows one run" in follow.stderr
     update = subprocess.run(
