@@ -8,6 +8,7 @@ from __future__ import annotations
 import math
 import random
 import re
+from collections.abc import Callable
 from typing import Annotated, Any, Self
 
 from pydantic import (
@@ -169,15 +170,17 @@ class Domain(_Strict):
         # weighted ends, not start + i * (stop - start): that difference overflows near the float limit
         return [_tidy(start * (1 - i / last) + stop * (i / last)) for i in range(last)] + [float(stop)]
 
-    def draw(self, rng: random.Random) -> Any:
-        """One random value (kind random)."""
+    def sampler(self) -> Callable[[random.Random], Any]:
+        """Draws one value from a given rng (kind random); the points of a discrete domain are listed once."""
         if self.kind == "uniform":
             lo, hi = self.bounds
-            return rng.uniform(lo, hi)
+            return lambda rng: rng.uniform(lo, hi)
         if self.kind == "loguniform":
             lo, hi = self.bounds
-            return min(max(math.exp(rng.uniform(math.log(lo), math.log(hi))), lo), hi)
-        return rng.choice(self.points())
+            log_lo, log_hi = math.log(lo), math.log(hi)
+            return lambda rng: min(max(math.exp(rng.uniform(log_lo, log_hi)), lo), hi)
+        points = self.points()
+        return lambda rng: rng.choice(points)
 
 
 def _scalar(text: str) -> int | float | str:

@@ -139,5 +139,6 @@ def expand(matrix: Matrix) -> list[dict[str, Any]]:
     if matrix.kind == "random":
         # No seed draws as seed 0: the same matrix always makes the same children (the service may pick one).
         rng = random.Random(matrix.seed or 0)
-        return [{name: d.draw(rng) for name, d in params.items()} for _ in range(count(matrix))]
+        samplers = {name: d.sampler() for name, d in params.items()}
+        return [{name: draw(rng) for name, draw in samplers.items()} for _ in range(count(matrix))]
     raise ValueError("a bayes sweep's children come one by one from BayesSearch.ask, not from expand")
