@@ -75,7 +75,7 @@ def cmd_submit(args: argparse.Namespace) -> int:
         body["resources"] = {"gpu": args.gpus}
     if args.env:
         body["env"] = dict(kv.split("=", 1) for kv in args.env)
-    sweep_options = (args.num_runs, args.seed, args.concurrency, args.max_failures)
+    sweep_options = (args.num_runs, args.seed, args.concurrency, args.max_failures, args.objective)
     if args.grid or args.random or args.mapping or any(v is not None for v in sweep_options):
         body["matrix"] = make_matrix(  # a malformed option is refused here, with what is allowed
             grid=args.grid or (),
@@ -85,6 +85,7 @@ def cmd_submit(args: argparse.Namespace) -> int:
             seed=args.seed,
             concurrency=args.concurrency,
             max_failures=args.max_failures,
+            objective=args.objective,
         )
         if args.follow:
             raise CLIError("--follow follows one run; follow a sweep with gpuplat sweeps show ID")
@@ -460,6 +461,7 @@ def build_parser() -> argparse.ArgumentParser:
     sg.add_argument("--seed", type=int, help="random: the seed of the draws")
     sg.add_argument("--concurrency", type=int, help="at most this many children dispatched at once (default 1)")
     sg.add_argument("--max-failures", type=int, help="fail the sweep when more children than this fail")
+    sg.add_argument("--objective", metavar="METRIC[:maximize]", help="the metric the best child is chosen on")
     s.add_argument("command", nargs=argparse.REMAINDER)
 
     r = sub.add_parser("runs", help="list, show, explain, follow logs of, or stop runs")

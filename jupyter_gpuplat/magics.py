@@ -135,6 +135,7 @@ class GpuMagics(Magics):
     @argument("--seed", type=int, help="random: the seed of the draws")
     @argument("--concurrency", type=int, help="at most this many children dispatched at once (default 1)")
     @argument("--max-failures", type=int, help="fail the sweep when more children than this fail")
+    @argument("--objective", help="the metric the best child is chosen on: val_loss (minimized) or acc:maximize")
     @argument("--project", "-p", help="project (default: GPUPLAT_PROJECT or your first project)")
     @argument("--preset", action="append", help="preset to apply; repeat for several, in order")
     @argument("--queue", "-q", help="queue (default: from presets and the project)")
@@ -157,6 +158,7 @@ class GpuMagics(Magics):
                 seed=opts.seed,
                 concurrency=opts.concurrency,
                 max_failures=opts.max_failures,
+                objective=opts.objective,
             )
             sweep = self.client.submit(
                 opts.project or self.default_project(),

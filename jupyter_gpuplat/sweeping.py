@@ -1,7 +1,7 @@
 """A sweep's options and its one-line texts, shared by the CLI, the magics and the widgets.
 
 `make_matrix` turns the compact options (`--grid lr=1e-3,3e-4`, `--random lr=loguniform:1e-5:1e-2`,
-`--mapping values.json`, `--num-runs`, `--seed`, `--concurrency`, `--max-failures`) into the
+`--mapping values.json`, `--num-runs`, `--seed`, `--concurrency`, `--max-failures`, `--objective`) into the
 `matrix` of `POST runs`; each param is read by `core.matrix.parse_param`, the one parser of the
 compact form. `children_text` and `best_text` say where a sweep is (its children by status, its
 best child) the same way everywhere.
@@ -31,6 +31,7 @@ def make_matrix(
     seed: int | None = None,
     concurrency: int | None = None,
     max_failures: int | None = None,
+    objective: str | None = None,
 ) -> dict[str, Any]:
     """The matrix of the options (`POST runs`' JSON); InvalidInput naming the option when they make none.
 
@@ -60,7 +61,20 @@ def make_matrix(
             raise InvalidInput("--random needs --num-runs", "how many children to draw, e.g. --num-runs 20")
     extra = {"num_runs": num_runs, "seed": seed, "concurrency": concurrency, "max_failures": max_failures}
     matrix.update({k: v for k, v in extra.items() if v is not None})
+    if objective:
+        matrix["objective"] = parse_objective(objective)
     return matrix
+
+
+def parse_objective(text: str) -> dict[str, str]:
+    """`val_loss` (minimized) or `acc:maximize`: the metric the sweep's best child is chosen on."""
+    metric, _, optimization = text.partition(":")
+    optimization = optimization or "minimize"
+    if not metric or optimization not in ("minimize", "maximize"):
+        raise InvalidInput(
+            f"--objective {text!r} is not metric[:minimize|maximize]", "e.g. --objective val_loss or acc:maximize"
+        )
+    return {"metric": metric, "optimization": optimization}
 
 
 def _mapping_values(path: Path) -> list[dict[str, Any]]:

@@ -335,6 +335,28 @@ def test_cli_random_sweep_refused_by_the_service_says_why(server: ServerProcess)
     assert server.wait_status(sweep["id"], "succeeded", timeout=60)["status"] == "succeeded"
 
 
+def test_cli_mapping_sweep_with_an_objective_shows_its_best_child(server: ServerProcess) -> None:
+    (server.root / "values.json").write_text(json.dumps([{"lr": 0.3}, {"lr": 0.01}, {"lr": 0.1}]))
+    (server.root / "scored.py").write_text(
+        "from jupyter_gpuplat import tracking\ntracking.log_metrics(step=0, loss=tracking.params()['lr'] * 10)\n"
+    )
+    out = server.gpuplat(
+        "--json", "submit", "-p", "team-a", "--mapping", "values.json", "--objective", "loss", "--concurrency", "3",
+        "--", sys.executable, "scored.py",
+    ).stdout  # fmt: skip
+    sweep = json.loads(out)
+    assert sweep["matrix"]["kind"] == "mapping" and sweep["children"]["total"] == 3
+    assert sweep["matrix"]["objective"] == {"metric": "loss", "optimization": "minimize"}
+    assert server.wait_status(sweep["id"], "succeeded", timeout=60)["status"] == "succeeded"
+    best = until(lambda: server.ok("GET", f"runs/{sweep['id']}")["best"], "the best child")
+    assert best["params"] == {"lr": 0.01} and best["value"] == pytest.approx(0.1)
+    show = server.gpuplat("sweeps", "show", sweep["id"]).stdout
+    assert f"best {best['id']} loss={best['value']} (lr=0.01)" in show
+    assert "children: 3 children: 3 succeeded" in show and "matrix: mapping over 3 given param sets" in show
+    bad = server.gpuplat("submit", "-p", "team-a", "--grid", "x=1", "--objective", "loss:up", "--", "true", check=False)
+    assert bad.returncode == 1 and "--objective 'loss:up' is not metric[:minimize|maximize]" in bad.stderr
+
+
 def test_magic_gpu_sweep_in_a_real_kernel(server: ServerProcess) -> None:
     work = server.root / "magic"
     work.mkdir()
