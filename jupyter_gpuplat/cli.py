@@ -19,7 +19,7 @@ from typing import Any
 from .client import Client
 from .core.errors import GpuPlatError
 from .explaining import explanation_text
-from .sweeping import best_text, children_text, concurrency_text, done_count, make_matrix
+from .sweeping import best_text, children_text, concurrency_text, done_count, make_matrix, params_text
 
 EXAMPLE_CONFIG = Path(__file__).with_name("platform.example.yaml")
 
@@ -129,7 +129,15 @@ def cmd_runs(args: argparse.Namespace) -> int:
     c = find_server(args.url, args.token)
     action = args.action
     if action == "list":
-        data = c.request("GET", "runs", project=args.project, status=args.status, queue=args.queue, limit=args.limit)
+        data = c.request(
+            "GET",
+            "runs",
+            project=args.project,
+            status=args.status,
+            queue=args.queue,
+            parent=args.parent,
+            limit=args.limit,
+        )
         rows = [
             (
                 r["id"],
@@ -199,7 +207,12 @@ def cmd_sweeps(args: argparse.Namespace) -> int:
     if args.action == "show":
         r = c.get(args.run_id)
         _must_be_sweep(r, "show")
-        emit(args, r, "\n".join(sweep_lines(r)))
+        children = c.sweep_children(args.run_id, status=args.status, limit=args.limit)
+        rows = [(k["id"], k["status"], params_text(k.get("params")), k["message"][:60]) for k in children]
+        cut = len(rows) == args.limit and r["children"]["total"] > len(rows)
+        more = f" (the first {len(rows)}: --limit N for more)" if cut else ""
+        human = [*sweep_lines(r), f"children{more}:", table(rows, ("ID", "STATUS", "PARAMS", "MESSAGE"))]
+        emit(args, r, "\n".join(human))  # --json: the record; its children with gpuplat runs list --parent
     elif args.action == "update":
         changes = [x for x in (args.concurrency is not None, args.pause, args.resume) if x]
         if len(changes) != 1:
@@ -470,6 +483,7 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--project")
     r.add_argument("--status")
     r.add_argument("--queue")
+    r.add_argument("--parent", help="list: the children of this sweep")
     r.add_argument("--limit", type=int, default=50)
     r.add_argument("-f", "--follow", action="store_true")
 
@@ -490,8 +504,8 @@ def build_parser() -> argparse.ArgumentParser:
     sw.add_argument("action", choices=["list", "show", "update", "stop"])
     sw.add_argument("run_id", nargs="?", help="the sweep (show, update, stop)")
     sw.add_argument("--project")
-    sw.add_argument("--status")
-    sw.add_argument("--limit", type=int, default=50)
+    sw.add_argument("--status", help="list: sweeps of this status; show: children of this status")
+    sw.add_argument("--limit", type=int, default=50, help="list: sweeps; show: children (default 50)")
     sw.add_argument("--concurrency", type=int, help="update: at most N children dispatched at once")
     sw.add_argument("--pause", action="store_true", help="update: dispatch no more children")
     sw.add_argument("--resume", action="store_true", help="update: dispatch children again")

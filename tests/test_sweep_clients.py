@@ -353,6 +353,13 @@ def test_cli_mapping_sweep_with_an_objective_shows_its_best_child(server: Server
     show = server.gpuplat("sweeps", "show", sweep["id"]).stdout
     assert f"best {best['id']} loss={best['value']} (lr=0.01)" in show
     assert "children: 3 children: 3 succeeded" in show and "matrix: mapping over 3 given param sets" in show
+    table = show[show.index("\nchildren:\n") :].splitlines()[2:]
+    assert table[0].split() == ["ID", "STATUS", "PARAMS", "MESSAGE"]
+    assert sorted(line.split()[1:3] for line in table[1:]) == [["succeeded", f"lr={v}"] for v in (0.01, 0.1, 0.3)]
+    first = server.gpuplat("sweeps", "show", sweep["id"], "--limit", "2").stdout
+    assert "children (the first 2: --limit N for more):" in first
+    listed = json.loads(server.gpuplat("--json", "runs", "list", "--parent", sweep["id"]).stdout)["runs"]
+    assert len(listed) == 3 and {r["parent"] for r in listed} == {sweep["id"]}
     bad = server.gpuplat("submit", "-p", "team-a", "--grid", "x=1", "--objective", "loss:up", "--", "true", check=False)
     assert bad.returncode == 1 and "--objective 'loss:up' is not metric[:minimize|maximize]" in bad.stderr
 
