@@ -208,10 +208,10 @@ def cmd_sweeps(args: argparse.Namespace) -> int:
         r = c.get(args.run_id)
         _must_be_sweep(r, "show")
         children = c.sweep_children(args.run_id, status=args.status, limit=args.limit)
-        rows = [(k["id"], k["status"], params_text(k.get("params")), k["message"][:60]) for k in children]
-        cut = len(rows) == args.limit and r["children"]["total"] > len(rows)
-        more = f" (the first {len(rows)}: --limit N for more)" if cut else ""
-        human = [*sweep_lines(r), f"children{more}:", table(rows, ("ID", "STATUS", "PARAMS", "MESSAGE"))]
+        kids = [(k["id"], k["status"], params_text(k.get("params")), k["message"][:60]) for k in children]
+        cut = len(kids) == args.limit and r["children"]["total"] > len(kids)
+        more = f" (the first {len(kids)}: --limit N for more)" if cut else ""
+        human = [*sweep_lines(r), f"children{more}:", table(kids, ("ID", "STATUS", "PARAMS", "MESSAGE"))]
         emit(args, r, "\n".join(human))  # --json: the record; its children with gpuplat runs list --parent
     elif args.action == "update":
         changes = [x for x in (args.concurrency is not None, args.pause, args.resume) if x]

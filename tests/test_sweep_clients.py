@@ -415,6 +415,9 @@ def test_launcher_sweep_mode_submits_and_follows_the_sweep_live(
         form.rows[0].domain_field.value = "0.1,0.01"
         form.concurrency.value = 1
         assert form.preview_text == "2 children, 1 at once: lr=0.1; lr=0.01"
+        preview = launcher.refresh_preview()  # the policy's verdict on a child: the first one's params
+        assert launcher.preview_request is not None and launcher.preview_request["params"] == {"lr": 0.1}
+        assert preview is not None and preview["verdict"]["allowed"] and "✓ allowed" in launcher.preview_html
         run = launcher.submit()
         assert run is not None and run["kind"] == "sweep" and launcher.error_html == ""
         view = launcher.monitor

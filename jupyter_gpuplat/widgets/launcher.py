@@ -138,6 +138,7 @@ class Launcher(widgets.VBox):
         for w in (self.preset_picker, self.queue_picker, self.gpu_picker, self.name_field, self.command_field):
             w.observe(lambda _: self.schedule_preview(), "value")
         self.preset_picker.observe(lambda _: self._render_preset_help(), "value")
+        self.sweep_form.observe(lambda _: self.schedule_preview(), "preview_text")
         self.submit_button.on_click(lambda _: self.submit())
         self.schedule_preview()
 
@@ -163,6 +164,8 @@ class Launcher(widgets.VBox):
             body["gpus"] = self.gpu_picker.value
         if self.name_field.value.strip():
             body["name"] = self.name_field.value.strip()
+        if for_preview and self.sweep_form.enabled.value and self.sweep_form.first_params:
+            body["params"] = self.sweep_form.first_params[0]  # the verdict of a sweep is its children's
         return body
 
     def schedule_preview(self) -> None:

@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 import ipywidgets as widgets
+import traitlets
 
 from ..core.errors import GpuPlatError
 from ..sweeping import params_text
@@ -56,6 +57,8 @@ class ParamRow(widgets.HBox):
 class SweepForm(widgets.VBox):
     """Sweep options of the Launcher's Run tab; `matrix()` is what `Client.submit(matrix=…)` takes."""
 
+    preview_text = traitlets.Unicode("", help='The preview as text: "4 children, 2 at once: lr=0.001; …".')
+
     def __init__(self, **kwargs: Any) -> None:
         self.enabled = widgets.Checkbox(value=False, description="sweep: run it once per params", indent=False)
         self.kind_picker = widgets.ToggleButtons(options=[("grid", "grid"), ("random", "random")], description="kind")
@@ -65,7 +68,6 @@ class SweepForm(widgets.VBox):
         self.seed = widgets.BoundedIntText(value=0, min=0, max=2**31 - 1, description="seed")
         self.concurrency = widgets.BoundedIntText(value=1, min=1, max=10000, description="concurrency")
         self.preview_box = widgets.HTML()
-        self.preview_text = ""  # the preview as text: "4 children: lr=0.001, batch=32; …"
         self.count: int | None = None  # children the sweep will have; None while the form makes no sweep
         self.first_params: list[dict[str, Any]] = []
         self.error = ""  # why the form makes no sweep
