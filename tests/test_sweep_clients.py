@@ -444,3 +444,29 @@ def test_launcher_sweep_mode_submits_and_follows_the_sweep_live(
         assert launcher.submit() is None and "grid cannot list" in launcher.error_html
     finally:
         launcher.close()
+
+
+def test_sweep_view_stop_button_stops_every_child_and_an_ended_sweep_is_read_once(
+    server: ServerProcess, client: Client, gate: Path
+) -> None:
+    matrix = {"kind": "grid", "params": {"x": {"range": [0, 3, 1]}}, "concurrency": 1}
+    sweep = client.submit("team-a", code=child_code(gate), matrix=matrix)
+    view = SweepView(sweep["id"], client)  # by id: the view reads the record
+    try:
+        until(lambda: view.counts_text == "3 children: 2 queued, 1 running", "one child running, seen live")
+        assert not view.stop_button.disabled
+        view.stop_button.click()
+        assert view.message.value == "" and view.run["status"] in ("stopping", "stopped")
+        until(lambda: view.counts_text == "3 children: 3 stopped", "every child stopped, seen live")
+        assert view.status == "stopped" and view.stop_button.disabled and view.set_button.disabled
+        view.thread.join(10)
+        assert not view.thread.is_alive()
+    finally:
+        view.close()
+    ended = SweepView(client.get(sweep["id"]), client)
+    try:
+        ended.thread.join(10)
+        assert not ended.thread.is_alive() and ended._sub is None  # nothing left to follow
+        assert ended.counts_text == "3 children: 3 stopped" and ended.progress.value == 3
+    finally:
+        ended.close()
