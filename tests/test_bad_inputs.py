@@ -47,7 +47,7 @@ class Http:
             kw["body"] = raw
         elif body is not None:
             kw["body"] = json.dumps(body)
-        elif method in ("POST", "PUT"):
+        elif method in ("POST", "PUT", "PATCH"):
             kw["body"] = b"{}"
         resp = await self.fetch(
             "gpuplat", "api", *path.split("/"), headers={"Authorization": f"token tok-{user}", **(headers or {})}, **kw
@@ -674,6 +674,15 @@ ADMIN_WRITES: list[Bad] = [
     ),
     # one run
     admin("stop-unknown-run", "POST", "runs/r-nope/stop", 404, ("r-nope",), user="alice"),
+    admin("patch-a-job", "PATCH", "runs/{queued}", 409, ("not a sweep",), {"concurrency": 2}, user="alice"),
+    admin("patch-nothing", "PATCH", "runs/{queued}", 400, ("concurrency", "paused"), {}, user="alice"),
+    admin("patch-concurrency-zero", "PATCH", "runs/{queued}", 400, ("concurrency",), {"concurrency": 0}, user="alice"),
+    admin(
+        "patch-concurrency-word", "PATCH", "runs/{queued}", 400, ("concurrency",), {"concurrency": "3"}, user="alice"
+    ),
+    admin("patch-paused-word", "PATCH", "runs/{queued}", 400, ("paused",), {"paused": "yes"}, user="alice"),
+    admin("patch-unknown-field", "PATCH", "runs/{queued}", 400, ("status",), {"status": "stopped"}, user="alice"),
+    admin("patch-other-teams-run", "PATCH", "runs/{queued}", 404, ("{queued}",), {"paused": True}, user="dave"),
     admin("keepalive-a-job", "POST", "runs/{queued}/keepalive", 409, ("not a running session",), user="alice"),
     admin("keepalive-unknown-run", "POST", "runs/r-nope/keepalive", 404, ("r-nope",), user="alice"),
     admin("keepalive-other-teams-run", "POST", "runs/{queued}/keepalive", 404, ("{queued}",), user="dave"),
@@ -868,6 +877,7 @@ FREE_TEXT = {
     ("runs", "user"),
     ("runs", "q"),
     ("sessions", "notebook"),
+    ("runs", "parent"),
     ("runs/{run_id}/metrics", "names"),
     ("compare", "metrics"),
 }
@@ -890,7 +900,7 @@ def test_the_table_covers_every_writing_endpoint_and_every_query_parameter() -> 
     writes, params = set(), set()
     for full, ops in doc["paths"].items():
         path = full.removeprefix(f"/{API}/")
-        writes |= {(path, m) for m in ops if m in ("post", "put", "delete")}
+        writes |= {(path, m) for m in ops if m in ("post", "put", "patch", "delete")}
         params |= {(path, p["name"]) for op in ops.values() for p in op["parameters"] if p["in"] == "query"}
     assert writes - covered == set(), "writing endpoints without a bad input in the table"
     assert params - asked - FREE_TEXT == set(), "query parameters without a bad value in the table"

@@ -23,6 +23,7 @@ class PendingRun:
     queue: str
     user: str
     request: Resources
+    sweep: str | None = None  # the parent sweep's id, for a sweep's child
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,6 +32,18 @@ class HeldRun:
     user: str
     request: Resources
     devices: tuple[int, ...] = ()
+    sweep: str | None = None
+
+
+@dataclass(slots=True)
+class SweepGate:
+    """A sweep's workflow concurrency: at most `concurrency` of its children dispatched at once.
+
+    Changed in place while the sweep runs; a sweep's children all wait in one queue (its own).
+    """
+
+    concurrency: int
+    paused: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,25 +70,28 @@ class Wait:
 class QueueState:
     """One queue's limits, held runs and pending runs."""
 
-    __slots__ = ("_groups", "_index", "held", "limits", "per_user", "used")
+    __slots__ = ("_groups", "_index", "gates", "held", "limits", "per_sweep", "per_user", "used")
 
     def __init__(self, limits: QueueLimits) -> None:
         self.limits = limits
         self.used = Resources()
         self.held: dict[str, HeldRun] = {}
         self.per_user: dict[str, int] = {}
-        self._groups: dict[tuple[str, Resources], dict[str, PendingRun]] = {}
+        self.per_sweep: dict[str, int] = {}
+        self.gates: dict[str, SweepGate] = {}
+        # A sweep's children are one group (same user, request and sweep): 10,000 of them cost one head.
+        self._groups: dict[tuple[str, Resources, str | None], dict[str, PendingRun]] = {}
         self._index: dict[str, PendingRun] = {}
 
     # ---- pending side -------------------------------------------------
     def add_pending(self, run: PendingRun) -> None:
-        self._groups.setdefault((run.user, run.request), {})[run.id] = run
+        self._groups.setdefault((run.user, run.request, run.sweep), {})[run.id] = run
         self._index[run.id] = run
 
     def remove_pending(self, run_id: str) -> PendingRun | None:
         run = self._index.pop(run_id, None)
         if run is not None:
-            key = (run.user, run.request)
+            key = (run.user, run.request, run.sweep)
             group = self._groups[key]
             del group[run_id]
             if not group:
@@ -107,12 +123,14 @@ class QueueState:
     def assume(self, run: PendingRun, devices: tuple[int, ...] = ()) -> HeldRun:
         """Move a run from pending to held: it now holds a slot and quota."""
         self.remove_pending(run.id)
-        return self.hold(HeldRun(run.id, run.user, run.request, devices))
+        return self.hold(HeldRun(run.id, run.user, run.request, devices, run.sweep))
 
     def hold(self, held: HeldRun) -> HeldRun:
         self.held[held.id] = held
         self.used = self.used + held.request
         self.per_user[held.user] = self.per_user.get(held.user, 0) + 1
+        if held.sweep is not None:
+            self.per_sweep[held.sweep] = self.per_sweep.get(held.sweep, 0) + 1
         return held
 
     def release(self, run_id: str) -> HeldRun | None:
@@ -124,7 +142,18 @@ class QueueState:
                 self.per_user[held.user] = n
             else:
                 self.per_user.pop(held.user, None)
+            if held.sweep is not None:
+                k = self.per_sweep.get(held.sweep, 0) - 1
+                if k > 0:
+                    self.per_sweep[held.sweep] = k
+                else:
+                    self.per_sweep.pop(held.sweep, None)
         return held
+
+    def sweep_full(self, sweep: str | None) -> bool:
+        """The sweep holds its child back: paused, or as many children dispatched as it allows."""
+        gate = self.gates.get(sweep) if sweep is not None else None
+        return gate is not None and (gate.paused or self.per_sweep.get(sweep or "", 0) >= gate.concurrency)
 
 
 def _over_quota(quota: Quota, used: Resources, req: Resources) -> bool:
@@ -145,6 +174,9 @@ def _blocked_by(q: QueueState, run: PendingRun, free_gpus: int | None) -> str | 
     lim = q.limits
     if lim.paused:
         return Reason.QUEUE_PAUSED
+    # The sweep's own limit first: with it at its limit, a freed queue slot would not start this child.
+    if run.sweep is not None and q.sweep_full(run.sweep):
+        return Reason.SWEEP_PAUSED if q.gates[run.sweep].paused else Reason.SWEEP_CONCURRENCY
     if lim.concurrency is not None and len(q.held) >= lim.concurrency:
         return Reason.QUEUE_CONCURRENCY
     if lim.max_per_user is not None and q.per_user.get(run.user, 0) >= lim.max_per_user:
@@ -164,6 +196,20 @@ def _queue_wait(q: QueueState, run: PendingRun, free_gpus: int | None) -> Wait |
     lim = q.limits
     if reason == Reason.QUEUE_PAUSED:
         return Wait(reason, f"queue {lim.name} is paused")
+    if reason in (Reason.SWEEP_CONCURRENCY, Reason.SWEEP_PAUSED):
+        assert run.sweep is not None
+        gate = q.gates[run.sweep]
+        n = q.per_sweep.get(run.sweep, 0)
+        mine = tuple(h.id for h in q.held.values() if h.sweep == run.sweep)
+        numbers = {"dispatched": n, "concurrency": gate.concurrency}
+        if reason == Reason.SWEEP_PAUSED:
+            return Wait(reason, f"sweep {run.sweep} is paused: it dispatches no more children", mine, numbers)
+        return Wait(
+            reason,
+            f"sweep {run.sweep} has {n}/{gate.concurrency} children dispatched (concurrency {gate.concurrency})",
+            mine,
+            numbers,
+        )
     if reason == Reason.QUEUE_CONCURRENCY:
         assert lim.concurrency is not None
         return Wait(

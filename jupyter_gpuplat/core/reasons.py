@@ -46,6 +46,7 @@ class Reason(StrEnum):
     QUEUE_QUOTA = "QueueQuota"
     USER_LIMIT = "UserLimit"
     SWEEP_CONCURRENCY = "SweepConcurrency"
+    SWEEP_PAUSED = "SweepPaused"
     QUEUE_PAUSED = "QueuePaused"
     NO_CAPACITY = "NoCapacity"
     BEHIND_HEAD = "BehindQueueHead"
@@ -58,6 +59,12 @@ class Reason(StrEnum):
     REATTACHED = "Reattached"
     RUNNING = "Running"
     STOP_REQUESTED = "StopRequested"
+    # sweeps: the parent's own timeline
+    SWEEP_STARTED = "SweepStarted"
+    CONCURRENCY_CHANGED = "ConcurrencyChanged"
+    SWEEP_RESUMED = "SweepResumed"
+    EARLY_STOPPED = "EarlyStopped"
+    MAX_FAILURES = "MaxFailures"
     # GPU sessions: the kernel inside the lease
     KERNEL_STARTING = "KernelStarting"
     KERNEL_READY = "KernelReady"
@@ -121,6 +128,7 @@ REGISTRY: dict[Reason, ReasonInfo] = {
     Reason.QUEUE_QUOTA: ReasonInfo(_Q, "the queue's GPU/CPU/memory quota is used up", (_O, _PL, _PJ)),
     Reason.USER_LIMIT: ReasonInfo(_Q, "the owner has as many runs dispatched as the queue allows per user", (_O, _PL)),
     Reason.SWEEP_CONCURRENCY: ReasonInfo(_Q, "the sweep runs as many trials as it allows at once", (_O,)),
+    Reason.SWEEP_PAUSED: ReasonInfo(_Q, "the sweep is paused: it dispatches no more children", (_O,)),
     Reason.QUEUE_PAUSED: ReasonInfo(_Q, "the queue is paused: it dispatches nothing", (_PL,)),
     Reason.NO_CAPACITY: ReasonInfo(_Q, "the machine has too few free GPUs for the run", (_O, _PL)),
     Reason.BEHIND_HEAD: ReasonInfo(_Q, "a strict FIFO queue: the run waits for the one at its head", (_O,)),
@@ -132,6 +140,11 @@ REGISTRY: dict[Reason, ReasonInfo] = {
     Reason.REATTACHED: ReasonInfo(_R, "the server restarted and watches the run again", (_O,)),
     Reason.RUNNING: ReasonInfo(_R, "the run's process runs", (_O,)),
     Reason.STOP_REQUESTED: ReasonInfo(_R, "someone asked to stop the run; the executor is stopping it", ()),
+    Reason.SWEEP_STARTED: ReasonInfo(_R, "the sweep's first child was dispatched", ()),
+    Reason.CONCURRENCY_CHANGED: ReasonInfo(_R, "the sweep's concurrency was changed while it runs", ()),
+    Reason.SWEEP_RESUMED: ReasonInfo(_R, "the sweep dispatches its children again", ()),
+    Reason.EARLY_STOPPED: ReasonInfo(_D, "a child reached the sweep's early-stopping target: the rest stopped", ()),
+    Reason.MAX_FAILURES: ReasonInfo(_D, "more children failed than the sweep's max_failures: the rest stopped", (_O,)),
     Reason.KERNEL_STARTING: ReasonInfo(_R, "the session holds its GPUs and its kernel is starting", ()),
     Reason.KERNEL_READY: ReasonInfo(_R, "the session's kernel answers; the notebook is connected", ()),
     Reason.KERNEL_RESTARTED: ReasonInfo(_R, "the kernel restarted inside the session; it kept its GPUs", ()),
@@ -183,6 +196,7 @@ DISPATCH_REASONS = frozenset(
         Reason.QUEUE_QUOTA,
         Reason.USER_LIMIT,
         Reason.SWEEP_CONCURRENCY,
+        Reason.SWEEP_PAUSED,
         Reason.QUEUE_PAUSED,
         Reason.NO_CAPACITY,
         Reason.BEHIND_HEAD,

@@ -12,6 +12,7 @@ from pydantic import Field, field_validator, model_validator
 
 from .artifacts import CELL_FILE
 from .errors import InvalidInput
+from .matrix import Matrix
 from .spec import PartialSpec, Text
 
 MAX_NAME = 128
@@ -27,6 +28,7 @@ RUN_ONLY_FIELDS = (
     "params",
     "working_dir",
     "notebook",
+    "matrix",
 )
 EXACTLY_ONE = (
     "give exactly one of command (an argv list or a shell string), script (a .py or .ipynb path) "
@@ -159,6 +161,8 @@ class RunRequest(PartialSpec):
 
     # A session's notebook, relative to the Jupyter root: a kernel started on it attaches to the lease.
     notebook: Text | None = Field(default=None, min_length=1, max_length=4096)
+    # A sweep: this request is the template of its children, one per param dict of the matrix.
+    matrix: Matrix | None = None
 
     @model_validator(mode="after")
     def _command_or_script(self) -> Self:

@@ -34,8 +34,12 @@ _NEXT: dict[Status, frozenset[Status]] = {
 }
 
 
-def can_transition(old: Status, new: Status) -> bool:
-    return new in _NEXT.get(old, frozenset())
+# A sweep's parent holds no slot: it runs from its first child's dispatch, and may be stopped while queued.
+_SWEEP_NEXT: dict[Status, frozenset[Status]] = {Status.QUEUED: frozenset({Status.RUNNING, Status.STOPPING})}
+
+
+def can_transition(old: Status, new: Status, *, sweep: bool = False) -> bool:
+    return new in _NEXT.get(old, frozenset()) or (sweep and new in _SWEEP_NEXT.get(old, frozenset()))
 
 
 # Reason codes live in one registry (core/reasons.py); re-exported here, where they always were.

@@ -34,8 +34,10 @@ from .reads import ReadModel
 from .reconciler import Reconciler
 from .sessions import Sessions, is_session
 from .state import ActiveRun, EngineState, new_run_id, queue_limits
+from .sweeps import Sweeps
 
 log = logging.getLogger("jupyter_gpuplat.engine")
+MAX_SWEEP_CHILDREN = 10_000
 
 
 class Engine:
@@ -167,6 +169,52 @@ class Engine:
         self.reconciler.stop(user, row)
         return self.store.get_run(run_id) or row
 
+    # ---- sweeps ----------------------------------------------------------------
+    @property
+    def sweeps(self) -> Sweeps:
+        return self.reconciler.sweeps
+
+    def update_sweep(self, user: str, run_id: str, concurrency: int | None, paused: bool | None) -> dict[str, Any]:
+        row = self.reads.get_visible(user, run_id)
+        self.sweeps.update(user, row, concurrency, paused)
+        return self.store.get_run(run_id) or row
+
+    def sweep_view(self, row: dict[str, Any]) -> dict[str, Any] | None:
+        """A sweep's children by status, its gate and its best child (by its objective); None for other runs."""
+        if row.get("kind") != "sweep":
+            return None
+        spec = (row.get("resolved") or {}).get("sweep") or {}
+        counts = self.store.child_counts(row["id"])
+        live = self.sweeps.of(row["id"])
+        out: dict[str, Any] = {
+            "total": int(spec.get("total") or sum(counts.values())),
+            "by_status": counts,
+            "concurrency": live.gate.concurrency if live else spec.get("concurrency"),
+            "paused": live.gate.paused if live else bool(spec.get("paused")),
+            "matrix": spec.get("matrix"),
+            "best": self._best_child(row["id"], row["project"], (spec.get("matrix") or {}).get("objective")),
+        }
+        return out
+
+    def _best_child(self, sweep_id: str, project: str, objective: dict[str, Any] | None) -> dict[str, Any] | None:
+        if not objective:
+            return None
+        rows = self.store.list_runs([project], parent=sweep_id, limit=MAX_SWEEP_CHILDREN)
+        ids = [r["id"] for r in rows]
+        metric, maximize = objective["metric"], objective.get("optimization") == "maximize"
+        best: dict[str, Any] | None = None
+        for rid, metrics in self.store.metrics.summaries(ids, [metric]).items():
+            s = metrics.get(metric)
+            value = None if s is None else (s["max"] if maximize else s["min"])
+            if value is None:
+                continue
+            if best is None or (value > best["value"] if maximize else value < best["value"]):
+                best = {"id": rid, "value": value}
+        if best is not None:
+            params = next(r for r in rows if r["id"] == best["id"])["resolved"].get("params") or {}
+            best["params"] = params
+        return best
+
     # ---- GPU sessions ----------------------------------------------------------
     @property
     def sessions(self) -> Sessions:
@@ -260,12 +308,31 @@ class Engine:
             for rid in [a.id for a in self.active.values() if a.status in (Status.RUNNING, Status.STOPPING)]:
                 try:
                     await self.index_metrics(rid)
+                    a = self.active.get(rid)
+                    if a is not None and a.parent is not None:
+                        self._check_targets(rid, a.parent)
                 except Exception:  # a damaged file must not stop indexing of the others
                     log.exception("indexing metrics of run %s failed", rid)
+
+    def _check_targets(self, run_id: str, parent: str) -> None:
+        """A sweep child's metrics against its sweep's early-stopping targets (best value so far)."""
+        sw = self.sweeps.of(parent)
+        if sw is None or not sw.targets:
+            return
+        names = [t["metric"] for t in sw.targets]
+        summary = self.store.metrics.summaries([run_id], names).get(run_id, {})
+        for rule in sw.targets:
+            s = summary.get(rule["metric"])
+            if s is not None and s.get("min") is not None:
+                value = s["max"] if rule.get("optimization", "maximize") == "maximize" else s["min"]
+                self.sweeps.metric(parent, run_id, rule["metric"], float(value))
 
     async def _final_index(self, run_id: str) -> None:
         try:
             await self.index_metrics(run_id)
+            row = self.store.get_run(run_id)
+            if row is not None and row.get("parent"):
+                self._check_targets(run_id, row["parent"])
         except Exception:
             log.exception("indexing metrics of run %s failed", run_id)
         self.metrics.forget(run_id)

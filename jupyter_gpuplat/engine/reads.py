@@ -129,6 +129,7 @@ class ReadModel:
         owner: str | None = None,
         name_contains: str | None = None,
         kind: str | None = None,
+        parent: str | None = None,
         before_seq: int | None = None,
         limit: int = 100,
     ) -> tuple[list[dict[str, Any]], int | None]:
@@ -145,6 +146,7 @@ class ReadModel:
             user=owner,
             name_contains=name_contains,
             kind=kind,
+            parent=parent,
             before_seq=before_seq,
             limit=limit,
         )

@@ -14,11 +14,12 @@ from ..core.admission import HeldRun
 from ..core.errors import Conflict
 from ..core.policy import require_can_stop
 from ..core.resources import Resources
-from ..core.status import Reason, Status
+from ..core.status import FINAL, Reason, Status
 from ..executors.base import Observation
 from .dispatcher import Dispatcher
 from .sessions import KERNEL_DIED_EXIT, Sessions, gpus_text, is_session
 from .state import ActiveRun, EngineState, log
+from .sweeps import Sweeps
 
 
 class Reconciler:
@@ -35,6 +36,9 @@ class Reconciler:
         self.on_final = on_final  # the last metrics indexing of a run that ended
         self.stop_grace_seconds = stop_grace_seconds
         self.sessions = Sessions(state, self)
+        self.sweeps = Sweeps(state)
+        self.sweeps.stopper = self
+        self.sweeps.waker = dispatcher
 
     # ---- start-up: reload and re-attach ------------------------------------
     def reload(self, row: dict[str, Any]) -> None:
@@ -53,8 +57,16 @@ class Reconciler:
             handle=row["handle"],
             stop_requested_by=row["stop_requested_by"],
             times={k: row[k] for k in ("created_at", "queued_at", "dispatched_at", "started_at")},
+            parent=row.get("parent"),
         )
         s.active[a.id] = a
+        if row["kind"] == "sweep":
+            counts = s.store.child_counts(a.id)
+            ended = sum(n for st, n in counts.items() if st in {x.value for x in FINAL})
+            self.sweeps.register(a, [], ended=ended, failed=counts.get(Status.FAILED.value, 0))
+            return
+        if a.parent is not None and (sw := self.sweeps.of(a.parent)) is not None:
+            sw.children.add(a.id)
         q = s.queues.get(a.queue)
         if q is None:
             # Config lost the queue while the server was down: never leave the run in limbo.
@@ -67,7 +79,7 @@ class Reconciler:
         taken = set(a.devices) - s.free_devices
         if taken:
             log.error("run %s holds devices %s already held by another run", a.id, sorted(taken))
-        q.hold(HeldRun(a.id, a.user, a.request, a.devices))
+        q.hold(HeldRun(a.id, a.user, a.request, a.devices, a.parent))
         s.free_devices -= set(a.devices)
         if a.handle is None:
             # Dispatch was recorded but the executor never started it: start it now.
@@ -120,6 +132,12 @@ class Reconciler:
             message = f"the kernel kept dying (5 exits within 60 s); {gpus_text(a.devices, a.request.gpu)} returned"
         self.finish(a, status, reason, message, exit_code=obs.exit_code, details=details)
 
+    def sweep_dispatched(self, child: ActiveRun) -> None:
+        self.sweeps.dispatched(child)
+
+    def register_sweep(self, parent: ActiveRun, children: list[ActiveRun]) -> None:
+        self.sweeps.register(parent, children)
+
     def record_running(self, a: ActiveRun, reason: str, message: str, **fields: Any) -> None:
         """The run's process runs; a session's lease now holds its GPUs and its kernel starts."""
         if is_session(a) and reason in (Reason.STARTED, Reason.RUNNING):
@@ -146,6 +164,8 @@ class Reconciler:
         if a.devices:
             s.free_devices |= set(a.devices)
             self.d.freed_devices()
+        if a.parent is not None:
+            self.sweeps.child_ended(a, status)
         self.d.schedule()
 
     # ---- stop ------------------------------------------------------------
@@ -157,6 +177,15 @@ class Reconciler:
         a = s.active.get(run_id)
         if a is None:
             raise Conflict(f"run {run_id} has already ended ({row['status']})", "only unfinished runs can be stopped")
+        sweep = self.sweeps.of(run_id)
+        if sweep is not None:
+            self.sweeps.stop(user, sweep)
+            return
+        self.stop_child(user, a, row)
+
+    def stop_child(self, user: str, a: ActiveRun, row: dict[str, Any]) -> None:
+        """Stop one run (permission already checked): before dispatch it ends now, after it the executor is asked."""
+        s = self.s
         if a.status in (Status.CREATED, Status.QUEUED):
             self.finish(a, Status.STOPPED, Reason.STOPPED, f"stopped by {user} before dispatch")
             self.d.dirty.add(a.queue)  # a strict FIFO queue may have been waiting behind it

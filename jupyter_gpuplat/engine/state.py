@@ -61,11 +61,14 @@ class ActiveRun:
     launching: bool = False
     times: dict[str, float | None] = field(default_factory=dict)
     provenance: dict[str, str] | None = None  # None after a reload: read from the store if needed
-    # A session ended by the platform (idle, kernel shut down): the final reason and message to record.
+    # A session or sweep ended by the platform (idle, kernel shut down, early stopping): its final
+    # reason and message, and (sweeps) its final status.
     end: tuple[str, str] | None = None
+    end_status: Status | None = None
+    parent: str | None = None  # a sweep's child: the sweep's id
 
     def pending(self) -> PendingRun:
-        return PendingRun(self.id, self.seq, self.queue, self.user, self.request)
+        return PendingRun(self.id, self.seq, self.queue, self.user, self.request, self.parent)
 
 
 @dataclass(frozen=True, slots=True)
@@ -172,7 +175,7 @@ class EngineState:
         fields: dict[str, Any],
     ) -> tuple[dict[str, Any], dict[str, Any]]:
         """The timeline event and the run's new columns for one change."""
-        if not can_transition(a.status, status):
+        if not can_transition(a.status, status, sweep=a.resolved.get("kind") == "sweep"):
             # Never drop an observation: record it, but make the broken invariant loud.
             log.error("run %s: unexpected transition %s -> %s (%s)", a.id, a.status, status, reason)
         now = self.clock()

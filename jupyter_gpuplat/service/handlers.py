@@ -26,7 +26,7 @@ from . import models as m
 from .args import choice, int_arg, names_arg
 from .errors import error_body, parse_json_body
 from .openapi import API
-from .views import queue_view, run_detail, run_summary
+from .views import queue_view, run_detail, run_summary, with_sweep
 
 ID = r"(?P<run_id>[A-Za-z0-9_-]{1,64})"
 NAME = r"(?P<name>[^/]{1,200})"
@@ -77,7 +77,7 @@ class BaseHandler(APIHandler):
         # tornado's own errors (403 unauthenticated, 404, 405) in our error shape too.
         self.set_header("Content-Type", "application/json")
         if status_code == 405:  # RFC 9110: say which methods the resource has
-            own = ("GET", "POST", "PUT", "DELETE")
+            own = ("GET", "POST", "PUT", "PATCH", "DELETE")
             self.set_header("Allow", ", ".join(m for m in own if _implements(self, m)))
         reason = self._reason or "error"
         exc = kwargs.get("exc_info", (None, None, None))[1]
@@ -99,10 +99,12 @@ class BaseHandler(APIHandler):
         self.finish(m.render_json(model, data))
 
     def summary(self, row: dict[str, Any]) -> dict[str, Any]:
-        return run_summary(row, self.engine.clock(), self.engine.sessions.view(row["id"]))
+        out = run_summary(row, self.engine.clock(), self.engine.sessions.view(row["id"]))
+        return with_sweep(out, self.engine.sweep_view(row))
 
     def detail(self, row: dict[str, Any]) -> dict[str, Any]:
-        return run_detail(row, self.engine.clock(), self.engine.sessions.view(row["id"]))
+        out = run_detail(row, self.engine.clock(), self.engine.sessions.view(row["id"]))
+        return with_sweep(out, self.engine.sweep_view(row))
 
     def queue_view(self, name: str) -> dict[str, Any]:
         return queue_view(*self.engine.reads.queue(name))
@@ -270,12 +272,11 @@ class RunsHandler(RunRequestMixin):
             owner=self.get_argument("user", None),
             name_contains=self.get_argument("q", None),
             kind=_kind_arg(self),
+            parent=self.get_argument("parent", None),
             before_seq=int_arg(self, "before", 0, 0, 2**62) if before else None,
             limit=int_arg(self, "limit", 100, 1, 1000),
         )
-        now = self.engine.reads.now()
-        runs = [run_summary(r, now, self.engine.sessions.view(r["id"])) for r in rows]
-        self.send_model(m.RunsPage, {"runs": runs, "next_before": nxt})
+        self.send_model(m.RunsPage, {"runs": [self.summary(r) for r in rows], "next_before": nxt})
 
 
 class SessionsHandler(BaseHandler):
@@ -310,6 +311,12 @@ class RunHandler(BaseHandler):
     @web.authenticated
     async def get(self, run_id: str) -> None:
         row = self.engine.get_visible(self.user_name, run_id)
+        self.send_model(m.RunDetail, self.detail(row))
+
+    @web.authenticated
+    async def patch(self, run_id: str) -> None:
+        change = self.body(m.SweepChange)
+        row = self.engine.update_sweep(self.user_name, run_id, change.concurrency, change.paused)
         self.send_model(m.RunDetail, self.detail(row))
 
 

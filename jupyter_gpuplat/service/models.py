@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, RootModel
+from pydantic import BaseModel, ConfigDict, Field, RootModel, model_validator
 
 from ..core.config import PresetConfig, ProjectConfig, Role
 from ..core.status import Status
@@ -88,6 +88,31 @@ class CodeRecord(_Open):
     git: GitState | None = None
 
 
+class SweepChildren(_Out):
+    total: int
+    by_status: dict[str, int]
+
+
+class BestChild(_Out):
+    id: str
+    value: float
+    params: dict[str, Any]
+
+
+class SweepChange(_Out):
+    """PATCH runs/{id} of a sweep: its concurrency, or pausing/resuming its dispatch."""
+
+    model_config = ConfigDict(extra="forbid")
+    concurrency: int | None = Field(default=None, ge=1, le=10_000, strict=True)
+    paused: bool | None = Field(default=None, strict=True)
+
+    @model_validator(mode="after")
+    def _something(self) -> SweepChange:
+        if self.concurrency is None and self.paused is None:
+            raise ValueError("give concurrency (1..10000) or paused (true/false)")
+        return self
+
+
 class SessionState(_Out):
     """A GPU session's kernel and idle clock (null for jobs)."""
 
@@ -132,6 +157,13 @@ class RunSummary(_Open):
     code: CodeRecord | None = None
     working_dir: str | None = None
     session: SessionState | None = None
+    parent: str | None = Field(default=None, description="A sweep's child: the sweep's id")
+    params: dict[str, Any] | None = Field(default=None, description="A sweep's child: its params")
+    children: SweepChildren | None = Field(default=None, description="A sweep: its children by status")
+    concurrency: int | None = Field(default=None, description="A sweep: children dispatched at once, at most")
+    paused: bool | None = Field(default=None, description="A sweep: no more children are dispatched")
+    matrix: dict[str, Any] | None = Field(default=None, description="A sweep: what it runs")
+    best: BestChild | None = Field(default=None, description="A sweep: its best child by the matrix's objective")
 
 
 class TimelineEvent(_Open):

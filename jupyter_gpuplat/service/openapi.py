@@ -34,6 +34,7 @@ _BODIES: dict[tuple[str, str], type[BaseModel]] = {
     ("projects/{name}", "put"): ProjectConfig,
     ("config", "put"): PlatformConfig,
     ("runs/{run_id}/kernel", "post"): m.KernelReport,
+    ("runs/{run_id}", "patch"): m.SweepChange,
 }
 
 # (path, method) -> (status, response model); absent: a stream or a file (see _RAW)
@@ -56,6 +57,7 @@ _RESPONSES: dict[tuple[str, str], tuple[int, type[BaseModel]]] = {
     ("runs", "post"): (201, m.RunSummary),
     ("runs", "get"): (200, m.RunsPage),
     ("runs/{run_id}", "get"): (200, m.RunDetail),
+    ("runs/{run_id}", "patch"): (200, m.RunDetail),
     ("runs/{run_id}/explain", "get"): (200, m.Explain),
     ("runs/{run_id}/stop", "post"): (200, m.RunDetail),
     ("runs/{run_id}/keepalive", "post"): (200, m.RunSummary),
@@ -129,6 +131,7 @@ _QUERY: dict[tuple[str, str], list[dict[str, Any]]] = {
         _q("user", _STR, "Only this user's runs"),
         _q("q", _STR, "Name contains"),
         _q("kind", {"type": "string", "enum": ["job", "session"]}, "Only runs of this kind"),
+        _q("parent", _STR, "Only this sweep's children"),
         _q("before", _int(0, 2**62), "Runs older than this seq (next_before of the previous page)"),
         _q("limit", _int(1, 1000, 100), "Page size"),
     ],
@@ -238,7 +241,7 @@ def _document(base_url: str, routes: tuple[tuple[str, type, str], ...]) -> dict[
     for pattern, handler, summary in routes:
         path = openapi_path(pattern)
         ops: dict[str, Any] = {}
-        for method in ("get", "post", "put", "delete"):
+        for method in ("get", "post", "put", "patch", "delete"):
             if getattr(handler, method).__qualname__.split(".")[0] != handler.__name__:
                 continue  # tornado's default: 405
             ops[method] = _operation(path, method, summary, keys)

@@ -74,7 +74,7 @@ ROUTES: list[tuple[str, type[BaseHandler], str]] = [
     ("config", ConfigHandler, "The whole platform config (platform admins); PUT applies it declaratively"),
     ("runs/preview", PreviewHandler, "Resolve a run request: spec, provenance, policy verdict"),
     ("runs", RunsHandler, "Submit (POST) or list (GET) runs"),
-    (rf"runs/{ID}", RunHandler, "One run's full record"),
+    (rf"runs/{ID}", RunHandler, "One run's full record (GET); a sweep's concurrency or pause (PATCH)"),
     (rf"runs/{ID}/explain", ExplainHandler, "Why the run is where it is"),
     (rf"runs/{ID}/stop", StopHandler, "Stop a queued or running run"),
     (rf"runs/{ID}/keepalive", KeepAliveHandler, "Keep a GPU session: its idle clock starts again"),

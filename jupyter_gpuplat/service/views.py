@@ -64,9 +64,19 @@ def run_summary(row: dict[str, Any], now: float, lease: dict[str, Any] | None = 
         "code": row.get("code"),
         "working_dir": row.get("working_dir"),
         "session": session_view(row, lease, now),
+        "parent": row.get("parent"),
+        "params": resolved.get("params") if row.get("parent") else None,
     }
     for k in _TIMES:
         out[k] = row[k]
+    return out
+
+
+def with_sweep(out: dict[str, Any], sweep: dict[str, Any] | None) -> dict[str, Any]:
+    """A sweep's record adds its children's counts, its gate, its matrix and its best child."""
+    if sweep is not None:
+        out["children"] = {"total": sweep["total"], "by_status": sweep["by_status"]}
+        out.update(concurrency=sweep["concurrency"], paused=sweep["paused"], matrix=sweep["matrix"], best=sweep["best"])
     return out
 
 

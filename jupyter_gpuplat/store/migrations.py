@@ -61,7 +61,17 @@ def _v6(conn: Connection) -> None:
             conn.execute(rt.update().where(rt.c.run_id == run_id).values(params=rest, log_offset=int(params[key])))
 
 
-MIGRATIONS: list[Migration] = [_v1, _v2, _v3, _v4, _v5, _v6]
+def _v7(conn: Connection) -> None:
+    # Sweeps: a child names its parent; a sweep's children are listed by it.
+    cols = {c["name"] for c in inspect(conn).get_columns("gpuplat_runs")}
+    if "parent" not in cols:  # v1 databases created after this column was added already have it
+        conn.execute(text("ALTER TABLE gpuplat_runs ADD COLUMN parent VARCHAR(32)"))
+    indexes = {ix["name"] for ix in inspect(conn).get_indexes("gpuplat_runs")}
+    if "ix_runs_parent_seq" not in indexes:
+        conn.execute(text("CREATE INDEX ix_runs_parent_seq ON gpuplat_runs (parent, seq)"))
+
+
+MIGRATIONS: list[Migration] = [_v1, _v2, _v3, _v4, _v5, _v6, _v7]
 LATEST = len(MIGRATIONS)
 
 

@@ -69,7 +69,10 @@ runs = Table(
     # What code ran: {snapshot, git: {commit, dirty, diff_path}} (v5), and where it started.
     Column("code", JSON, nullable=True),
     Column("working_dir", Text, nullable=True),
+    # A sweep's child: its parent's id (v7).
+    Column("parent", String(32), nullable=True),
     Index("ix_runs_project_seq", "project", "seq"),
+    Index("ix_runs_parent_seq", "parent", "seq"),
     Index("ix_runs_status", "status"),
 )
 

@@ -23,6 +23,7 @@ from .migrations import MIGRATIONS, Migration, migrate
 # Built once: building a statement per call cost more than the SQLite commit (benchmarks/).
 _INSERT_RUN = insert(schema.runs)
 _INSERT_EVENT = insert(schema.events)
+_INSERT_RUNS = insert(schema.runs).returning(schema.runs.c.seq, sort_by_parameter_order=True)
 # Many events in one statement, their ids back in the order given (SQLite ≥ 3.35, PostgreSQL).
 _INSERT_EVENTS = insert(schema.events).returning(schema.events.c.id, sort_by_parameter_order=True)
 _UPDATE_RUN = update(schema.runs).where(schema.runs.c.id == bindparam("_run_id"))
@@ -130,6 +131,21 @@ class Store:
                 ids.append(_pk(res))
         return int(seq), ids
 
+    def create_runs(self, rows: Sequence[dict[str, Any]], evs: Sequence[Sequence[dict[str, Any]]]) -> list[int]:
+        """Many runs (a sweep's children) and their first events in one transaction; their seqs in order."""
+        if not rows:
+            return []
+        with self.engine.begin() as conn:
+            seqs = [int(r.seq) for r in conn.execute(_INSERT_RUNS, list(rows))]
+            events = [
+                {"run_id": row["id"], "project": row["project"], **ev}
+                for row, es in zip(rows, evs, strict=True)
+                for ev in es
+            ]
+            if events:
+                conn.execute(_INSERT_EVENT, events)
+        return seqs
+
     def transition(self, run_id: str, project: str, fields: dict[str, Any], ev: dict[str, Any] | None) -> int | None:
         """Update a run and append one timeline event in one transaction; returns the event id."""
         with self.engine.begin() as conn:
@@ -212,6 +228,7 @@ class Store:
         user: str | None = None,
         name_contains: str | None = None,
         kind: str | None = None,
+        parent: str | None = None,
         before_seq: int | None = None,
         limit: int = 100,
     ) -> list[dict[str, Any]]:
@@ -230,11 +247,20 @@ class Store:
             q = q.where(r.name.contains(name_contains, autoescape=True))
         if kind:
             q = q.where(r.kind == kind)
+        if parent:
+            q = q.where(r.parent == parent)
         if before_seq is not None:
             q = q.where(r.seq < before_seq)
         q = q.order_by(r.seq.desc()).limit(limit)
         with self.engine.connect() as conn:
             return [dict(m) for m in conn.execute(q).mappings()]
+
+    def child_counts(self, parent: str) -> dict[str, int]:
+        """A sweep's children by status (one grouped count over the parent index)."""
+        r = schema.runs.c
+        q = select(r.status, func.count()).where(r.parent == parent).group_by(r.status)
+        with self.engine.connect() as conn:
+            return {str(s): int(n) for s, n in conn.execute(q).all()}
 
     def active_runs(self) -> list[dict[str, Any]]:
         """Every run not yet final, in submission order: what a restarted engine reloads."""

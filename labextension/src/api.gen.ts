@@ -220,14 +220,15 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** One run's full record */
+        /** One run's full record (GET); a sweep's concurrency or pause (PATCH) */
         get: operations["get_runs_run_id"];
         put?: never;
         post?: never;
         delete?: never;
         options?: never;
         head?: never;
-        patch?: never;
+        /** One run's full record (GET); a sweep's concurrency or pause (PATCH) */
+        patch: operations["patch_runs_run_id"];
         trace?: never;
     };
     "/gpuplat/api/runs/{run_id}/explain": {
@@ -439,6 +440,17 @@ export interface paths {
 export type webhooks = Record<string, never>;
 export interface components {
     schemas: {
+        /** BestChild */
+        BestChild: {
+            /** Id */
+            id: string;
+            /** Value */
+            value: number;
+            /** Params */
+            params: {
+                [key: string]: unknown;
+            };
+        };
         /**
          * Blocker
          * @description A run that holds what this one waits for; id/name/user only when the caller may see them.
@@ -611,6 +623,71 @@ export interface components {
              */
             run_id: string | null;
         };
+        /**
+         * Domain
+         * @description Exactly one of: a list, a range, a linspace, a continuous interval, a choice.
+         */
+        Domain: {
+            /**
+             * Values
+             * @default null
+             */
+            values?: (string | number | boolean)[] | null;
+            /**
+             * Range
+             * @default null
+             */
+            range?: (number)[] | null;
+            /**
+             * Linspace
+             * @default null
+             */
+            linspace?: (number)[] | null;
+            /**
+             * Uniform
+             * @default null
+             */
+            uniform?: (number)[] | null;
+            /**
+             * Loguniform
+             * @default null
+             */
+            loguniform?: (number)[] | null;
+            /**
+             * Choice
+             * @default null
+             */
+            choice?: (string | number | boolean)[] | null;
+        };
+        /**
+         * EarlyStopping
+         * @description Without a policy: stop the sweep once a child's `metric` reaches `value`.
+         *     With policy `median`: stop a child whose `metric` after `min_steps` steps is worse than the median of the others.
+         */
+        EarlyStopping: {
+            /** Metric */
+            metric: string;
+            /**
+             * Optimization
+             * @enum {string}
+             */
+            optimization: "maximize" | "minimize";
+            /**
+             * Value
+             * @default null
+             */
+            value?: number | null;
+            /**
+             * Policy
+             * @default null
+             */
+            policy?: "median" | null;
+            /**
+             * Min Steps
+             * @default 0
+             */
+            min_steps?: number;
+        };
         /** EnvVar */
         EnvVar: {
             /** Name */
@@ -752,6 +829,55 @@ export interface components {
             /** Offset */
             offset: number;
         };
+        /**
+         * Matrix
+         * @description What a sweep runs: see .coord/SWEEPS.md for each field.
+         */
+        Matrix: {
+            /**
+             * Kind
+             * @enum {string}
+             */
+            kind: "grid" | "random" | "mapping" | "bayes";
+            /**
+             * Params
+             * @default null
+             */
+            params?: {
+                [key: string]: components["schemas"]["Domain"];
+            } | null;
+            /**
+             * Values
+             * @default null
+             */
+            values?: {
+                [key: string]: string | number | boolean;
+            }[] | null;
+            /**
+             * Num Runs
+             * @default null
+             */
+            num_runs?: number | null;
+            /**
+             * Seed
+             * @default null
+             */
+            seed?: number | null;
+            /**
+             * Concurrency
+             * @default 1
+             */
+            concurrency?: number;
+            /**
+             * Max Failures
+             * @default null
+             */
+            max_failures?: number | null;
+            /** Early Stopping */
+            early_stopping?: components["schemas"]["EarlyStopping"][];
+            /** @default null */
+            objective?: components["schemas"]["Objective"] | null;
+        };
         /** MetricSummary */
         MetricSummary: {
             /** Count */
@@ -783,6 +909,16 @@ export interface components {
          */
         Metrics: {
             [key: string]: components["schemas"]["Curve"];
+        };
+        /** Objective */
+        Objective: {
+            /** Metric */
+            metric: string;
+            /**
+             * Optimization
+             * @enum {string}
+             */
+            optimization: "maximize" | "minimize";
         };
         /**
          * OpenAPIDocument
@@ -1381,6 +1517,50 @@ export interface components {
             working_dir?: string | null;
             /** @default null */
             session?: components["schemas"]["SessionState"] | null;
+            /**
+             * Parent
+             * @description A sweep's child: the sweep's id
+             * @default null
+             */
+            parent?: string | null;
+            /**
+             * Params
+             * @description A sweep's child: its params
+             * @default null
+             */
+            params?: {
+                [key: string]: unknown;
+            } | null;
+            /**
+             * @description A sweep: its children by status
+             * @default null
+             */
+            children?: components["schemas"]["SweepChildren"] | null;
+            /**
+             * Concurrency
+             * @description A sweep: children dispatched at once, at most
+             * @default null
+             */
+            concurrency?: number | null;
+            /**
+             * Paused
+             * @description A sweep: no more children are dispatched
+             * @default null
+             */
+            paused?: boolean | null;
+            /**
+             * Matrix
+             * @description A sweep: what it runs
+             * @default null
+             */
+            matrix?: {
+                [key: string]: unknown;
+            } | null;
+            /**
+             * @description A sweep: its best child by the matrix's objective
+             * @default null
+             */
+            best?: components["schemas"]["BestChild"] | null;
             /** Request */
             request: {
                 [key: string]: unknown;
@@ -1479,6 +1659,8 @@ export interface components {
              * @default null
              */
             notebook?: string | null;
+            /** @default null */
+            matrix?: components["schemas"]["Matrix"] | null;
         };
         /**
          * RunSummary
@@ -1537,6 +1719,50 @@ export interface components {
             working_dir?: string | null;
             /** @default null */
             session?: components["schemas"]["SessionState"] | null;
+            /**
+             * Parent
+             * @description A sweep's child: the sweep's id
+             * @default null
+             */
+            parent?: string | null;
+            /**
+             * Params
+             * @description A sweep's child: its params
+             * @default null
+             */
+            params?: {
+                [key: string]: unknown;
+            } | null;
+            /**
+             * @description A sweep: its children by status
+             * @default null
+             */
+            children?: components["schemas"]["SweepChildren"] | null;
+            /**
+             * Concurrency
+             * @description A sweep: children dispatched at once, at most
+             * @default null
+             */
+            concurrency?: number | null;
+            /**
+             * Paused
+             * @description A sweep: no more children are dispatched
+             * @default null
+             */
+            paused?: boolean | null;
+            /**
+             * Matrix
+             * @description A sweep: what it runs
+             * @default null
+             */
+            matrix?: {
+                [key: string]: unknown;
+            } | null;
+            /**
+             * @description A sweep: its best child by the matrix's objective
+             * @default null
+             */
+            best?: components["schemas"]["BestChild"] | null;
         };
         /** RunsPage */
         RunsPage: {
@@ -1627,6 +1853,31 @@ export interface components {
             details?: {
                 [key: string]: unknown;
             } | null;
+        };
+        /**
+         * SweepChange
+         * @description PATCH runs/{id} of a sweep: its concurrency, or pausing/resuming its dispatch.
+         */
+        SweepChange: {
+            /**
+             * Concurrency
+             * @default null
+             */
+            concurrency?: number | null;
+            /**
+             * Paused
+             * @default null
+             */
+            paused?: boolean | null;
+        };
+        /** SweepChildren */
+        SweepChildren: {
+            /** Total */
+            total: number;
+            /** By Status */
+            by_status: {
+                [key: string]: number;
+            };
         };
         /** Termination */
         Termination: {
@@ -2259,6 +2510,8 @@ export interface operations {
                 q?: string;
                 /** @description Only runs of this kind */
                 kind?: "job" | "session";
+                /** @description Only this sweep's children */
+                parent?: string;
                 /** @description Runs older than this seq (next_before of the previous page) */
                 before?: number;
                 /** @description Page size */
@@ -2333,6 +2586,41 @@ export interface operations {
             cookie?: never;
         };
         requestBody?: never;
+        responses: {
+            /** @description One run's full record: request, resolved spec, provenance and timeline. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RunDetail"];
+                };
+            };
+            /** @description Refused: what was wrong and what is allowed */
+            "4XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    patch_runs_run_id: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                run_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["SweepChange"];
+            };
+        };
         responses: {
             /** @description One run's full record: request, resolved spec, provenance and timeline. */
             200: {

@@ -1,0 +1,212 @@
+"""Sweeps: a parent run (kind `sweep`) whose children are ordinary runs of one queue.
+
+The parent holds no slot and no resources; it is a record and a gate. Its workflow
+concurrency is a `SweepGate` in its queue's state, which admission checks for each child
+group head (a sweep's children are one group), so a sweep of 10,000 children costs the
+dispatcher one head, not 10,000. Changing the concurrency or pausing changes the gate and
+wakes the queue; lowering it never stops a running child.
+
+The parent's status: queued until a child is dispatched, then running; it ends when every
+child has ended (succeeded if none failed, else failed), when a child reaches an
+early-stopping target (succeeded, EarlyStopped), when more children failed than
+`max_failures` (failed, MaxFailures), or when stopped (stopped). Ending early stops the
+children that have not ended.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..core.admission import SweepGate
+from ..core.errors import Conflict, InvalidInput
+from ..core.policy import require_can_stop
+from ..core.reasons import Reason
+from ..core.status import FINAL, Status
+from .state import ActiveRun, EngineState
+
+MAX_CONCURRENCY = 10_000
+
+
+@dataclass
+class Sweep:
+    """What the engine keeps of an unfinished sweep."""
+
+    parent: ActiveRun
+    gate: SweepGate
+    total: int
+    ended: int = 0
+    failed: int = 0
+    max_failures: int | None = None
+    targets: list[dict[str, Any]] = field(default_factory=list)  # metric early-stopping rules
+    children: set[str] = field(default_factory=set)  # unfinished children
+
+    @property
+    def id(self) -> str:
+        return self.parent.id
+
+
+def sweep_spec(resolved: dict[str, Any]) -> dict[str, Any]:
+    return dict(resolved.get("sweep") or {})
+
+
+class Sweeps:
+    def __init__(self, state: EngineState) -> None:
+        self.s = state
+        self.sweeps: dict[str, Sweep] = {}
+        self.stopper: Any = None  # the reconciler: stop(user, row), finish(...) (set by the engine)
+        self.waker: Any = None  # the dispatcher: dirty queues, schedule
+
+    # ---- creation and reload ------------------------------------------------
+    def register(self, parent: ActiveRun, children: list[ActiveRun], ended: int = 0, failed: int = 0) -> Sweep:
+        spec = sweep_spec(parent.resolved)
+        gate = SweepGate(int(spec.get("concurrency") or 1), bool(spec.get("paused")))
+        sw = Sweep(
+            parent,
+            gate,
+            total=int(spec.get("total") or len(children)),
+            ended=ended,
+            failed=failed,
+            max_failures=spec.get("max_failures"),
+            targets=[r for r in spec.get("early_stopping") or [] if "value" in r],
+            children={c.id for c in children},
+        )
+        self.sweeps[parent.id] = sw
+        q = self.s.queues.get(parent.queue)
+        if q is not None:
+            q.gates[parent.id] = gate
+        return sw
+
+    def of(self, run_id: str) -> Sweep | None:
+        return self.sweeps.get(run_id)
+
+    # ---- children's life ------------------------------------------------------
+    def dispatched(self, child: ActiveRun) -> None:
+        sw = self.sweeps.get(child.parent or "")
+        if sw is None or sw.parent.status != Status.QUEUED:
+            return
+        self.s.record(
+            sw.parent, Status.RUNNING, Reason.SWEEP_STARTED, f"child {child.id} dispatched", started_at=self.s.clock()
+        )
+
+    def child_ended(self, child: ActiveRun, status: Status) -> None:
+        sw = self.sweeps.get(child.parent or "")
+        if sw is None:
+            return
+        sw.children.discard(child.id)
+        sw.ended += 1
+        if status == Status.FAILED:
+            sw.failed += 1
+        if sw.parent.status in FINAL or sw.parent.stop_requested_by:
+            self._maybe_final(sw)
+            return
+        if sw.max_failures is not None and sw.failed > sw.max_failures:
+            self._end_early(
+                sw,
+                Status.FAILED,
+                Reason.MAX_FAILURES,
+                f"{sw.failed} children failed (max_failures {sw.max_failures}); the rest stopped",
+            )
+            return
+        self._maybe_final(sw)
+
+    def metric(self, sweep_id: str, child_id: str, name: str, value: float) -> None:
+        """A child's best value so far of a metric: an early-stopping target reached ends the sweep."""
+        sw = self.sweeps.get(sweep_id)
+        if sw is None or sw.parent.stop_requested_by or sw.parent.status in FINAL:
+            return
+        for rule in sw.targets:
+            if rule.get("metric") != name:
+                continue
+            target = float(rule["value"])
+            hit = value >= target if rule.get("optimization", "maximize") == "maximize" else value <= target
+            if hit:
+                message = f"child {child_id} reached {name} = {value:g} (target {target:g}); the rest stopped"
+                self._end_early(sw, Status.SUCCEEDED, Reason.EARLY_STOPPED, message)
+                return
+
+    # ---- control ------------------------------------------------------------------
+    def update(self, user: str, row: dict[str, Any], concurrency: int | None, paused: bool | None) -> None:
+        sw = self.sweeps.get(row["id"])
+        require_can_stop(self.s.cfg, user, row)  # who may stop a sweep may change it
+        if row.get("kind") != "sweep":
+            raise Conflict(f"run {row['id']} is a {row.get('kind')}, not a sweep", "only sweeps have a concurrency")
+        if sw is None:
+            raise Conflict(f"sweep {row['id']} has ended ({row['status']})", "only unfinished sweeps can be changed")
+        a, gate = sw.parent, sw.gate
+        spec = sweep_spec(a.resolved)
+        if concurrency is not None:
+            if not 1 <= concurrency <= MAX_CONCURRENCY:
+                raise InvalidInput(f"concurrency must be between 1 and {MAX_CONCURRENCY}, got {concurrency}")
+            if concurrency != gate.concurrency:
+                old, gate.concurrency = gate.concurrency, concurrency
+                spec["concurrency"] = concurrency
+                a.resolved = {**a.resolved, "sweep": spec}
+                details = {"from": old, "to": concurrency, "by": user}
+                self.s.record(
+                    a,
+                    a.status,
+                    Reason.CONCURRENCY_CHANGED,
+                    f"concurrency {old} → {concurrency} by {user}",
+                    details=details,
+                    resolved=a.resolved,
+                )
+        if paused is not None and paused != gate.paused:
+            gate.paused = paused
+            spec["paused"] = paused
+            a.resolved = {**a.resolved, "sweep": spec}
+            reason = Reason.SWEEP_PAUSED if paused else Reason.SWEEP_RESUMED
+            what = "paused: no more children are dispatched" if paused else "resumed"
+            self.s.record(a, a.status, reason, f"{what} by {user}", details={"by": user}, resolved=a.resolved)
+        self.waker.dirty.add(a.queue)
+        self.waker.schedule()
+
+    def stop(self, user: str, sweep: Sweep) -> None:
+        """Stop the sweep: its queued children end now, its running ones get the normal stop."""
+        a = sweep.parent
+        if a.stop_requested_by is None:
+            a.stop_requested_by = user
+            self.s.record(
+                a, Status.STOPPING, Reason.STOP_REQUESTED, f"stop requested by {user}", stop_requested_by=user
+            )
+        self._stop_children(sweep, user)
+        self._maybe_final(sweep)
+
+    # ---- endings ----------------------------------------------------------------------
+    def _end_early(self, sw: Sweep, status: Status, reason: str, message: str) -> None:
+        a = sw.parent
+        a.end = (reason, message)
+        a.stop_requested_by = "the sweep"
+        self.s.record(a, Status.STOPPING, reason, message, stop_requested_by="the sweep")
+        a.end_status = status
+        self._stop_children(sw, "the sweep")
+        self._maybe_final(sw)
+
+    def _stop_children(self, sw: Sweep, user: str) -> None:
+        for cid in list(sw.children):
+            child = self.s.active.get(cid)
+            if child is None or child.stop_requested_by is not None:
+                continue
+            row = {"id": cid, "project": child.project, "user": child.user, "status": child.status.value}
+            self.stopper.stop_child(user, child, row)
+
+    def _maybe_final(self, sw: Sweep) -> None:
+        if sw.children or sw.id not in self.sweeps:
+            return
+        a = sw.parent
+        if a.end is not None:
+            reason, message = a.end
+            status = a.end_status or Status.STOPPED
+        elif a.stop_requested_by is not None:
+            status, reason = Status.STOPPED, Reason.STOPPED
+            message = f"stopped by {a.stop_requested_by}; {sw.ended} of {sw.total} children ended"
+        elif sw.failed:
+            status, reason = Status.FAILED, Reason.ERROR
+            message = f"{sw.failed} of {sw.total} children failed"
+        else:
+            status, reason, message = Status.SUCCEEDED, Reason.COMPLETED, f"all {sw.total} children succeeded"
+        self.sweeps.pop(a.id, None)
+        q = self.s.queues.get(a.queue)
+        if q is not None:
+            q.gates.pop(a.id, None)
+        self.stopper.finish(a, status, reason, message)
