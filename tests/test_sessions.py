@@ -210,7 +210,7 @@ def test_timeout_seconds_caps_a_session_and_its_kernel_is_shut_down(srv: ServerP
     assert answer.status_code == 201, answer.text
     kid = answer.json()["kernel"]["id"]
     lease = session_of(srv, "capped.ipynb")
-    ended = srv.wait_status(lease["id"], "stopped", "failed", timeout=30)
+    ended = srv.wait_status(lease["id"], "stopped", "failed", timeout=60)
     assert ended["reason"] == "TimedOut", ended
     until(lambda: kid not in kernel_ids(srv), "the capped session's kernel to be gone")
 
