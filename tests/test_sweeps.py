@@ -234,3 +234,37 @@ async def test_sweeps_over_the_api(api: Any) -> None:
     assert final["children"]["by_status"] == {"succeeded": 6}
     code, err = await api("PATCH", f"runs/{parent['id']}", body={"paused": True})
     assert code == 409 and "has ended" in err["error"]["message"]
+
+
+async def test_a_bayes_sweep_makes_children_as_its_search_asks(api: Any) -> None:
+    """8 trials of a 1-D quadratic, 2 at a time: children are made as trials end, each told its loss."""
+    code = (
+        "from jupyter_gpuplat import tracking\n"
+        "x = float(tracking.params()['x'])\n"
+        "tracking.log_metrics(step=0, loss=(x - 0.3) ** 2)\n"
+    )
+    body = {
+        "project": "team-a",
+        "presets": ["single-gpu"],
+        "code": code,
+        "matrix": {
+            "kind": "bayes",
+            "params": {"x": {"uniform": [0, 1]}},
+            "num_runs": 8,
+            "seed": 3,
+            "concurrency": 2,
+            "objective": {"metric": "loss", "optimization": "minimize"},
+        },
+    }
+    code_, parent = await api("POST", "runs", body=body)
+    assert code_ == 201, parent
+    assert parent["children"]["total"] == 8
+    first = (await api.ok("GET", "runs", parent=parent["id"]))["runs"]
+    assert len(first) == 2  # the rest are asked of the search as these end
+    done = await api.wait_status(parent["id"], "succeeded", timeout=120)
+    kids = (await api.ok("GET", "runs", parent=parent["id"]))["runs"]
+    assert len(kids) == 8 and {k["status"] for k in kids} == {"succeeded"}
+    losses = {k["id"]: (k["params"]["x"] - 0.3) ** 2 for k in kids}
+    best = (await api.ok("GET", f"runs/{done['id']}"))["best"]
+    assert best is not None and best["id"] == min(losses, key=losses.__getitem__)
+    assert abs(best["value"] - min(losses.values())) < 1e-9

@@ -1,4 +1,5 @@
-"""Compare: params, resolved-config differences, metric summaries and curves of runs."""
+"""Compare: params, resolved-config differences, metric summaries and curves of runs; and a sweep's
+children against its objective (compare_sweep: every child's params and value, curves of the top N)."""
 
 from __future__ import annotations
 
@@ -12,9 +13,12 @@ from ..core.config import PlatformConfig
 from ..core.downsample import downsample
 from ..core.errors import InvalidInput
 from ..core.policy import require_visible_run
+from ..core.sweep_compare import Objective, ranked, top
 from ..store import Store
 
 MAX_RUNS = 500
+MAX_SWEEP_CHILDREN = 10_000
+MAX_TOP = 50
 
 
 class Source(Protocol):
@@ -83,4 +87,54 @@ def compare(engine: Source, user: str, run_ids: list[str], names: list[str] | No
             "differ": [{"path": p, "values": {rid: configs[rid].get(p) for rid in run_ids}} for p in config_diff]
         },
         "curves": {rid: {n: curve(s, v, max_points) for n, (s, v) in series.get(rid, {}).items()} for rid in run_ids},
+    }
+
+
+def compare_sweep(
+    engine: Source, user: str, sweep_id: str, metric: str | None, n_top: int, max_points: int
+) -> dict[str, Any]:
+    """A sweep's children against its objective, best first, with the curves of the top `n_top`.
+
+    Three reads whatever the sweep's size: the children (parent index), one metric's chunk
+    summaries, the top children's series; no curve is read for the rest.
+    """
+    if not 0 <= n_top <= MAX_TOP:
+        raise InvalidInput(f"top={n_top}: at most {MAX_TOP} children's curves can be overlaid", "e.g. top=5")
+    row = engine.store.get_run(sweep_id)
+    require_visible_run(engine.cfg, user, sweep_id, row)
+    assert row is not None  # require_visible_run refuses a missing run
+    if row.get("kind") != "sweep":
+        raise InvalidInput(f"run {sweep_id} is not a sweep (kind {row.get('kind')})", "give a sweep's id")
+    matrix = ((row.get("resolved") or {}).get("sweep") or {}).get("matrix") or {}
+    objective = Objective.of(matrix.get("objective"))
+    if metric:
+        objective = Objective(metric, objective.maximize if objective and objective.metric == metric else False)
+    children = engine.store.list_runs([row["project"]], parent=sweep_id, limit=MAX_SWEEP_CHILDREN)
+    children.reverse()  # submission order: a grid's first child first
+    ids = [c["id"] for c in children]
+    summaries = engine.store.metrics.summaries(ids, [objective.metric] if objective else None)
+    names = sorted({n for s in summaries.values() for n in s})
+    if objective is None and names:
+        objective = Objective(names[0])
+    values = {rid: objective.value(summaries.get(rid, {}).get(objective.metric)) for rid in ids} if objective else {}
+    order = ranked(ids, values, objective) if objective else ids
+    by_id = {c["id"]: c for c in children}
+    leaders = top(ids, values, objective, n_top) if objective else []
+    series = engine.store.metrics.series_many(leaders, [objective.metric]) if objective and leaders else {}
+    return {
+        "sweep": sweep_id,
+        "objective": None if objective is None else {"metric": objective.metric, "optimization": objective.optimization},
+        "children": [
+            {
+                "id": rid,
+                "name": by_id[rid]["name"],
+                "status": by_id[rid]["status"],
+                "params": (by_id[rid].get("resolved") or {}).get("params") or {},
+                "value": values.get(rid),
+            }
+            for rid in order
+        ],
+        "best": leaders[0] if leaders else None,
+        "top": leaders,
+        "curves": {rid: {n: curve(s, v, max_points) for n, (s, v) in series.get(rid, {}).items()} for rid in leaders},
     }

@@ -18,14 +18,31 @@ from typing import Any, Protocol
 from ..core.admission import QueueState, choose, order_queues, pick_devices, wait_reason
 from ..core.artifacts import run_dir
 from ..core.errors import Unprocessable
-from ..core.matrix import expand
+from ..core.matrix import count, expand
 from ..core.policy import resolve
 from ..core.request import Entrypoint, RunRequest
 from ..core.resources import Resources, format_memory
+from ..core.search import BayesSearch
 from ..core.status import Reason, Status
 from ..executors.base import LaunchRequest
 from ..store import StoreUnavailable
 from .state import ActiveRun, Change, EngineState, log
+from .sweeps import Sweep
+
+# What a sweep's child takes from the submitted request (the rest is its own).
+_CHILD_FIELDS = (
+    "project",
+    "user",
+    "queue",
+    "request",
+    "resolved",
+    "provenance",
+    "gpu",
+    "cpu_milli",
+    "memory_bytes",
+    "working_dir",
+    "code",
+)
 
 
 class RunEnder(Protocol):
@@ -39,7 +56,7 @@ class RunEnder(Protocol):
 
     def sweep_dispatched(self, child: ActiveRun) -> None: ...
 
-    def register_sweep(self, parent: ActiveRun, children: list[ActiveRun]) -> None: ...
+    def register_sweep(self, parent: ActiveRun, children: list[ActiveRun]) -> Sweep: ...
 
 
 class Dispatcher:
@@ -167,19 +184,18 @@ class Dispatcher:
     def _submit_sweep(
         self, user: str, req: RunRequest, template: dict[str, Any], evs: list[dict[str, Any]], q: QueueState
     ) -> dict[str, Any]:
-        """The parent (a record and a gate, no slot) and every child at once, in one transaction."""
+        """The parent (a record and a gate, no slot) and its children, in one transaction.
+
+        grid, random and mapping make every child now; bayes makes `concurrency` of them, and one
+        more each time one ends (asked of its search, told the child's objective).
+        """
         s = self.s
         assert req.matrix is not None
-        if req.matrix.kind == "bayes":
-            raise Unprocessable(
-                "matrix kind bayes is not implemented in this release (it comes with model-based search); use grid, "
-                "random or mapping",
-                "set matrix.kind to grid, random or mapping",
-                code="NotImplemented",
-            )
-        points = expand(req.matrix)
+        search = BayesSearch(req.matrix) if req.matrix.kind == "bayes" else None
+        total = count(req.matrix)
+        asked = [search.ask() for _ in range(min(req.matrix.concurrency, total))] if search else []
+        points = [p for _, p in asked] if search else expand(req.matrix)
         matrix = req.matrix.model_dump(mode="json", exclude_none=True)
-        base_name = template["name"] or "sweep"
         parent = {
             **template,
             "kind": "sweep",
@@ -187,66 +203,85 @@ class Dispatcher:
             "gpu": 0,
             "cpu_milli": 0,
             "memory_bytes": 0,
-            "message": f"{len(points)} children; at most {req.matrix.concurrency} dispatched at once",
+            "message": f"{total} children; at most {req.matrix.concurrency} dispatched at once",
         }
-        spec = {"matrix": matrix, "concurrency": req.matrix.concurrency, "paused": False, "total": len(points)}
+        child = {k: template[k] for k in _CHILD_FIELDS}
+        child["request"] = {k: v for k, v in template["request"].items() if k != "matrix"}
+        child.update(base_name=template["name"] or "sweep", params=dict(req.params or {}))
+        spec = {"matrix": matrix, "concurrency": req.matrix.concurrency, "paused": False, "total": total}
         spec.update(max_failures=req.matrix.max_failures, early_stopping=matrix.get("early_stopping") or [])
+        spec["child"] = child
         parent["resolved"] = {**template["resolved"], "kind": "sweep", "sweep": spec}
-        request = {k: v for k, v in template["request"].items() if k != "matrix"}
-        children = []
-        for i, point in enumerate(points):
-            params = {**(req.params or {}), **point}
-            resolved = {**template["resolved"], "kind": "job", "params": params, "name": f"{base_name}-{i}"}
-            child = {**template, "id": self.new_id(), "name": resolved["name"], "kind": "job", "parent": template["id"]}
-            child.update(request={**request, "params": params}, resolved=resolved)
-            child["message"] = f"waiting for dispatch in queue {q.limits.name}"
-            children.append(child)
-        queued = evs[1]
-        child_evs = [
-            [{**queued, "message": f"{queued['message']}; child {i} of sweep {template['id']}"}]
-            for i in range(len(children))
-        ]
-        seqs = s.store.create_runs([parent, *children], [evs, *child_evs])
-        now = template["created_at"]
+        rows = self._child_rows(template["id"], child, points, 0, template["created_at"])
+        seqs = s.store.create_runs([parent, *rows], [evs, *self._child_events(rows, q, template["id"])])
         pa = ActiveRun(
-            parent["id"],
-            seqs[0],
-            req.project,
-            user,
-            q.limits.name,
-            Status.QUEUED,
-            Resources(),
-            parent["resolved"],
-            times={"created_at": now},
+            parent["id"], seqs[0], req.project, user, q.limits.name, Status.QUEUED, Resources(), parent["resolved"]
         )
+        pa.times["created_at"] = template["created_at"]
         s.active[pa.id] = pa
-        actives = []
-        request_res = Resources(template["gpu"], template["cpu_milli"], template["memory_bytes"])
-        for row, seq in zip(children, seqs[1:], strict=True):
-            a = ActiveRun(
-                row["id"],
-                seq,
-                req.project,
-                user,
-                q.limits.name,
-                Status.QUEUED,
-                request_res,
-                row["resolved"],
-                times={"created_at": now},
-                parent=pa.id,
-            )
-            a.provenance = dict(template["provenance"])
-            s.active[a.id] = a
-            actives.append(a)
-        self.reconciler.register_sweep(pa, actives)
-        for a in actives:
-            q.add_pending(a.pending())
-        self._newly_queued.extend(a.id for a in actives)
-        self.dirty.add(q.limits.name)
-        self.schedule()
+        actives = self._activate(pa, rows, seqs[1:])
+        sweep = self.reconciler.register_sweep(pa, actives)
+        if search is not None:
+            sweep.search = search
+            sweep.trials = {a.id: trial for a, (trial, _) in zip(actives, asked, strict=True)}
         parent.update(seq=seqs[0], devices=None, handle=None, exit_code=None, stop_requested_by=None, parent=None)
         parent.update(dispatched_at=None, started_at=None, finished_at=None)
         return parent
+
+    def add_children(self, pa: ActiveRun, points: list[dict[str, Any]], start: int) -> list[ActiveRun]:
+        """More children of a running sweep (bayes: as its search asks), from the template it keeps."""
+        child = pa.resolved["sweep"]["child"]
+        q = self.s.queues[pa.queue]
+        rows = self._child_rows(pa.id, child, points, start, self.s.clock())
+        seqs = self.s.store.create_runs(rows, self._child_events(rows, q, pa.id))
+        return self._activate(pa, rows, seqs)
+
+    def _child_rows(
+        self, parent_id: str, child: dict[str, Any], points: list[dict[str, Any]], start: int, now: float
+    ) -> list[dict[str, Any]]:
+        rows = []
+        for i, point in enumerate(points, start):
+            params = {**child["params"], **point}
+            name = f"{child['base_name']}-{i}"
+            resolved = {**child["resolved"], "kind": "job", "params": params, "name": name}
+            resolved.pop("sweep", None)
+            row = {k: child[k] for k in _CHILD_FIELDS if k != "resolved"}
+            row.update(id=self.new_id(), name=name, kind="job", parent=parent_id, resolved=resolved)
+            row.update(request={**child["request"], "params": params}, created_at=now, queued_at=now, updated_at=now)
+            row.update(status=Status.QUEUED.value, reason=Reason.SUBMITTED.value)
+            row["message"] = f"waiting for dispatch in queue {row['queue']}"
+            rows.append(row)
+        return rows
+
+    @staticmethod
+    def _child_events(rows: list[dict[str, Any]], q: QueueState, parent_id: str) -> list[list[dict[str, Any]]]:
+        return [
+            [
+                {
+                    "status": "queued",
+                    "reason": Reason.SUBMITTED.value,
+                    "message": f"waiting for dispatch in queue {q.limits.name}; child of sweep {parent_id}",
+                    "at": row["created_at"],
+                }
+            ]
+            for row in rows
+        ]
+
+    def _activate(self, pa: ActiveRun, rows: list[dict[str, Any]], seqs: list[int]) -> list[ActiveRun]:
+        """The new children in the snapshot and their queue's pending runs; a cycle comes."""
+        q = self.s.queues[pa.queue]
+        actives = []
+        for row, seq in zip(rows, seqs, strict=True):
+            r = Resources(row["gpu"], row["cpu_milli"], row["memory_bytes"])
+            a = ActiveRun(row["id"], seq, row["project"], row["user"], pa.queue, Status.QUEUED, r, row["resolved"])
+            a.times["created_at"], a.parent, a.provenance = row["created_at"], pa.id, dict(row["provenance"])
+            self.s.active[a.id] = a
+            q.add_pending(a.pending())
+            actives.append(a)
+        self._newly_queued.extend(a.id for a in actives)
+        self.dirty.add(pa.queue)
+        self.schedule()
+        return actives
 
     # ---- the admission cycle --------------------------------------------
     def wake(self, queue: str | None = None) -> None:

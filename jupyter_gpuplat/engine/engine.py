@@ -333,6 +333,7 @@ class Engine:
             row = self.store.get_run(run_id)
             if row is not None and row.get("parent"):
                 self._check_targets(run_id, row["parent"])
+                self.sweeps.child_indexed(row["parent"], run_id)
         except Exception:
             log.exception("indexing metrics of run %s failed", run_id)
         self.metrics.forget(run_id)

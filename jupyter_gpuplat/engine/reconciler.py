@@ -19,7 +19,7 @@ from ..executors.base import Observation
 from .dispatcher import Dispatcher
 from .sessions import KERNEL_DIED_EXIT, Sessions, gpus_text, is_session
 from .state import ActiveRun, EngineState, log
-from .sweeps import Sweeps
+from .sweeps import Sweep, Sweeps
 
 
 class Reconciler:
@@ -39,6 +39,7 @@ class Reconciler:
         self.sweeps = Sweeps(state)
         self.sweeps.stopper = self
         self.sweeps.waker = dispatcher
+        self.sweeps.spawner = dispatcher
 
     # ---- start-up: reload and re-attach ------------------------------------
     def reload(self, row: dict[str, Any]) -> None:
@@ -63,7 +64,8 @@ class Reconciler:
         if row["kind"] == "sweep":
             counts = s.store.child_counts(a.id)
             ended = sum(n for st, n in counts.items() if st in {x.value for x in FINAL})
-            self.sweeps.register(a, [], ended=ended, failed=counts.get(Status.FAILED.value, 0))
+            failed = counts.get(Status.FAILED.value, 0)
+            self.sweeps.register(a, [], ended=ended, failed=failed, created=sum(counts.values()))
             return
         if a.parent is not None and (sw := self.sweeps.of(a.parent)) is not None:
             sw.children.add(a.id)
@@ -135,8 +137,8 @@ class Reconciler:
     def sweep_dispatched(self, child: ActiveRun) -> None:
         self.sweeps.dispatched(child)
 
-    def register_sweep(self, parent: ActiveRun, children: list[ActiveRun]) -> None:
-        self.sweeps.register(parent, children)
+    def register_sweep(self, parent: ActiveRun, children: list[ActiveRun]) -> Sweep:
+        return self.sweeps.register(parent, children)
 
     def record_running(self, a: ActiveRun, reason: str, message: str, **fields: Any) -> None:
         """The run's process runs; a session's lease now holds its GPUs and its kernel starts."""

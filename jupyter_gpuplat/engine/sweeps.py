@@ -20,8 +20,10 @@ from typing import Any
 
 from ..core.admission import SweepGate
 from ..core.errors import Conflict, InvalidInput
+from ..core.matrix import Matrix
 from ..core.policy import require_can_stop
 from ..core.reasons import Reason
+from ..core.search import BayesSearch
 from ..core.status import FINAL, Status
 from .state import ActiveRun, EngineState
 
@@ -40,6 +42,9 @@ class Sweep:
     max_failures: int | None = None
     targets: list[dict[str, Any]] = field(default_factory=list)  # metric early-stopping rules
     children: set[str] = field(default_factory=set)  # unfinished children
+    created: int = 0  # children made so far (bayes makes them as its search asks)
+    search: Any = None  # bayes: the BayesSearch (core.search), rebuilt from the record after a restart
+    trials: dict[str, int] = field(default_factory=dict)  # bayes: child id → the search's params id
 
     @property
     def id(self) -> str:
@@ -56,9 +61,12 @@ class Sweeps:
         self.sweeps: dict[str, Sweep] = {}
         self.stopper: Any = None  # the reconciler: stop(user, row), finish(...) (set by the engine)
         self.waker: Any = None  # the dispatcher: dirty queues, schedule
+        self.spawner: Any = None  # the dispatcher: add_children
 
     # ---- creation and reload ------------------------------------------------
-    def register(self, parent: ActiveRun, children: list[ActiveRun], ended: int = 0, failed: int = 0) -> Sweep:
+    def register(
+        self, parent: ActiveRun, children: list[ActiveRun], ended: int = 0, failed: int = 0, created: int | None = None
+    ) -> Sweep:
         spec = sweep_spec(parent.resolved)
         gate = SweepGate(int(spec.get("concurrency") or 1), bool(spec.get("paused")))
         sw = Sweep(
@@ -70,6 +78,7 @@ class Sweeps:
             max_failures=spec.get("max_failures"),
             targets=[r for r in spec.get("early_stopping") or [] if "value" in r],
             children={c.id for c in children},
+            created=created if created is not None else len(children),
         )
         self.sweeps[parent.id] = sw
         q = self.s.queues.get(parent.queue)
@@ -108,7 +117,49 @@ class Sweeps:
                 f"{sw.failed} children failed (max_failures {sw.max_failures}); the rest stopped",
             )
             return
+        self.top_up(sw)
         self._maybe_final(sw)
+
+    # ---- bayes: children as the search asks -------------------------------------
+    def top_up(self, sw: Sweep) -> None:
+        """Keep `concurrency` children unfinished while the search has trials left to ask."""
+        if sw.search is None and not self._is_bayes(sw):
+            return
+        want = min(sw.gate.concurrency - len(sw.children), sw.total - sw.created)
+        if want <= 0 or sw.gate.paused or sw.parent.stop_requested_by is not None:
+            return
+        search = self._search(sw)
+        asked = [search.ask() for _ in range(want)]
+        made = self.spawner.add_children(sw.parent, [p for _, p in asked], sw.created)
+        sw.created += len(made)
+        for a, (trial, _) in zip(made, asked, strict=True):
+            sw.children.add(a.id)
+            sw.trials[a.id] = trial
+
+    def child_indexed(self, sweep_id: str, child_id: str) -> None:
+        """A bayes child's metrics are all in: its objective goes to the search."""
+        sw = self.sweeps.get(sweep_id)
+        if sw is None or not self._is_bayes(sw):
+            return
+        objective = sweep_spec(sw.parent.resolved)["matrix"]["objective"]
+        summary = self.s.store.metrics.summaries([child_id], [objective["metric"]]).get(child_id, {})
+        last = (summary.get(objective["metric"]) or {}).get("last")
+        value = float(last) if last is not None else None
+        search = self._search(sw)
+        trial = sw.trials.pop(child_id, None)
+        if trial is not None:
+            search.tell(trial, value)
+        else:  # made before a restart: the search learns it as a finished trial
+            row = self.s.store.get_run(child_id) or {}
+            search.add((row.get("resolved") or {}).get("params") or {}, value)
+
+    def _is_bayes(self, sw: Sweep) -> bool:
+        return (sweep_spec(sw.parent.resolved).get("matrix") or {}).get("kind") == "bayes"
+
+    def _search(self, sw: Sweep) -> Any:
+        if sw.search is None:
+            sw.search = BayesSearch(Matrix.model_validate(sweep_spec(sw.parent.resolved)["matrix"]))
+        return sw.search
 
     def metric(self, sweep_id: str, child_id: str, name: str, value: float) -> None:
         """A child's best value so far of a metric: an early-stopping target reached ends the sweep."""
@@ -158,6 +209,7 @@ class Sweeps:
             reason = Reason.SWEEP_PAUSED if paused else Reason.SWEEP_RESUMED
             what = "paused: no more children are dispatched" if paused else "resumed"
             self.s.record(a, a.status, reason, f"{what} by {user}", details={"by": user}, resolved=a.resolved)
+        self.top_up(sw)
         self.waker.dirty.add(a.queue)
         self.waker.schedule()
 
@@ -193,6 +245,8 @@ class Sweeps:
     def _maybe_final(self, sw: Sweep) -> None:
         if sw.children or sw.id not in self.sweeps:
             return
+        if sw.created < sw.total and sw.parent.end is None and sw.parent.stop_requested_by is None:
+            return  # bayes: more children to come
         a = sw.parent
         if a.end is not None:
             reason, message = a.end
