@@ -123,7 +123,9 @@ def compare_sweep(
     series = engine.store.metrics.series_many(leaders, [objective.metric]) if objective and leaders else {}
     return {
         "sweep": sweep_id,
-        "objective": None if objective is None else {"metric": objective.metric, "optimization": objective.optimization},
+        "objective": None
+        if objective is None
+        else {"metric": objective.metric, "optimization": objective.optimization},
         "children": [
             {
                 "id": rid,

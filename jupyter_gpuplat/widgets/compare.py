@@ -6,6 +6,11 @@ chooses the curves overlaid in one plotly FigureWidget (one trace per run and
 metric); "Open" shows one run's full record as a RunMonitor. While any compared
 run is still active the widget re-reads the comparison when that run changes
 status (from the shared event feed), and stops when all have ended or on close().
+
+Given one sweep's id (`Compare("r-sweep")`) it compares the sweep: a SweepPanel (every child's
+params against the objective: sortable table, parallel coordinates, param-vs-metric scatter)
+above the side-by-side view of its `top` best children, the best as the baseline and the
+objective's curves overlaid; it follows the sweep until it ends.
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ from ..client import Client, GpuPlatAPIError
 from . import _html as h
 from ._metrics import lower_is_better
 from .live import EventFeed, Subscription, default_client
+from .sweepcompare import SweepPanel, read_sweep
 
 __all__ = ["Compare", "lower_is_better"]
 
@@ -42,7 +48,8 @@ def run_ids(runs: Sequence[str] | str) -> list[str]:
 
 
 class Compare(widgets.VBox):
-    """Compare runs: `Compare(["r-1", "r-2"])`, `Compare("r-1,r-2", metrics=["loss"])`."""
+    """Compare runs: `Compare(["r-1", "r-2"])`, `Compare("r-1,r-2", metrics=["loss"])`, or a sweep:
+    `Compare("r-sweep", top=5)` (`metrics=["acc"]` judges it by another metric than its objective)."""
 
     baseline = traitlets.Unicode(help="The run every other run is compared against.")
 
@@ -53,6 +60,7 @@ class Compare(widgets.VBox):
         metrics: list[str] | None = None,
         *,
         max_points: int = 500,
+        top: int = 5,
         **kwargs: Any,
     ) -> None:
         self._closed = threading.Event()  # first: close() runs from __del__ even if __init__ failed
@@ -61,9 +69,15 @@ class Compare(widgets.VBox):
         self._parts: list[widgets.Widget] = []
         self.opened: Any = None  # the RunMonitor shown by "Open record"
         self.client = client or default_client()
-        self.run_ids = run_ids(runs)
         self.requested_metrics = list(metrics) if metrics else None
         self.max_points = max_points
+        self.top = top
+        self.sweep: dict[str, Any] | None = self._sweep_of(run_ids(runs))
+        self.sweep_panel: SweepPanel | None = None
+        self.child_ids: set[str] = set()
+        if self.sweep is not None:
+            self.sweep_panel = SweepPanel(self._read_sweep())
+        self.run_ids = self._sweep_run_ids() if self.sweep is not None else run_ids(runs)
         self.data: dict[str, Any] = self.client.compare(
             self.run_ids, metrics=self.requested_metrics, max_points=max_points
         )
@@ -95,12 +109,14 @@ class Compare(widgets.VBox):
         controls = widgets.HBox([self.baseline_selector, self.metric_selector])
         opener = widgets.HBox([self.open_selector, self.open_button])
         self._parts += [controls, opener]
+        head = [self.sweep_panel] if self.sweep_panel is not None else []
         super().__init__(
-            children=[self.title, controls, self.table, self.figure, opener, self.message, self.record], **kwargs
+            children=[*head, self.title, controls, self.table, self.figure, opener, self.message, self.record],
+            **kwargs,
         )
         self.add_class("gpuplat-compare")
         traitlets.link((self.baseline_selector, "value"), (self, "baseline"))
-        self.baseline = self.run_ids[0]
+        self.baseline = self.run_ids[0]  # in a sweep: its best child, the top of the ranking
         self.metric_selector.value = tuple(self._default_metrics())
         self.observe(lambda _: self._render(), "baseline")
         self.metric_selector.observe(lambda _: self._plot(), "value")
@@ -123,12 +139,29 @@ class Compare(widgets.VBox):
         """The thread re-reading the comparison while some run is active (None when all ended)."""
         return self._thread
 
+    @property
+    def best(self) -> str | None:
+        """A sweep's best child by its objective (None for runs, or before any child logged it)."""
+        return self.sweep_panel.data["best"] if self.sweep_panel is not None else None
+
     def refresh(self) -> None:
         """Read the comparison again and re-render."""
+        if self.sweep is not None and self.sweep_panel is not None:
+            self.sweep = self.client.get(self.sweep["id"])
+            sweep_data = self._read_sweep()
+            if self._closed.is_set():
+                return
+            self.sweep_panel.update(sweep_data)
+            self.run_ids = self._sweep_run_ids()
         data = self.client.compare(self.run_ids, metrics=self.requested_metrics, max_points=self.max_points)
         if self._closed.is_set():
             return
         self.data = data
+        labels = self._labels()
+        if labels != list(self.baseline_selector.options):
+            self.baseline_selector.options = labels
+            self.open_selector.options = labels
+            self.baseline = self.run_ids[0]
         names = tuple(data["metrics"])
         if names != tuple(self.metric_selector.options):
             keep = [m for m in self.metric_selector.value if m in names]
@@ -161,17 +194,45 @@ class Compare(widgets.VBox):
                 self._wake.set()
             if self.opened is not None:
                 self.opened.close()
+            if self.sweep_panel is not None:
+                self.sweep_panel.close()
             for w in self._parts:
                 w.close()
         super().close()
 
     # ---- live ---------------------------------------------------------------------------------
     def _active(self) -> bool:
+        if self.sweep is not None:
+            return self.sweep["status"] not in h.FINAL
         return any(r["status"] not in h.FINAL for r in self.data["runs"])
 
     def _on_event(self, ev: dict[str, Any]) -> None:
-        if ev["run_id"] in self.run_ids:
+        if ev["run_id"] in self.run_ids or ev["run_id"] in self.child_ids:
             self._wake.set()
+
+    # ---- a sweep -------------------------------------------------------------------------------
+    def _sweep_of(self, ids: list[str]) -> dict[str, Any] | None:
+        """The sweep's record when one sweep's id was given (one GET; a list of runs costs none)."""
+        if len(ids) != 1:
+            return None
+        record = self.client.get(ids[0])
+        return record if record.get("kind") == "sweep" else None
+
+    def _read_sweep(self) -> dict[str, Any]:
+        assert self.sweep is not None
+        metric = self.requested_metrics[0] if self.requested_metrics else None
+        data = read_sweep(self.client, self.sweep, metric, self.top)
+        self.child_ids = {self.sweep["id"], *(c["id"] for c in data["children"])}
+        return data
+
+    def _sweep_run_ids(self) -> list[str]:
+        """The top children (best first); before any has a value, the first `top` children."""
+        assert self.sweep_panel is not None
+        data = self.sweep_panel.data
+        ids = data["top"] or [c["id"] for c in data["children"][: max(1, self.top)]]
+        if not ids:
+            raise ValueError(f"sweep {self.sweep and self.sweep['id']} has no children to compare")
+        return list(ids)
 
     def _follow_loop(self) -> None:
         while not self._closed.is_set():
@@ -197,6 +258,9 @@ class Compare(widgets.VBox):
 
     def _default_metrics(self) -> list[str]:
         names = self.data["metrics"]
+        objective = self.sweep_panel.objective if self.sweep_panel is not None else None
+        if objective is not None and objective.metric in names:
+            return [objective.metric]
         if self.requested_metrics:
             return [m for m in self.requested_metrics if m in names]
         return names[:1]
