@@ -43,6 +43,7 @@ class Sweep:
     targets: list[dict[str, Any]] = field(default_factory=list)  # metric early-stopping rules
     children: set[str] = field(default_factory=set)  # unfinished children
     created: int = 0  # children made so far (bayes makes them as its search asks)
+    bayes: bool = False
     search: Any = None  # bayes: the BayesSearch (core.search), rebuilt from the record after a restart
     trials: dict[str, int] = field(default_factory=dict)  # bayes: child id → the search's params id
 
@@ -79,6 +80,7 @@ class Sweeps:
             targets=[r for r in spec.get("early_stopping") or [] if "value" in r],
             children={c.id for c in children},
             created=created if created is not None else len(children),
+            bayes=(spec.get("matrix") or {}).get("kind") == "bayes",
         )
         self.sweeps[parent.id] = sw
         q = self.s.queues.get(parent.queue)
@@ -123,7 +125,7 @@ class Sweeps:
     # ---- bayes: children as the search asks -------------------------------------
     def top_up(self, sw: Sweep) -> None:
         """Keep `concurrency` children unfinished while the search has trials left to ask."""
-        if sw.search is None and not self._is_bayes(sw):
+        if not sw.bayes:
             return
         want = min(sw.gate.concurrency - len(sw.children), sw.total - sw.created)
         if want <= 0 or sw.gate.paused or sw.parent.stop_requested_by is not None:
@@ -139,7 +141,7 @@ class Sweeps:
     def child_indexed(self, sweep_id: str, child_id: str) -> None:
         """A bayes child's metrics are all in: its objective goes to the search."""
         sw = self.sweeps.get(sweep_id)
-        if sw is None or not self._is_bayes(sw):
+        if sw is None or not sw.bayes:
             return
         objective = sweep_spec(sw.parent.resolved)["matrix"]["objective"]
         summary = self.s.store.metrics.summaries([child_id], [objective["metric"]]).get(child_id, {})
@@ -152,9 +154,6 @@ class Sweeps:
         else:  # made before a restart: the search learns it as a finished trial
             row = self.s.store.get_run(child_id) or {}
             search.add((row.get("resolved") or {}).get("params") or {}, value)
-
-    def _is_bayes(self, sw: Sweep) -> bool:
-        return (sweep_spec(sw.parent.resolved).get("matrix") or {}).get("kind") == "bayes"
 
     def _search(self, sw: Sweep) -> Any:
         if sw.search is None:
