@@ -17,7 +17,8 @@ import type { GpuPlatService, IStreamHandle, StreamState } from './request';
 import { RunDetail } from './rundetail';
 import { RunList } from './runlist';
 import { RunsModel } from './runsmodel';
-import type { IProject, IQueue, IStatusEvent, IWhoAmI } from './types';
+import { SweepRereader, isSweep, mayStop } from './sweepmodel';
+import type { IProject, IQueue, IRun, IStatusEvent, IWhoAmI } from './types';
 import {
   IRunFilter,
   STATUS_GROUPS,
@@ -150,9 +151,15 @@ export class GpuPlatPanel extends Panel {
     this.list = new RunList({
       model: this.model,
       onOpen: id => void this.openRun(id),
-      onNeedMore: () => void this._loadMore(),
+      onNeedMore: sweepId => void (sweepId ? this._loadMoreChildren(sweepId) : this._loadMore()),
+      children: id => this._children.get(id),
+      onToggle: id => void this._toggleSweep(id),
       clockOffset: () => this.clockOffset
     });
+    this._sweeps = new SweepRereader(
+      id => this._rereadSweep(id),
+      cb => requestAnimationFrame(() => cb())
+    );
     this._runsPage = new Panel();
     this._runsPage.addClass('jp-GpuPlat-page');
     this._runsPage.id = 'jp-GpuPlat-page-runs';
@@ -323,6 +330,8 @@ export class GpuPlatPanel extends Panel {
         service: this._opts.service,
         runId: id,
         onBack: () => this.closeRun(),
+        onOpen: child => void this.openRun(child),
+        mayStop: run => this._mayStop(run),
         clockOffset: () => this.clockOffset
       });
       this._detail.addClass('jp-GpuPlat-page');
@@ -350,6 +359,7 @@ export class GpuPlatPanel extends Panel {
   async reload(): Promise<void> {
     this._loading = true;
     this._buffer = [];
+    this._children.clear();
     this.list.emptyText = 'Loading runs…';
     const filter = this.model.filter;
     try {
@@ -430,6 +440,7 @@ export class GpuPlatPanel extends Panel {
       this._applyToModel(ev);
     }
     this._detail?.onEvent(ev);
+    this._followSweep(ev);
     if (this._tab === 'queues') {
       this.queuesView.schedule();
     }
@@ -446,9 +457,126 @@ export class GpuPlatPanel extends Panel {
     this._fetching.add(ev.run_id);
     this._opts.service
       .getRun(ev.run_id)
-      .then(run => this.model.upsert(run))
+      .then(run => {
+        this.model.upsert(run);
+        if (run.parent) {
+          this._children.get(run.parent)?.upsert(run);
+          if (this.model.get(run.parent)) {
+            this._sweeps.request(run.parent); // a new child changes its sweep's counts
+          } else {
+            this._ensureSweepListed(run.parent);
+          }
+        }
+      })
       .catch(() => undefined) // gone or not visible any more: nothing to list
       .finally(() => this._fetching.delete(ev.run_id));
+  }
+
+  // ---- sweeps -------------------------------------------------------------------------
+
+  /**
+   * A sweep's counts change with its children's events, which name only the child: when
+   * the event's run is a known child of a sweep we show (or the sweep itself), re-read
+   * the sweep (once per frame at most), and keep its expanded children live.
+   */
+  private _followSweep(ev: IStatusEvent): void {
+    let sweepId: string | null = null;
+    const own = this.model.get(ev.run_id);
+    if (own && isSweep(own)) {
+      sweepId = own.id;
+    } else if (own?.parent) {
+      sweepId = own.parent;
+    } else {
+      for (const [id, children] of this._children) {
+        if (children.get(ev.run_id)) {
+          sweepId = id;
+          break;
+        }
+      }
+    }
+    if (sweepId === null && this._detail?.run && isSweep(this._detail.run) && ev.run_id === this._detail.runId) {
+      sweepId = this._detail.runId;
+    }
+    if (sweepId === null) {
+      return;
+    }
+    const children = this._children.get(sweepId);
+    if (children?.get(ev.run_id)) {
+      children.applyEvent(ev);
+    }
+    if (this.model.get(sweepId) || this._detail?.runId === sweepId) {
+      this._sweeps.request(sweepId);
+    }
+  }
+
+  private async _rereadSweep(id: string): Promise<void> {
+    const run = await this._opts.service.getRun(id);
+    if (this.model.get(id)) {
+      this.model.upsert(run, true);
+    } else if (this._detail?.runId !== id) {
+      return;
+    }
+    if (this._detail?.runId === id) {
+      this._detail.showRecord(run);
+    }
+  }
+
+  /** A child listed before its sweep: list the sweep (its row then stands for the child). */
+  private _ensureSweepListed(id: string): void {
+    if (this.model.get(id) || this._fetching.has(id)) {
+      return;
+    }
+    this._fetching.add(id);
+    this._opts.service
+      .getRun(id)
+      .then(run => this.model.upsert(run, true))
+      .catch(() => undefined)
+      .finally(() => this._fetching.delete(id));
+  }
+
+  private async _toggleSweep(id: string): Promise<void> {
+    if (this._children.delete(id)) {
+      this.list.schedule();
+      return;
+    }
+    const children = new RunsModel();
+    children.onChange(() => this.list.schedule());
+    this._children.set(id, children);
+    this.list.schedule();
+    try {
+      const page = await this._opts.service.listRuns({ parent: id }, null, PAGE_SIZE);
+      if (this._children.get(id) === children) {
+        children.addPage(page, true);
+      }
+    } catch (error) {
+      this._listError.replaceChildren(errorBox(error));
+    }
+  }
+
+  private async _loadMoreChildren(id: string): Promise<void> {
+    const children = this._children.get(id);
+    const before = children?.nextBefore ?? null;
+    if (!children || before === null || this._loadingChildren.has(id)) {
+      return;
+    }
+    this._loadingChildren.add(id);
+    try {
+      children.addPage(await this._opts.service.listRuns({ parent: id }, before, PAGE_SIZE), false);
+    } catch (error) {
+      this._listError.replaceChildren(errorBox(error));
+    } finally {
+      this._loadingChildren.delete(id);
+    }
+  }
+
+  /** The Stop button's rule, which also says who may change a sweep (the server decides). */
+  private _mayStop(run: IRun): boolean {
+    const who = this._whoami;
+    if (!who) {
+      return true; // not known yet: show the controls, the server refuses if it must
+    }
+    const role = this._projects.find(p => p.name === run.project)?.role;
+    return mayStop(run, who.user, role, who.platform_admin);
   }
 
   private _sampleOffset(runs: Array<Parameters<typeof clockOffset>[0]>, clientNow: number): void {
@@ -469,8 +597,8 @@ export class GpuPlatPanel extends Panel {
 
   private _oldestWaiting(queue: string): number | null {
     let oldest: number | null = null;
-    for (const r of this.model.runs) {
-      if (r.queue === queue && statusGroup(r.status) === 'waiting') {
+    for (const r of this.model.all) {
+      if (r.queue === queue && !isSweep(r) && statusGroup(r.status) === 'waiting') {
         const at = r.queued_at ?? r.created_at;
         if (at !== null && (oldest === null || at < oldest)) {
           oldest = at;
@@ -557,6 +685,9 @@ export class GpuPlatPanel extends Panel {
   private _loadingMore = false;
   private _buffer: IStatusEvent[] = [];
   private _fetching = new Set<string>();
+  private _children = new Map<string, RunsModel>();
+  private _loadingChildren = new Set<string>();
+  private _sweeps: SweepRereader;
   private _searchTimer = 0;
   private _ticker: number;
   private _stateChanged = new Signal<this, IPanelState>(this);

@@ -24,6 +24,7 @@ import type {
   IRunRequest,
   IRunsPage,
   IStatusEvent,
+  ISweepChange,
   IWhoAmI
 } from './types';
 
@@ -193,6 +194,15 @@ export class GpuPlatService {
 
   stop(id: string): Promise<IRunDetail> {
     return this._post(`runs/${encodeURIComponent(id)}/stop`);
+  }
+
+  /** A sweep's concurrency, or pausing/resuming its dispatch (PATCH runs/{id}); answers the sweep. */
+  updateSweep(id: string, change: ISweepChange): Promise<IRunDetail> {
+    return requestAPI<IRunDetail>(
+      `runs/${encodeURIComponent(id)}`,
+      { method: 'PATCH', body: JSON.stringify(change) },
+      this.settings
+    );
   }
 
   /** My unfinished GPU sessions, newest first; only those of `notebook` when given. */

@@ -10,6 +10,8 @@ import { configTable, errorBox, h, saveBlob, section } from './dom';
 import { LogView } from './logview';
 import { MetricsView } from './metricsview';
 import type { GpuPlatService } from './request';
+import { isSweep } from './sweepmodel';
+import { SweepPart } from './sweepview';
 import type { IExplain, IOutputFile, IRunDetail, IStatusEvent } from './types';
 import {
   clocks,
@@ -29,6 +31,10 @@ export interface IRunDetailOptions {
   runId: string;
   onBack: () => void;
   clockOffset: () => number;
+  /** Open another run (a sweep's best child). */
+  onOpen?: (id: string) => void;
+  /** Whether the viewer may stop this run (and so change a sweep); the server decides in the end. */
+  mayStop?: (run: IRunDetail) => boolean;
 }
 
 export class RunDetail extends Widget {
@@ -48,6 +54,13 @@ export class RunDetail extends Widget {
     this._error = h('div', { class: 'jp-GpuPlat-detailError' });
     this._logs = new LogView(_opts.service, _opts.runId);
     this._metrics = new MetricsView(_opts.service, _opts.runId);
+    this._sweep = new SweepPart({
+      service: _opts.service,
+      onChanged: run => this.showRecord(run),
+      onOpen: id => _opts.onOpen?.(id)
+    });
+    this._sweepSection = section('Sweep', 'jp-GpuPlat-sweepSection', this._sweep.node);
+    this._sweepSection.hidden = true;
     const back = h(
       'button',
       { class: 'jp-GpuPlat-button jp-GpuPlat-back', title: 'Back to the runs list (Escape)', onclick: () => _opts.onBack() },
@@ -64,6 +77,7 @@ export class RunDetail extends Widget {
       this._error,
       this._summary,
       this._clocks,
+      this._sweepSection,
       section('Why is it here?', 'jp-GpuPlat-explainSection', this._explain),
       section('Timeline', 'jp-GpuPlat-timelineSection', this._timeline),
       section('Logs', 'jp-GpuPlat-logSection', this._logs.node),
@@ -104,6 +118,15 @@ export class RunDetail extends Widget {
     } else if (this._run && ev.queue === this._run.queue && !isFinal(this._run.status)) {
       this._scheduleExplain();
     }
+  }
+
+  /** A fresher record of this run (a sweep re-read after its children's events, a PATCH's answer). */
+  showRecord(run: IRunDetail): void {
+    if (this.isDisposed || run.id !== this._opts.runId) {
+      return;
+    }
+    this._run = run;
+    this._render(run);
   }
 
   /** Every second: the live clocks. */
@@ -221,6 +244,10 @@ export class RunDetail extends Widget {
       )
     );
     this._renderClocks();
+    this._sweepSection.hidden = !isSweep(run);
+    if (isSweep(run)) {
+      this._sweep.render(run, this._opts.mayStop?.(run) ?? true);
+    }
     this._renderTimeline(run);
     this._renderConfig(run);
   }
@@ -380,6 +407,8 @@ export class RunDetail extends Widget {
   private _stop: HTMLButtonElement;
   private _logs: LogView;
   private _metrics: MetricsView;
+  private _sweep: SweepPart;
+  private _sweepSection: HTMLElement;
   private _run: IRunDetail | null = null;
   private _reloadTimer = 0;
   private _explainTimer = 0;

@@ -1,6 +1,10 @@
 /**
  * The runs list: a virtualised listbox (fixed row height, only the rows in view are in
  * the DOM, row nodes are reused), so 10,000 runs scroll as smoothly as 10.
+ *
+ * A sweep is one row (its child counts and a progress bar); expanded, its children are
+ * rows under it in the same virtualised list, so a sweep of 10,000 children costs what
+ * 10,000 runs cost.
  */
 
 import { Widget } from '@lumino/widgets';
@@ -8,6 +12,7 @@ import { Widget } from '@lumino/widgets';
 import { h } from './dom';
 import type { RunsModel } from './runsmodel';
 import type { IRun } from './types';
+import { IListRow, flattenRows, isSweep, paramsText, sweepView } from './sweepmodel';
 import { runRowView } from './viewmodel';
 
 export const ROW_HEIGHT = 46;
@@ -19,14 +24,20 @@ interface IRowNodes {
   status: HTMLElement;
   meta: HTMLElement;
   phase: HTMLElement;
+  toggle: HTMLElement;
+  bar: HTMLElement;
 }
 
 export interface IRunListOptions {
   model: RunsModel;
   /** Open a run's detail. */
   onOpen: (id: string) => void;
-  /** Scrolled near the end and older runs remain. */
-  onNeedMore: () => void;
+  /** Scrolled near the end and older runs remain (of the list, or of an expanded sweep's children). */
+  onNeedMore: (sweepId?: string) => void;
+  /** The children of an expanded sweep; undefined while it is collapsed. */
+  children?: (sweepId: string) => RunsModel | undefined;
+  /** Expand or collapse a sweep's row. */
+  onToggle?: (sweepId: string) => void;
   /** The server clock's offset (client - server seconds). */
   clockOffset: () => number;
 }
@@ -45,6 +56,11 @@ export class RunList extends Widget {
     this.node.addEventListener('keydown', ev => this._onKey(ev));
     this.node.addEventListener('click', ev => {
       const row = (ev.target as HTMLElement).closest<HTMLElement>('.jp-GpuPlat-runRow');
+      if (row?.dataset.runId && (ev.target as HTMLElement).closest('.jp-GpuPlat-sweepToggle')) {
+        this._active = Number(row.dataset.index);
+        this._opts.onToggle?.(row.dataset.runId);
+        return;
+      }
       if (row?.dataset.runId) {
         this._active = Number(row.dataset.index);
         this._opts.onOpen(row.dataset.runId);
@@ -69,10 +85,31 @@ export class RunList extends Widget {
     }
   }
 
+  /** The rows listed now: top-level runs, expanded sweeps' children under them. */
+  get rows(): readonly IListRow[] {
+    const top = this._opts.model.runs;
+    const expanded = new Map<string, readonly IRun[]>();
+    let key = `${this._opts.model.version}`;
+    if (this._opts.children) {
+      for (const run of top) {
+        const m = isSweep(run) ? this._opts.children(run.id) : undefined;
+        if (m) {
+          expanded.set(run.id, m.runs);
+          key += `|${run.id}:${m.version}`;
+        }
+      }
+    }
+    if (key !== this._rowsKey) {
+      this._rowsKey = key;
+      this._rowsCache = expanded.size ? flattenRows(top, expanded) : top.map(run => ({ run, depth: 0 as const }));
+    }
+    return this._rowsCache;
+  }
+
   /** Render the rows in view now. */
   render(): void {
-    const runs = this._opts.model.runs;
-    const n = runs.length;
+    const rows = this.rows;
+    const n = rows.length;
     this._spacer.style.height = `${n * ROW_HEIGHT}px`;
     this._empty.textContent = n === 0 ? this._emptyText : '';
     this._empty.style.display = n === 0 ? '' : 'none';
@@ -86,7 +123,7 @@ export class RunList extends Widget {
     const keep = new Map<string, IRowNodes>();
     for (const [id, nodes] of this._rows) {
       const i = Number(nodes.root.dataset.index);
-      if (i >= first && i <= last && runs[i]?.id === id) {
+      if (i >= first && i <= last && rows[i]?.run.id === id) {
         keep.set(id, nodes);
       } else {
         nodes.root.style.display = 'none';
@@ -95,17 +132,27 @@ export class RunList extends Widget {
     }
     this._rows = keep;
     for (let i = first; i <= last; i++) {
-      const run = runs[i];
+      const run = rows[i].run;
       let nodes = this._rows.get(run.id);
       if (!nodes) {
         nodes = this._pool.pop() ?? this._makeRow();
         this._rows.set(run.id, nodes);
         nodes.root.style.display = '';
       }
-      this._fill(nodes, run, i, now);
+      this._fill(nodes, rows[i], i, now);
     }
     if (n && last >= n - 20 && this._opts.model.nextBefore !== null) {
       this._opts.onNeedMore();
+    }
+    // an expanded sweep whose last loaded child is in view: its next page
+    for (let i = first; i <= last; i++) {
+      const next = rows[i + 1];
+      if (rows[i].depth === 1 && (!next || next.depth === 0)) {
+        const sweepId = rows[i].run.parent;
+        if (sweepId && this._opts.children?.(sweepId)?.nextBefore != null) {
+          this._opts.onNeedMore(sweepId);
+        }
+      }
     }
   }
 
@@ -129,18 +176,23 @@ export class RunList extends Widget {
     const status = h('span', { class: 'jp-GpuPlat-status' });
     const meta = h('span', { class: 'jp-GpuPlat-runMeta' });
     const phase = h('span', { class: 'jp-GpuPlat-runPhase' });
+    const toggle = h('span', { class: 'jp-GpuPlat-sweepToggle', role: 'button', title: 'Show or hide its children' });
+    const bar = h('div', { class: 'jp-GpuPlat-sweepBar' });
     const root = h(
       'div',
       { class: 'jp-GpuPlat-runRow', role: 'option' },
-      h('div', { class: 'jp-GpuPlat-runLine' }, name, status),
-      h('div', { class: 'jp-GpuPlat-runLine jp-GpuPlat-runSub' }, meta, phase)
+      h('div', { class: 'jp-GpuPlat-runLine' }, toggle, name, status),
+      h('div', { class: 'jp-GpuPlat-runLine jp-GpuPlat-runSub' }, meta, phase),
+      h('div', { class: 'jp-GpuPlat-sweepTrack' }, bar)
     );
     this.node.append(root);
-    return { root, name, status, meta, phase };
+    return { root, name, status, meta, phase, toggle, bar };
   }
 
-  private _fill(nodes: IRowNodes, run: IRun, index: number, now: number): void {
+  private _fill(nodes: IRowNodes, row: IListRow, index: number, now: number): void {
+    const run = row.run;
     const v = runRowView(run, now);
+    const sweep = sweepView(run);
     const r = nodes.root;
     if (r.dataset.runId !== run.id) {
       r.dataset.runId = run.id;
@@ -154,8 +206,26 @@ export class RunList extends Widget {
       nodes.status.dataset.group = v.group;
     }
     r.dataset.status = v.status;
-    setText(nodes.meta, `${v.queue} · ${v.presets} · ${v.gpus}`);
-    setText(nodes.phase, v.phaseText);
+    r.classList.toggle('jp-mod-sweep', sweep !== null);
+    r.classList.toggle('jp-mod-child', row.depth === 1);
+    if (sweep) {
+      const open = this._opts.children?.(run.id) !== undefined;
+      setText(nodes.toggle, open ? '▾' : '▸');
+      nodes.toggle.setAttribute('aria-expanded', String(open));
+      nodes.toggle.setAttribute('aria-label', `${open ? 'Hide' : 'Show'} the children of ${v.name}`);
+      r.setAttribute('aria-expanded', String(open));
+      setText(nodes.meta, sweep.countsText);
+      setText(nodes.phase, sweep.progressText);
+      nodes.bar.style.width = `${Math.round(sweep.fraction * 100)}%`;
+      nodes.bar.parentElement!.setAttribute('aria-label', `${sweep.progressText} of ${v.name}`);
+    } else {
+      setText(nodes.toggle, '');
+      nodes.toggle.removeAttribute('aria-expanded');
+      r.removeAttribute('aria-expanded');
+      const params = row.depth === 1 ? paramsText(run.params) : '';
+      setText(nodes.meta, params || `${v.queue} · ${v.presets} · ${v.gpus}`);
+      setText(nodes.phase, v.phaseText);
+    }
     r.title = v.title;
     const active = index === this._active;
     r.classList.toggle('jp-mod-active', active);
@@ -166,7 +236,8 @@ export class RunList extends Widget {
   }
 
   private _onKey(ev: KeyboardEvent): void {
-    const n = this._opts.model.runs.length;
+    const rows = this.rows;
+    const n = rows.length;
     if (!n) {
       return;
     }
@@ -190,9 +261,20 @@ export class RunList extends Widget {
       case 'PageUp':
         next = Math.max(0, this._active - Math.floor(this.node.clientHeight / ROW_HEIGHT));
         break;
+      case 'ArrowRight':
+      case 'ArrowLeft': {
+        // a sweep's row: expand (right) or collapse (left) its children
+        const run = rows[Math.max(0, this._active)]?.run;
+        const open = run ? this._opts.children?.(run.id) !== undefined : false;
+        if (run && isSweep(run) && open === (ev.key === 'ArrowLeft')) {
+          ev.preventDefault();
+          this._opts.onToggle?.(run.id);
+        }
+        return;
+      }
       case 'Enter':
       case ' ': {
-        const run = this._opts.model.runs[Math.max(0, this._active)];
+        const run = rows[Math.max(0, this._active)]?.run;
         if (run) {
           ev.preventDefault();
           this._opts.onOpen(run.id);
@@ -220,6 +302,8 @@ export class RunList extends Widget {
   private _pool: IRowNodes[] = [];
   private _frame: number | null = null;
   private _active = -1;
+  private _rowsKey = '';
+  private _rowsCache: readonly IListRow[] = [];
 }
 
 function setText(el: HTMLElement, text: string): void {

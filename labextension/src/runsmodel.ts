@@ -12,8 +12,22 @@ import { EMPTY_FILTER, IRunFilter, isFinal, matchesFilter } from './viewmodel';
 export type EventOutcome = 'updated' | 'removed' | 'fetch' | 'ignored';
 
 export class RunsModel {
-  /** The runs that pass the filter, newest first. */
+  /**
+   * The runs that pass the filter, newest first; a sweep's children are not among them
+   * while their sweep is (the sweep's row stands for them and expands to them).
+   */
   get runs(): readonly IRun[] {
+    if (this._visibleAt !== this._version) {
+      this._visibleAt = this._version;
+      this._visible = this._order.some(r => r.parent)
+        ? this._order.filter(r => !(r.parent && this._byId.has(r.parent)))
+        : this._order;
+    }
+    return this._visible;
+  }
+
+  /** Every run held, children of listed sweeps included. */
+  get all(): readonly IRun[] {
     return this._order;
   }
 
@@ -110,8 +124,12 @@ export class RunsModel {
     return 'updated';
   }
 
-  /** Add or refresh one run (fetched after an event); kept only if it belongs in the list. */
-  upsert(run: IRun): void {
+  /**
+   * Add or refresh one run (fetched after an event); kept only if it belongs in the list.
+   * `force` lists it even if it is older than the loaded pages: a sweep whose children
+   * are listed (its page would come much later: children are newer than their parent).
+   */
+  upsert(run: IRun, force = false): void {
     const old = this._byId.get(run.id);
     if (old) {
       if (old.updated_at === null || run.updated_at === null || run.updated_at >= old.updated_at) {
@@ -127,7 +145,7 @@ export class RunsModel {
       return;
     }
     // Older than the loaded pages: the next page will bring it.
-    if (this._nextBefore !== null && run.seq < this._nextBefore) {
+    if (!force && this._nextBefore !== null && run.seq < this._nextBefore) {
       return;
     }
     this._byId.set(run.id, run);
@@ -206,5 +224,7 @@ export class RunsModel {
   private _filter: IRunFilter = { ...EMPTY_FILTER };
   private _nextBefore: number | null = null;
   private _version = 0;
+  private _visible: IRun[] = [];
+  private _visibleAt = -1;
   private _listeners = new Set<() => void>();
 }

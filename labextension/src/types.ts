@@ -36,6 +36,11 @@ export type IRunsPage = Omit<Schemas['RunsPage'], 'runs'> & { runs: IRun[] };
 /** One `event: status` of `GET events`. */
 export type IStatusEvent = Schemas['StatusEvent'];
 
+/** `PATCH runs/{id}` of a sweep. */
+export type ISweepChange = Schemas['SweepChange'];
+
+export type IBestChild = Schemas['BestChild'];
+
 export type IWhoCanAct = Schemas['WhoCanAct'];
 
 export type IBlocker = Schemas['Blocker'];
