@@ -262,7 +262,21 @@ def test_client_checks_the_matrix_before_sending(client: Client) -> None:
         client.submit("team-a", "true", matrix={"kind": "grid", "params": {"lr": {"uniform": [0, 1]}}})
 
 
-def test_cli_submit_grid_then_sweeps_list_show_update_stop(server: ServerProcess, gate: Path) -> None:
+def test_cli_sweeps_list(server: ServerProcess) -> None:
+    body = {"project": "team-a", "name": "listed", "command": ["true"]}
+    matrix = {"kind": "mapping", "values": [{"x": 1}, {"x": 2}], "concurrency": 2}
+    sweep = server.ok("POST", "runs", body={**body, "matrix": matrix})
+    server.wait_status(sweep["id"], "succeeded", timeout=60)
+    listed = server.gpuplat("sweeps", "list").stdout.splitlines()
+    headers = ["ID", "NAME", "PROJECT", "STATUS", "DONE", "CONCURRENCY", "PAUSED", "CHILDREN", "AGE"]
+    assert listed[0].split() == headers
+    row = next(line.split() for line in listed[1:] if line.startswith(sweep["id"]))
+    assert row[:8] == [sweep["id"], "listed", "team-a", "succeeded", "2/2", "2", "2", "succeeded"]
+    as_json = json.loads(server.gpuplat("--json", "sweeps", "list").stdout)["runs"]
+    assert sweep["id"] in [r["id"] for r in as_json] and {r["kind"] for r in as_json} == {"sweep"}
+
+
+def test_cli_submit_grid_then_sweeps_update_show_stop(server: ServerProcess, gate: Path) -> None:
     script = server.root / "child.py"
     script.write_text(child_code(gate))
     out = server.gpuplat(
@@ -275,23 +289,6 @@ def test_cli_submit_grid_then_sweeps_list_show_update_stop(server: ServerProcess
     client = Client(url=server.url, token="tok-alice")
     try:
         until(lambda: dispatched(client, sweep_id) == 1, "one child dispatched")
-        listed = server.gpuplat("sweeps", "list").stdout.splitlines()
-        assert listed[0].split() == [
-            "ID",
-            "NAME",
-            "PROJECT",
-            "STATUS",
-            "DONE",
-            "CONCURRENCY",
-            "PAUSED",
-            "CHILDREN",
-            "AGE",
-        ]
-        row = next(line.split() for line in listed[1:] if line.startswith(sweep_id))
-        assert row[:6] == [sweep_id, "cli-grid", "team-a", "running", "0/4", "1"]
-        as_json = json.loads(server.gpuplat("--json", "sweeps", "list").stdout)["runs"]
-        assert sweep_id in [r["id"] for r in as_json] and {r["kind"] for r in as_json} == {"sweep"}
-
         updated = server.gpuplat("sweeps", "update", sweep_id, "--concurrency", "2").stdout.split()
         assert updated[:4] == [sweep_id, "running", "concurrency", "2"]
         until(lambda: dispatched(client, sweep_id) == 2, "a second child dispatched")
