@@ -9,7 +9,7 @@ import asyncio
 import re
 import sys
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -77,7 +77,7 @@ def test_objective_of_a_matrix() -> None:
 
 
 def test_parcoords_axes_from_mixed_params() -> None:
-    params = [
+    params: list[dict[str, Any]] = [
         {"lr": 0.1, "opt": "sgd", "bn": True},
         {"lr": 0.01, "opt": "adam", "bn": False},
         {"lr": 1, "opt": "sgd"},  # no bn: no value on that axis
@@ -197,9 +197,6 @@ def rows_of(html: str) -> list[list[str]]:
     """The table's body rows as their cells' text."""
     body = re.findall(r"<tr[^>]*>(.*?)</tr>", html, re.S)[1:]
     return [[re.sub(r"<[^>]+>", "", c).strip() for c in re.findall(r"<td[^>]*>(.*?)</td>", r, re.S)] for r in body]
-
-
-Scored = Callable[[], dict[str, Any]]
 
 
 @pytest.fixture(scope="module")
