@@ -268,3 +268,57 @@ async def test_a_bayes_sweep_makes_children_as_its_search_asks(api: Any) -> None
     best = (await api.ok("GET", f"runs/{done['id']}"))["best"]
     assert best is not None and best["id"] == min(losses, key=losses.__getitem__)
     assert abs(best["value"] - min(losses.values())) < 1e-9
+
+
+async def test_a_metric_target_stops_the_rest_of_the_sweep(api: Any) -> None:
+    code = "from jupyter_gpuplat import tracking\ntracking.log_metrics(step=0, acc=tracking.params()['acc'])\n"
+    body = {
+        "project": "team-a",
+        "presets": ["single-gpu"],
+        "code": code,
+        "matrix": {
+            "kind": "mapping",
+            "values": [{"acc": a} for a in (0.5, 0.95, 0.2, 0.3, 0.1)],
+            "concurrency": 1,
+            "early_stopping": [{"metric": "acc", "value": 0.9, "optimization": "maximize"}],
+        },
+    }
+    parent = await api.ok("POST", "runs", body=body)
+    done = await api.wait_status(parent["id"], "succeeded", "failed", "stopped", timeout=60)
+    assert (done["status"], done["reason"]) == ("succeeded", "EarlyStopped"), done["message"]
+    assert "reached acc = 0.95 (target 0.9)" in done["message"]
+    kids = {k["params"]["acc"]: k["status"] for k in (await api.ok("GET", "runs", parent=parent["id"]))["runs"]}
+    assert kids[0.5] == "succeeded" and kids[0.95] == "succeeded"
+    assert [kids[a] for a in (0.2, 0.3, 0.1)] == ["stopped"] * 3
+
+
+async def test_the_median_rule_stops_a_child_worse_than_the_ended_ones(api: Any) -> None:
+    # Children log a loss per step; the fourth is far worse and would run on: the rule stops it.
+    code = (
+        "import time\n"
+        "from jupyter_gpuplat import tracking\n"
+        "loss = tracking.params()['loss']\n"
+        "for step in range(3):\n"
+        "    tracking.log_metrics(step=step, loss=loss)\n"
+        "deadline = time.monotonic() + (60 if loss > 5 else 0)\n"
+        "while time.monotonic() < deadline:\n"
+        "    time.sleep(0.05)\n"
+    )
+    body = {
+        "project": "team-a",
+        "presets": ["single-gpu"],
+        "code": code,
+        "matrix": {
+            "kind": "mapping",
+            "values": [{"loss": v} for v in (1.0, 2.0, 1.5, 9.0)],
+            "concurrency": 1,
+            "early_stopping": [{"policy": "median", "metric": "loss", "optimization": "minimize", "min_steps": 2}],
+        },
+    }
+    parent = await api.ok("POST", "runs", body=body)
+    done = await api.wait_status(parent["id"], "succeeded", "failed", "stopped", timeout=60)
+    kids = {k["params"]["loss"]: k for k in (await api.ok("GET", "runs", parent=parent["id"]))["runs"]}
+    assert [kids[v]["status"] for v in (1.0, 2.0, 1.5)] == ["succeeded"] * 3
+    worst = kids[9.0]
+    assert worst["status"] == "stopped" and "the median rule (loss 9" in worst["message"], worst["message"]
+    assert done["status"] == "succeeded"

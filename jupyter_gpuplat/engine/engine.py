@@ -310,30 +310,16 @@ class Engine:
                     await self.index_metrics(rid)
                     a = self.active.get(rid)
                     if a is not None and a.parent is not None:
-                        self._check_targets(rid, a.parent)
+                        self.sweeps.child_metrics(a.parent, rid, final=False)
                 except Exception:  # a damaged file must not stop indexing of the others
                     log.exception("indexing metrics of run %s failed", rid)
-
-    def _check_targets(self, run_id: str, parent: str) -> None:
-        """A sweep child's metrics against its sweep's early-stopping targets (best value so far)."""
-        sw = self.sweeps.of(parent)
-        if sw is None or not sw.targets:
-            return
-        names = [t["metric"] for t in sw.targets]
-        summary = self.store.metrics.summaries([run_id], names).get(run_id, {})
-        for rule in sw.targets:
-            s = summary.get(rule["metric"])
-            if s is not None and s.get("min") is not None:
-                value = s["max"] if rule.get("optimization", "maximize") == "maximize" else s["min"]
-                self.sweeps.metric(parent, run_id, rule["metric"], float(value))
 
     async def _final_index(self, run_id: str) -> None:
         try:
             await self.index_metrics(run_id)
             row = self.store.get_run(run_id)
             if row is not None and row.get("parent"):
-                self._check_targets(run_id, row["parent"])
-                self.sweeps.child_indexed(row["parent"], run_id)
+                self.sweeps.child_metrics(row["parent"], run_id, final=True)
         except Exception:
             log.exception("indexing metrics of run %s failed", run_id)
         self.metrics.forget(run_id)

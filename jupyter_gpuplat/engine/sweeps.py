@@ -15,6 +15,7 @@ children that have not ended.
 
 from __future__ import annotations
 
+import statistics
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -28,6 +29,15 @@ from ..core.status import FINAL, Status
 from .state import ActiveRun, EngineState
 
 MAX_CONCURRENCY = 10_000
+# The median rule waits for this many ended children before it compares anyone to them.
+MEDIAN_MIN_ENDED = 3
+
+
+def _best(summary: dict[str, Any] | None, optimization: str) -> float | None:
+    """A metric's best value so far: its max when maximizing, else its min."""
+    if not summary or summary.get("min") is None:
+        return None
+    return float(summary["max"] if optimization == "maximize" else summary["min"])
 
 
 @dataclass
@@ -41,6 +51,8 @@ class Sweep:
     failed: int = 0
     max_failures: int | None = None
     targets: list[dict[str, Any]] = field(default_factory=list)  # metric early-stopping rules
+    medians: list[dict[str, Any]] = field(default_factory=list)  # median-stopping rules
+    ended_best: dict[str, list[float]] = field(default_factory=dict)  # metric → ended children's best values
     children: set[str] = field(default_factory=set)  # unfinished children
     created: int = 0  # children made so far (bayes makes them as its search asks)
     bayes: bool = False
@@ -77,7 +89,8 @@ class Sweeps:
             ended=ended,
             failed=failed,
             max_failures=spec.get("max_failures"),
-            targets=[r for r in spec.get("early_stopping") or [] if "value" in r],
+            targets=[r for r in spec.get("early_stopping") or [] if r.get("value") is not None],
+            medians=[r for r in spec.get("early_stopping") or [] if r.get("policy") == "median"],
             children={c.id for c in children},
             created=created if created is not None else len(children),
             bayes=(spec.get("matrix") or {}).get("kind") == "bayes",
@@ -138,15 +151,54 @@ class Sweeps:
             sw.children.add(a.id)
             sw.trials[a.id] = trial
 
-    def child_indexed(self, sweep_id: str, child_id: str) -> None:
-        """A bayes child's metrics are all in: its objective goes to the search."""
+    def child_metrics(self, sweep_id: str, child_id: str, *, final: bool) -> None:
+        """A child's metrics as indexed so far (`final`: all of them, it has ended).
+
+        Early-stopping targets compare its best value so far; the median rule stops a running
+        child whose best value after `min_steps` is worse than the median of the ended children's;
+        a bayes search is told an ended child's objective (the metric's last value).
+        """
         sw = self.sweeps.get(sweep_id)
-        if sw is None or not sw.bayes:
+        if sw is None:
             return
-        objective = sweep_spec(sw.parent.resolved)["matrix"]["objective"]
-        summary = self.s.store.metrics.summaries([child_id], [objective["metric"]]).get(child_id, {})
-        last = (summary.get(objective["metric"]) or {}).get("last")
-        value = float(last) if last is not None else None
+        if not final and not sw.targets and not sw.medians:
+            return  # nothing to check while it runs (a bayes search learns at the end)
+        objective = (sweep_spec(sw.parent.resolved).get("matrix") or {}).get("objective") if sw.bayes else None
+        names = {r["metric"] for r in (*sw.targets, *sw.medians)} | ({objective["metric"]} if objective else set())
+        if not names:
+            return
+        summary = self.s.store.metrics.summaries([child_id], sorted(names)).get(child_id, {})
+        for rule in sw.targets:
+            value = _best(summary.get(rule["metric"]), rule.get("optimization", "maximize"))
+            if value is not None:
+                self.metric(sweep_id, child_id, rule["metric"], value)
+        for rule in sw.medians:
+            self._median(sw, rule, child_id, summary.get(rule["metric"]), final)
+        if final and objective is not None:
+            last = (summary.get(objective["metric"]) or {}).get("last")
+            self._tell(sw, child_id, float(last) if last is not None else None)
+
+    def _median(self, sw: Sweep, rule: dict[str, Any], child_id: str, s: dict[str, Any] | None, final: bool) -> None:
+        opt = rule.get("optimization", "minimize")
+        value = _best(s, opt)
+        if value is None:
+            return
+        ended = sw.ended_best.setdefault(rule["metric"], [])
+        if final:
+            ended.append(value)
+            return
+        if len(ended) < MEDIAN_MIN_ENDED or (s or {}).get("count", 0) < int(rule.get("min_steps") or 0):
+            return
+        median = statistics.median(ended)
+        if (value > median) if opt == "minimize" else (value < median):
+            child = self.s.active.get(child_id)
+            if child is None or child.stop_requested_by is not None:
+                return
+            by = f"the median rule ({rule['metric']} {value:g}, median of ended children {median:g})"
+            row = {"id": child_id, "project": child.project, "user": child.user, "status": child.status.value}
+            self.stopper.stop_child(by, child, row)
+
+    def _tell(self, sw: Sweep, child_id: str, value: float | None) -> None:
         search = self._search(sw)
         trial = sw.trials.pop(child_id, None)
         if trial is not None:
