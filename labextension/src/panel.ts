@@ -444,7 +444,8 @@ export class GpuPlatPanel extends Panel {
     if (this._tab === 'queues') {
       this.queuesView.schedule();
     }
-    if (this._opts.notifier !== false) {
+    // A sweep notifies as one run: its children's starts and ends would be a flood.
+    if (this._opts.notifier !== false && !this._isKnownChild(ev.run_id)) {
       this.notifier.onEvent(ev);
     }
     this._eventReceived.emit(ev);
@@ -507,6 +508,18 @@ export class GpuPlatPanel extends Panel {
     if (this.model.get(sweepId) || this._detail?.runId === sweepId) {
       this._sweeps.request(sweepId);
     }
+  }
+
+  private _isKnownChild(id: string): boolean {
+    if (this.model.get(id)?.parent) {
+      return true;
+    }
+    for (const children of this._children.values()) {
+      if (children.get(id)) {
+        return true;
+      }
+    }
+    return false;
   }
 
   private async _rereadSweep(id: string): Promise<void> {

@@ -61,6 +61,13 @@ export class RunDetail extends Widget {
     });
     this._sweepSection = section('Sweep', 'jp-GpuPlat-sweepSection', this._sweep.node);
     this._sweepSection.hidden = true;
+    // A sweep runs nothing itself: its logs, outputs, metrics and code are its children's.
+    this._runOnly = [
+      section('Logs', 'jp-GpuPlat-logSection', this._logs.node),
+      section('Outputs', 'jp-GpuPlat-outputSection', this._outputs),
+      section('Metrics', 'jp-GpuPlat-metricSection', this._metrics.node),
+      section('Code', 'jp-GpuPlat-codeSection', this._code)
+    ];
     const back = h(
       'button',
       { class: 'jp-GpuPlat-button jp-GpuPlat-back', title: 'Back to the runs list (Escape)', onclick: () => _opts.onBack() },
@@ -80,10 +87,7 @@ export class RunDetail extends Widget {
       this._sweepSection,
       section('Why is it here?', 'jp-GpuPlat-explainSection', this._explain),
       section('Timeline', 'jp-GpuPlat-timelineSection', this._timeline),
-      section('Logs', 'jp-GpuPlat-logSection', this._logs.node),
-      section('Outputs', 'jp-GpuPlat-outputSection', this._outputs),
-      section('Metrics', 'jp-GpuPlat-metricSection', this._metrics.node),
-      section('Code', 'jp-GpuPlat-codeSection', this._code),
+      ...this._runOnly,
       section('Resolved config', 'jp-GpuPlat-configSection', this._config)
     );
     this.node.addEventListener('keydown', ev => {
@@ -245,6 +249,7 @@ export class RunDetail extends Widget {
     );
     this._renderClocks();
     this._sweepSection.hidden = !isSweep(run);
+    this._runOnly.forEach(s => (s.hidden = isSweep(run)));
     if (isSweep(run)) {
       this._sweep.render(run, this._opts.mayStop?.(run) ?? true);
     }
@@ -409,6 +414,7 @@ export class RunDetail extends Widget {
   private _metrics: MetricsView;
   private _sweep: SweepPart;
   private _sweepSection: HTMLElement;
+  private _runOnly: HTMLElement[];
   private _run: IRunDetail | null = null;
   private _reloadTimer = 0;
   private _explainTimer = 0;
