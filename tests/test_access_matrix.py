@@ -43,7 +43,7 @@ PROJECTS = ("team-a", "team-b")
 CALLERS = ("ops", "alice", "bob", "carol", "dave", "erin", "frank", "mallory", None)  # None: unauthenticated
 RANK = {"viewer": 0, "member": 1, "admin": 2}
 STREAM_SECONDS = 10.0  # the deadline of one event-stream read
-MIN_CELLS = 800  # what the generator below produces for the 32 operations (810): a shrinking matrix fails
+MIN_CELLS = 820  # what the generator below produces for the 33 operations (828): a shrinking matrix fails
 
 # The example platform plus one paused queue both teams may use: what the matrix submits waits
 # there, so the runs set up below keep their places (and their explanations) to the end.
@@ -655,6 +655,10 @@ GENERATORS: dict[str, Gen] = {
         "POST runs/{run_id}/kernel", "/kernel", owner_only, body={"event": "idle"}
     ),
     "GET sessions": gen_sessions,
+    # A waiting job is no sweep: 400 to whoever may see it (reads need only the viewer role).
+    "GET runs/{run_id}/compare": _on_waiting_jobs(
+        "GET runs/{run_id}/compare", "/compare", lambda c, p, _owner: visible_or_404(c, p, 400)
+    ),
     # A waiting job is no sweep: 409 for whoever may change it, after the access answers.
     "PATCH runs/{run_id}": _on_waiting_jobs("PATCH runs/{run_id}", "", keep_expect, body={"concurrency": 2}),
 }

@@ -722,7 +722,10 @@ ADMIN_WRITES: list[Bad] = [
 ]
 
 QUERIES: list[Bad] = [
-    get("runs-kind-bogus", "runs", 400, ("kind must be one of", "job, session"), params={"kind": "sweep"}),
+    get("sweep-compare-top-big", "runs/{queued}/compare", 400, ("top", "between 0 and 50"), params={"top": "51"}),
+    get("sweep-compare-points-word", "runs/{queued}/compare", 400, ("max_points",), params={"max_points": "many"}),
+    get("sweep-compare-a-job", "runs/{queued}/compare", 400, ("not a sweep",)),
+    get("runs-kind-bogus", "runs", 400, ("kind must be one of", "job, session, sweep"), params={"kind": "daemon"}),
     get("runs-limit-zero", "runs", 400, ("limit", "between 1 and 1000"), params={"limit": "0"}),
     get("runs-limit-big", "runs", 400, ("limit", "between 1 and 1000"), params={"limit": "1001"}),
     get("runs-limit-word", "runs", 400, ("limit", "integer"), params={"limit": "all"}),
@@ -878,6 +881,7 @@ FREE_TEXT = {
     ("runs", "q"),
     ("sessions", "notebook"),
     ("runs", "parent"),
+    ("runs/{run_id}/compare", "metric"),
     ("runs/{run_id}/metrics", "names"),
     ("compare", "metrics"),
 }

@@ -225,6 +225,9 @@ async def test_sweeps_over_the_api(api: Any) -> None:
     assert sorted((k["params"]["lr"], k["params"]["bs"]) for k in kids) == [
         (lr, bs) for lr in (0.1, 0.2) for bs in (1, 2, 3)
     ]
+    listed = [r["id"] for r in (await api.ok("GET", "runs"))["runs"]]
+    assert parent["id"] in listed and not set(listed) & {k["id"] for k in kids}  # one row per sweep
+    assert [r["id"] for r in (await api.ok("GET", "runs", kind="sweep"))["runs"]] == [parent["id"]]
     changed = await api.ok("PATCH", f"runs/{parent['id']}", body={"concurrency": 3})
     assert changed["concurrency"] == 3
     assert any(e["reason"] == "ConcurrencyChanged" for e in changed["timeline"])
@@ -232,6 +235,8 @@ async def test_sweeps_over_the_api(api: Any) -> None:
     assert done["reason"] == "Completed"
     final = await api.ok("GET", f"runs/{parent['id']}")
     assert final["children"]["by_status"] == {"succeeded": 6}
+    cmp = await api.ok("GET", f"runs/{parent['id']}/compare", top="2")
+    assert cmp["sweep"] == parent["id"] and len(cmp["children"]) == 6
     code, err = await api("PATCH", f"runs/{parent['id']}", body={"paused": True})
     assert code == 409 and "has ended" in err["error"]["message"]
 
@@ -268,6 +273,10 @@ async def test_a_bayes_sweep_makes_children_as_its_search_asks(api: Any) -> None
     best = (await api.ok("GET", f"runs/{done['id']}"))["best"]
     assert best is not None and best["id"] == min(losses, key=losses.__getitem__)
     assert abs(best["value"] - min(losses.values())) < 1e-9
+    cmp = await api.ok("GET", f"runs/{done['id']}/compare", top="3")
+    assert cmp["best"] == best["id"] and cmp["objective"] == {"metric": "loss", "optimization": "minimize"}
+    assert [c["value"] for c in cmp["children"]] == sorted(losses.values()) and len(cmp["top"]) == 3
+    assert set(cmp["curves"]) == set(cmp["top"])
 
 
 async def test_a_metric_target_stops_the_rest_of_the_sweep(api: Any) -> None:

@@ -28,6 +28,7 @@ from ..store import Store
 from .admin import ConfigAdmin
 from .bus import EventBus
 from .compare import MAX_RUNS as MAX_COMPARE
+from .compare import compare_sweep
 from .dispatcher import Dispatcher
 from .metrics import MetricsIndexer
 from .reads import ReadModel
@@ -179,6 +180,20 @@ class Engine:
         self.sweeps.update(user, row, concurrency, paused)
         return self.store.get_run(run_id) or row
 
+    async def compare_sweep(
+        self, user: str, sweep_id: str, metric: str | None, n_top: int, max_points: int
+    ) -> dict[str, Any]:
+        """A sweep's children against its objective, with what its running children wrote indexed first.
+
+        Ended children were indexed when they ended (`_final_index`): only the running ones are read again.
+        """
+        self.reads.get_visible(user, sweep_id)
+        sw = self.sweeps.of(sweep_id)
+        for rid in list(sw.children) if sw is not None else []:
+            if rid in self.active:
+                await self.index_metrics(rid)
+        return compare_sweep(self.state, user, sweep_id, metric, n_top, max_points)
+
     def sweep_view(self, row: dict[str, Any]) -> dict[str, Any] | None:
         """A sweep's children by status, its gate and its best child (by its objective); None for other runs."""
         if row.get("kind") != "sweep":
@@ -203,7 +218,8 @@ class Engine:
         ids = [r["id"] for r in rows]
         metric, maximize = objective["metric"], objective.get("optimization") == "maximize"
         best: dict[str, Any] | None = None
-        for rid, metrics in self.store.metrics.summaries(ids, [metric]).items():
+        # Oldest first, so that of equal values the first submitted child is best (as compare ranks them).
+        for rid, metrics in reversed(list(self.store.metrics.summaries(ids, [metric]).items())):
             s = metrics.get(metric)
             value = None if s is None else (s["max"] if maximize else s["min"])
             if value is None:

@@ -234,7 +234,7 @@ class RunRequestMixin(BaseHandler):
 
 def _kind_arg(h: BaseHandler) -> str | None:
     kind = h.get_argument("kind", None)
-    return None if kind is None else choice(h, "kind", kind, ("job", "session"))
+    return None if kind is None else choice(h, "kind", kind, ("job", "session", "sweep"))
 
 
 def _under_root(root: Path, given: str) -> Path | None:
@@ -381,6 +381,19 @@ class CompareHandler(BaseHandler):
         max_points = int_arg(self, "max_points", 500, 4, 100_000)
         result = await self.engine.compare_runs(self.user_name, runs, names_arg(self, "metrics"), max_points)
         self.send_model(m.Compare, result)
+
+
+class SweepCompareHandler(BaseHandler):
+    @web.authenticated
+    async def get(self, run_id: str) -> None:
+        result = await self.engine.compare_sweep(
+            self.user_name,
+            run_id,
+            self.get_argument("metric", None),
+            int_arg(self, "top", 5, 0, 50),
+            int_arg(self, "max_points", 500, 4, 100_000),
+        )
+        self.send_model(m.SweepCompare, result)
 
 
 def _implements(h: web.RequestHandler, method: str) -> bool:

@@ -463,6 +463,25 @@ class Compare(_Open):
     curves: dict[str, dict[str, Curve]]
 
 
+class SweepChild(_Open):
+    id: str
+    name: str | None
+    status: str
+    params: dict[str, Any]
+    value: float | None = Field(description="The child's best value of the objective metric so far")
+
+
+class SweepCompare(_Open):
+    """A sweep's children against its objective (best first), with the curves of the top N."""
+
+    sweep: str
+    objective: dict[str, str] | None
+    children: list[SweepChild]
+    best: str | None
+    top: list[str]
+    curves: dict[str, dict[str, Curve]]
+
+
 class StatusEvent(_Open):
     """One `event: status` of `GET events` (its SSE id is `id`)."""
 

@@ -37,6 +37,7 @@ from .handlers import (
     RunsHandler,
     SessionsHandler,
     StopHandler,
+    SweepCompareHandler,
     WhoAmIHandler,
 )
 from .openapi import API, openapi_document
@@ -77,6 +78,7 @@ ROUTES: list[tuple[str, type[BaseHandler], str]] = [
     (rf"runs/{ID}", RunHandler, "One run's full record (GET); a sweep's concurrency or pause (PATCH)"),
     (rf"runs/{ID}/explain", ExplainHandler, "Why the run is where it is"),
     (rf"runs/{ID}/stop", StopHandler, "Stop a queued or running run"),
+    (rf"runs/{ID}/compare", SweepCompareHandler, "A sweep's children against its objective, best first (?top=N)"),
     (rf"runs/{ID}/keepalive", KeepAliveHandler, "Keep a GPU session: its idle clock starts again"),
     (rf"runs/{ID}/kernel", KernelHandler, "A session's kernel: connection info (GET), kernel events (POST)"),
     ("sessions", SessionsHandler, "The caller's unfinished GPU sessions (?notebook=path)"),

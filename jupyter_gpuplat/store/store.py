@@ -247,8 +247,8 @@ class Store:
             q = q.where(r.name.contains(name_contains, autoescape=True))
         if kind:
             q = q.where(r.kind == kind)
-        if parent:
-            q = q.where(r.parent == parent)
+        # A sweep is one row; its children are listed by it.
+        q = q.where(r.parent == parent) if parent else q.where(r.parent.is_(None))
         if before_seq is not None:
             q = q.where(r.seq < before_seq)
         q = q.order_by(r.seq.desc()).limit(limit)

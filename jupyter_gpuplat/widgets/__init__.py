@@ -6,6 +6,8 @@
     Compare("r-1,r-2", metrics=["loss"])  # params, config differences, metrics, curves, baseline
     SessionLauncher()                   # start a GPU session (also the Launcher's "GPU session" tab)
     SessionView(lease)                  # one session live: its place in line and why, devices, open it
+    SweepView(sweep)                    # one sweep live: children by status, concurrency, best child
+    Compare("r-sweep")                  # a sweep: params vs objective, parallel coordinates, top curves
 
 Submodules load on first use: ipywidgets and plotly are not imported by
 `import jupyter_gpuplat` nor by `import jupyter_gpuplat.widgets`.
@@ -22,8 +24,9 @@ if TYPE_CHECKING:
     from .live import EventFeed
     from .monitor import RunMonitor
     from .session import SessionLauncher, SessionView
+    from .sweep import SweepView
 
-__all__ = ["Compare", "EventFeed", "Launcher", "RunMonitor", "SessionLauncher", "SessionView"]
+__all__ = ["Compare", "EventFeed", "Launcher", "RunMonitor", "SessionLauncher", "SessionView", "SweepView"]
 
 _WHERE = {
     "Compare": ".compare",
@@ -32,6 +35,7 @@ _WHERE = {
     "EventFeed": ".live",
     "SessionLauncher": ".session",
     "SessionView": ".session",
+    "SweepView": ".sweep",
 }
 
 

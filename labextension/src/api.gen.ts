@@ -265,6 +265,23 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/gpuplat/api/runs/{run_id}/compare": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** A sweep's children against its objective, best first (?top=N) */
+        get: operations["get_runs_run_id_compare"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/gpuplat/api/runs/{run_id}/keepalive": {
         parameters: {
             query?: never;
@@ -1870,6 +1887,24 @@ export interface components {
              */
             paused?: boolean | null;
         };
+        /** SweepChild */
+        SweepChild: {
+            /** Id */
+            id: string;
+            /** Name */
+            name: string | null;
+            /** Status */
+            status: string;
+            /** Params */
+            params: {
+                [key: string]: unknown;
+            };
+            /**
+             * Value
+             * @description The child's best value of the objective metric so far
+             */
+            value: number | null;
+        };
         /** SweepChildren */
         SweepChildren: {
             /** Total */
@@ -1877,6 +1912,30 @@ export interface components {
             /** By Status */
             by_status: {
                 [key: string]: number;
+            };
+        };
+        /**
+         * SweepCompare
+         * @description A sweep's children against its objective (best first), with the curves of the top N.
+         */
+        SweepCompare: {
+            /** Sweep */
+            sweep: string;
+            /** Objective */
+            objective: {
+                [key: string]: string;
+            } | null;
+            /** Children */
+            children: components["schemas"]["SweepChild"][];
+            /** Best */
+            best: string | null;
+            /** Top */
+            top: string[];
+            /** Curves */
+            curves: {
+                [key: string]: {
+                    [key: string]: components["schemas"]["Curve"];
+                };
             };
         };
         /** Termination */
@@ -2509,8 +2568,8 @@ export interface operations {
                 /** @description Name contains */
                 q?: string;
                 /** @description Only runs of this kind */
-                kind?: "job" | "session";
-                /** @description Only this sweep's children */
+                kind?: "job" | "session" | "sweep";
+                /** @description Only this sweep's children (without it, sweeps' children are left out: one row per sweep) */
                 parent?: string;
                 /** @description Runs older than this seq (next_before of the previous page) */
                 before?: number;
@@ -2691,6 +2750,44 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["RunDetail"];
+                };
+            };
+            /** @description Refused: what was wrong and what is allowed */
+            "4XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    get_runs_run_id_compare: {
+        parameters: {
+            query?: {
+                /** @description Judge the children by this metric instead of the objective */
+                metric?: string;
+                /** @description How many of the best children's curves to send */
+                top?: number;
+                /** @description Points per curve after downsampling (extremes kept) */
+                max_points?: number;
+            };
+            header?: never;
+            path: {
+                run_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description A sweep's children against its objective (best first), with the curves of the top N. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SweepCompare"];
                 };
             };
             /** @description Refused: what was wrong and what is allowed */
