@@ -248,6 +248,12 @@ class Client:
     ) -> dict[str, Any]:
         return self.request("GET", "compare", runs=list(runs), metrics=metrics, max_points=max_points)
 
+    def compare_sweep(
+        self, sweep_id: str, *, metric: str | None = None, top: int = 5, max_points: int = 500
+    ) -> dict[str, Any]:
+        """A sweep's children against its objective (or `metric`), best first, and the curves of the `top` best."""
+        return self.request("GET", f"runs/{sweep_id}/compare", metric=metric, top=top, max_points=max_points)
+
     def events(self, since: int | None = None, stop_after: float | None = None) -> Iterator[dict[str, Any]]:
         """Status changes of the runs you can see, live (replayed from `since`)."""
         import time

@@ -2,10 +2,10 @@
 scatter, the best child marked. Compare(sweep_id) shows this panel above its side-by-side view of
 the top N children (their overlaid curves, the best as the baseline).
 
-read_sweep builds the comparison from two existing endpoints: `GET runs?parent=` (every child and
-its params, 1,000 a page) and `GET compare` on one metric (the objective's summaries, 500 runs a
-call, curves cut to 4 points since only the summaries are used). Ranking and axes are the pure
-core.sweep_compare, the same the service's read model (engine.compare.compare_sweep) uses.
+read_sweep asks the service (`GET runs/{id}/compare`, one call) when the sweep is judged by its own
+objective; by another metric it builds the comparison from `GET runs?parent=` (every child and its
+params, 1,000 a page) and `GET compare` on that metric (500 runs a call, curves cut to 4 points).
+Ranking and axes are the pure core.sweep_compare, the same the service's read model uses.
 """
 
 from __future__ import annotations
@@ -34,6 +34,11 @@ def objective_of(sweep: dict[str, Any], metric: str | None) -> Objective | None:
 
 def read_sweep(client: Client, sweep: dict[str, Any], metric: str | None, n_top: int) -> dict[str, Any]:
     """Every child with its params, status and objective value, best first; the best and the top n."""
+    own = Objective.of((sweep.get("matrix") or {}).get("objective"))
+    if metric is None or (own is not None and own.metric == metric):
+        # The service ranks by the sweep's own objective in one call (only running children re-indexed).
+        data = client.compare_sweep(sweep["id"], top=n_top, max_points=4)
+        return {**data, "objective": Objective.of(data["objective"])}
     children = client.sweep_children(sweep["id"])
     children.reverse()  # pages are newest first: submission order, a grid's first child first
     ids = [c["id"] for c in children]
