@@ -37,6 +37,8 @@ const TABS: Array<{ name: TabName; label: string }> = [
 ];
 
 export const PAGE_SIZE = 1000;
+// More runs unknown in one frame than this are fetched as one page, not one by one.
+const FETCH_ONE_BY_ONE = 20;
 const SEARCH_DELAY_MS = 250;
 
 export interface IPanelState {
@@ -455,22 +457,67 @@ export class GpuPlatPanel extends Panel {
     if (this.model.applyEvent(ev) !== 'fetch' || this._fetching.has(ev.run_id)) {
       return;
     }
-    this._fetching.add(ev.run_id);
+    this._unknown.add(ev.run_id);
+    if (this._unknownFrame === null) {
+      this._unknownFrame = requestAnimationFrame(() => this._fetchUnknown());
+    }
+  }
+
+  /**
+   * Fetch the runs that events named and we do not list, once per frame: one by one when
+   * few, else one first page (a sweep of 10,000 children announces them all at once, and
+   * its children are the newest runs: the page brings them, not 10,000 requests).
+   */
+  private _fetchUnknown(): void {
+    this._unknownFrame = null;
+    const ids = [...this._unknown];
+    this._unknown.clear();
+    if (ids.length <= FETCH_ONE_BY_ONE) {
+      ids.forEach(id => this._fetchOne(id));
+      return;
+    }
+    ids.forEach(id => this._fetching.add(id));
+    const filter = this.model.filter;
     this._opts.service
-      .getRun(ev.run_id)
-      .then(run => {
-        this.model.upsert(run);
-        if (run.parent) {
-          this._children.get(run.parent)?.upsert(run);
-          if (this.model.get(run.parent)) {
-            this._sweeps.request(run.parent); // a new child changes its sweep's counts
-          } else {
-            this._ensureSweepListed(run.parent);
-          }
+      .listRuns(filterQuery(filter), null, PAGE_SIZE)
+      .then(page => {
+        if (filter !== this.model.filter) {
+          return;
+        }
+        page.runs.forEach(run => this._fetched(run));
+        // older runs the page did not bring (back in the list after a change): one by one, if few
+        const missing = ids.filter(id => !this.model.get(id));
+        ids.forEach(id => this._fetching.delete(id));
+        if (missing.length <= FETCH_ONE_BY_ONE) {
+          missing.forEach(id => this._fetchOne(id));
         }
       })
+      .catch(() => undefined)
+      .finally(() => ids.forEach(id => this._fetching.delete(id)));
+  }
+
+  private _fetchOne(id: string): void {
+    if (this._fetching.has(id)) {
+      return;
+    }
+    this._fetching.add(id);
+    this._opts.service
+      .getRun(id)
+      .then(run => this._fetched(run))
       .catch(() => undefined) // gone or not visible any more: nothing to list
-      .finally(() => this._fetching.delete(ev.run_id));
+      .finally(() => this._fetching.delete(id));
+  }
+
+  private _fetched(run: IRun): void {
+    this.model.upsert(run);
+    if (run.parent) {
+      this._children.get(run.parent)?.upsert(run);
+      if (this.model.get(run.parent)) {
+        this._sweeps.request(run.parent); // a new child changes its sweep's counts
+      } else {
+        this._ensureSweepListed(run.parent);
+      }
+    }
   }
 
   // ---- sweeps -------------------------------------------------------------------------
@@ -698,6 +745,8 @@ export class GpuPlatPanel extends Panel {
   private _loadingMore = false;
   private _buffer: IStatusEvent[] = [];
   private _fetching = new Set<string>();
+  private _unknown = new Set<string>();
+  private _unknownFrame: number | null = null;
   private _children = new Map<string, RunsModel>();
   private _loadingChildren = new Set<string>();
   private _sweeps: SweepRereader;

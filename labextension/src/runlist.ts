@@ -127,6 +127,9 @@ export class RunList extends Widget {
         keep.set(id, nodes);
       } else {
         nodes.root.style.display = 'none';
+        // a pooled row names no run: a run is found in the DOM once
+        delete nodes.root.dataset.runId;
+        nodes.root.removeAttribute('id');
         this._pool.push(nodes);
       }
     }

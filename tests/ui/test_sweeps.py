@@ -167,3 +167,28 @@ def test_who_may_not_stop_a_sweep_sees_no_controls(sweep_lab: Lab, browser_conte
     finally:
         page.close()
         sweep_lab.ok("POST", f"runs/{sweep['id']}/stop")
+
+
+def test_a_wide_sweep_announced_at_once_is_still_one_row(sweep_lab: Lab, sweep_page: Any, tmp_path: Path) -> None:
+    # 30 children announced in one frame: the sidebar reads them as one page, not 30 requests
+    page, lab = sweep_page, sweep_lab
+    page.locator(f"{SIDEBAR} .jp-GpuPlat-search").fill("wide")
+    sweep = lab.ok(
+        "POST",
+        "runs",
+        body={
+            "project": "team-a",
+            "name": "wide",
+            "command": [sys.executable, "-c", WAIT_FOR_GATE, str(tmp_path / "never")],
+            "matrix": {"kind": "grid", "params": {"x": {"range": [0, 30, 1]}}, "concurrency": 1},
+        },
+    )
+    rows = page.locator(f"{SIDEBAR} .jp-GpuPlat-runRow:visible")
+    row = page.locator(f'{SIDEBAR} .jp-GpuPlat-runRow[data-run-id="{sweep["id"]}"]')
+    expect(row).to_contain_text("1 running · 29 queued")
+    expect(rows).to_have_count(1)  # the children match the search too, but their sweep stands for them
+    lab.ok("POST", f"runs/{sweep['id']}/stop")
+    expect(row).to_contain_text("30 stopped")
+    expect(row.locator(".jp-GpuPlat-status")).to_have_text("stopped")
+    expect(rows).to_have_count(1)
+    page.locator(f"{SIDEBAR} .jp-GpuPlat-search").fill("")
