@@ -11,6 +11,7 @@ import { URLExt } from '@jupyterlab/coreutils';
 import { ServerConnection } from '@jupyterlab/services';
 
 import { SSEParser, ISSEvent } from './sse';
+import type { ISweepPoint } from './sweepmodel';
 import type {
   IExplain,
   IMetrics,
@@ -194,6 +195,11 @@ export class GpuPlatService {
 
   stop(id: string): Promise<IRunDetail> {
     return this._post(`runs/${encodeURIComponent(id)}/stop`);
+  }
+
+  /** A sweep's children against its objective (`GET runs/{id}/compare`, no curves: `top=0`). */
+  sweepPoints(id: string): Promise<{ objective: { metric?: string } | null; best: string | null; children: ISweepPoint[] }> {
+    return this._get(`runs/${encodeURIComponent(id)}/compare`, { top: '0' });
   }
 
   /** A sweep's concurrency, or pausing/resuming its dispatch (PATCH runs/{id}); answers the sweep. */

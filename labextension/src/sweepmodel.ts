@@ -164,3 +164,85 @@ export class SweepRereader {
   private _inFlight = new Set<string>();
   private _scheduled = false;
 }
+
+// ---- the detail's params-vs-metric chart ------------------------------------------------------
+
+/** One child as `GET runs/{id}/compare` lists it (only what the chart reads). */
+export interface ISweepPoint {
+  id: string;
+  params: Record<string, unknown>;
+  value: number | null;
+}
+
+export interface IScatterDot {
+  id: string;
+  cx: number;
+  cy: number;
+  best: boolean;
+  title: string;
+}
+
+export interface IScatter {
+  dots: IScatterDot[];
+  /** The x axis's ends (or its categories), as text. */
+  xMin: string;
+  xMax: string;
+  log: boolean;
+  yMin: string;
+  yMax: string;
+  /** Children without a value yet (not drawn). */
+  missing: number;
+}
+
+const fmt = (v: number) => (Number.isInteger(v) ? String(v) : v.toPrecision(3));
+
+/**
+ * Children as dots of `param` (x) against the objective's value (y grows down, as in SVG),
+ * in a `width` x `height` box. Numbers scale linearly, or by log when they span 100x or more
+ * (a loguniform learning rate); other values are categories, evenly spaced in first-seen order.
+ */
+export function scatterGeometry(
+  points: readonly ISweepPoint[],
+  param: string,
+  best: string | null,
+  width: number,
+  height: number,
+  pad = 6
+): IScatter {
+  const drawn = points.filter(p => p.value !== null && Number.isFinite(p.value) && param in p.params);
+  const xs = drawn.map(p => p.params[param]);
+  const numeric = xs.every(x => typeof x === 'number');
+  const nums = numeric ? (xs as number[]) : [];
+  const lo = Math.min(...nums);
+  const hi = Math.max(...nums);
+  const log = numeric && nums.length > 1 && lo > 0 && hi / lo >= 100;
+  const cats = numeric ? [] : [...new Set(xs.map(x => String(x)))];
+  const fx = (x: unknown): number => {
+    if (!numeric) {
+      return cats.length < 2 ? 0.5 : cats.indexOf(String(x)) / (cats.length - 1);
+    }
+    const [a, b, v] = log ? [Math.log(lo), Math.log(hi), Math.log(x as number)] : [lo, hi, x as number];
+    return b === a ? 0.5 : (v - a) / (b - a);
+  };
+  const ys = drawn.map(p => p.value as number);
+  const ylo = Math.min(...ys);
+  const yhi = Math.max(...ys);
+  const fy = (y: number) => (yhi === ylo ? 0.5 : (y - ylo) / (yhi - ylo));
+  const w = width - 2 * pad;
+  const hgt = height - 2 * pad;
+  return {
+    dots: drawn.map(p => ({
+      id: p.id,
+      cx: pad + fx(p.params[param]) * w,
+      cy: pad + (1 - fy(p.value as number)) * hgt,
+      best: p.id === best,
+      title: `${p.id}: ${paramsText(p.params)} → ${fmt(p.value as number)}`
+    })),
+    xMin: drawn.length ? (numeric ? fmt(lo) : cats[0]) : '',
+    xMax: drawn.length ? (numeric ? fmt(hi) : cats[cats.length - 1]) : '',
+    log,
+    yMin: drawn.length ? fmt(ylo) : '',
+    yMax: drawn.length ? fmt(yhi) : '',
+    missing: points.length - drawn.length
+  };
+}

@@ -5,7 +5,7 @@
 
 import { errorBox, h } from './dom';
 import type { GpuPlatService } from './request';
-import { paramsText, parseConcurrency, sweepView } from './sweepmodel';
+import { ISweepPoint, paramsText, parseConcurrency, scatterGeometry, sweepView } from './sweepmodel';
 import type { IRunDetail } from './types';
 import { isFinal } from './viewmodel';
 
@@ -57,6 +57,20 @@ export class SweepPart {
     );
     this._error = h('div');
     this._best = h('div', { class: 'jp-GpuPlat-sweepBest' });
+    this._param = h('select', { class: 'jp-GpuPlat-select jp-GpuPlat-sweepParam', 'aria-label': 'Param on the x axis' });
+    this._param.addEventListener('change', () => this._drawChart());
+    this._chart = h('div', { class: 'jp-GpuPlat-sweepChart' });
+    const refresh = h(
+      'button',
+      { class: 'jp-GpuPlat-button', title: "Read the children's metrics again", onclick: () => void this._loadPoints() },
+      'Refresh'
+    );
+    this._chartBox = h(
+      'div',
+      { class: 'jp-GpuPlat-sweepChartBox' },
+      h('div', { class: 'jp-GpuPlat-sweepChartBar' }, h('label', { class: 'jp-GpuPlat-muted' }, 'Params vs metric'), this._param, refresh),
+      this._chart
+    );
     this.node = h(
       'div',
       { class: 'jp-GpuPlat-sweep' },
@@ -65,7 +79,8 @@ export class SweepPart {
       this._gate,
       this._controls,
       this._error,
-      this._best
+      this._best,
+      this._chartBox
     );
   }
 
@@ -95,6 +110,77 @@ export class SweepPart {
     this._pause.textContent = run.paused ? 'Resume' : 'Pause';
     this._pause.title = run.paused ? 'Dispatch children again' : 'Dispatch no more children (running ones go on)';
     this._renderBest(run);
+    // the chart is read when the detail opens and once more when the sweep ends
+    const ended = isFinal(run.status);
+    if (this._pointsFor === null || (ended && this._pointsFor !== 'final')) {
+      this._pointsFor = ended ? 'final' : 'open';
+      void this._loadPoints();
+    }
+  }
+
+  private async _loadPoints(): Promise<void> {
+    const run = this._run;
+    if (!run) {
+      return;
+    }
+    try {
+      const cmp = await this._opts.service.sweepPoints(run.id);
+      this._points = cmp.children;
+      this._metric = cmp.objective?.metric ?? '';
+      this._bestId = cmp.best ?? run.best?.id ?? null; // top=0 answers no best: the record has it
+      const names: string[] = [];
+      for (const c of cmp.children) {
+        Object.keys(c.params).forEach(n => names.includes(n) || names.push(n));
+      }
+      const keep = this._param.value;
+      this._param.replaceChildren(...names.map(n => h('option', { value: n }, n)));
+      if (names.includes(keep)) {
+        this._param.value = keep;
+      }
+      this._drawChart();
+    } catch (error) {
+      this._chart.replaceChildren(errorBox(error));
+    }
+  }
+
+  private _drawChart(): void {
+    const W = 260;
+    const H = 120;
+    const param = this._param.value;
+    const g = scatterGeometry(this._points, param, this._run?.best?.id ?? this._bestId, W, H);
+    if (!g.dots.length) {
+      this._chart.replaceChildren(
+        h('div', { class: 'jp-GpuPlat-muted' }, this._metric ? `No child has reported ${this._metric} yet.` : 'No child has reported a metric yet.')
+      );
+      return;
+    }
+    const NS = 'http://www.w3.org/2000/svg';
+    const svg = document.createElementNS(NS, 'svg');
+    svg.setAttribute('viewBox', `0 0 ${W} ${H}`);
+    svg.setAttribute('class', 'jp-GpuPlat-scatter');
+    svg.setAttribute('role', 'img');
+    svg.setAttribute('aria-label', `${this._metric} against ${param} for ${g.dots.length} children`);
+    for (const d of g.dots) {
+      const c = document.createElementNS(NS, 'circle');
+      c.setAttribute('cx', d.cx.toFixed(1));
+      c.setAttribute('cy', d.cy.toFixed(1));
+      c.setAttribute('r', d.best ? '4.5' : '3');
+      c.setAttribute('class', d.best ? 'jp-GpuPlat-dot jp-mod-best' : 'jp-GpuPlat-dot');
+      c.dataset.runId = d.id;
+      const t = document.createElementNS(NS, 'title');
+      t.textContent = d.title;
+      c.append(t);
+      svg.append(c);
+    }
+    this._chart.replaceChildren(
+      h('div', { class: 'jp-GpuPlat-muted' }, `${this._metric} ${g.yMin} … ${g.yMax}`),
+      svg as unknown as HTMLElement,
+      h(
+        'div',
+        { class: 'jp-GpuPlat-muted jp-GpuPlat-scatterAxis' },
+        `${param}${g.log ? ' (log)' : ''}: ${g.xMin} … ${g.xMax}${g.missing ? ` · ${g.missing} without a value` : ''}`
+      )
+    );
   }
 
   private _renderBest(run: IRunDetail): void {
@@ -167,4 +253,11 @@ export class SweepPart {
   private _controls: HTMLElement;
   private _error: HTMLElement;
   private _best: HTMLElement;
+  private _param: HTMLSelectElement;
+  private _chart: HTMLElement;
+  private _chartBox: HTMLElement;
+  private _points: ISweepPoint[] = [];
+  private _metric = '';
+  private _bestId: string | null = null;
+  private _pointsFor: 'open' | 'final' | null = null;
 }

@@ -8,6 +8,7 @@ import {
   mayStop,
   paramsText,
   parseConcurrency,
+  scatterGeometry,
   sweepView
 } from '../src/sweepmodel';
 import type { IRun } from '../src/types';
@@ -176,4 +177,33 @@ test('a failed re-read does not stop later ones', async () => {
   await new Promise(resolve => setImmediate(resolve));
   assert.equal(n, 2);
   assert.equal(r.inFlight, 0);
+});
+
+test('the params-vs-metric chart scales numbers, spreads categories, marks the best and skips children without a value', () => {
+  const pts = [
+    { id: 'a', params: { lr: 0.1, opt: 'adam' }, value: 0.5 },
+    { id: 'b', params: { lr: 0.2, opt: 'sgd' }, value: 1.0 },
+    { id: 'c', params: { lr: 0.3, opt: 'adam' }, value: 0.0 },
+    { id: 'd', params: { lr: 0.4, opt: 'sgd' }, value: null }
+  ];
+  const g = scatterGeometry(pts, 'lr', 'c', 100, 50, 0);
+  assert.deepEqual(g.dots.map(d => [d.id, Math.round(d.cx), Math.round(d.cy), d.best]), [
+    ['a', 0, 25, false],
+    ['b', 50, 0, false], // the largest value at the top
+    ['c', 100, 50, true]
+  ]);
+  assert.equal(g.missing, 1);
+  assert.equal(g.log, false);
+  assert.deepEqual([g.xMin, g.xMax, g.yMin, g.yMax], ['0.100', '0.300', '0', '1']);
+  const cat = scatterGeometry(pts, 'opt', null, 100, 50, 0);
+  assert.deepEqual(cat.dots.map(d => d.cx), [0, 100, 0]);
+  assert.deepEqual([cat.xMin, cat.xMax], ['adam', 'sgd']);
+});
+
+test('a learning rate over decades is drawn on a log axis', () => {
+  const pts = [1e-5, 1e-4, 1e-3].map((lr, i) => ({ id: `c${i}`, params: { lr }, value: i }));
+  const g = scatterGeometry(pts, 'lr', null, 100, 10, 0);
+  assert.equal(g.log, true);
+  assert.deepEqual(g.dots.map(d => Math.round(d.cx)), [0, 50, 100]);
+  assert.equal(scatterGeometry([], 'lr', null, 100, 10).dots.length, 0);
 });

@@ -33,6 +33,12 @@ projects:
 
 # Each child waits for the gate file (an absolute path, its first argument).
 WAIT_FOR_GATE = "import pathlib, sys, time\nwhile not pathlib.Path(sys.argv[1]).exists():\n    time.sleep(0.05)\n"
+# The grid's children report loss = lr * batch, then wait for the gate.
+CHILD_PY = (
+    "from jupyter_gpuplat import tracking\n"
+    "p = tracking.params()\n"
+    "tracking.log_metrics(step=0, loss=p['lr'] * p['batch'])\n" + WAIT_FOR_GATE
+)
 
 
 @pytest.fixture(scope="module")
@@ -75,11 +81,12 @@ def test_a_sweep_is_one_live_row_whose_concurrency_changes_from_the_panel(
         body={
             "project": "team-a",
             "name": "grid",
-            "command": [sys.executable, "-c", WAIT_FOR_GATE, str(gate)],
+            "command": [sys.executable, "-c", CHILD_PY, str(gate)],
             "matrix": {
                 "kind": "grid",
                 "params": {"lr": {"values": [0.1, 0.01, 0.001]}, "batch": {"values": [8, 16, 32, 64]}},
                 "concurrency": 2,
+                "objective": {"metric": "loss", "optimization": "minimize"},
             },
         },
     )
@@ -137,6 +144,19 @@ def test_a_sweep_is_one_live_row_whose_concurrency_changes_from_the_panel(
     expect(row.locator(".jp-GpuPlat-status")).to_have_text("succeeded")
     expect(rows).to_have_count(1)
     assert lab.ok("GET", f"runs/{sweep['id']}")["status"] == "succeeded"
+
+    # Its detail: the best child (the smallest loss, lr 0.001 x batch 8) and every child on the chart.
+    row.click()
+    expect(part.locator(".jp-GpuPlat-sweepBestParams")).to_have_text("lr=0.001 · batch=8")
+    expect(part.locator(".jp-GpuPlat-sweepBestTitle")).to_contain_text("loss min 0.008000")
+    expect(part.locator(".jp-GpuPlat-sweepControls")).to_be_hidden()  # ended: nothing to change
+    expect(part.locator(".jp-GpuPlat-dot")).to_have_count(12)
+    expect(part.locator(".jp-GpuPlat-dot.jp-mod-best")).to_have_count(1)
+    expect(part.locator(".jp-GpuPlat-scatterAxis")).to_have_text("lr (log): 0.00100 … 0.100")
+    part.get_by_label("Param on the x axis").select_option("batch")
+    expect(part.locator(".jp-GpuPlat-scatterAxis")).to_have_text("batch: 8 … 64")
+    page.screenshot(path=screenshots / "sweep-best.png")
+    detail.locator(".jp-GpuPlat-back").click()
 
 
 def test_who_may_not_stop_a_sweep_sees_no_controls(sweep_lab: Lab, browser_context: Any, tmp_path: Path) -> None:
