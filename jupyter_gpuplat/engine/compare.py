@@ -136,7 +136,8 @@ def compare_sweep(
             }
             for rid in order
         ],
-        "best": leaders[0] if leaders else None,
+        # The first ranked child with a value, whatever `top` is (top=0 still names the best).
+        "best": next((rid for rid in order if values.get(rid) is not None), None),
         "top": leaders,
         "curves": {rid: {n: curve(s, v, max_points) for n, (s, v) in series.get(rid, {}).items()} for rid in leaders},
     }

@@ -194,6 +194,7 @@ class EngineState:
                 "queue": a.queue,
                 "user": a.user,
                 "name": (a.resolved or {}).get("name"),
+                "parent": a.parent,
                 **ev,
             }
         )

@@ -496,6 +496,7 @@ class StatusEvent(_Open):
     message: str
     at: Seconds
     details: dict[str, Any] | None = None
+    parent: str | None = Field(default=None, description="A sweep's child: the sweep's id")
 
 
 class LogEnd(_Out):

@@ -1870,6 +1870,12 @@ export interface components {
             details?: {
                 [key: string]: unknown;
             } | null;
+            /**
+             * Parent
+             * @description A sweep's child: the sweep's id
+             * @default null
+             */
+            parent?: string | null;
         };
         /**
          * SweepChange
