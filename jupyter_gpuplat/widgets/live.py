@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import copy
 import logging
+import queue
 import socket
 import threading
 import weakref
@@ -29,6 +30,7 @@ from urllib3.connection import HTTPConnection, HTTPSConnection
 from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
 
 from ..client import Client, GpuPlatAPIError
+from ..core.status import FINAL
 
 __all__ = ["EventFeed", "Streams", "Subscription", "default_client"]
 
@@ -285,6 +287,76 @@ class EventFeed:
                 backoff = min(backoff * 2, self.max_backoff_seconds)
         finally:
             streams.close()
+
+
+FOLLOW_STOP = object()  # what close() puts in a follower's inbox
+
+
+class Follower:
+    """What a live view of one run (a session, a sweep) shares: its event subscription, HTTP
+    streams and worker thread, a burst of wake-ups coalesced into one re-read, and close().
+
+    The view sets `_closed`, `_inbox`, `_sub` (None) and `_parts` first, then calls `_follow`; it
+    defines `_on_event` (which wakes the worker with "refresh"), `_refresh` and `_done` (stop
+    following after this re-read).
+    """
+
+    _closed: threading.Event
+    _inbox: queue.Queue[Any]
+    _sub: Subscription | None
+    _parts: list[Any]
+    _streams: Streams
+    _worker: threading.Thread
+
+    def _follow(self, client: Client, record: dict[str, Any], thread_name: str) -> None:
+        self._streams = Streams(client)  # close() cuts its in-flight reads at once
+        if record["status"] not in FINAL:
+            self._sub = EventFeed.of(client).subscribe(self._on_event, on_connect=lambda: self._inbox.put("refresh"))
+        self._inbox.put("refresh")
+        self._worker = threading.Thread(target=self._work_loop, name=thread_name, daemon=True)
+        self._worker.start()
+
+    def _on_event(self, ev: dict[str, Any]) -> None:
+        raise NotImplementedError
+
+    def _refresh(self) -> None:
+        raise NotImplementedError
+
+    def _done(self) -> bool:
+        raise NotImplementedError
+
+    @property
+    def thread(self) -> threading.Thread:
+        return self._worker
+
+    @property
+    def closed(self) -> bool:
+        return self._closed.is_set()
+
+    def close(self) -> None:
+        """Stop following the run (the run itself goes on)."""
+        if not self._closed.is_set():
+            stop_following(self, FOLLOW_STOP)
+        super().close()  # type: ignore[misc]
+
+    def _work_loop(self) -> None:
+        try:
+            while not self._closed.is_set():
+                items = [self._inbox.get()]
+                while True:  # a burst of events is one re-read
+                    try:
+                        items.append(self._inbox.get_nowait())
+                    except queue.Empty:
+                        break
+                if FOLLOW_STOP in items or self._closed.is_set():
+                    return
+                self._refresh()
+                if self._done():
+                    if self._sub is not None:
+                        self._sub.close()
+                    return
+        finally:
+            self._streams.close()
 
 
 def stop_following(widget: Any, stop: object) -> None:

@@ -26,17 +26,16 @@ import traitlets
 
 from ..client import Client, GpuPlatAPIError
 from . import _html as h
-from .live import EventFeed, Streams, Subscription, default_client, stop_following
+from .live import Follower, Subscription, default_client
 
 __all__ = ["SessionLauncher", "SessionView"]
 
 log = logging.getLogger(__name__)
 
-_STOP = object()
 NEW_NOTEBOOK = "a new gpu-session-<time>.ipynb here"
 
 
-class SessionView(widgets.VBox):
+class SessionView(Follower, widgets.VBox):
     """One GPU session, live: `SessionView(lease)` or `SessionView("r-123")`."""
 
     status = traitlets.Unicode("", help="The lease's status, as the view last saw it.")
@@ -72,27 +71,7 @@ class SessionView(widgets.VBox):
         self.keep_button.on_click(lambda _: self._act(self.client.keepalive))
         self._apply(record)
 
-        self._streams = Streams(client)  # close() cuts its in-flight reads at once
-        if record["status"] not in h.FINAL:
-            # Every run's events: while the lease waits, others moving change its place in line.
-            self._sub = EventFeed.of(client).subscribe(self._on_event, on_connect=lambda: self._inbox.put("refresh"))
-        self._inbox.put("refresh")
-        self._worker = threading.Thread(target=self._work_loop, name=f"gpuplat-session-{self.run_id}", daemon=True)
-        self._worker.start()
-
-    @property
-    def thread(self) -> threading.Thread:
-        return self._worker
-
-    @property
-    def closed(self) -> bool:
-        return self._closed.is_set()
-
-    def close(self) -> None:
-        """Stop following the lease (the lease itself goes on: Stop ends it)."""
-        if not self._closed.is_set():
-            stop_following(self, _STOP)
-        super().close()
+        self._follow(client, record, f"gpuplat-session-{self.run_id}")
 
     # ---- event feed → worker ------------------------------------------------------------------
     def _on_event(self, ev: dict[str, Any]) -> None:
@@ -101,24 +80,8 @@ class SessionView(widgets.VBox):
         elif self.status in h.WAITING and (ev.get("queue") == self.run.get("queue") or ev["status"] in h.FINAL):
             self._inbox.put("refresh")  # its place in line, or the capacity it waits for, may have changed
 
-    def _work_loop(self) -> None:
-        try:
-            while not self._closed.is_set():
-                items = [self._inbox.get()]
-                while True:  # a burst of events is one re-read
-                    try:
-                        items.append(self._inbox.get_nowait())
-                    except queue.Empty:
-                        break
-                if _STOP in items or self._closed.is_set():
-                    return
-                self._refresh()
-                if self.status in h.FINAL:
-                    if self._sub is not None:
-                        self._sub.close()
-                    return
-        finally:
-            self._streams.close()
+    def _done(self) -> bool:
+        return self.status in h.FINAL
 
     def _refresh(self) -> None:
         try:

@@ -24,16 +24,14 @@ import traitlets
 from ..client import Client, GpuPlatAPIError
 from ..sweeping import best_text, children_text, concurrency_text, done_count
 from . import _html as h
-from .live import EventFeed, Streams, Subscription, default_client, stop_following
+from .live import Follower, Subscription, default_client
 
 __all__ = ["SweepView"]
 
 log = logging.getLogger(__name__)
 
-_STOP = object()
 
-
-class SweepView(widgets.VBox):
+class SweepView(Follower, widgets.VBox):
     """A sweep's children by status, live: `SweepView(sweep)` or `SweepView("r-123")`."""
 
     status = traitlets.Unicode("", help="The sweep's status, as the view last saw it.")
@@ -83,30 +81,11 @@ class SweepView(widgets.VBox):
         self.stop_button.on_click(lambda _: self._act(client.stop))
         self._apply(record)
 
-        self._streams = Streams(client)  # close() cuts its in-flight reads at once
-        if record["status"] not in h.FINAL:
-            self._sub = EventFeed.of(client).subscribe(self._on_event, on_connect=lambda: self._inbox.put("refresh"))
-        self._inbox.put("refresh")
-        self._worker = threading.Thread(target=self._work_loop, name=f"gpuplat-sweep-{self.run_id}", daemon=True)
-        self._worker.start()
-
-    @property
-    def thread(self) -> threading.Thread:
-        return self._worker
-
-    @property
-    def closed(self) -> bool:
-        return self._closed.is_set()
+        self._follow(client, record, f"gpuplat-sweep-{self.run_id}")
 
     @property
     def paused(self) -> bool:
         return bool(self.run.get("paused"))
-
-    def close(self) -> None:
-        """Stop following the sweep (the sweep itself goes on: Stop ends it)."""
-        if not self._closed.is_set():
-            stop_following(self, _STOP)
-        super().close()
 
     # ---- event feed → worker ------------------------------------------------------------------
     def _on_event(self, ev: dict[str, Any]) -> None:
@@ -114,24 +93,8 @@ class SweepView(widgets.VBox):
         if ev["run_id"] == self.run_id or ev.get("parent") == self.run_id or ev.get("project") == self.run["project"]:
             self._inbox.put("refresh")
 
-    def _work_loop(self) -> None:
-        try:
-            while not self._closed.is_set():
-                items = [self._inbox.get()]
-                while True:  # a burst of events is one re-read
-                    try:
-                        items.append(self._inbox.get_nowait())
-                    except queue.Empty:
-                        break
-                if _STOP in items or self._closed.is_set():
-                    return
-                self._refresh()
-                if self.status in h.FINAL and not self._unfinished_children():
-                    if self._sub is not None:
-                        self._sub.close()
-                    return
-        finally:
-            self._streams.close()
+    def _done(self) -> bool:
+        return self.status in h.FINAL and not self._unfinished_children()
 
     def _unfinished_children(self) -> bool:
         return done_count(self.run) < int((self.run.get("children") or {}).get("total") or 0)
