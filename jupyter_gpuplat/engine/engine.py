@@ -330,12 +330,11 @@ class Engine:
                 except Exception:  # a damaged file must not stop indexing of the others
                     log.exception("indexing metrics of run %s failed", rid)
 
-    async def _final_index(self, run_id: str) -> None:
+    async def _final_index(self, run_id: str, parent: str | None = None) -> None:
         try:
             await self.index_metrics(run_id)
-            row = self.store.get_run(run_id)
-            if row is not None and row.get("parent"):
-                self.sweeps.child_metrics(row["parent"], run_id, final=True)
+            if parent is not None:  # a sweep's child: its sweep's rules and search see its last metrics
+                self.sweeps.child_metrics(parent, run_id, final=True)
         except Exception:
             log.exception("indexing metrics of run %s failed", run_id)
         self.metrics.forget(run_id)

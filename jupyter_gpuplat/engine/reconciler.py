@@ -28,7 +28,7 @@ class Reconciler:
         state: EngineState,
         dispatcher: Dispatcher,
         *,
-        on_final: Callable[[str], Coroutine[Any, Any, None]],
+        on_final: Callable[[str, str | None], Coroutine[Any, Any, None]],
         stop_grace_seconds: float | None = None,
     ) -> None:
         self.s = state
@@ -157,7 +157,7 @@ class Reconciler:
         s.active.pop(a.id, None)
         self.sessions.ended(a.id)
         if a.handle is not None:
-            s.spawn(self.on_final(a.id))
+            s.spawn(self.on_final(a.id, a.parent))
         q = s.queues.get(a.queue)
         if q is not None:
             q.remove_pending(a.id)
