@@ -331,3 +331,13 @@ async def test_the_median_rule_stops_a_child_worse_than_the_ended_ones(api: Any)
     worst = kids[9.0]
     assert worst["status"] == "stopped" and "the median rule (loss 9" in worst["message"], worst["message"]
     assert done["status"] == "succeeded"
+
+
+async def test_a_bad_matrix_is_refused_with_the_matrix_vocabulary(api: Any) -> None:
+    before = (await api.ok("GET", "runs"))["runs"]
+    body = {"project": "team-a", "command": ["true"], "matrix": {"kind": "grid", "params": {"lr": {"uniform": [0, 1]}}}}
+    code, err = await api("POST", "runs", body=body)
+    assert code == 400, err
+    assert "params.lr is uniform, which a grid cannot list" in err["error"]["message"]
+    assert err["error"]["hint"].startswith("matrix: kind grid|random|mapping|bayes")
+    assert (await api.ok("GET", "runs"))["runs"] == before

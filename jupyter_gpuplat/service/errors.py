@@ -119,7 +119,16 @@ def from_validation(exc: ValidationError, model: Any) -> GpuPlatError:
     if any(e["type"] == NOT_IMPLEMENTED for e in exc.errors()):
         # well-formed, but asks for what this release does not do: refused, never ignored
         return Unprocessable("invalid request: " + "; ".join(msgs), "remove the fields named", code="NotImplemented")
-    return InvalidInput("invalid request: " + "; ".join(msgs), f"fields allowed: {fields}", code="InvalidRequest")
+    hint = f"fields allowed: {fields}"
+    if all(e["loc"] and e["loc"][0] == "matrix" for e in exc.errors()):
+        hint = MATRIX_HINT  # the matrix's own vocabulary says more than the request's field list
+    return InvalidInput("invalid request: " + "; ".join(msgs), hint, code="InvalidRequest")
+
+
+MATRIX_HINT = (
+    "matrix: kind grid|random|mapping|bayes; params as name: {values|range|linspace|choice} "
+    "(random and bayes also uniform, loguniform); see docs/sweeps.md"
+)
 
 
 def error_body(err: GpuPlatError) -> dict[str, Any]:
