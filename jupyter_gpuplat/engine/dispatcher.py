@@ -27,22 +27,8 @@ from ..core.status import Reason, Status
 from ..executors.base import LaunchRequest
 from ..store import StoreUnavailable
 from .state import ActiveRun, Change, EngineState, log
+from .sweep_rows import child_events, child_rows, parent_row
 from .sweeps import Sweep
-
-# What a sweep's child takes from the submitted request (the rest is its own).
-_CHILD_FIELDS = (
-    "project",
-    "user",
-    "queue",
-    "request",
-    "resolved",
-    "provenance",
-    "gpu",
-    "cpu_milli",
-    "memory_bytes",
-    "working_dir",
-    "code",
-)
 
 
 class RunEnder(Protocol):
@@ -195,25 +181,10 @@ class Dispatcher:
         total = count(req.matrix)
         asked = [search.ask() for _ in range(min(req.matrix.concurrency, total))] if search else []
         points = [p for _, p in asked] if search else expand(req.matrix)
-        matrix = req.matrix.model_dump(mode="json", exclude_none=True)
-        parent = {
-            **template,
-            "kind": "sweep",
-            "parent": None,  # every row of one INSERT names the same columns
-            "gpu": 0,
-            "cpu_milli": 0,
-            "memory_bytes": 0,
-            "message": f"{total} children; at most {req.matrix.concurrency} dispatched at once",
-        }
-        child = {k: template[k] for k in _CHILD_FIELDS}
-        child["request"] = {k: v for k, v in template["request"].items() if k != "matrix"}
-        child.update(base_name=template["name"] or "sweep", params=dict(req.params or {}))
-        spec = {"matrix": matrix, "concurrency": req.matrix.concurrency, "paused": False, "total": total}
-        spec.update(max_failures=req.matrix.max_failures, early_stopping=matrix.get("early_stopping") or [])
-        spec["child"] = child
-        parent["resolved"] = {**template["resolved"], "kind": "sweep", "sweep": spec}
-        rows = self._child_rows(template["id"], child, points, 0, template["created_at"])
-        seqs = s.store.create_runs([parent, *rows], [evs, *self._child_events(rows, q, template["id"])])
+        parent = parent_row(template, req.matrix, dict(req.params or {}))
+        child = parent["resolved"]["sweep"]["child"]
+        rows = child_rows(self.new_id, template["id"], child, points, 0, template["created_at"])
+        seqs = s.store.create_runs([parent, *rows], [evs, *child_events(rows, template["id"])])
         pa = ActiveRun(
             parent["id"], seqs[0], req.project, user, q.limits.name, Status.QUEUED, Resources(), parent["resolved"]
         )
@@ -230,42 +201,9 @@ class Dispatcher:
 
     def add_children(self, pa: ActiveRun, points: list[dict[str, Any]], start: int) -> list[ActiveRun]:
         """More children of a running sweep (bayes: as its search asks), from the template it keeps."""
-        child = pa.resolved["sweep"]["child"]
-        q = self.s.queues[pa.queue]
-        rows = self._child_rows(pa.id, child, points, start, self.s.clock())
-        seqs = self.s.store.create_runs(rows, self._child_events(rows, q, pa.id))
+        rows = child_rows(self.new_id, pa.id, pa.resolved["sweep"]["child"], points, start, self.s.clock())
+        seqs = self.s.store.create_runs(rows, child_events(rows, pa.id))
         return self._activate(pa, rows, seqs)
-
-    def _child_rows(
-        self, parent_id: str, child: dict[str, Any], points: list[dict[str, Any]], start: int, now: float
-    ) -> list[dict[str, Any]]:
-        rows = []
-        for i, point in enumerate(points, start):
-            params = {**child["params"], **point}
-            name = f"{child['base_name']}-{i}"
-            resolved = {**child["resolved"], "kind": "job", "params": params, "name": name}
-            resolved.pop("sweep", None)
-            row = {k: child[k] for k in _CHILD_FIELDS if k != "resolved"}
-            row.update(id=self.new_id(), name=name, kind="job", parent=parent_id, resolved=resolved)
-            row.update(request={**child["request"], "params": params}, created_at=now, queued_at=now, updated_at=now)
-            row.update(status=Status.QUEUED.value, reason=Reason.SUBMITTED.value)
-            row["message"] = f"waiting for dispatch in queue {row['queue']}"
-            rows.append(row)
-        return rows
-
-    @staticmethod
-    def _child_events(rows: list[dict[str, Any]], q: QueueState, parent_id: str) -> list[list[dict[str, Any]]]:
-        return [
-            [
-                {
-                    "status": "queued",
-                    "reason": Reason.SUBMITTED.value,
-                    "message": f"waiting for dispatch in queue {q.limits.name}; child of sweep {parent_id}",
-                    "at": row["created_at"],
-                }
-            ]
-            for row in rows
-        ]
 
     def _activate(self, pa: ActiveRun, rows: list[dict[str, Any]], seqs: list[int]) -> list[ActiveRun]:
         """The new children in the snapshot and their queue's pending runs; a cycle comes."""
