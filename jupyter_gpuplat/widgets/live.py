@@ -31,6 +31,7 @@ from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
 
 from ..client import Client, GpuPlatAPIError
 from ..core.status import FINAL
+from ._html import error_block
 
 __all__ = ["EventFeed", "Streams", "Subscription", "default_client"]
 
@@ -296,9 +297,10 @@ class Follower:
     """What a live view of one run (a session, a sweep) shares: its event subscription, HTTP
     streams and worker thread, a burst of wake-ups coalesced into one re-read, and close().
 
-    The view sets `_closed`, `_inbox`, `_sub` (None) and `_parts` first, then calls `_follow`; it
-    defines `_on_event` (which wakes the worker with "refresh"), `_refresh` and `_done` (stop
-    following after this re-read).
+    The view sets `_closed`, `_inbox`, `_sub` (None), `_parts` and `message` (an HTML widget for
+    errors) first, then calls `_follow`; it defines `_on_event` (which wakes the worker with
+    "refresh"), `_refresh` (one re-read; a failed one is shown in `message`, and following goes on)
+    and `_done` (stop following after this re-read).
     """
 
     _closed: threading.Event
@@ -307,6 +309,8 @@ class Follower:
     _parts: list[Any]
     _streams: Streams
     _worker: threading.Thread
+    message: Any
+    run_id: str
 
     def _follow(self, client: Client, record: dict[str, Any], thread_name: str) -> None:
         self._streams = Streams(client)  # close() cuts its in-flight reads at once
@@ -324,6 +328,19 @@ class Follower:
 
     def _done(self) -> bool:
         raise NotImplementedError
+
+    def _refresh_shown(self) -> None:
+        try:
+            self._refresh()
+        except (GpuPlatAPIError, requests.RequestException) as exc:
+            self._show_error(str(exc))
+        except Exception as exc:  # keep following: one bad answer must not end the view
+            log.exception("%s %s update failed", type(self).__name__, self.run_id)
+            self._show_error(f"update failed: {exc!r}")
+
+    def _show_error(self, text: str) -> None:
+        if not self._closed.is_set():
+            self.message.value = error_block(text)
 
     @property
     def thread(self) -> threading.Thread:
@@ -350,7 +367,7 @@ class Follower:
                         break
                 if FOLLOW_STOP in items or self._closed.is_set():
                     return
-                self._refresh()
+                self._refresh_shown()
                 if self._done():
                     if self._sub is not None:
                         self._sub.close()

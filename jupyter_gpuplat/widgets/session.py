@@ -21,7 +21,6 @@ import threading
 from typing import Any
 
 import ipywidgets as widgets
-import requests
 import traitlets
 
 from ..client import Client, GpuPlatAPIError
@@ -84,21 +83,13 @@ class SessionView(Follower, widgets.VBox):
         return self.status in h.FINAL
 
     def _refresh(self) -> None:
-        try:
-            c = self._streams.client
-            run = c.get(self.run_id)
-            explain = c.explain(self.run_id) if run["status"] in h.WAITING else None
-            if self._closed.is_set():
-                return
-            self.explain = explain
-            self._apply(run)
-        except (GpuPlatAPIError, requests.RequestException) as exc:
-            if not self._closed.is_set():
-                self.message.value = h.error_block(str(exc))
-        except Exception as exc:  # keep following: one bad answer must not end the view
-            log.exception("SessionView %s update failed", self.run_id)
-            if not self._closed.is_set():
-                self.message.value = h.error_block(f"update failed: {exc!r}")
+        c = self._streams.client
+        run = c.get(self.run_id)
+        explain = c.explain(self.run_id) if run["status"] in h.WAITING else None
+        if self._closed.is_set():
+            return
+        self.explain = explain
+        self._apply(run)
 
     # ---- rendering -----------------------------------------------------------------------------
     def _apply(self, run: dict[str, Any]) -> None:

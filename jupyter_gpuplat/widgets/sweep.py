@@ -18,7 +18,6 @@ import threading
 from typing import Any
 
 import ipywidgets as widgets
-import requests
 import traitlets
 
 from ..client import Client, GpuPlatAPIError
@@ -100,17 +99,9 @@ class SweepView(Follower, widgets.VBox):
         return done_count(self.run) < int((self.run.get("children") or {}).get("total") or 0)
 
     def _refresh(self) -> None:
-        try:
-            run = self._streams.client.get(self.run_id)
-            if not self._closed.is_set():
-                self._apply(run)
-        except (GpuPlatAPIError, requests.RequestException) as exc:
-            if not self._closed.is_set():
-                self.message.value = h.error_block(str(exc))
-        except Exception as exc:  # keep following: one bad answer must not end the view
-            log.exception("SweepView %s update failed", self.run_id)
-            if not self._closed.is_set():
-                self.message.value = h.error_block(f"update failed: {exc!r}")
+        run = self._streams.client.get(self.run_id)
+        if not self._closed.is_set():
+            self._apply(run)
 
     # ---- rendering -----------------------------------------------------------------------------
     def _apply(self, run: dict[str, Any]) -> None:
