@@ -125,6 +125,12 @@ def follow_logs(c: Client, run_id: str, follow: bool = True) -> int:
     return 0 if status in ("succeeded", "") or not follow else 1
 
 
+def record_lines(r: dict[str, Any]) -> list[str]:
+    """The head of `runs show` and `sweeps show`: who, where, and where it stands."""
+    keys = ("id", "name", "project", "user", "queue", "status", "reason", "message")
+    return [f"{k}: {'-' if r.get(k) is None else r[k]}" for k in keys]
+
+
 def cmd_runs(args: argparse.Namespace) -> int:
     c = find_server(args.url, args.token)
     action = args.action
@@ -160,7 +166,7 @@ def cmd_runs(args: argparse.Namespace) -> int:
         raise CLIError(f"gpuplat runs {action} needs a run id")
     if action == "show":
         r = c.request("GET", f"runs/{args.run_id}")
-        lines = [f"{k}: {r[k]}" for k in ("id", "name", "project", "user", "queue", "status", "reason", "message")]
+        lines = record_lines(r)
         lines.append("clocks: " + ", ".join(f"{k} {v}" for k, v in r["clocks"].items()))
         lines += code_lines(r)
         lines.append("timeline:")
@@ -235,7 +241,7 @@ def _must_be_sweep(r: dict[str, Any], action: str) -> None:
 def sweep_lines(r: dict[str, Any]) -> list[str]:
     """A sweep as `gpuplat sweeps show` prints it: where its children are, its best, its history."""
     matrix = r.get("matrix") or {}
-    lines = [f"{k}: {r.get(k)}" for k in ("id", "name", "project", "user", "queue", "status", "reason", "message")]
+    lines = record_lines(r)
     params = ", ".join(matrix.get("params") or {}) or f"{len(matrix.get('values') or [])} given param sets"
     lines.append(f"matrix: {matrix.get('kind')} over {params}")
     lines.append(f"children: {children_text(r)}")
@@ -284,8 +290,12 @@ def session_lines(c: Client, r: dict[str, Any]) -> list[str]:
     lines = [f"{r['id']}  {r['status']}  queue {r['queue']}  notebook {sess.get('notebook') or '-'}"]
     if r["status"] in ("queued", "dispatched", "starting") and not r["devices"]:
         ex = c.explain(r["id"])
-        pos = f"position {ex['position']} in {ex['queue']}: " if ex.get("position") else ""
-        lines.append(f"waiting: {pos}{ex['message']} [{ex['reason']}]")
+        if ex["status"] in ("queued", "dispatched", "starting"):
+            pos = f"position {ex['position']} in {ex['queue']}: " if ex.get("position") else ""
+            lines.append(f"waiting: {pos}{ex['message']} [{ex['reason']}]")
+        else:  # admitted between the submit and this look
+            r = c.get(r["id"])
+            lines.append(f"{r['status']}: " + (("devices " + ",".join(map(str, r["devices"]))) if r["devices"] else ""))
     elif r["devices"]:
         lines.append("devices: " + ",".join(map(str, r["devices"])))
     lines.append("open the notebook in JupyterLab: its kernel runs in this lease")
