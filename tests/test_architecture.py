@@ -34,7 +34,7 @@ def test_import_contracts_hold() -> None:
 
 @pytest.mark.parametrize("what", [["check"], ["format", "--check"]], ids=["lint", "format"])
 def test_ruff_is_clean(what: list[str]) -> None:
-    out = _run(_tool("ruff"), *what, "jupyter_gpuplat", "tests", "benchmarks", "kube-emulator")
+    out = _run(_tool("ruff"), *what, "jupyter_gpuplat", "tests", "benchmarks", "emulator")
     assert out.returncode == 0, out.stdout[-4000:] + out.stderr[-2000:]
 
 
