@@ -69,3 +69,16 @@ class Unavailable(GpuPlatError):
     status = 503
     code = "Unavailable"
     retry_after_seconds = 5
+
+
+class NotLeader(Unavailable):
+    """Team mode: this control plane is a standby; the leader serves requests (retrying reaches it)."""
+
+    code = "NotLeader"
+    retry_after_seconds = 2
+
+
+class LostLeadership(NotLeader):
+    """A write was refused because another control plane took over (its fencing epoch is newer)."""
+
+    code = "NotLeader"

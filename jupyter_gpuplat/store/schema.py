@@ -119,3 +119,15 @@ run_tracking = Table(
     Column("params_offset", BigInteger, nullable=False, default=0),
     Column("log_offset", BigInteger, nullable=False, default=0),  # in .gpuplat/metrics.bin (v6)
 )
+
+# Team mode: one row (id 1). Whoever holds the leader lock bumps `epoch` when it takes over;
+# every state-writing transaction checks that the epoch is still its own (fencing), so a
+# deposed leader's late write is refused (v8).
+leader = Table(
+    "gpuplat_leader",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=False),
+    Column("epoch", BigInteger, nullable=False, default=0),
+    Column("holder", String(256), nullable=False, default=""),
+    Column("acquired_at", Float, nullable=True),
+)
