@@ -7,16 +7,18 @@ event loop and a crash never leaves half a transition.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
 from sqlalchemy import Engine, bindparam, create_engine, event, func, insert, select, update
 from sqlalchemy.engine import make_url
 
+from ..core.errors import LostLeadership
 from ..core.status import FINAL
 from . import schema
 from .faults import translate_faults
+from .fencing import Fence
 from .metrics import MetricStore
 from .migrations import MIGRATIONS, Migration, migrate
 
@@ -98,6 +100,7 @@ class Store:
         self.url = url
         self.engine = make_engine(url, busy_timeout_seconds)
         self.metrics = MetricStore(self.engine)
+        self._fence: Fence | None = None
         try:
             self.schema_version_found = migrate(self.engine, migrations)
         except BaseException:
@@ -106,6 +109,23 @@ class Store:
 
     def close(self) -> None:
         self.engine.dispose()
+
+    # ---- team mode: fencing ---------------------------------------------
+    @property
+    def fenced_epoch(self) -> int | None:
+        return self._fence.epoch if self._fence is not None else None
+
+    def fence(self, epoch: int, on_lost: Callable[[LostLeadership], None] | None = None) -> None:
+        """From now on, every write of this store (and its metrics) commits only while `epoch` is current.
+
+        A write after another control plane bumped the epoch raises `LostLeadership` and writes
+        nothing; `on_lost` is called first (e.g. to stop this server). PostgreSQL only.
+        """
+        if self.engine.dialect.name != "postgresql":
+            raise ValueError(f"fencing needs the shared PostgreSQL store of team mode, not {self.engine.dialect.name}")
+        if self._fence is not None:
+            raise RuntimeError(f"this store is already fenced (epoch {self._fence.epoch}): open a new Store")
+        self._fence = Fence(self.engine, epoch, on_lost)
 
     # ---- platform config ---------------------------------------------
     def get_config(self) -> tuple[dict[str, Any] | None, int]:
