@@ -14,6 +14,8 @@ from jupyter_server.auth.identity import IdentityProvider, PasswordIdentityProvi
 from tornado import web
 from traitlets import Dict
 
+from .core.identity import Principal
+
 
 class TokenMapIdentityProvider(IdentityProvider):
     tokens = Dict(
@@ -46,4 +48,5 @@ def platform_username(identity_provider: IdentityProvider, user: User, default_u
         return user.username
     if type(identity_provider) in (IdentityProvider, PasswordIdentityProvider, TokenMapIdentityProvider):
         return default_user
-    return user.username
+    groups = getattr(user, "groups", None)  # the control plane's Hub identity vouches for groups
+    return Principal(user.username, groups) if groups is not None else user.username

@@ -59,6 +59,8 @@ class ProjectConfig(_Strict):
     name: str = Field(pattern=NAME_PATTERN)
     description: str = ""
     members: dict[str, Role] = Field(default_factory=dict)
+    # Team mode: roles granted to identity-provider (JupyterHub) groups; a `members` entry wins.
+    groups: dict[str, Role] = Field(default_factory=dict)
     default_queue: str | None = None
     allowed_queues: list[str] | None = None
     default_presets: list[str] = Field(default_factory=list)
@@ -68,6 +70,8 @@ class ProjectConfig(_Strict):
 
 class PlatformConfig(_Strict):
     admins: list[str] = Field(default_factory=list)
+    # Team mode: members of these identity-provider (JupyterHub) groups are platform admins too.
+    admin_groups: list[str] = Field(default_factory=list)
     # With true, a project without allowed_queues/allowed_presets may use none.
     restrict_by_default: bool = False
     # Org-wide defaults: the first layer of every run's spec.

@@ -11,6 +11,7 @@ from typing import Any
 
 from .config import ROLE_RANK, PlatformConfig, ProjectConfig, Role
 from .errors import Forbidden, GpuPlatError, NotFound, Unprocessable
+from .identity import groups_of
 from .merge import Layer, Resolved, merge_layers
 from .request import RunRequest
 from .resources import Quota, Resources, fmt_amount
@@ -18,7 +19,19 @@ from .resources import Quota, Resources, fmt_amount
 
 # ---- roles -----------------------------------------------------------------
 def is_platform_admin(cfg: PlatformConfig, user: str) -> bool:
-    return user in cfg.admins
+    return user in cfg.admins or not groups_of(user).isdisjoint(cfg.admin_groups)
+
+
+def platform_admins(cfg: PlatformConfig) -> list[str]:
+    return [*cfg.admins, *(f"group {g}" for g in cfg.admin_groups)]
+
+
+def member_role(pr: ProjectConfig, user: str) -> Role | None:
+    """The role `members` gives the user, else the highest any of the user's groups gives."""
+    if user in pr.members:
+        return pr.members[user]
+    granted = [pr.groups[g] for g in groups_of(user) if g in pr.groups]
+    return max(granted, key=ROLE_RANK.__getitem__, default=None)
 
 
 def role_in(cfg: PlatformConfig, user: str, project: str) -> Role | None:
@@ -26,7 +39,7 @@ def role_in(cfg: PlatformConfig, user: str, project: str) -> Role | None:
     if is_platform_admin(cfg, user):
         return "admin"
     pr = cfg.project(project)
-    return pr.members.get(user) if pr else None
+    return member_role(pr, user) if pr else None
 
 
 def has_role(cfg: PlatformConfig, user: str, project: str, need: Role) -> bool:
@@ -37,7 +50,7 @@ def has_role(cfg: PlatformConfig, user: str, project: str, need: Role) -> bool:
 def visible_projects(cfg: PlatformConfig, user: str) -> list[str]:
     if is_platform_admin(cfg, user):
         return [p.name for p in cfg.projects]
-    return [p.name for p in cfg.projects if user in p.members]
+    return [p.name for p in cfg.projects if member_role(p, user) is not None]
 
 
 def require_project(cfg: PlatformConfig, user: str, project: str, need: Role) -> ProjectConfig:
@@ -59,7 +72,8 @@ def require_project(cfg: PlatformConfig, user: str, project: str, need: Role) ->
 
 
 def admins_of(pr: ProjectConfig) -> list[str]:
-    return sorted(u for u, r in pr.members.items() if r == "admin")
+    users = sorted(u for u, r in pr.members.items() if r == "admin")
+    return users + sorted(f"group {g}" for g, r in pr.groups.items() if r == "admin")
 
 
 def can_stop(cfg: PlatformConfig, user: str, project: str, owner: str) -> bool:
@@ -92,7 +106,8 @@ def require_visible_run(cfg: PlatformConfig, user: str, run_id: str, run: dict[s
 def require_platform_admin(cfg: PlatformConfig, user: str) -> None:
     """Admin writes (queues, presets, the whole config, pause/resume, project create/delete)."""
     if not is_platform_admin(cfg, user):
-        raise Forbidden(f"{user} is not a platform admin", f"platform admins: {', '.join(cfg.admins) or 'none'}")
+        admins = ", ".join(platform_admins(cfg)) or "none"
+        raise Forbidden(f"{user} is not a platform admin", f"platform admins: {admins}")
 
 
 # Restrictions stay with platform admins; project admins manage members and defaults.
@@ -117,7 +132,7 @@ def require_project_write(cfg: PlatformConfig, user: str, new: ProjectConfig) ->
         if getattr(new, f) != getattr(old, f):
             raise Forbidden(
                 f"{f} of project {name} is set by platform admins",
-                "project admins may change members, description, default_queue and default_presets",
+                "project admins may change members, groups, description, default_queue and default_presets",
             )
     queues, presets = allowed_queues(cfg, old), allowed_presets(cfg, old)
     outside = [q for q in [new.default_queue] if q and q not in queues]

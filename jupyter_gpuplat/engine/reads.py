@@ -11,6 +11,7 @@ from typing import Any
 from ..core.admission import QueueState, order_queues
 from ..core.config import ProjectConfig, dump_config
 from ..core.errors import InvalidInput, NotFound
+from ..core.identity import groups_of
 from ..core.policy import (
     allowed_presets,
     allowed_queues,
@@ -19,6 +20,7 @@ from ..core.policy import (
     listable_presets,
     listable_queues,
     listable_run_projects,
+    platform_admins,
     require_platform_admin,
     require_visible_run,
     role_in,
@@ -43,7 +45,8 @@ class ReadModel:
     def whoami(self, user: str) -> dict[str, Any]:
         cfg = self.s.cfg
         projects = [{"name": p, "role": role_in(cfg, user, p)} for p in visible_projects(cfg, user)]
-        return {"user": user, "platform_admin": is_platform_admin(cfg, user), "projects": projects}
+        groups = sorted(groups_of(user))
+        return {"user": user, "groups": groups, "platform_admin": is_platform_admin(cfg, user), "projects": projects}
 
     # ---- capacity and queues --------------------------------------------------
     @property
@@ -182,7 +185,7 @@ class ReadModel:
         return self.s.store.runs_brief(run_ids)
 
     def platform_admins(self) -> list[str]:
-        return list(self.s.cfg.admins)
+        return platform_admins(self.s.cfg)
 
     def project(self, name: str) -> ProjectConfig | None:
         return self.s.cfg.project(name)

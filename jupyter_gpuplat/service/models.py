@@ -323,6 +323,7 @@ class ProjectRole(_Out):
 
 class WhoAmI(_Out):
     user: str
+    groups: list[str] = Field(description="The identity provider's groups of the caller (team mode); [] otherwise")
     platform_admin: bool
     projects: list[ProjectRole]
 

@@ -1035,6 +1035,8 @@ export interface components {
         PlatformConfig: {
             /** Admins */
             admins?: string[];
+            /** Admin Groups */
+            admin_groups?: string[];
             /**
              * Restrict By Default
              * @default false
@@ -1190,6 +1192,10 @@ export interface components {
             members?: {
                 [key: string]: "viewer" | "member" | "admin";
             };
+            /** Groups */
+            groups?: {
+                [key: string]: "viewer" | "member" | "admin";
+            };
             /**
              * Default Queue
              * @default null
@@ -1224,6 +1230,10 @@ export interface components {
             description: string;
             /** Members */
             members: {
+                [key: string]: "viewer" | "member" | "admin";
+            };
+            /** Groups */
+            groups: {
                 [key: string]: "viewer" | "member" | "admin";
             };
             /**
@@ -1267,6 +1277,10 @@ export interface components {
             description: string;
             /** Members */
             members: {
+                [key: string]: "viewer" | "member" | "admin";
+            };
+            /** Groups */
+            groups: {
                 [key: string]: "viewer" | "member" | "admin";
             };
             /**
@@ -2063,6 +2077,11 @@ export interface components {
         WhoAmI: {
             /** User */
             user: string;
+            /**
+             * Groups
+             * @description The identity provider's groups of the caller (team mode); [] otherwise
+             */
+            groups: string[];
             /** Platform Admin */
             platform_admin: boolean;
             /** Projects */
