@@ -4,6 +4,10 @@ Embedded mode: the store, the engine and the local executor live in the Jupyter
 server process. The engine starts when the server's loop runs (or on the first
 request, whichever comes first) and stops without killing runs, so a restarted
 server re-attaches to them.
+
+Remote mode (`GpuPlat.mode = "remote"`, team mode): the server builds no store, engine or
+executor and holds no database URL or cluster credentials; `/gpuplat/api/*` is forwarded to
+`GpuPlat.control_plane_url` as the visiting user (service/remote.py).
 """
 
 from __future__ import annotations
@@ -16,7 +20,7 @@ from typing import Any
 
 from jupyter_core.paths import jupyter_data_dir
 from jupyter_server.extension.application import ExtensionApp
-from traitlets import Float, Int, Type, Unicode, default
+from traitlets import Enum, Float, Int, Type, Unicode, default
 
 from ..core.config import PlatformConfig, load_config_text
 from ..core.errors import Unavailable
@@ -28,6 +32,8 @@ from ..store.store import DEFAULT_BUSY_TIMEOUT_SECONDS
 from . import session_client
 from .kernelspecs import KernelSpecDir, session_specs
 from .provisioner import GpuSessionProvisioner
+from .remote import ControlPlane
+from .remote import make_handlers as make_forwarding_handlers
 from .routes import make_handlers
 from .session_client import InProcessSessionClient
 
@@ -103,6 +109,31 @@ class GpuPlat(ExtensionApp):
     name = "jupyter_gpuplat"
     description = "Shared, enforced GPU queues for JupyterLab"
 
+    mode = Enum(
+        ["embedded", "remote"],
+        "embedded",
+        config=True,
+        help="embedded: the platform (store, engine, executor) runs in this server. remote: this server holds none "
+        "of it and forwards /gpuplat/api/* to GpuPlat.control_plane_url as the visiting user (team mode).",
+    )
+    control_plane_url = Unicode(
+        "",
+        config=True,
+        help="Remote mode: the control plane's base URL (its API is <url>gpuplat/api/), e.g. "
+        "http://hub:8081/services/gpuplat/ or the `gpuplat server` Deployment's URL.",
+    )
+    control_plane_token = Unicode(
+        "",
+        config=True,
+        help="Remote mode, outside JupyterHub: the token sent for the server's owner (kernels, the CLI, a password "
+        "login). Under JupyterHub leave it empty: the visitor's Hub token is sent, and $JUPYTERHUB_API_TOKEN for "
+        "the owner.",
+    )
+    control_plane_timeout_seconds = Float(
+        60.0,
+        config=True,
+        help="Remote mode: seconds a forwarded request may take (streams and downloads have no limit).",
+    )
     config_file = Unicode(
         "",
         config=True,
@@ -152,7 +183,21 @@ class GpuPlat(ExtensionApp):
         except Exception:  # no passwd entry in some containers
             return "owner"
 
+    platform: Platform | None = None
+    control_plane: ControlPlane | None = None
+
     def initialize_settings(self) -> None:
+        if self.mode == "remote":
+            # Nothing of the platform here: no Store, Engine, executor; db_url is never even read.
+            if not self.control_plane_url:
+                raise ValueError("GpuPlat.mode is remote but GpuPlat.control_plane_url is empty")
+            self.control_plane = ControlPlane(
+                self.control_plane_url, self.control_plane_token, self.control_plane_timeout_seconds
+            )
+            self.settings["gpuplat_remote"] = self.control_plane
+            # REMOTE SESSION KERNELS (helper D2): offer the control plane's session kernelspecs here,
+            # through service/http_session_client.py; offer_session_kernels is embedded mode's only.
+            return
         Path(self.artifacts_root).mkdir(parents=True, exist_ok=True)
         self.platform = Platform(self)
         self.settings["gpuplat"] = self.platform
@@ -160,12 +205,17 @@ class GpuPlat(ExtensionApp):
             self.platform.offer_session_kernels(self.serverapp.kernel_spec_manager)
 
     def initialize_handlers(self) -> None:
-        self.handlers.extend(make_handlers())
+        self.handlers.extend(make_forwarding_handlers() if self.mode == "remote" else make_handlers())
 
     async def _start_jupyter_server_extension(self, serverapp: Any) -> None:
-        await self.platform.ensure_started()
+        if self.platform is not None:
+            await self.platform.ensure_started()
 
     async def stop_extension(self) -> None:
+        if self.control_plane is not None:
+            self.control_plane.close()
+        if self.platform is None:
+            return
         # Before the server shuts its kernels down (extensions stop first): sessions keep running.
         if self.serverapp is not None:
             self.platform.detach_sessions(self.serverapp.kernel_manager)
