@@ -20,6 +20,7 @@ from sqlalchemy import table as sa_table
 from sqlalchemy.exc import IntegrityError
 
 from jupyter_gpuplat.store import Store, migrations, schema
+from jupyter_gpuplat.store.store import make_engine
 
 GI = 1024**3
 T0 = 1_700_000_000.123456  # a realistic epoch with sub-millisecond digits: Float must round-trip exactly
@@ -101,10 +102,14 @@ def test_new_database_is_migrated_and_versioned(store_url: str) -> None:
     try:
         assert s.schema_version_found == 0
         names = set(inspect(s.engine).get_table_names())
-        assert {"gpuplat_meta", "gpuplat_config", "gpuplat_runs", "gpuplat_events"} <= names
+        assert {"gpuplat_meta", "gpuplat_config", "gpuplat_runs", "gpuplat_events", "gpuplat_leader"} <= names
         with s.engine.connect() as conn:
             assert migrations.current_version(conn) == migrations.LATEST
             assert conn.execute(select(schema.meta)).all() == [("schema_version", str(migrations.LATEST))]
+            assert conn.execute(text("SELECT version_num FROM alembic_version")).all() == [
+                (f"{migrations.LATEST:04d}",)
+            ]
+            assert conn.execute(select(schema.leader)).all() == [(1, 0, "", None)]
         assert s.count_runs() == 0
         assert s.last_event_id() == 0
         assert s.get_config() == (None, 0)
@@ -112,28 +117,39 @@ def test_new_database_is_migrated_and_versioned(store_url: str) -> None:
         s.close()
 
 
+def test_latest_is_the_head_revision() -> None:
+    assert migrations.head_version() == migrations.LATEST
+
+
+def extra_revision(directory: Path, body: str, revision: str = f"{migrations.LATEST + 1:04d}") -> Path:
+    """A directory holding one more Alembic revision after the package's head (`body`: its upgrade)."""
+    directory.mkdir(parents=True, exist_ok=True)
+    code = "from alembic import op\nfrom sqlalchemy import text\n\n"
+    head = f"{migrations.LATEST:04d}"
+    code += f"revision = {revision!r}\ndown_revision = {head!r}\n\n\ndef upgrade():\n"
+    code += "".join(f"    {line}\n" for line in body.strip().splitlines())
+    (directory / f"{revision}_extra.py").write_text(code)
+    return directory
+
+
 def test_reopening_keeps_data_and_does_not_rerun_migrations(store_url: str) -> None:
-    ran: list[int] = []
-
-    def recording(version: int, real: migrations.Migration) -> migrations.Migration:
-        def apply(conn: Connection) -> None:
-            ran.append(version)
-            real(conn)
-
-        return apply
-
-    steps = [recording(i + 1, m) for i, m in enumerate(migrations.MIGRATIONS)]
-    first = Store(store_url, steps)
-    assert first.schema_version_found == 0
-    assert ran == list(range(1, migrations.LATEST + 1))
+    engine = make_engine(store_url)
+    ran: list[str] = []
+    try:
+        assert migrations.migrate(engine, applied=ran) == 0
+        assert ran == [f"{v:04d}" for v in range(1, migrations.LATEST + 1)]
+    finally:
+        engine.dispose()
+    first = Store(store_url)
+    assert first.schema_version_found == migrations.LATEST
     run = create(first)
     first.put_config({"queues": []}, source="t", by="ops", at=T0)
     first.close()
 
+    again = Store(store_url)
     ran.clear()
-    again = Store(store_url, steps)
     try:
-        assert again.schema_version_found == migrations.LATEST
+        assert migrations.migrate(again.engine, applied=ran) == migrations.LATEST
         assert ran == [], "an up-to-date database must not re-run migrations"
         assert again.get_run(run["id"])["seq"] == run["seq"]
         assert again.get_config() == ({"queues": []}, 1)
@@ -143,46 +159,57 @@ def test_reopening_keeps_data_and_does_not_rerun_migrations(store_url: str) -> N
         again.close()
 
 
-def test_upgrade_applies_only_the_new_migrations(store_url: str) -> None:
+def test_upgrade_applies_only_the_new_migrations(store_url: str, tmp_path: Path) -> None:
     Store(store_url).close()  # a database at the current LATEST
-    ran: list[str] = []
-
-    def v_next(conn: Connection) -> None:
-        ran.append("next")
-        conn.execute(text("CREATE TABLE gpuplat_test_extra (k INTEGER PRIMARY KEY)"))
-
-    s = Store(store_url, [*migrations.MIGRATIONS, v_next])
+    extra = extra_revision(
+        tmp_path / "extra", 'op.execute(text("CREATE TABLE gpuplat_test_extra (k INTEGER PRIMARY KEY)"))'
+    )
+    s = Store(store_url, [*migrations.MIGRATIONS, extra])
     latest = migrations.LATEST + 1
     try:
         assert s.schema_version_found == latest - 1
-        assert ran == ["next"]
         assert "gpuplat_test_extra" in inspect(s.engine).get_table_names()
         with s.engine.connect() as conn:
             assert migrations.current_version(conn) == latest
             assert conn.execute(select(schema.meta)).all() == [("schema_version", str(latest))]
+            assert conn.execute(text("SELECT version_num FROM alembic_version")).all() == [(f"{latest:04d}",)]
+        ran: list[str] = []
+        assert migrations.migrate(s.engine, [*migrations.MIGRATIONS, extra], applied=ran) == latest
+        assert ran == []  # and had it run, CREATE TABLE would have failed
     finally:
         s.close()
-    again = Store(store_url, [*migrations.MIGRATIONS, v_next])
-    again.close()
-    assert again.schema_version_found == latest
-    assert ran == ["next"]
 
 
-def test_failed_migration_rolls_back_and_is_retried(store_url: str) -> None:
+def test_failed_migration_rolls_back_and_is_retried(store_url: str, tmp_path: Path) -> None:
     Store(store_url).close()
-
-    def v_broken(conn: Connection) -> None:
-        conn.execute(text("CREATE TABLE gpuplat_test_half (k INTEGER PRIMARY KEY)"))
-        conn.execute(text("SELECT * FROM gpuplat_no_such_table"))
-
+    broken = extra_revision(
+        tmp_path / "broken",
+        'op.execute(text("CREATE TABLE gpuplat_test_half (k INTEGER PRIMARY KEY)"))\n'
+        'op.execute(text("SELECT * FROM gpuplat_no_such_table"))',
+    )
     with pytest.raises(Exception, match="gpuplat_no_such_table"):
-        Store(store_url, [*migrations.MIGRATIONS, v_broken])
+        Store(store_url, [*migrations.MIGRATIONS, broken])
     s = Store(store_url)
     try:
         assert s.schema_version_found == migrations.LATEST, "the failed migration must not bump the version"
         assert "gpuplat_test_half" not in inspect(s.engine).get_table_names()
+        with s.engine.connect() as conn:
+            assert conn.execute(text("SELECT version_num FROM alembic_version")).all() == [
+                (f"{migrations.LATEST:04d}",)
+            ]
     finally:
         s.close()
+
+
+def test_failed_first_migration_leaves_nothing(store_url: str, tmp_path: Path) -> None:
+    broken = extra_revision(tmp_path / "broken", 'op.execute(text("SELECT * FROM gpuplat_no_such_table"))')
+    with pytest.raises(Exception, match="gpuplat_no_such_table"):
+        Store(store_url, [*migrations.MIGRATIONS, broken])
+    engine = make_engine(store_url)
+    try:
+        assert inspect(engine).get_table_names() == [], "not even gpuplat_meta or alembic_version"
+    finally:
+        engine.dispose()
 
 
 def test_database_newer_than_the_package_is_refused(store: Store) -> None:
@@ -190,8 +217,25 @@ def test_database_newer_than_the_package_is_refused(store: Store) -> None:
         conn.execute(
             schema.meta.update().where(schema.meta.c.key == "schema_version").values(value=str(migrations.LATEST + 1))
         )
-    with pytest.raises(RuntimeError, match="newer than this jupyter-gpuplat"):
+    with pytest.raises(
+        RuntimeError,
+        match=f"version {migrations.LATEST + 1} is newer than this jupyter-gpuplat \\({migrations.LATEST}\\)",
+    ):
         Store(store.url)
+
+
+def test_database_at_an_unknown_revision_is_refused(store: Store) -> None:
+    """A newer package's revision in alembic_version (this one cannot know it): refused, named."""
+    with store.engine.begin() as conn:
+        conn.execute(text("UPDATE alembic_version SET version_num = '0042'"))
+    with pytest.raises(RuntimeError, match=f"version 42 is newer than this jupyter-gpuplat \\({migrations.LATEST}\\)"):
+        Store(store.url)
+
+
+def as_before_alembic(conn: Connection, version: int) -> None:
+    """Make a database look as the hand-written migrations left it at `version` (no alembic_version)."""
+    conn.execute(text("DROP TABLE alembic_version"))
+    conn.execute(schema.meta.update().where(schema.meta.c.key == "schema_version").values(value=str(version)))
 
 
 def test_memory_column_holds_more_than_32_bits(store: Store) -> None:
@@ -207,7 +251,7 @@ def test_v2_widens_memory_on_a_v1_database(store_url: str) -> None:
     with s.engine.begin() as conn:
         if pg:
             conn.execute(text("ALTER TABLE gpuplat_runs ALTER COLUMN memory_bytes TYPE INTEGER"))
-        conn.execute(schema.meta.update().where(schema.meta.c.key == "schema_version").values(value="1"))
+        as_before_alembic(conn, 1)
     s.close()
     s = Store(store_url)
     try:
@@ -228,7 +272,7 @@ def test_v5_adds_code_and_working_dir_to_a_v4_database(store_url: str) -> None:
     with s.engine.begin() as conn:
         conn.execute(text("ALTER TABLE gpuplat_runs DROP COLUMN code"))
         conn.execute(text("ALTER TABLE gpuplat_runs DROP COLUMN working_dir"))
-        conn.execute(schema.meta.update().where(schema.meta.c.key == "schema_version").values(value="4"))
+        as_before_alembic(conn, 4)
     s.close()
     s = Store(store_url)
     try:
@@ -267,7 +311,7 @@ def test_v6_moves_the_metrics_log_position_out_of_the_params(store_url: str) -> 
                 params_offset=9,
             )
         )
-        conn.execute(schema.meta.update().where(schema.meta.c.key == "schema_version").values(value="5"))
+        as_before_alembic(conn, 5)
     s.close()
     s = Store(store_url)
     try:

@@ -1,78 +1,38 @@
-"""Versioned schema migrations, applied in order at start-up.
+"""Schema migrations: Alembic revisions (store/alembic/versions), applied under a lock at start-up.
 
-Each entry moves the schema from version N-1 to N inside one transaction.
-Never edit a released migration: append a new one.
+Revision N (its id is N in four digits) moves the schema from version N-1 to N; never edit a
+released revision, add the next one. Every start runs `migrate`, and so does `gpuplat db upgrade`:
+all of it (creating the bookkeeping tables included) is one transaction holding a lock —
+PostgreSQL's `pg_advisory_xact_lock`, SQLite's write lock (BEGIN IMMEDIATE) — so concurrent
+first starts migrate once, one after the other, and a failed revision leaves nothing behind.
+
+`gpuplat_meta.schema_version` is kept too: code from before Alembic reads it to refuse a
+newer database, and databases from then (a version, no `alembic_version`) are stamped with
+their revision before the upgrade.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import os
+from collections.abc import Sequence
+from pathlib import Path
 
-from sqlalchemy import Connection, Engine, inspect, select, text
+from alembic import command
+from alembic.config import Config
+from alembic.runtime.migration import MigrationContext
+from alembic.script import ScriptDirectory
+from alembic.util import CommandError
+from sqlalchemy import Connection, Engine, select, text
 
 from . import schema
 
-Migration = Callable[[Connection], None]
-
-
-def _v1(conn: Connection) -> None:
-    schema.metadata.create_all(conn, tables=[schema.config, schema.runs, schema.events])
-
-
-def _v2(conn: Connection) -> None:
-    # v1 made gpuplat_runs.memory_bytes a 32-bit INTEGER on PostgreSQL: widen it (no-op on SQLite,
-    # whose integers are 64-bit; databases created after this change already have BIGINT).
-    if conn.dialect.name == "postgresql":
-        conn.execute(text("ALTER TABLE gpuplat_runs ALTER COLUMN memory_bytes TYPE BIGINT"))
-
-
-def _v3(conn: Connection) -> None:
-    # Executor details (raw Kubernetes text, counts, who can act) on timeline events.
-    cols = {c["name"] for c in inspect(conn).get_columns("gpuplat_events")}
-    if "details" not in cols:  # v1 databases created after this column was added already have it
-        conn.execute(text("ALTER TABLE gpuplat_events ADD COLUMN details JSON"))
-
-
-def _v4(conn: Connection) -> None:
-    # Metrics and params recorded by runs through jupyter_gpuplat.tracking.
-    schema.metadata.create_all(conn, tables=[schema.metric_chunks, schema.run_tracking])
-
-
-def _v5(conn: Connection) -> None:
-    # Runs from the user's directory: what code ran (snapshot, git) and where it started.
-    cols = {c["name"] for c in inspect(conn).get_columns("gpuplat_runs")}
-    if "code" not in cols:  # v1 databases created after these columns were added already have them
-        conn.execute(text("ALTER TABLE gpuplat_runs ADD COLUMN code JSON"))
-    if "working_dir" not in cols:
-        conn.execute(text("ALTER TABLE gpuplat_runs ADD COLUMN working_dir TEXT"))
-
-
-def _v6(conn: Connection) -> None:
-    # The indexer's position in the binary metrics log: a column, moved out of the params JSON
-    # where the code before v6 kept it (under "gpuplat:metrics_log_offset").
-    cols = {c["name"] for c in inspect(conn).get_columns("gpuplat_run_tracking")}
-    if "log_offset" not in cols:  # v4 databases created after this column was added already have it
-        conn.execute(text("ALTER TABLE gpuplat_run_tracking ADD COLUMN log_offset BIGINT NOT NULL DEFAULT 0"))
-    rt = schema.run_tracking
-    key = "gpuplat:metrics_log_offset"
-    for run_id, params in conn.execute(select(rt.c.run_id, rt.c.params)).all():
-        if isinstance(params, dict) and key in params:
-            rest = {k: v for k, v in params.items() if k != key}
-            conn.execute(rt.update().where(rt.c.run_id == run_id).values(params=rest, log_offset=int(params[key])))
-
-
-def _v7(conn: Connection) -> None:
-    # Sweeps: a child names its parent; a sweep's children are listed by it.
-    cols = {c["name"] for c in inspect(conn).get_columns("gpuplat_runs")}
-    if "parent" not in cols:  # v1 databases created after this column was added already have it
-        conn.execute(text("ALTER TABLE gpuplat_runs ADD COLUMN parent VARCHAR(32)"))
-    indexes = {ix["name"] for ix in inspect(conn).get_indexes("gpuplat_runs")}
-    if "ix_runs_parent_seq" not in indexes:
-        conn.execute(text("CREATE INDEX ix_runs_parent_seq ON gpuplat_runs (parent, seq)"))
-
-
-MIGRATIONS: list[Migration] = [_v1, _v2, _v3, _v4, _v5, _v6, _v7]
-LATEST = len(MIGRATIONS)
+SCRIPT_LOCATION = Path(__file__).with_name("alembic")
+# A migration is a directory of revisions; tests append one holding extra (or broken) revisions.
+Migration = str | Path
+MIGRATIONS: list[Migration] = [SCRIPT_LOCATION / "versions"]
+LATEST = 8  # the head revision of MIGRATIONS (tests check that they agree)
+# pg_advisory_xact_lock key of migrations (and `gpuplat db copy`): fixed, distinct from the leader's.
+MIGRATIONS_LOCK_KEY = 0x6770_7570_6C61_7401  # "gpuplat" + 1
 
 
 def current_version(conn: Connection) -> int:
@@ -80,25 +40,75 @@ def current_version(conn: Connection) -> int:
     return int(row[0]) if row else 0
 
 
-def migrate(engine: Engine, steps: Sequence[Migration] = MIGRATIONS) -> int:
-    """Bring the database to the last of `steps`; returns the version found before."""
-    latest = len(steps)
-    schema.metadata.create_all(engine, tables=[schema.meta])
-    # Reads the version, then writes: the write lock first (store._begin), so two servers
-    # starting on one SQLite file migrate one after the other.
+def alembic_config(locations: Sequence[Migration] = MIGRATIONS, conn: Connection | None = None) -> Config:
+    cfg = Config()
+    cfg.set_main_option("script_location", str(SCRIPT_LOCATION).replace("%", "%%"))
+    cfg.set_main_option("path_separator", "os")
+    cfg.set_main_option("version_path_separator", "os")  # its name before alembic 1.16
+    cfg.set_main_option("version_locations", _join(locations))
+    cfg.attributes["connection"] = conn
+    return cfg
+
+
+def _join(locations: Sequence[Migration]) -> str:
+    return os.pathsep.join(str(p).replace("%", "%%") for p in locations)
+
+
+def head_version(locations: Sequence[Migration] = MIGRATIONS) -> int:
+    head = ScriptDirectory.from_config(alembic_config(locations)).get_current_head()
+    return int(head) if head else 0
+
+
+def lock(conn: Connection) -> None:
+    """Serialize with every other migration (and copy) of this database until `conn` commits."""
+    if conn.dialect.name == "postgresql":
+        conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": _signed(MIGRATIONS_LOCK_KEY)})
+    # SQLite: the transaction already holds the write lock (BEGIN IMMEDIATE, see store._begin).
+
+
+def _signed(key: int) -> int:
+    return key - (1 << 64) if key >= 1 << 63 else key
+
+
+def migrate(engine: Engine, steps: Sequence[Migration] = MIGRATIONS, *, applied: list[str] | None = None) -> int:
+    """Bring the database to the head of `steps`; returns the version found before.
+
+    `applied` (if given) receives the id of each revision run, in order.
+    """
+    # "gpuplat_writes_after_reads" (store.WRITES_AFTER_READS): BEGIN IMMEDIATE on SQLite.
     with engine.execution_options(gpuplat_writes_after_reads=True).begin() as conn:
-        found = current_version(conn)
-        if found > latest:
-            raise RuntimeError(
-                f"database schema version {found} is newer than this jupyter-gpuplat ({latest}); upgrade the package"
-            )
-        for version in range(found + 1, latest + 1):
-            steps[version - 1](conn)
-        if found != latest:
-            if found == 0:
-                conn.execute(schema.meta.insert().values(key="schema_version", value=str(latest)))
-            else:
-                conn.execute(
-                    schema.meta.update().where(schema.meta.c.key == "schema_version").values(value=str(latest))
-                )
+        lock(conn)  # before anything, creating gpuplat_meta included: that raced on PostgreSQL
+        return _migrate(conn, steps, applied)
+
+
+def _migrate(conn: Connection, steps: Sequence[Migration], applied: list[str] | None) -> int:
+    cfg = alembic_config(steps, conn)
+    cfg.attributes["applied"] = applied
+    script = ScriptDirectory.from_config(cfg)
+    latest = int(script.get_current_head() or 0)
+    schema.metadata.create_all(conn, tables=[schema.meta])
+    recorded = current_version(conn)
+    revision = MigrationContext.configure(conn).get_current_revision()
+    found = int(revision) if revision and revision.isdigit() else recorded
+    known = revision is None or _known(script, revision)
+    if max(found, recorded) > latest or not known:
+        raise RuntimeError(
+            f"database schema version {max(found, recorded)} is newer than this jupyter-gpuplat ({latest}); "
+            "upgrade the package"
+        )
+    if revision is None and found > 0:  # from before Alembic: its version says which revision it is at
+        command.stamp(cfg, f"{found:04d}")
+    command.upgrade(cfg, "head")
+    if recorded != latest:
+        if conn.execute(select(schema.meta.c.key).where(schema.meta.c.key == "schema_version")).first() is None:
+            conn.execute(schema.meta.insert().values(key="schema_version", value=str(latest)))
+        else:
+            conn.execute(schema.meta.update().where(schema.meta.c.key == "schema_version").values(value=str(latest)))
     return found
+
+
+def _known(script: ScriptDirectory, revision: str) -> bool:
+    try:
+        return script.get_revision(revision) is not None
+    except CommandError:
+        return False

@@ -19,6 +19,10 @@ from sqlalchemy import (
 
 metadata = MetaData()
 
+# 64-bit ids on PostgreSQL (BIGSERIAL; int4 would run out at 2^31 events); SQLite's rowid alias must
+# be spelled INTEGER to autoincrement, and is 64-bit anyway. Older databases are widened by v8.
+Id64 = BigInteger().with_variant(Integer, "sqlite")
+
 meta = Table(
     "gpuplat_meta",
     metadata,
@@ -29,7 +33,7 @@ meta = Table(
 config = Table(
     "gpuplat_config",
     metadata,
-    Column("version", Integer, primary_key=True, autoincrement=True),
+    Column("version", Id64, primary_key=True, autoincrement=True),
     Column("body", JSON, nullable=False),
     Column("source", String(256), nullable=False, default=""),
     Column("applied_by", String(128), nullable=False, default=""),
@@ -39,7 +43,7 @@ config = Table(
 runs = Table(
     "gpuplat_runs",
     metadata,
-    Column("seq", Integer, primary_key=True, autoincrement=True),
+    Column("seq", Id64, primary_key=True, autoincrement=True),
     Column("id", String(32), nullable=False, unique=True),
     Column("project", String(63), nullable=False),
     Column("user", String(128), nullable=False),
@@ -79,7 +83,7 @@ runs = Table(
 events = Table(
     "gpuplat_events",
     metadata,
-    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("id", Id64, primary_key=True, autoincrement=True),
     Column("run_id", String(32), nullable=False),
     Column("project", String(63), nullable=False),
     Column("status", String(16), nullable=False),
