@@ -354,3 +354,25 @@ def test_gpu_submit_magic_in_a_real_kernel_of_the_remote_server(
     run_id, final = out.split()[-2:]
     assert final == "succeeded"
     assert upstream.ok("GET", f"runs/{run_id}/logs", format="text") == b"job args ['--epochs', '3']\n"
+
+
+async def test_whose_token_goes_upstream(jp_fetch: Any, jp_http_port: int, jp_base_url: str, jp_serverapp: Any) -> None:
+    base = f"http://127.0.0.1:{jp_http_port}{jp_base_url}gpuplat/api/"
+    client = AsyncHTTPClient()
+    # A visitor's token in the query is theirs, and is not passed on in the query.
+    r = await client.fetch(base + "whoami?token=tok-bob")
+    assert json.loads(r.body)["user"] == "bob"
+    # The server's own token (kernels, the CLI) is the owner: the configured control-plane token.
+    r = await jp_fetch("gpuplat", "api", "whoami")  # pytest-jupyter sends the server's token
+    assert json.loads(r.body)["user"] == "alice"
+    # Without one, the owner's requests are refused here rather than sent as nobody (or as anyone).
+    settings = jp_serverapp.web_app.settings
+    configured = settings["gpuplat_remote"]
+    settings["gpuplat_remote"] = ControlPlane(configured.url, "", 5.0)
+    try:
+        r = await jp_fetch("gpuplat", "api", "whoami", raise_error=False)
+    finally:
+        settings["gpuplat_remote"].close()
+        settings["gpuplat_remote"] = configured
+    body = json.loads(r.body)
+    assert r.code == 403 and body["error"]["code"] == "Forbidden" and "control_plane_token" in body["error"]["hint"]
