@@ -3,7 +3,8 @@
 They are written to a directory private to this server and put first on the kernel spec
 manager's `kernel_dirs`, which it reads on every listing: rewriting the directory when the
 platform config changes is all a refresh takes (JupyterLab sees it on its next spec poll).
-Nothing is left in the user's Jupyter data directory.
+Nothing is left in the user's Jupyter data directory. In remote mode the same specs come from
+the control plane's answers (`remote_session_specs`, service/remote_kernels.py).
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import tempfile
 from dataclasses import dataclass
 from typing import Any
 
-from ..core.config import PlatformConfig
+from ..core.config import ROLE_RANK, PlatformConfig
 from ..core.policy import allowed_presets, has_role
 
 PROVISIONER = "gpuplat-session"
@@ -59,6 +60,29 @@ def session_specs(cfg: PlatformConfig, user: str) -> list[SessionSpec]:
         for preset in allowed_presets(cfg, pr)
         if preset in sessions
     ]
+    return specs_for(pairs)
+
+
+def remote_session_specs(projects: dict[str, Any], presets: dict[str, Any]) -> list[SessionSpec]:
+    """The same specs from a control plane's answers: GET projects (roles, usable presets) and GET presets.
+
+    GET presets without a project lists the presets of every project the caller sees, so two
+    reads give what `session_specs` reads from the config.
+    """
+    sessions = {p["name"] for p in presets.get("presets", []) if p.get("kind") == "session"}
+    member = ROLE_RANK["member"]
+    pairs = [
+        (pr["name"], preset)
+        for pr in projects.get("projects", [])
+        if ROLE_RANK.get(pr.get("role") or "", 0) >= member
+        for preset in pr.get("usable_presets") or []
+        if preset in sessions
+    ]
+    return specs_for(pairs)
+
+
+def specs_for(pairs: list[tuple[str, str]]) -> list[SessionSpec]:
+    """One spec per (project, preset), in that order; named by project too when there are several projects."""
     several = len({project for project, _ in pairs}) > 1
     out = []
     for project, preset in pairs:

@@ -123,8 +123,15 @@ class GpuSessionProvisioner(KernelProvisionerBase):
     async def poll(self) -> int | None:
         if self._ending:
             return 0
-        if self._pid is not None and not _alive(self._pid):
-            return 0
+        if self._pid is not None:
+            return None if _alive(self._pid) else 0
+        if self._restarting and self.run_id is not None and self._generation is not None:
+            # No pid of ours (a remote control plane's kernel): the restart is done when the agent
+            # has started the next kernel, which it does once the old one exited.
+            with contextlib.suppress(GpuPlatError):
+                generation = await self.client.kernel_generation(self.run_id)
+                if generation is not None and generation > self._generation:
+                    return 0
         return None
 
     async def wait(self) -> int | None:
@@ -255,6 +262,15 @@ class GpuSessionProvisioner(KernelProvisionerBase):
             self.log.info("gpuplat: session %s: stopped following its kernel: %s", run_id, exc)
         finally:
             kc.stop_channels()
+
+
+def detach_session_kernels(kernel_manager: Any) -> None:
+    """The server stops: its session kernels keep running in their leases (re-adopted by the next server)."""
+    for kernel_id in list(kernel_manager.list_kernel_ids()):
+        provisioner = getattr(kernel_manager.get_kernel(kernel_id), "provisioner", None)
+        if isinstance(provisioner, GpuSessionProvisioner):
+            provisioner.detach()
+            kernel_manager.remove_kernel(kernel_id)
 
 
 def _alive(pid: int) -> bool:

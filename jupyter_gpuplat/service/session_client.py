@@ -4,7 +4,7 @@ The provisioner (service/provisioner.py) only talks to a `SessionClient`: submit
 to a lease, wait for it, get the kernel's connection, report kernel events, end it. Here the
 platform runs in this Jupyter server, so `InProcessSessionClient` calls the engine and waits
 on its event bus (no polling). A control plane served elsewhere implements the same calls
-over the REST API (POST runs, GET events, GET/POST runs/{id}/kernel, POST runs/{id}/stop).
+over the REST API: `HttpSessionClient` (service/http_session_client.py), in remote mode.
 """
 
 from __future__ import annotations
@@ -39,6 +39,10 @@ class SessionClient(Protocol):
         ...
 
     async def connection(self, run_id: str, newer_than: int | None = None) -> dict[str, Any] | None: ...
+
+    async def kernel_generation(self, run_id: str) -> int | None:
+        """The kernel's start count in the lease, where its pid is not ours to watch (None: unknown)."""
+        ...
 
     async def report(self, run_id: str, event: str, kernel_id: str | None = None) -> None: ...
 
@@ -96,6 +100,9 @@ class InProcessSessionClient:
             if (info is not None and fresh) or self.engine.is_final(run_id) or time.monotonic() > deadline:
                 return info if info is not None and fresh else None
             await asyncio.sleep(CONNECTION_STEP_SECONDS)
+
+    async def kernel_generation(self, run_id: str) -> int | None:
+        return None  # the connection gives the kernel's pid: the provisioner watches it
 
     async def report(self, run_id: str, event: str, kernel_id: str | None = None) -> None:
         self.engine.session_report(self.user, run_id, event, kernel_id)
