@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 import psycopg
 import pytest
-from sqlalchemy import event, insert, select
+from sqlalchemy import event, select
 
 from jupyter_gpuplat.core.errors import LostLeadership, NotLeader
 from jupyter_gpuplat.service.leadership import Leadership
@@ -35,12 +35,10 @@ from .waiting import until
 
 
 def open_store(url: str) -> Store:
+    """A migrated store: revision 0008 made the leader row (id 1, epoch 0)."""
     store = Store(url)
-    # The table and its row come from revision 0008; a tree before it gets them here.
-    schema.leader.create(store.engine, checkfirst=True)
-    with store.engine.begin() as conn:
-        if conn.execute(select(schema.leader.c.id)).first() is None:
-            conn.execute(insert(schema.leader).values(id=1, epoch=0, holder="", acquired_at=None))
+    with store.engine.connect() as conn:
+        assert conn.execute(select(schema.leader.c.epoch)).all() == [(0,)]
     return store
 
 

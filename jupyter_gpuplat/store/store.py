@@ -143,12 +143,12 @@ class Store:
     # ---- runs -----------------------------------------------------------
     def create_run(self, row: dict[str, Any], evs: Sequence[dict[str, Any]]) -> tuple[int, list[int]]:
         """Insert a run and its first timeline events atomically; returns its seq and the event ids."""
-        ids = []
+        ids: list[int] = []
         with self.engine.begin() as conn:
             seq = _pk(conn.execute(_INSERT_RUN, row))
-            for ev in evs:
-                res = conn.execute(_INSERT_EVENT, {"run_id": row["id"], "project": row["project"], **ev})
-                ids.append(_pk(res))
+            if evs:  # one statement for all of them: on PostgreSQL each statement is a round trip
+                rows = [{"run_id": row["id"], "project": row["project"], "details": None, **ev} for ev in evs]
+                ids = [int(i) for i in conn.execute(_INSERT_EVENTS, rows).scalars()]
         return int(seq), ids
 
     def create_runs(self, rows: Sequence[dict[str, Any]], evs: Sequence[Sequence[dict[str, Any]]]) -> list[int]:
