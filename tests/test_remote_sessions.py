@@ -334,3 +334,49 @@ def test_waiting_refusal_and_external_stop_read_as_in_embedded_mode(
     assert ks.execute("import os; print(os.environ['GPUPLAT_RUN_ID'])")[0].strip() == late["id"]
     ks.close()
     end(upstream, late["id"])
+
+
+def test_a_restarted_user_server_re_adopts_the_running_kernel(remote: ServerProcess, upstream: ServerProcess) -> None:
+    until(lambda: "gpuplat-notebook" in specs(remote), "the session kernelspecs")
+    answer = start_kernel(remote, "keep.ipynb")
+    assert answer.status_code == 201, answer.text
+    lease = lease_of(upstream, "keep.ipynb")
+    ks = KernelSocket(remote, answer.json()["kernel"]["id"])
+    assert ks.execute("x = 42")[1] == "ok"
+    ks.close()
+    remote.stop()  # graceful: the server forgets its session kernels, it does not end their leases
+    assert upstream.ok("GET", f"runs/{lease['id']}")["status"] == "running"
+    remote.start()
+    until(lambda: "gpuplat-notebook" in specs(remote), "the session kernelspecs after the restart")
+    again = start_kernel(remote, "keep.ipynb")
+    assert again.status_code == 201, again.text
+    assert lease_of(upstream, "keep.ipynb")["id"] == lease["id"]
+    ks = KernelSocket(remote, again.json()["kernel"]["id"])
+    assert ks.execute("print(x)") == ("42\n", "ok")
+    ks.close()
+    end(upstream, lease["id"])
+
+
+async def test_the_events_stream_resumes_after_the_control_plane_restarts(
+    upstream: ServerProcess, plane: ControlPlaneAPI
+) -> None:
+    client = HttpSessionClient(plane, "alice")
+    run = await client.start("team-a", "quick", "remote/resume.ipynb", None)
+    assert (await client.wait_running(run["id"], 30))["status"] == "running"
+    seen: list[str] = []
+
+    async def watch() -> None:
+        async for ev in client.events(run["id"]):
+            seen.append(ev["status"])
+            if ev["status"] == "stopped":
+                return
+
+    watcher = asyncio.ensure_future(watch())
+    await asyncio.to_thread(upstream.stop)  # the lease keeps running (runs outlive the server)
+    await asyncio.to_thread(upstream.start)
+    await asyncio.to_thread(upstream.ok, "POST", f"runs/{run['id']}/stop")
+    await asyncio.wait_for(watcher, 30)  # reconnected by itself, from the last event id it had
+    assert seen[-1] == "stopped"
+    assert plane.feed.last_id is not None and int(plane.feed.last_id) >= max(
+        e["id"] for e in upstream.ok("GET", f"runs/{run['id']}")["timeline"]
+    )
