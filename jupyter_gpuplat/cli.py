@@ -449,6 +449,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--token", help="API token (default: GPUPLAT_TOKEN or the server's own)")
     p.add_argument("--json", action="store_true", help="print JSON for scripts")
     sub = p.add_subparsers(dest="cmd", required=True)
+    sub.add_parser("server", help="run the team-mode control plane (PostgreSQL; flags: gpuplat server --help-all)")
 
     lab = sub.add_parser("lab", help="start JupyterLab with the platform (extra args go to jupyter lab)")
     lab.add_argument("--config", help="platform config (default: the bundled example)")
@@ -542,6 +543,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["server"]:  # the control plane parses its own (traitlets) flags: --help-all
+        from .service.server import main as server_main
+
+        return server_main(argv[1:])
     parser = build_parser()
     args, extra = parser.parse_known_args(argv)
     try:
