@@ -12,11 +12,13 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import psycopg
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from . import hubenv
 from .hubenv import ACCESS_SCOPE, HubEnv, free_port
+from .pg import psycopg_conninfo
 from .waiting import until
 
 hub, hub_platform_config = hubenv.hub, hubenv.hub_platform_config  # module-scoped fixtures
@@ -199,34 +201,33 @@ def test_help_all_lists_the_traits(tmp_path: Path) -> None:
         assert f"--GpuPlatServer.{trait}=" in out, trait
 
 
-def test_sigint_stops_it_even_when_inherited_as_ignored(pg_db_url: str, tmp_path: Path) -> None:
+def _start(tmp_path: Path, db_url: str, *args: str, **popen: Any) -> tuple[subprocess.Popen[bytes], Path, str]:
+    """A control plane on `db_url` without a Hub (the probes need no identity); its log and /cp/ URL."""
     port = free_port()
-    log = tmp_path / "server.log"
+    log = tmp_path / f"server-{port}.log"
+    cmd = [*SERVER, f"--port={port}", f"--db-url={db_url}", f"--artifacts-root={tmp_path / 'a'}", "--base-url=/cp"]
     with open(log, "wb") as out:
-        proc = subprocess.Popen(
-            [
-                *SERVER,
-                f"--port={port}",
-                f"--db-url={pg_db_url}",
-                f"--artifacts-root={tmp_path / 'a'}",
-                "--base-url=/cp",
-            ],
-            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN),  # as `&` in a non-interactive shell
-            stdout=out,
-            stderr=subprocess.STDOUT,
-        )
-    url = f"http://127.0.0.1:{port}/cp/health/ready"
+        proc = subprocess.Popen([*cmd, *args], stdout=out, stderr=subprocess.STDOUT, **popen)
+    return proc, log, f"http://127.0.0.1:{port}/cp/"
 
+
+def _wait_leader(proc: subprocess.Popen[bytes], log: Path, url: str) -> Any:
     def leader() -> Any:
         assert proc.poll() is None, log.read_text()
         try:
-            r = httpx.get(url)
+            r = httpx.get(url + "health/ready")
         except httpx.HTTPError:
             return None
         return r.json() if r.status_code == 200 else None
 
+    return until(leader, "the control plane to lead", timeout=30)
+
+
+def test_sigint_stops_it_even_when_inherited_as_ignored(pg_db_url: str, tmp_path: Path) -> None:
+    # As a service started with `&` from a non-interactive shell: SIGINT arrives ignored.
+    proc, log, url = _start(tmp_path, pg_db_url, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
     try:
-        ready = until(leader, "the control plane to lead", timeout=30)
+        ready = _wait_leader(proc, log, url)
         assert ready["role"] == "leader" and ready["epoch"] == 1  # a fresh database: the first leader
         proc.send_signal(signal.SIGINT)
         assert proc.wait(15) == 0, log.read_text()
@@ -235,3 +236,29 @@ def test_sigint_stops_it_even_when_inherited_as_ignored(pg_db_url: str, tmp_path
             proc.kill()
             proc.wait()
     assert "stopped (exit 0)" in log.read_text()
+
+
+def test_a_deposed_leader_stops_serving_and_exits_non_zero(pg_db_url: str, tmp_path: Path) -> None:
+    leader_args = [
+        "--GpuPlatServer.holder=cp-1",
+        "--GpuPlatServer.leader_renew_seconds=0.2",
+        "--GpuPlatServer.leader_renew_deadline_seconds=1",
+        "--GpuPlatServer.leader_idle_timeout_seconds=3",
+    ]
+    proc, log, url = _start(tmp_path, pg_db_url, *leader_args)
+    try:
+        _wait_leader(proc, log, url)
+        # Its lock's database session ends (an admin, a failover of the database, a cut network).
+        with psycopg.connect(psycopg_conninfo(pg_db_url), autocommit=True) as conn:
+            n = conn.execute(
+                "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE application_name = %s",
+                ("gpuplat-leader cp-1",),
+            ).fetchone()
+        assert n is not None and n[0] == 1
+        assert proc.wait(15) == 3, log.read_text()  # its supervisor restarts it as a standby
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    text = log.read_text()
+    assert "deposed: the leader lock's database session ended" in text and "stopped (exit 3)" in text
