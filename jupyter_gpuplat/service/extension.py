@@ -34,6 +34,7 @@ from .kernelspecs import KernelSpecDir, session_specs
 from .provisioner import GpuSessionProvisioner
 from .remote import ControlPlane
 from .remote import make_handlers as make_forwarding_handlers
+from .remote_kernels import RemoteSessionKernels, offer_remote_session_kernels
 from .routes import make_handlers
 from .session_client import InProcessSessionClient
 
@@ -185,6 +186,7 @@ class GpuPlat(ExtensionApp):
 
     platform: Platform | None = None
     control_plane: ControlPlane | None = None
+    remote_sessions: RemoteSessionKernels | None = None
 
     def initialize_settings(self) -> None:
         if self.mode == "remote":
@@ -195,8 +197,9 @@ class GpuPlat(ExtensionApp):
                 self.control_plane_url, self.control_plane_token, self.control_plane_timeout_seconds
             )
             self.settings["gpuplat_remote"] = self.control_plane
-            # REMOTE SESSION KERNELS (helper D2): offer the control plane's session kernelspecs here,
-            # through service/http_session_client.py; offer_session_kernels is embedded mode's only.
+            # Session kernels through the control plane's API (embedded mode's offer_session_kernels is not called).
+            if self.serverapp is not None:
+                self.remote_sessions = offer_remote_session_kernels(self, self.serverapp.kernel_spec_manager)
             return
         Path(self.artifacts_root).mkdir(parents=True, exist_ok=True)
         self.platform = Platform(self)
@@ -212,6 +215,10 @@ class GpuPlat(ExtensionApp):
             await self.platform.ensure_started()
 
     async def stop_extension(self) -> None:
+        if self.remote_sessions is not None:
+            if self.serverapp is not None:  # session kernels keep their leases, as in embedded mode
+                self.remote_sessions.detach(self.serverapp.kernel_manager)
+            self.remote_sessions.close()
         if self.control_plane is not None:
             self.control_plane.close()
         if self.platform is None:
