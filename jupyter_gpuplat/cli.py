@@ -450,6 +450,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="print JSON for scripts")
     sub = p.add_subparsers(dest="cmd", required=True)
     sub.add_parser("server", help="run the team-mode control plane (PostgreSQL; flags: gpuplat server --help-all)")
+    sub.add_parser("db", help="the platform's database: upgrade (migrate under a lock), copy (SQLite to PostgreSQL)")
 
     lab = sub.add_parser("lab", help="start JupyterLab with the platform (extra args go to jupyter lab)")
     lab.add_argument("--config", help="platform config (default: the bundled example)")
@@ -548,6 +549,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from .service.server import main as server_main
 
         return server_main(argv[1:])
+    if argv[:1] == ["db"]:  # its own parser: gpuplat db --help
+        from .store.dbcli import main as db_main
+
+        return db_main(argv[1:])
     parser = build_parser()
     args, extra = parser.parse_known_args(argv)
     try:
