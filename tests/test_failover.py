@@ -22,7 +22,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -40,12 +40,12 @@ ROOT = Path(__file__).resolve().parent.parent
 TOKEN = "failover-test-token"
 IDLE_TIMEOUT = 3.0  # the lease: the lock session's idle_session_timeout
 SLACK = 4.0  # an engine start by the restart path, on a loaded 2-core machine
-TIMINGS = [
+TIMINGS = (
     "--GpuPlatServer.leader_retry_seconds=0.2",
     "--GpuPlatServer.leader_renew_seconds=0.4",
     "--GpuPlatServer.leader_renew_deadline_seconds=2.0",
     f"--GpuPlatServer.leader_idle_timeout_seconds={IDLE_TIMEOUT}",
-]
+)
 PLATFORM = """
 admins: [ops]
 queues:
@@ -67,7 +67,7 @@ class FixedTokenIdentity(IdentityProvider):
 
 
 class ControlPlane:
-    def __init__(self, name: str, db_url: str, tmp: Path) -> None:
+    def __init__(self, name: str, db_url: str, tmp: Path, timings: Sequence[str] = TIMINGS) -> None:
         self.name = name
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}/"
@@ -79,7 +79,7 @@ class ControlPlane:
             f"--GpuPlatServer.holder={name}",
             "--GpuPlatServer.identity_provider_class=tests.test_failover.FixedTokenIdentity",
             "--GpuPlatServer.safety_tick_seconds=1",
-            *TIMINGS,
+            *timings,
         ]  # fmt: skip
         self.proc: subprocess.Popen[bytes] | None = None
 
