@@ -20,6 +20,7 @@ from sqlalchemy import JSON, Text, cast, func, select, text
 
 from jupyter_gpuplat.store import Store, migrations, schema
 from jupyter_gpuplat.store.copy import TABLES, CopyError, copy_database
+from jupyter_gpuplat.store.faults import StoreUnavailable
 from jupyter_gpuplat.store.store import make_engine
 
 from .server import ServerProcess
@@ -274,3 +275,30 @@ def test_copy_into_sqlite_keeps_rows_and_json_nulls(tmp_path: Path) -> None:
     dst = f"sqlite:///{tmp_path / 'b.db'}"
     assert copy_database(src, dst, log=lambda _: None)["gpuplat_events"] == 150
     assert rows(dst) == rows(src)
+
+
+def test_copy_holds_writers_of_the_source_off(tmp_path: Path, pg_db_url: str) -> None:
+    """The copy reads under SQLite's write lock: while a writer holds it, the copy waits, then gives up cleanly."""
+    src = f"sqlite:///{tmp_path / 'a.db'}"
+    _populate(src, runs=2, events_per_run=1)
+    writer = make_engine(src).execution_options(gpuplat_writes_after_reads=True)
+    try:
+        with writer.begin() as conn:  # BEGIN IMMEDIATE: a server in the middle of a write
+            conn.execute(text("UPDATE gpuplat_runs SET status = 'failed'"))
+            with pytest.raises(StoreUnavailable, match="database is locked"):
+                copy_database(src, pg_db_url, log=lambda _: None, busy_timeout_seconds=0.2)
+    finally:
+        writer.dispose()
+    assert {k: len(v) for k, v in rows(pg_db_url).items()} == {t.name: 0 for t in TABLES}
+    copy_database(src, pg_db_url, log=lambda _: None)  # the writer gone, the copy goes through
+    assert rows(pg_db_url) == rows(src)
+
+
+def test_copy_back_from_postgresql(tmp_path: Path, pg_db_url: str) -> None:
+    """A PostgreSQL source is read in one REPEATABLE READ snapshot; the rows come back as they were."""
+    src = f"sqlite:///{tmp_path / 'a.db'}"
+    _populate(src, runs=20, events_per_run=3)
+    copy_database(src, pg_db_url, log=lambda _: None)
+    back = f"sqlite:///{tmp_path / 'back.db'}"
+    assert copy_database(pg_db_url, back, log=lambda _: None)["gpuplat_events"] == 60
+    assert rows(back) == rows(src)

@@ -177,7 +177,7 @@ def concurrent_starts(url: str, start: Callable[[str], int] = start_store) -> tu
 
 
 def test_four_concurrent_first_starts_migrate_once(new_db: Callable[[], str]) -> None:
-    """4 Stores built at once on an empty database, 5 times over (the code before the lock failed 10/10)."""
+    """4 Stores built at once on an empty database, 5 times over (the code before the lock failed every trial)."""
     for trial in range(TRIALS):
         url = new_db()
         found, errors = concurrent_starts(url)
@@ -334,3 +334,10 @@ def test_db_upgrade_defaults_to_gpuplat_db_url(tmp_path: Path) -> None:
     done = dbcli("upgrade", env={**os.environ, "GPUPLAT_DB_URL": url})
     assert done.returncode == 0, done.stderr
     assert bookkeeping(url) == AT_HEAD
+
+
+def test_db_upgrade_of_an_unreachable_database_says_so() -> None:
+    done = dbcli("upgrade", "--db-url", "postgresql+psycopg://gpuplat:secret@127.0.0.1:1/gpuplat")
+    assert done.returncode == 1
+    assert done.stderr.startswith("gpuplat db: ") and "Traceback" not in done.stderr
+    assert "secret" not in done.stderr

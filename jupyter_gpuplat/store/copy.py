@@ -19,7 +19,7 @@ from sqlalchemy.engine import make_url
 
 from . import schema
 from .migrations import LATEST, lock, migrate
-from .store import WRITES_AFTER_READS, make_engine
+from .store import DEFAULT_BUSY_TIMEOUT_SECONDS, WRITES_AFTER_READS, make_engine
 
 # In foreign-key-free dependency order; gpuplat_meta and gpuplat_leader belong to the target
 # (its own schema version; the epoch of its own leaders).
@@ -37,12 +37,20 @@ def safe_url(url: str) -> str:
 
 
 def copy_database(
-    source_url: str, target_url: str, *, batch_rows: int = BATCH_ROWS, log: Callable[[str], None] = print
+    source_url: str,
+    target_url: str,
+    *,
+    batch_rows: int = BATCH_ROWS,
+    log: Callable[[str], None] = print,
+    busy_timeout_seconds: float = DEFAULT_BUSY_TIMEOUT_SECONDS,
 ) -> dict[str, int]:
-    """Copy every row of the store at `source_url` into the empty store at `target_url`; returns the counts."""
+    """Copy every row of the store at `source_url` into the empty store at `target_url`; returns the counts.
+
+    `busy_timeout_seconds`: how long to wait for a writer of a SQLite source (a server still running).
+    """
     if make_url(source_url) == make_url(target_url):
         raise CopyError("the source and the target are the same database")
-    src = make_engine(source_url)
+    src = make_engine(source_url, busy_timeout_seconds)
     dst = make_engine(target_url)
     try:
         found = migrate(dst)

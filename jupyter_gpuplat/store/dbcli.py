@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from jupyter_core.paths import jupyter_data_dir
 from sqlalchemy.exc import SQLAlchemyError
 
+from ..core.errors import GpuPlatError
 from .copy import CopyError, copy_database, safe_url
 from .migrations import LATEST, migrate
 from .store import make_engine
@@ -57,6 +58,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         copy_database(args.source, args.target, batch_rows=args.batch)
         print("copied: the counts match")
         return 0
+    except GpuPlatError as exc:  # StoreUnavailable: unreachable, or locked by a server still writing
+        hint = f"\n  hint: {exc.hint}" if exc.hint else ""
+        print(f"gpuplat db: {exc.message}{hint}", file=sys.stderr)
+        return 1
     except (CopyError, RuntimeError, SQLAlchemyError) as exc:
         print(f"gpuplat db: {exc}", file=sys.stderr)
         return 1
