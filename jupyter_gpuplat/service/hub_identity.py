@@ -10,6 +10,8 @@ into a `core.identity.Principal`); a service's token becomes `service:<name>` or
 
 from __future__ import annotations
 
+import asyncio
+import hashlib
 import os
 import re
 from dataclasses import dataclass, field
@@ -78,6 +80,11 @@ class HubIdentityProvider(IdentityProvider):
         return os.environ.get("JUPYTERHUB_API_TOKEN", "")
 
     _hub_auth: HubAuth | None = None
+    _inflight: dict[str, asyncio.Future[dict[str, Any] | None]]
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self._inflight = {}
 
     @property
     def hub_auth(self) -> HubAuth:
@@ -141,6 +148,16 @@ class HubIdentityProvider(IdentityProvider):
         return bool(getattr(handler, "_token_authenticated", False))
 
     async def _resolve(self, token: str) -> dict[str, Any] | None:
+        # Concurrent first requests with one token ask the Hub once (HubAuth caches only answers).
+        key = hashlib.sha256(token.encode("utf-8", "replace")).hexdigest()
+        pending = self._inflight.get(key)
+        if pending is None:
+            pending = asyncio.ensure_future(self._ask_hub(token))
+            self._inflight[key] = pending
+            pending.add_done_callback(lambda _: self._inflight.pop(key, None))
+        return await asyncio.shield(pending)
+
+    async def _ask_hub(self, token: str) -> dict[str, Any] | None:
         try:
             model = await self.hub_auth.user_for_token(token, sync=False)
         except web.HTTPError as e:  # HubAuth's own failure (the Hub unreachable or erring)
