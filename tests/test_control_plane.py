@@ -229,6 +229,9 @@ def test_sigint_stops_it_even_when_inherited_as_ignored(pg_db_url: str, tmp_path
     try:
         ready = _wait_leader(proc, log, url)
         assert ready["role"] == "leader" and ready["epoch"] == 1  # a fresh database: the first leader
+        # Not a Hub service and no hub_api_url: nobody can be identified, and it says why.
+        r = httpx.get(url + "gpuplat/api/whoami", headers={"Authorization": "token t"})
+        assert r.status_code == 503 and "JupyterHub API URL" in r.json()["error"]["message"]
         proc.send_signal(signal.SIGINT)
         assert proc.wait(15) == 0, log.read_text()
     finally:
@@ -245,9 +248,14 @@ def test_a_deposed_leader_stops_serving_and_exits_non_zero(pg_db_url: str, tmp_p
         "--GpuPlatServer.leader_renew_deadline_seconds=1",
         "--GpuPlatServer.leader_idle_timeout_seconds=3",
     ]
-    proc, log, url = _start(tmp_path, pg_db_url, *leader_args)
+    dead_hub = f"http://127.0.0.1:{free_port()}/hub/api/"
+    proc, log, url = _start(tmp_path, pg_db_url, *leader_args, f"--GpuPlatServer.hub_api_url={dead_hub}")
     try:
         _wait_leader(proc, log, url)
+        # The Hub unreachable: 503 (retry), not 403 (the token may be fine) nor 500.
+        r = httpx.get(url + "gpuplat/api/whoami", headers={"Authorization": "token t"})
+        assert r.status_code == 503, r.text
+        assert r.json()["error"]["message"].startswith(f"cannot check the token with JupyterHub at {dead_hub}")
         # Its lock's database session ends (an admin, a failover of the database, a cut network).
         with psycopg.connect(psycopg_conninfo(pg_db_url), autocommit=True) as conn:
             n = conn.execute(
