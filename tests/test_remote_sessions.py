@@ -357,6 +357,39 @@ def test_a_restarted_user_server_re_adopts_the_running_kernel(remote: ServerProc
     end(upstream, lease["id"])
 
 
+def test_after_a_control_plane_restart_the_remote_kernel_is_reported_up_and_busy_again(
+    remote: ServerProcess, upstream: ServerProcess
+) -> None:
+    """The control plane watches a re-attached lease from "starting", idle from the restart: the
+    kernel's server says it is up and busy again, so a long cell is not culled as idle."""
+    until(lambda: "gpuplat-notebook" in specs(remote), "the session kernelspecs")
+    answer = start_kernel(remote, "failover.ipynb")
+    assert answer.status_code == 201, answer.text
+    kid = answer.json()["kernel"]["id"]
+    lease = lease_of(upstream, "failover.ipynb")
+    until(lambda: lease_of(upstream, "failover.ipynb")["session"]["kernel"] == "ready", "the kernel reported ready")
+    ks = KernelSocket(remote, kid)
+    msg = ks.send_execute("import time; time.sleep(60)")
+    until(lambda: lease_of(upstream, "failover.ipynb")["session"]["busy"], "the cell reported busy")
+    upstream.stop()
+    upstream.start()
+
+    def up_and_busy() -> dict[str, Any] | None:
+        now = lease_of(upstream, "failover.ipynb")
+        return now if now["session"]["kernel"] == "ready" and now["session"]["busy"] else None
+
+    after = until(up_and_busy, "the kernel reported up and busy to the restarted control plane", timeout=30)
+    assert after["id"] == lease["id"] and after["session"]["idle_deadline"] is None
+    assert reasons(upstream, lease["id"]).count("KernelReady") == 2
+    r = requests.post(remote.url + f"api/kernels/{kid}/interrupt", headers=headers(remote), timeout=30)
+    assert r.status_code == 204
+    assert ks.wait_reply(msg) == "error"  # KeyboardInterrupt: the kernel was never lost
+    assert ks.execute("print('still here')") == ("still here\n", "ok")
+    ks.close()
+    end(upstream, lease["id"])
+    until(lambda: kid not in kernel_ids(remote), "the ended session's kernel to go")
+
+
 async def test_the_events_stream_resumes_after_the_control_plane_restarts(
     upstream: ServerProcess, plane: ControlPlaneAPI
 ) -> None:

@@ -32,7 +32,8 @@ from jupyter_client.connect import KernelConnectionInfo
 from jupyter_client.provisioning.provisioner_base import KernelProvisionerBase
 from traitlets import Float, Unicode
 
-from ..core.errors import GpuPlatError
+from ..core.errors import GpuPlatError, Unavailable
+from ..core.reasons import Reason
 from ..core.status import FINAL, Status
 from .session_client import WAITING, SessionClient, session_client
 
@@ -61,6 +62,8 @@ class GpuSessionProvisioner(KernelProvisionerBase):
     _ending = False  # the lease is ending: nothing may start the kernel again
     _restarting = False
     _closing_from_lease = False
+    _ready = False  # the kernel answered and was reported ready
+    _busy = False  # a user's request is running in it
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
@@ -224,6 +227,8 @@ class GpuSessionProvisioner(KernelProvisionerBase):
         async for ev in self.client.events(run_id):
             if ev["status"] in ENDING:
                 break
+            if ev.get("reason") == Reason.REATTACHED and self._ready:
+                await self._tell_kernel_state(run_id)
         if self._ending:
             return  # the kernel manager ended it: it is shutting the kernel down already
         self._ending = self._closing_from_lease = True
@@ -242,8 +247,9 @@ class GpuSessionProvisioner(KernelProvisionerBase):
         kc.start_channels(shell=True, iopub=True, stdin=False, hb=False, control=False)
         try:
             await kc.wait_for_ready(timeout=KERNEL_READY_TIMEOUT_SECONDS)
+            self._busy = False
             await self.client.report(run_id, "restarted" if restarted else "ready", self.kernel_id)
-            busy = False
+            self._ready = True
             while not self._ending:
                 msg = await kc.get_iopub_msg()
                 if msg["msg_type"] != "status":
@@ -252,16 +258,31 @@ class GpuSessionProvisioner(KernelProvisionerBase):
                 if parent in UNTRACKED_PARENTS:
                     continue
                 state = msg["content"].get("execution_state")
-                if state == "busy" and not busy:
-                    busy = True
-                    await self.client.report(run_id, "busy")
+                if state == "busy" and not self._busy:
+                    self._busy = True
+                    await self._report_turn(run_id, "busy")
                 elif state == "idle":
-                    busy = False
-                    await self.client.report(run_id, "idle")
+                    self._busy = False
+                    await self._report_turn(run_id, "idle")
         except (GpuPlatError, RuntimeError) as exc:
             self.log.info("gpuplat: session %s: stopped following its kernel: %s", run_id, exc)
         finally:
+            self._ready = False
             kc.stop_channels()
+
+    async def _report_turn(self, run_id: str, event: str) -> None:
+        """A busy/idle turn; a platform briefly unavailable (a control plane failing over) skips one, not all."""
+        try:
+            await self.client.report(run_id, event)
+        except Unavailable as exc:
+            self.log.info("gpuplat: session %s: %s not reported: %s", run_id, event, exc.message)
+
+    async def _tell_kernel_state(self, run_id: str) -> None:
+        """A platform that restarted (or a new leader) watches the lease again from "starting": say it is up."""
+        with contextlib.suppress(GpuPlatError):
+            await self.client.report(run_id, "ready", self.kernel_id)
+            if self._busy:
+                await self.client.report(run_id, "busy")
 
 
 def detach_session_kernels(kernel_manager: Any) -> None:
