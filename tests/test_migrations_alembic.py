@@ -341,3 +341,25 @@ def test_db_upgrade_of_an_unreachable_database_says_so() -> None:
     assert done.returncode == 1
     assert done.stderr.startswith("gpuplat db: ") and "Traceback" not in done.stderr
     assert "secret" not in done.stderr
+
+
+def test_a_new_database_has_64_bit_ids(new_db: Callable[[], str]) -> None:
+    """PostgreSQL: BIGINT ids and sequences from the start; SQLite: INTEGER PRIMARY KEY (the 64-bit rowid)."""
+    url = new_db()
+    s = Store(url)
+    try:
+        with s.engine.connect() as conn:
+            for table, column in (("gpuplat_events", "id"), ("gpuplat_runs", "seq"), ("gpuplat_config", "version")):
+                [col] = [c for c in inspect(conn).get_columns(table) if c["name"] == column]
+                if conn.dialect.name == "postgresql":
+                    assert isinstance(col["type"], BigInteger), (table, col)
+                    seq = conn.execute(text("SELECT pg_get_serial_sequence(:t, :c)"), {"t": table, "c": column})
+                    kind = conn.execute(
+                        text("SELECT data_type::text FROM pg_sequences WHERE schemaname || '.' || sequencename = :s"),
+                        {"s": seq.scalar()},
+                    ).scalar()
+                    assert kind == "bigint", table
+                else:
+                    assert str(col["type"]) == "INTEGER" and col["primary_key"], (table, col)
+    finally:
+        s.close()
