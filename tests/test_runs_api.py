@@ -220,7 +220,12 @@ async def test_bad_input_is_refused_clearly_and_creates_nothing(api: Any) -> Non
 
 async def test_whoami_queues_presets_projects_capacity_openapi(api: Any, tmp_path: Path) -> None:
     me = await api.ok("GET", "whoami", "bob")
-    assert me == {"user": "bob", "groups": [], "platform_admin": False, "projects": [{"name": "team-a", "role": "member"}]}
+    assert me == {
+        "user": "bob",
+        "groups": [],
+        "platform_admin": False,
+        "projects": [{"name": "team-a", "role": "member"}],
+    }
     assert (await api.ok("GET", "whoami", "ops"))["platform_admin"] is True
     qs = await api.ok("GET", "queues", "erin")
     assert [q["name"] for q in qs["queues"]] == ["interactive", "team-b-train"]  # dispatch order
