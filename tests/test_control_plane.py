@@ -3,6 +3,7 @@ standby, signals, and the refusal of SQLite. Real PostgreSQL, real Hub and proxy
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -172,10 +173,14 @@ def test_a_standby_answers_503_not_leader_naming_the_leader(hub: HubEnv, standby
 
 
 def test_sqlite_is_refused_at_start_naming_what_is_allowed(tmp_path: Path) -> None:
-    for cmd in (SERVER, [sys.executable, "-m", "jupyter_gpuplat.cli", "server"]):
-        res = subprocess.run(
-            [*cmd, f"--db-url=sqlite:///{tmp_path / 'x.db'}"], capture_output=True, text=True, timeout=60
-        )
+    sqlite = f"sqlite:///{tmp_path / 'x.db'}"
+    conf = tmp_path / "gpuplat_server_config.json"  # a Deployment's ConfigMap
+    conf.write_text(json.dumps({"GpuPlatServer": {"db_url": sqlite}}))
+    for argv in (
+        [*SERVER, f"--db-url={sqlite}"],
+        [sys.executable, "-m", "jupyter_gpuplat.cli", "server", f"--config={conf}"],
+    ):
+        res = subprocess.run(argv, capture_output=True, text=True, timeout=60)
         assert res.returncode == 2, res
         assert "sqlite database" in res.stderr and "postgresql+psycopg://" in res.stderr
         assert not (tmp_path / "x.db").exists()
@@ -197,8 +202,11 @@ def test_help_all_lists_the_traits(tmp_path: Path) -> None:
         "service_name",
         "access_scopes",
         "leader_renew_deadline_seconds",
+        "server_config_file",
     ):
         assert f"--GpuPlatServer.{trait}=" in out, trait
+    assert "--HubIdentityProvider.cache_max_age_seconds=" in out
+    assert "--KubernetesExecutor.namespace=" in out and "--LocalExecutor.gpus=" in out
 
 
 def _start(tmp_path: Path, db_url: str, *args: str, **popen: Any) -> tuple[subprocess.Popen[bytes], Path, str]:

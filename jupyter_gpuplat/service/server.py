@@ -37,7 +37,7 @@ from sqlalchemy import select
 from sqlalchemy.engine import make_url
 from tornado import httpserver, web
 from traitlets import Float, Int, List, Type, Unicode, default, validate
-from traitlets.config import Application
+from traitlets.config import Application, catch_config_error
 
 from ..core.errors import NotLeader, Unavailable
 from ..executors.base import Executor
@@ -143,7 +143,15 @@ class GpuPlatServer(Application):
         "config-file": "GpuPlatServer.config_file",
         "artifacts-root": "GpuPlatServer.artifacts_root",
         "log-level": "Application.log_level",
+        "config": "GpuPlatServer.server_config_file",
     }
+
+    server_config_file = Unicode(
+        "",
+        config=True,
+        help="A traitlets config file (.json or .py) with sections GpuPlatServer, HubIdentityProvider, "
+        "KubernetesExecutor, ...: e.g. a ConfigMap's gpuplat_server_config.json. Command-line flags win over it.",
+    )
 
     # ---- where it listens -----------------------------------------------------------
     ip = Unicode(
@@ -269,6 +277,21 @@ class GpuPlatServer(Application):
         return f"{socket.gethostname()}:{os.getpid()}"
 
     # ---- life ------------------------------------------------------------------------------
+    @catch_config_error
+    def initialize(self, argv: Any = None) -> None:
+        if argv and any(str(a).startswith("--help") for a in argv):
+            # Only for the help: the Kubernetes executor's traits (its import loads the cluster client).
+            from ..executors.kubernetes.executor import KubernetesExecutor
+
+            self.classes = [*self.classes, KubernetesExecutor]
+        super().initialize(argv)
+        if self.server_config_file:
+            path = Path(self.server_config_file)
+            if path.suffix not in (".json", ".py") or not path.is_file():
+                print(f"gpuplat server: config file {path} is not a .json or .py file", file=sys.stderr)
+                self.exit(EXIT_BAD_CONFIG)
+            self.load_config_file(path.name, path=str(path.parent.resolve()))
+
     def start(self) -> None:
         problem = check_db_url(self.db_url)
         if problem:
