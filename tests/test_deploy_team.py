@@ -17,10 +17,10 @@ import kubernetes_validate
 import pytest
 import yaml
 from jupyterhub.scopes import _check_scopes_exist
-from traitlets.config import Config
 
 from jupyter_gpuplat.core.config import load_config_text
 from jupyter_gpuplat.executors.kubernetes.executor import KubernetesExecutor
+from jupyter_gpuplat.executors.kubernetes.manifests import KERNEL_PORTS
 from jupyter_gpuplat.service.extension import GpuPlat
 from jupyter_gpuplat.service.server import GpuPlatServer
 
@@ -96,28 +96,32 @@ def test_probes_name_the_health_endpoints_under_the_service_prefix(plane: list[d
     assert int(annotations["prometheus.io/port"]) == ports["http"]
 
 
-def server_app(plane: list[dict[str, Any]]) -> GpuPlatServer:
-    """The control plane as the Deployment starts it: its flags parsed, its ConfigMap's config loaded."""
+def server_app(plane: list[dict[str, Any]], tmp_path: Path) -> GpuPlatServer:
+    """The control plane as the Deployment starts it: its command line, with the ConfigMap's file at --config."""
     c = container(plane)
     assert c["command"][:2] == ["gpuplat", "server"]
     cm = one(plane, "ConfigMap", "gpuplat-config")
     mounts = {m["mountPath"]: m["name"] for m in c["volumeMounts"]}
     assert mounts["/etc/gpuplat"] == "config"
+    argv = []
+    for arg in c["command"][2:]:
+        if arg.startswith("--config="):
+            path = Path(arg.split("=", 1)[1])
+            assert path.parent == Path("/etc/gpuplat") and path.name in cm["data"]
+            (tmp_path / path.name).write_text(cm["data"][path.name])  # the mounted ConfigMap, here
+            arg = f"--config={tmp_path / path.name}"
+        argv.append(arg)
     app = GpuPlatServer()
-    flags = [a for a in c["command"][2:] if not a.startswith("--config=")]
-    config_file = next(a.split("=", 1)[1] for a in c["command"] if a.startswith("--config="))
-    assert config_file.startswith("/etc/gpuplat/") and Path(config_file).name in cm["data"]
-    app.update_config(Config(json.loads(cm["data"][Path(config_file).name])))
-    app.parse_command_line(flags)  # flags win over the file, as at a real start
+    app.initialize(argv)
     return app
 
 
-def test_the_control_plane_flags_and_config_are_real_traits(plane: list[dict[str, Any]]) -> None:
+def test_the_control_plane_flags_and_config_are_real_traits(plane: list[dict[str, Any]], tmp_path: Path) -> None:
     cm = one(plane, "ConfigMap", "gpuplat-config")
     conf = json.loads(cm["data"]["gpuplat_server_config.json"])
     assert set(conf["GpuPlatServer"]) <= set(GpuPlatServer.class_traits(config=True))
     assert set(conf["KubernetesExecutor"]) <= set(KubernetesExecutor.class_traits(config=True))
-    app = server_app(plane)
+    app = server_app(plane, tmp_path)
     assert (app.ip, app.port) == ("0.0.0.0", 8888)
     assert app.executor_class is KubernetesExecutor
     assert conf["KubernetesExecutor"]["artifacts_mount_path"] == app.artifacts_root
@@ -218,8 +222,23 @@ def test_network_policies_open_exactly_the_paths_team_mode_uses(
 
     (hub_in,) = values["hub"]["networkPolicy"]["ingress"]  # control plane -> Hub API
     assert selects_control_plane(hub_in["from"][0]) and hub_in["ports"] == [{"port": 8081}]
-    (user_out,) = values["singleuser"]["networkPolicy"]["egress"]  # user servers -> control plane
+    user_out, kernels = values["singleuser"]["networkPolicy"]["egress"]  # user servers -> control plane
     assert selects_control_plane(user_out["to"][0])
     assert user_out["ports"] == [{"port": container(plane)["ports"][0]["containerPort"]}]
+    # user servers -> their GPU session kernels' pods (ZMQ, the executor's fixed ports)
+    (peer,) = kernels["to"]
+    assert peer["namespaceSelector"]["matchLabels"] == {"kubernetes.io/metadata.name": namespace}
+    assert peer["podSelector"]["matchLabels"] == {"app.kubernetes.io/managed-by": "jupyter-gpuplat"}
+    (ports,) = kernels["ports"]
+    assert tuple(range(ports["port"], ports["endPort"] + 1)) == KERNEL_PORTS
+    # The fragments are valid NetworkPolicy rules (the chart pastes them into its policies).
+    policy = {
+        "apiVersion": "networking.k8s.io/v1",
+        "kind": "NetworkPolicy",
+        "metadata": {"name": "fragments", "namespace": "jhub"},
+        "spec": {"podSelector": {}, "ingress": [hub_in], "egress": [user_out, kernels]},
+    }
+    for v in VERSIONS:
+        kubernetes_validate.validate(policy, v, strict=True)
     api = urlparse(env_of(container(plane))["JUPYTERHUB_API_URL"])
     assert (api.port, api.path) == (8081, "/hub/api")
