@@ -21,13 +21,9 @@ import requests
 from jupyter_client.asynchronous.client import AsyncKernelClient
 
 from jupyter_gpuplat.core.errors import Forbidden, NotFound, NotLeader, Unprocessable
+from jupyter_gpuplat.service.control_plane_api import ControlPlaneAPI, SSEParser, remote_error
 from jupyter_gpuplat.service.errors import error_body
-from jupyter_gpuplat.service.http_session_client import (
-    ControlPlaneAPI,
-    HttpSessionClient,
-    SSEParser,
-    remote_error,
-)
+from jupyter_gpuplat.service.http_session_client import HttpSessionClient
 from jupyter_gpuplat.service.kernelspecs import remote_session_specs
 
 from .kernel_ws import KernelSocket
@@ -193,6 +189,8 @@ def test_a_standby_s_503_is_a_not_leader_error_with_its_words() -> None:
     assert isinstance(err, NotLeader) and err.status == 503 and err.code == "NotLeader"
     assert (err.message, err.hint) == ("this control plane is a standby", "retry: the leader answers")
     assert remote_error(502, b"<html>bad gateway</html>").message == "the control plane answered 502"
+    login = remote_error(302, b"")  # the Hub sends a token it did not take to its login page
+    assert isinstance(login, Forbidden) and login.code == "NotAuthenticated" and "server_token_scopes" in login.hint
 
 
 def test_sse_parser_takes_chunks_cut_anywhere() -> None:

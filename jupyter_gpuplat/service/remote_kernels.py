@@ -21,7 +21,8 @@ from traitlets.config import LoggingConfigurable
 
 from ..core.errors import GpuPlatError
 from . import session_client
-from .http_session_client import ControlPlaneAPI, HttpSessionClient
+from .control_plane_api import ControlPlaneAPI
+from .http_session_client import HttpSessionClient
 from .kernelspecs import KernelSpecDir, SessionSpec, remote_session_specs
 from .provisioner import detach_session_kernels
 
