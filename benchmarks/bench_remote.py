@@ -27,7 +27,9 @@ import tempfile
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
+import psutil
 import requests
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -44,10 +46,10 @@ BODY = {"project": "bench", "queue": "bench-paused", "command": ["true"]}
 class Events(threading.Thread):
     """An SSE reader over a raw HTTP/1.0 socket: arrival time of each run's first status event."""
 
-    def __init__(self, port: int, path: str) -> None:
+    def __init__(self, port: int, path: str, token: str = "tok-ops") -> None:
         super().__init__(daemon=True)
         self.sock = socket.create_connection(("127.0.0.1", port))
-        self.sock.sendall(f"GET {path} HTTP/1.0\r\nHost: 127.0.0.1\r\nAuthorization: token tok-ops\r\n\r\n".encode())
+        self.sock.sendall(f"GET {path} HTTP/1.0\r\nHost: 127.0.0.1\r\nAuthorization: token {token}\r\n\r\n".encode())
         self.seen: dict[str, float] = {}
         self.ready = threading.Event()
         self.cond = threading.Condition()
@@ -79,6 +81,7 @@ class Events(threading.Thread):
 
 
 def post(s: requests.Session, base: str) -> tuple[float, str]:
+    """One POST runs to `base` (a server's URL, its API under it); (seconds, run id)."""
     t0 = time.perf_counter()
     r = s.post(base + "gpuplat/api/runs", json=BODY, timeout=60)
     took = time.perf_counter() - t0
@@ -87,68 +90,54 @@ def post(s: requests.Session, base: str) -> tuple[float, str]:
     return took, str(r.json()["id"])
 
 
-def session() -> requests.Session:
+def session(token: str = "tok-ops") -> requests.Session:
     s = requests.Session()
-    s.headers["Authorization"] = "token tok-ops"
+    s.headers["Authorization"] = f"token {token}"
     return s
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--rounds", type=int, default=5)
-    ap.add_argument("--posts", type=int, default=100, help="POSTs per round and target")
-    ap.add_argument("--events", type=int, default=200)
-    args = ap.parse_args()
-    with tempfile.TemporaryDirectory() as tmp:
-        up = ServerProcess(Path(tmp) / "control-plane")
-        remote_cfg = {"GpuPlat": {"mode": "remote", "control_plane_url": up.url, "control_plane_token": "tok-alice"}}
-        user = ServerProcess(Path(tmp) / "user-server", extra_config=remote_cfg)
-        up.start()
-        user.start()
-        try:
-            up.ok("PUT", "queues/bench-paused", "ops", {"name": "bench-paused", "priority": 0, "paused": True})
-            project = {"name": "bench", "members": {"ops": "admin"}, "allowed_queues": ["bench-paused"]}
-            up.ok("PUT", "projects/bench", "ops", project)
-            direct, via = session(), session()
-            for _ in range(20):  # warm-up: connections, caches, JIT-less but lazy imports
-                post(direct, up.url)
-                post(via, user.url)
-            d_rounds, r_rounds = [], []
-            for _ in range(args.rounds):
-                d, r = [], []
-                for _ in range(args.posts):
-                    d.append(post(direct, up.url)[0])
-                    r.append(post(via, user.url)[0])
-                d_rounds.append(d)
-                r_rounds.append(r)
-            emb, rem = rounds_summary(d_rounds), rounds_summary(r_rounds)
+def cpu_seconds(server: ServerProcess) -> float:
+    assert server.proc is not None
+    t = psutil.Process(server.proc.pid).cpu_times()
+    return float(t.user + t.system)
 
-            d_ev = Events(up.port, "/gpuplat/api/events")
-            r_ev = Events(user.port, "/gpuplat/api/events")
-            for e in (d_ev, r_ev):
-                e.start()
-                if not e.ready.wait(30):
-                    raise RuntimeError("an events stream did not open")
-            lag = []
-            for _ in range(args.events):
-                _, run_id = post(direct, up.url)
-                lag.append(r_ev.wait(run_id) - d_ev.wait(run_id))
-            d_ev.close()
-            r_ev.close()
-        finally:
-            user.stop()
-            up.stop()
+
+def post_rounds(a: tuple[requests.Session, str], b: tuple[requests.Session, str], rounds: int, posts: int) -> Any:
+    """POST latencies to two targets, interleaved (noise on a shared machine hits both), as rounds summaries."""
+    for _ in range(20):  # warm-up: connections, lazy imports, caches (the Hub's token cache too)
+        post(*a)
+        post(*b)
+    a_rounds, b_rounds = [], []
+    for _ in range(rounds):
+        ra, rb = [], []
+        for _ in range(posts):
+            ra.append(post(*a)[0])
+            rb.append(post(*b)[0])
+        a_rounds.append(ra)
+        b_rounds.append(rb)
+    return rounds_summary(a_rounds), rounds_summary(b_rounds)
+
+
+def event_lag(direct: Events, via: Events, submit: tuple[requests.Session, str], n: int) -> list[float]:
+    """Seconds the forwarded stream delivers each run's first status event after the direct one."""
+    for e in (direct, via):
+        e.start()
+        if not e.ready.wait(30):
+            raise RuntimeError("an events stream did not open")
+    lag = []
+    for _ in range(n):
+        _, run_id = post(*submit)
+        lag.append(via.wait(run_id) - direct.wait(run_id))
+    direct.close()
+    via.close()
+    return lag
+
+
+def report(title: str, emb: Any, rem: Any, lag: list[float]) -> None:
     lags = summary(lag)
-    print(machine())
-    print()
+    print(f"## {title}")
     rows = [
-        [
-            "POST runs, embedded (direct)",
-            emb["n"],
-            ms(emb["p50"]),
-            ms(emb["p95"]),
-            f"{ms(emb['p50_lo'])}-{ms(emb['p50_hi'])}",
-        ],
+        ["POST runs, embedded", emb["n"], ms(emb["p50"]), ms(emb["p95"]), f"{ms(emb['p50_lo'])}-{ms(emb['p50_hi'])}"],
         [
             "POST runs, through remote",
             rem["n"],
@@ -159,14 +148,104 @@ def main() -> None:
         ["events: remote - direct arrival", lags["n"], ms(lags["p50"]), ms(lags["p95"]), ""],
     ]
     print(table(["measure", "n", "p50 ms", "p95 ms", "round p50s ms"], rows))
-    print()
     ratio = rem["p50"] / emb["p50"]
     print(f"POST runs p50 ratio remote/embedded: {ratio:.2f}x (target <= 2x) {'OK' if ratio <= 2 else 'MISSED'}")
     extra = lags["p50"] * 1e3
     print(
-        f"events through the forwarded SSE: +{extra:.2f} ms p50 (target <= 20 ms) {'OK' if extra <= 20 else 'MISSED'}"
+        f"events through the forwarded SSE: {extra:+.2f} ms p50 (target <= 20 ms) {'OK' if extra <= 20 else 'MISSED'}"
     )
     print(f"(mean extra {statistics.mean(lag) * 1e3:.2f} ms, max {lags['max'] * 1e3:.2f} ms)")
+    print()
+
+
+def setup_paused(call: Any, members: dict[str, Any]) -> None:
+    call("PUT", "queues/bench-paused", {"name": "bench-paused", "priority": 0, "paused": True})
+    call("PUT", "projects/bench", {"name": "bench", **members, "allowed_queues": ["bench-paused"]})
+
+
+def team(args: argparse.Namespace, embedded: ServerProcess) -> None:
+    """The same figures behind a real JupyterHub: alice's singleuser server -> `gpuplat server` on PostgreSQL."""
+    from tests.hubenv import ACCESS_SCOPE, TEAM_CONFIG, HubEnv, fresh_database
+    from tests.pg import LocalCluster
+
+    pg = LocalCluster()
+    try:
+        pg_url = pg.start()
+        with tempfile.TemporaryDirectory() as tmp, fresh_database(pg_url) as db_url:
+            conf = Path(tmp) / "platform.yaml"
+            conf.write_text(TEAM_CONFIG)
+            hub = HubEnv(Path(tmp) / "hub", db_url, conf).start()
+            try:
+                user_url = hub.spawn("alice")
+                tok = hub.token("alice", [ACCESS_SCOPE, "access:servers!user=alice"])
+
+                def admin(method: str, path: str, body: Any) -> None:
+                    code, out = hub.call(method, f"gpuplat/api/{path}", hub.admin_token, body, direct=True)
+                    if code >= 300:
+                        raise RuntimeError(f"{method} {path}: {code} {out}")
+
+                setup_paused(admin, {"groups": {"team-a": "member"}})
+                emb, rem = post_rounds((session(), embedded.url), (session(tok), user_url), args.rounds, args.posts)
+                prefix = "/services/gpuplat/gpuplat/api/events"
+                direct = Events(int(hub.control_plane_url.split(":")[2].split("/")[0]), prefix, tok)
+                via = Events(hub.public_port, "/user/alice/gpuplat/api/events", tok)
+                lag = event_lag(direct, via, (session(tok), hub.control_plane_url), args.events)
+            finally:
+                hub.stop()
+        report(
+            "team: embedded (SQLite, direct) vs alice's singleuser server via CHP -> gpuplat server (PostgreSQL, "
+            "Hub identity)",
+            emb,
+            rem,
+            lag,
+        )
+    finally:
+        pg.stop()
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--posts", type=int, default=100, help="POSTs per round and target")
+    ap.add_argument("--events", type=int, default=200)
+    ap.add_argument(
+        "--team", action="store_true", help="also behind a real JupyterHub with gpuplat server (PostgreSQL)"
+    )
+    args = ap.parse_args()
+    print(machine())
+    print()
+    with tempfile.TemporaryDirectory() as tmp:
+        up = ServerProcess(Path(tmp) / "control-plane")
+        remote_cfg = {"GpuPlat": {"mode": "remote", "control_plane_url": up.url, "control_plane_token": "tok-alice"}}
+        user = ServerProcess(Path(tmp) / "user-server", extra_config=remote_cfg)
+        up.start()
+        user.start()
+        try:
+            setup_paused(lambda m, p, b: up.ok(m, p, "ops", b), {"members": {"ops": "admin"}})
+            cpu0 = [cpu_seconds(s) for s in (up, user)]
+            emb, rem = post_rounds((session(), up.url), (session(), user.url), args.rounds, args.posts)
+            cpu1 = [cpu_seconds(s) for s in (up, user)]
+            d_ev = Events(up.port, "/gpuplat/api/events")
+            r_ev = Events(user.port, "/gpuplat/api/events")
+            lag = event_lag(d_ev, r_ev, (session(), up.url), args.events)
+        finally:
+            user.stop()
+        report("forwarding alone: an embedded server as the control plane, a remote server in front", emb, rem, lag)
+        # CPU per POST does not depend on what else the machine runs, unlike the latencies (20 warm-up each too).
+        n = args.rounds * args.posts + 20
+        per_post = (cpu1[0] - cpu0[0]) / (2 * n)  # the control plane served both the direct and the forwarded
+        forwarding = (cpu1[1] - cpu0[1]) / n
+        print(
+            f"CPU per POST: embedded {per_post * 1e3:.2f} ms; remote {(per_post + forwarding) * 1e3:.2f} ms "
+            f"(control plane + {forwarding * 1e3:.2f} ms in the forwarding server): "
+            f"{(per_post + forwarding) / per_post:.2f}x"
+        )
+        print()
+        try:
+            if args.team:
+                team(args, up)
+        finally:
+            up.stop()
 
 
 if __name__ == "__main__":

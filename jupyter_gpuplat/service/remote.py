@@ -37,6 +37,8 @@ from __future__ import annotations
 import json
 import os
 import re
+import socket
+import time
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit
@@ -46,6 +48,7 @@ from jupyter_server.utils import url_path_join
 from tornado import web
 from tornado.httpclient import HTTPClientError, HTTPRequest
 from tornado.iostream import StreamClosedError
+from tornado.netutil import DefaultLoopResolver, Resolver
 from tornado.simple_httpclient import SimpleAsyncHTTPClient, _HTTPConnection
 
 from ..core.errors import Forbidden, GpuPlatError, InvalidInput
@@ -102,6 +105,26 @@ class _Client(SimpleAsyncHTTPClient):
         return _Connection
 
 
+class _CachingResolver(Resolver):
+    """getaddrinfo runs in a thread: once a minute per host, not once per forwarded request."""
+
+    def initialize(self, ttl_seconds: float = 60.0) -> None:
+        self.inner = DefaultLoopResolver()
+        self.ttl_seconds = ttl_seconds
+        self.cache: dict[tuple[str, int, int], tuple[float, list[tuple[int, Any]]]] = {}
+
+    async def resolve(
+        self, host: str, port: int, family: socket.AddressFamily = socket.AF_UNSPEC
+    ) -> list[tuple[int, Any]]:
+        key, now = (host, port, int(family)), time.monotonic()
+        hit = self.cache.get(key)
+        if hit is not None and hit[0] > now:
+            return hit[1]
+        found = await self.inner.resolve(host, port, family)
+        self.cache[key] = (now + self.ttl_seconds, found)
+        return found
+
+
 class ControlPlane:
     """Where this server forwards to, and the one HTTP client it forwards with."""
 
@@ -111,7 +134,7 @@ class ControlPlane:
         self.request_timeout_seconds = request_timeout_seconds
         self.base_path = urlsplit(self.url).path
         # Streams stay open for hours: many at once, and no cap on a stream's length.
-        self.client = _Client(force_instance=True, max_clients=1000, max_body_size=1 << 50)
+        self.client = _Client(force_instance=True, max_clients=1000, max_body_size=1 << 50, resolver=_CachingResolver())
 
     def close(self) -> None:
         self.client.close()
