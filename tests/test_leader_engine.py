@@ -69,3 +69,23 @@ async def test_after_a_takeover_the_old_engine_writes_nothing_and_retries_nothin
         assert h.store.count_runs() == 2
     finally:
         theirs.release()
+
+
+async def test_a_large_admission_cycle_on_the_fenced_store_records_each_dispatch_once_in_order(
+    harness: tuple[Harness, list[LostLeadership], LeaderLock],
+) -> None:
+    """Many events of one cycle go in as one statement of arrays on PostgreSQL: ids in the order decided."""
+    h, lost, _ = harness
+    h.engine.admin.set_paused_as("ops", "open", True)
+    ids = [h.submit(queue="open", gpu=0) for _ in range(150)]
+    await h.settle()
+    h.engine.admin.set_paused_as("ops", "open", False)
+    await h.settle()
+    assert h.statuses(*ids) == ["running"] * 150
+    dispatched = []
+    for rid in ids:
+        tl = h.timeline(rid)
+        assert [e["status"] for e in tl].count("dispatched") == 1, tl
+        dispatched.append(next(e["id"] for e in tl if e["status"] == "dispatched"))
+    assert dispatched == sorted(dispatched)  # admitted in submission order, ids in that order
+    assert not lost

@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Engine, bindparam, create_engine, event, func, insert, select, update
+from sqlalchemy import Connection, Engine, bindparam, create_engine, event, func, insert, select, text, update
 from sqlalchemy.engine import make_url
 
 from ..core.errors import LostLeadership
@@ -28,6 +28,18 @@ _INSERT_EVENT = insert(schema.events)
 _INSERT_RUNS = insert(schema.runs).returning(schema.runs.c.seq, sort_by_parameter_order=True)
 # Many events in one statement, their ids back in the order given (SQLite ≥ 3.35, PostgreSQL).
 _INSERT_EVENTS = insert(schema.events).returning(schema.events.c.id, sort_by_parameter_order=True)
+# PostgreSQL: many events as one small statement of arrays, their ids drawn first, in order. A VALUES
+# list of thousands of placeholders costs psycopg ~50 µs a row to parse (too long to cache it).
+_PG_EVENT_IDS = text(
+    "SELECT nextval(pg_get_serial_sequence('gpuplat_events', 'id')) AS id FROM generate_series(1, :n) ORDER BY id"
+)
+_PG_INSERT_EVENTS = text(
+    "INSERT INTO gpuplat_events (id, run_id, project, status, reason, message, at, details) "
+    "SELECT * FROM unnest(CAST(:id AS bigint[]), CAST(:run_id AS varchar[]), CAST(:project AS varchar[]), "
+    "CAST(:status AS varchar[]), CAST(:reason AS varchar[]), CAST(:message AS text[]), CAST(:at AS float8[]), "
+    "CAST(:details AS json[]))"
+)
+_PG_ARRAYS_FROM = 64  # fewer events: the plain multi-row INSERT is as fast
 _UPDATE_RUN = update(schema.runs).where(schema.runs.c.id == bindparam("_run_id"))
 # Bound parameters per IN list: SQLite refuses more than 32,766 in one statement.
 _IN_CHUNK = 10_000
@@ -81,6 +93,19 @@ def _make_engine(url: str, busy_timeout_seconds: float) -> Engine:
 
         return engine
     return create_engine(url, pool_pre_ping=True)
+
+
+def _insert_events(conn: Connection, evs: list[dict[str, Any]]) -> list[int]:
+    """Insert timeline events (each with every column but id); their ids, in the order given."""
+    if conn.dialect.name != "postgresql" or len(evs) < _PG_ARRAYS_FROM:
+        return [int(i) for i in conn.execute(_INSERT_EVENTS, evs).scalars()]
+    from psycopg.types.json import Json
+
+    ids = [int(i) for i in conn.execute(_PG_EVENT_IDS, {"n": len(evs)}).scalars()]
+    cols = {c: [e.get(c) for e in evs] for c in ("run_id", "project", "status", "reason", "message", "at")}
+    details = [None if e.get("details") is None else Json(e["details"]) for e in evs]
+    conn.execute(_PG_INSERT_EVENTS, {"id": ids, **cols, "details": details})
+    return ids
 
 
 def _pk(result: Any) -> int:
@@ -192,7 +217,7 @@ class Store:
         with self.engine.begin() as conn:
             for rows in by_cols.values():
                 conn.execute(_UPDATE_RUN, rows)
-            ids = [int(i) for i in conn.execute(_INSERT_EVENTS, evs).scalars()]
+            ids = _insert_events(conn, evs)
         assert len(ids) == len(changes)
         return ids
 
