@@ -278,3 +278,12 @@ def test_a_deposed_leader_stops_serving_and_exits_non_zero(pg_db_url: str, tmp_p
             proc.wait()
     text = log.read_text()
     assert "deposed: the leader lock's database session ended" in text and "stopped (exit 3)" in text
+
+
+def test_a_leader_that_cannot_start_exits_1_saying_why(pg_db_url: str, tmp_path: Path) -> None:
+    bad = tmp_path / "platform.yaml"
+    bad.write_text("queues:\n  - {name: q, concurrency: -1}\n")
+    proc, log, _ = _start(tmp_path, pg_db_url, f"--config-file={bad}")
+    assert proc.wait(60) == 1, log.read_text()
+    text = log.read_text()
+    assert "the engine failed to start" in text and "concurrency" in text and "stopped (exit 1)" in text

@@ -54,9 +54,11 @@ from .routes import make_handlers
 
 log = logging.getLogger(__name__)
 
+EXIT_FAILED = 1  # the leader could not start (a bad config file, a database without our tables)
 EXIT_DEPOSED = 3  # the supervisor (the Hub, Kubernetes) restarts us as a standby
 EXIT_BAD_CONFIG = 2
 LEADER_HINT_TTL_SECONDS = 1.0
+START_RETRY_SECONDS = 2.0
 
 
 def check_db_url(url: str) -> str | None:
@@ -100,13 +102,28 @@ class ControlPlane(Platform):
             )
         await super().ensure_started()
 
-    async def lead(self, epoch: int) -> None:
-        """Elected: fence the store with our epoch, then start by the restart path (re-attach)."""
+    def lead(self, epoch: int) -> asyncio.Task[None]:
+        """Elected: fence the store with our epoch, then start by the restart path (re-attach).
+
+        The start runs as a task, so that the campaign's heartbeats go on meanwhile (a long reload
+        must not let the lock's session idle out); requests wait for the same start.
+        """
         # A refused (fenced) write deposes us at once, not at the next heartbeat.
         self.store.fence(epoch, on_lost=self.leadership.lost if self.leadership is not None else None)
         self.epoch = epoch
         self.is_leader = True
-        await self.ensure_started()
+        return asyncio.ensure_future(self._keep_starting())
+
+    async def _keep_starting(self) -> None:
+        while self.is_leader:
+            try:
+                await self.ensure_started()
+                return
+            except NotLeader:
+                return
+            except Unavailable as e:  # the database is down for now: try again (requests would too)
+                log.warning("the engine could not start yet (%s); retrying in %gs", e.message, START_RETRY_SECONDS)
+            await asyncio.sleep(START_RETRY_SECONDS)
 
     def _leader_hint(self) -> str:
         at, hint = self._leader_seen
@@ -346,13 +363,18 @@ class GpuPlatServer(Application):
             # Our own handlers: the Hub stops services with SIGINT, which a service may inherit as ignored.
             loop.add_signal_handler(sig, finish, 0)
 
+        starting: list[asyncio.Task[None]] = []
+
         async def on_elected(epoch: int) -> None:
             self.log.info("elected leader (epoch %s): starting the engine", epoch)
             metrics.follow(platform.engine.bus)
-            try:
-                await platform.lead(epoch)
-            except Unavailable as e:  # the database is down: the next request starts it again
-                self.log.warning("the engine could not start yet: %s", e.message)
+            starting.append(platform.lead(epoch))
+            starting[-1].add_done_callback(engine_started)
+
+        def engine_started(t: asyncio.Task[None]) -> None:
+            if not t.cancelled() and t.exception() is not None:  # a bad config file, a broken executor
+                self.log.error("the engine failed to start", exc_info=t.exception())
+                finish(EXIT_FAILED)
 
         async def on_deposed(reason: str) -> None:
             self.log.error("deposed: %s; stopping dispatch and exiting", reason)
@@ -364,14 +386,15 @@ class GpuPlatServer(Application):
         def campaign_ended(t: asyncio.Future[None]) -> None:
             if not t.cancelled() and t.exception() is not None:
                 self.log.error("the leader campaign failed", exc_info=t.exception())
-                finish(EXIT_DEPOSED)
+                finish(EXIT_FAILED)
 
         campaign.add_done_callback(campaign_ended)
         try:
             code = await done
         finally:
             server.stop()
-            campaign.cancel()
+            for t in (*starting, campaign):
+                t.cancel()
             try:
                 await campaign
             except (asyncio.CancelledError, Exception):
