@@ -66,6 +66,9 @@ def test_no_token_or_a_bad_one_is_refused(hub: HubEnv) -> None:
     # A user's name in a header or a parameter changes nothing.
     r = httpx.get(f"{hub.service_url}gpuplat/api/whoami?user=alice", headers={"X-Forwarded-User": "alice"})
     assert r.status_code == 403
+    # Nor does a token in the URL (it would leak into logs and Referer headers): the header only.
+    r = httpx.get(f"{hub.service_url}gpuplat/api/whoami", params={"token": hub.token("alice")})
+    assert r.status_code == 403
 
 
 def test_a_hub_service_token_is_service_name(hub: HubEnv) -> None:
