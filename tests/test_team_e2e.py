@@ -128,6 +128,10 @@ def backlog(url: str, token: str) -> list[dict[str, Any]]:
 
 @pytest.fixture(scope="module")
 def team(hub: HubEnv) -> dict[str, User]:
+    # No "fetch Jupyter news?" toast over the sidebar's screenshot (JupyterLab's settings in alice's home).
+    news = hub.workdir / "home" / "alice" / ".jupyter/lab/user-settings/@jupyterlab/apputils-extension"
+    news.mkdir(parents=True, exist_ok=True)
+    (news / "notification.jupyterlab-settings").write_text(json.dumps({"fetchNews": "false"}))
     with ThreadPoolExecutor(2) as pool:  # both spawns at once (the Hub's POST waits up to 10 s for each)
         list(pool.map(hub.spawn, ("alice", "bob")))
     return {name: User(hub, name) for name in ("alice", "bob")}
@@ -310,7 +314,9 @@ def test_the_sidebar_through_the_hub_shows_her_runs_live(
             expect(row).to_contain_text("1 GPU")
             (gates / "live").touch()
             expect(row).to_have_attribute("data-status", "succeeded")
-            page.screenshot(path=tmp_path / "team-sidebar.png")
+            shots = Path(os.environ.get("GPUPLAT_SCREENSHOT_DIR") or tmp_path)  # docs/screenshots/ to refresh
+            shots.mkdir(parents=True, exist_ok=True)
+            page.screenshot(path=shots / "team-mode-sidebar.png")
             assert not errors, errors
         finally:
             browser.close()
