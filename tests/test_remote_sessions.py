@@ -20,6 +20,7 @@ import pytest
 import requests
 from jupyter_client.asynchronous.client import AsyncKernelClient
 
+from jupyter_gpuplat.client import Client
 from jupyter_gpuplat.core.errors import Forbidden, NotFound, NotLeader, Unprocessable
 from jupyter_gpuplat.service.control_plane_api import ControlPlaneAPI, SSEParser, remote_error
 from jupyter_gpuplat.service.errors import error_body
@@ -332,6 +333,33 @@ def test_waiting_refusal_and_external_stop_read_as_in_embedded_mode(
     assert ks.execute("import os; print(os.environ['GPUPLAT_RUN_ID'])")[0].strip() == late["id"]
     ks.close()
     end(upstream, late["id"])
+
+
+def test_a_lease_the_client_makes_through_the_remote_server_is_the_one_its_notebook_s_kernel_joins(
+    remote: ServerProcess, upstream: ServerProcess
+) -> None:
+    """`Client.start_session` (what %gpu_session, the Launcher tab and `gpuplat sessions start` call)
+    against the remote server: the lease is the control plane's, the notebook is written here on the
+    remote kernelspec, and opening it attaches its kernel to that lease."""
+    until(lambda: "gpuplat-notebook" in specs(remote), "the session kernelspecs")
+    client = Client(url=remote.url, token=remote.token)  # the server's own token: its owner, alice, upstream
+    client.root_dir = str(remote.root)
+    try:
+        lease = client.start_session("team-a", notebook="from-client.ipynb")
+        assert lease["kind"] == "session" and lease["user"] == "alice"
+        written = json.loads((remote.root / "from-client.ipynb").read_text())
+        assert written["metadata"]["kernelspec"]["name"] == "gpuplat-notebook"
+        assert [x["id"] for x in client.sessions(notebook="from-client.ipynb")] == [lease["id"]]
+        answer = start_kernel(remote, "from-client.ipynb")
+        assert answer.status_code == 201, answer.text
+        assert lease_of(upstream, "from-client.ipynb")["id"] == lease["id"]  # joined, not a second lease
+        ks = KernelSocket(remote, answer.json()["kernel"]["id"])
+        assert ks.execute("import os; print(os.environ['GPUPLAT_RUN_ID'])")[0].strip() == lease["id"]
+        ks.close()
+        assert client.stop(lease["id"])["status"] in ("stopping", "stopped")
+        until(lambda: answer.json()["kernel"]["id"] not in kernel_ids(remote), "the stopped session's kernel to go")
+    finally:
+        client.session.close()
 
 
 def test_a_restarted_user_server_re_adopts_the_running_kernel(remote: ServerProcess, upstream: ServerProcess) -> None:
