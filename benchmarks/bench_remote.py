@@ -12,8 +12,15 @@ measures the request path alone (no dispatch work shares the loop).
 2. Status events: one `events` SSE stream direct and one through the remote server, both
    open at once; each POST's `queued` event is timestamped (time.perf_counter in the reading
    threads) as it arrives on each; the figure is remote − direct per event. Target: ≤ 20 ms p50.
+3. CPU per POST of each server process (load-independent, unlike the latencies).
 
-Run: python benchmarks/bench_remote.py [--rounds 5] [--posts 100] [--events 200]
+`--team` repeats 1 and 2 behind a real JupyterHub (tests/hubenv.py: Hub, configurable-http-proxy,
+`gpuplat server` as a Hub-managed service on a real PostgreSQL, tests/pg.py): POSTs as alice to
+her `jupyterhub-singleuser` server in remote mode, directly with the server's own token (as her
+kernels and the CLI do) and through the proxy with her Hub token (the browser's path, one more
+hop than embedded), against the embedded server's POSTs.
+
+Run: python benchmarks/bench_remote.py [--rounds 5] [--posts 100] [--events 200] [--team]
 """
 
 from __future__ import annotations
@@ -28,6 +35,7 @@ import threading
 import time
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import psutil
 import requests
@@ -163,6 +171,23 @@ def setup_paused(call: Any, members: dict[str, Any]) -> None:
     call("PUT", "projects/bench", {"name": "bench", **members, "allowed_queues": ["bench-paused"]})
 
 
+def port_of(url: str) -> int:
+    return int(urlsplit(url).port or 80)
+
+
+def singleuser(hub_pid: int, user: str) -> tuple[str, str]:
+    """The user's server's own URL and token, as its kernels and the CLI have them (no proxy): from its environment."""
+    for proc in psutil.Process(hub_pid).children(recursive=True):  # this Hub's: other Hubs may run an alice too
+        try:
+            if any("jupyterhub-singleuser" in a for a in proc.cmdline()):
+                env = proc.environ()
+                if env.get("JUPYTERHUB_USER") == user:
+                    return env["JUPYTERHUB_SERVICE_URL"].rstrip("/") + "/", env["JUPYTERHUB_API_TOKEN"]
+        except (psutil.Error, KeyError):
+            continue
+    raise RuntimeError(f"no jupyterhub-singleuser process of {user}")
+
+
 def team(args: argparse.Namespace, embedded: ServerProcess) -> None:
     """The same figures behind a real JupyterHub: alice's singleuser server -> `gpuplat server` on PostgreSQL."""
     from tests.hubenv import ACCESS_SCOPE, TEAM_CONFIG, HubEnv, fresh_database
@@ -185,20 +210,22 @@ def team(args: argparse.Namespace, embedded: ServerProcess) -> None:
                         raise RuntimeError(f"{method} {path}: {code} {out}")
 
                 setup_paused(admin, {"groups": {"team-a": "member"}})
-                emb, rem = post_rounds((session(), embedded.url), (session(tok), user_url), args.rounds, args.posts)
-                prefix = "/services/gpuplat/gpuplat/api/events"
-                direct = Events(int(hub.control_plane_url.split(":")[2].split("/")[0]), prefix, tok)
-                via = Events(hub.public_port, "/user/alice/gpuplat/api/events", tok)
+                assert hub.proc is not None
+                # The owner's path: the server's own token, forwarded as hers.
+                own, own_token = singleuser(hub.proc.pid, "alice")
+                emb, rem = post_rounds((session(), embedded.url), (session(own_token), own), args.rounds, args.posts)
+                emb_p, rem_p = post_rounds((session(), embedded.url), (session(tok), user_url), args.rounds, args.posts)
+                direct = Events(port_of(hub.control_plane_url), "/services/gpuplat/gpuplat/api/events", tok)
+                via = Events(port_of(own), "/user/alice/gpuplat/api/events", own_token)
                 lag = event_lag(direct, via, (session(tok), hub.control_plane_url), args.events)
+                direct = Events(port_of(hub.control_plane_url), "/services/gpuplat/gpuplat/api/events", tok)
+                via = Events(hub.public_port, "/user/alice/gpuplat/api/events", tok)
+                lag_p = event_lag(direct, via, (session(tok), hub.control_plane_url), args.events)
             finally:
                 hub.stop()
-        report(
-            "team: embedded (SQLite, direct) vs alice's singleuser server via CHP -> gpuplat server (PostgreSQL, "
-            "Hub identity)",
-            emb,
-            rem,
-            lag,
-        )
+        what = "gpuplat server (PostgreSQL, Hub identity) vs embedded (SQLite)"
+        report(f"team: alice's singleuser server direct (as her kernels, CLI) -> {what}", emb, rem, lag)
+        report(f"team: alice's singleuser server through CHP (the browser's path) -> {what}", emb_p, rem_p, lag_p)
     finally:
         pg.stop()
 
