@@ -49,12 +49,13 @@ from sqlalchemy.engine import make_url
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # tests/pg.py starts PostgreSQL
 
-from _common import machine, ms, pct, table
+from _common import bulk_insert, machine, ms, pct, run_row, table
 
-from jupyter_gpuplat.core.config import parse_config
+from jupyter_gpuplat.core.config import dump_config, parse_config
+from jupyter_gpuplat.core.policy import resolve
 from jupyter_gpuplat.core.request import RunRequest
 from jupyter_gpuplat.engine.engine import Engine
-from jupyter_gpuplat.executors.fake import FakeClusterExecutor, Script
+from jupyter_gpuplat.executors.fake import FakeClusterExecutor, FakeExecutor, Script
 from jupyter_gpuplat.store.leader import LeaderLock
 from jupyter_gpuplat.store.store import Store
 
@@ -178,27 +179,124 @@ async def sustained(url: str, *, fenced: bool, seconds: float, burst: int) -> di
     }
 
 
-def write_cost(url: str, *, fenced: bool, n: int) -> float:
-    """p50 seconds of one `Store.transition` (a run's row and one event, one transaction)."""
+def populate_backlog(store: Store, cfg: Any, n: int) -> None:
+    """N pending runs over the 5 queues and 20 users (bulk-inserted rows of the shape `Engine.submit` writes)."""
+    shapes = {}
+    for p in PROJECTS:
+        body = {"project": p, "queue": f"q-{p}", "command": ["python", "train.py"], "resources": {"cpu": "1"}}
+        req = RunRequest.model_validate(body)
+        res = resolve(cfg, USERS[p][0], req)
+        res.raise_first()
+        shapes[p] = (req.model_dump(mode="json", exclude_unset=True), res.resolved, res.provenance, res.resources)
+    now = time.time() - 3600
+
+    def rows() -> Iterator[dict[str, Any]]:
+        for i in range(n):
+            p = PROJECTS[i % len(PROJECTS)]
+            request, resolved, provenance, r = shapes[p]
+            yield run_row(
+                rid=f"r-{i:010x}",
+                project=p,
+                user=USERS[p][(i // len(PROJECTS)) % 4],
+                queue=f"q-{p}",
+                request=request,
+                resolved=resolved,
+                provenance=provenance,
+                gpu=r.gpu,
+                cpu_milli=r.cpu_milli,
+                memory_bytes=r.memory_bytes,
+                at=now + i * 0.001,
+            )
+
+    bulk_insert(store, rows())
+
+
+async def waves(url: str, *, fenced: bool, n: int, per_wave: int) -> dict[str, Any]:
+    """Admission alone, sustained: a backlog of N; each wave frees `per_wave` slots per queue, one cycle admits them.
+
+    The freeing is one config write (every queue's concurrency raised), as when runs end or an
+    admin raises a limit; launches wait in the executor (FakeExecutor, slow start), so only the
+    admission writes are timed: the cycle's one transaction of `dispatched` events per wave.
+    """
+    tmp = tempfile.mkdtemp(prefix="gpuplat-bench-pgwaves-")
     store = Store(url)
     lock = None
+    cfg = parse_config(
+        {
+            **dump_config(platform_config()),
+            "queues": [{"name": f"q-{p}", "priority": 10 * i, "concurrency": 1} for i, p in enumerate(PROJECTS)],
+        }
+    )
+    populate_backlog(store, cfg, n)
+    if fenced:
+        lock = LeaderLock(url, holder="bench")
+        epoch = lock.try_acquire()
+        assert epoch is not None
+        store.fence(epoch)
+    ex = FakeExecutor(gpus=0, default=Script.slow())
+    engine = Engine(store, ex, artifacts_root=os.path.join(tmp, "artifacts"), safety_tick_seconds=3600)
     try:
-        if fenced:
-            lock = LeaderLock(url, holder="bench-writes")
-            epoch = lock.try_acquire()
-            assert epoch is not None
-            store.fence(epoch)
-        ev = {"status": "running", "reason": "Started", "message": "bench", "at": 1.0}
-        samples = []
-        for _ in range(n):
-            t = time.perf_counter()
-            store.transition("r-none", "p", {"updated_at": 1.0}, ev)
-            samples.append(time.perf_counter() - t)
-        return statistics.median(samples)
+        await engine.start(cfg, source="bench", by="bench")
+        await asyncio.sleep(0)
+        if engine.dispatcher.cycle_handle is not None:
+            engine.dispatcher.cycle_handle.cancel()
+            engine.dispatcher.cycle_handle = None
+        engine.run_cycle()
+        await asyncio.sleep(0)
+        admitted = 0
+        conc = 1
+        gc.collect()
+        t0 = time.perf_counter()
+        while admitted < n - len(PROJECTS):
+            conc += per_wave
+
+            def raise_limits(body: dict[str, Any], conc: int = conc) -> None:
+                for q in body["queues"]:
+                    q["concurrency"] = conc
+
+            engine.admin.update_config("ops", raise_limits, source="bench")
+            if engine.dispatcher.cycle_handle is not None:  # the merged cycle, run in line
+                engine.dispatcher.cycle_handle.cancel()
+                engine.dispatcher.cycle_handle = None
+            got = len(engine.run_cycle())
+            if not got:
+                break
+            admitted += got
+            await asyncio.sleep(0)  # the launch tasks start and park in the executor
+        elapsed = time.perf_counter() - t0
     finally:
+        await engine.close()
         store.close()
         if lock is not None:
             lock.release()
+        shutil.rmtree(tmp, ignore_errors=True)
+    return {"admitted": admitted, "seconds": elapsed, "rate": admitted / elapsed, "waves": conc // per_wave}
+
+
+def write_cost(url: str, *, n: int) -> tuple[float, float]:
+    """p50 seconds of one `Store.transition` (a run's row and one event) unfenced and fenced, interleaved.
+
+    Two stores on one database, one write each in turn, so that load on a shared machine hits
+    both alike; the difference of the medians is the cost of the epoch check.
+    """
+    plain, fenced = Store(url), Store(url)
+    lock = LeaderLock(url, holder="bench-writes")
+    try:
+        epoch = lock.try_acquire()
+        assert epoch is not None
+        fenced.fence(epoch)
+        ev = {"status": "running", "reason": "Started", "message": "bench", "at": 1.0}
+        samples: dict[Store, list[float]] = {plain: [], fenced: []}
+        for _ in range(n):
+            for store in (plain, fenced):
+                t = time.perf_counter()
+                store.transition("r-none", "p", {"updated_at": 1.0}, ev)
+                samples[store].append(time.perf_counter() - t)
+        return statistics.median(samples[plain]), statistics.median(samples[fenced])
+    finally:
+        plain.close()
+        fenced.close()
+        lock.release()
 
 
 def main() -> None:
@@ -206,6 +304,8 @@ def main() -> None:
     ap.add_argument("--seconds", type=float, default=8.0, help="how long each round submits")
     ap.add_argument("--burst", type=int, default=50, help="submissions per loop turn")
     ap.add_argument("--rounds", type=int, default=3, help="rounds per store (the median is reported)")
+    ap.add_argument("--backlog", type=int, default=20_000, help="pending runs for the admission waves")
+    ap.add_argument("--per-wave", type=int, default=200, help="slots freed per queue and wave (5 queues)")
     ap.add_argument("--writes", type=int, default=2000, help="transitions timed for the cost of fencing")
     args = ap.parse_args()
     print(f"bench_pg_admission: {machine()}\n")
@@ -232,9 +332,28 @@ def main() -> None:
                     flush=True,
                 )
                 gc.collect()
+        wave_rows = []
+        for label, backend, fenced in (
+            ("PostgreSQL, fenced (team-mode leader)", "pg", True),
+            ("PostgreSQL, unfenced", "pg", False),
+            ("SQLite WAL (embedded)", "sqlite", False),
+        ):
+            rs = []
+            for _ in range(args.rounds):
+                with contextlib.ExitStack() as stack:
+                    if backend == "pg":
+                        url = stack.enter_context(fresh_database(admin))
+                    else:
+                        d = tempfile.mkdtemp(prefix="gpuplat-bench-sqlite-")
+                        stack.callback(shutil.rmtree, d, True)
+                        url = f"sqlite:///{d}/gpuplat.db"
+                    w = asyncio.run(waves(url, fenced=fenced, n=args.backlog, per_wave=args.per_wave))
+                rs.append(w)
+                print(f"  waves, {label}: {w['rate']:,.0f} admissions/s ({w['admitted']:,} in {w['seconds']:.2f} s)")
+                gc.collect()
+            wave_rows.append((label, rs))
         with fresh_database(admin) as url:
-            unfenced = write_cost(url, fenced=False, n=args.writes)
-            fenced_cost = write_cost(url, fenced=True, n=args.writes)
+            unfenced, fenced_cost = write_cost(url, n=args.writes)
 
     rows = []
     base = statistics.median(r["rate"] for r in results["SQLite WAL (embedded)"])
@@ -255,6 +374,22 @@ def main() -> None:
         table(
             ["store", "admissions/s (median)", "rounds' range", "submit→dispatched p50 ms", "p95 ms", "vs SQLite"],
             rows,
+        )
+    )
+    print()
+    wbase = statistics.median(r["rate"] for r in wave_rows[-1][1])
+    print(
+        table(
+            ["admission alone (waves over a backlog)", "admissions/s (median)", "rounds' range", "vs SQLite"],
+            [
+                [
+                    label,
+                    f"{statistics.median(r['rate'] for r in rs):,.0f}",
+                    f"{min(r['rate'] for r in rs):,.0f}-{max(r['rate'] for r in rs):,.0f}",
+                    f"{statistics.median(r['rate'] for r in rs) / wbase:.2f}x",
+                ]
+                for label, rs in wave_rows
+            ],
         )
     )
     print()
