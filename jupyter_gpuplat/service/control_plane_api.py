@@ -196,7 +196,7 @@ class EventFeed:
                     failures = 0  # it was open: resume at once
                     continue
                 problem: BaseException = RuntimeError("the stream ended before it was ready")
-            except (GpuPlatError, HTTPClientError, OSError, _Abandoned) as exc:
+            except (GpuPlatError, HTTPClientError, OSError, ValueError, _Abandoned) as exc:  # ValueError: a bad event
                 problem = exc
             if not self._subs or self._closed:
                 break

@@ -38,6 +38,7 @@ class RemoteSessionKernels(LoggingConfigurable):
         self.specs = KernelSpecDir()
         kernel_spec_manager.kernel_dirs = [self.specs.path, *kernel_spec_manager.kernel_dirs]
         self._timer: asyncio.TimerHandle | None = None
+        self._ticking: asyncio.Future[None] | None = None
         self._deadline: float | None = None
         self._closed = False
         session_client.register(lambda: HttpSessionClient(self.plane, user))
@@ -57,7 +58,10 @@ class RemoteSessionKernels(LoggingConfigurable):
         return specs
 
     async def _tick(self) -> None:
-        await self.refresh()
+        try:
+            await self.refresh()
+        except Exception:  # an answer we could not read: keep the specs, and the timer
+            self.log.exception("gpuplat: session kernelspecs not refreshed from %s", self.plane.url)
         if self._closed:
             return
         loop = asyncio.get_running_loop()
@@ -65,7 +69,10 @@ class RemoteSessionKernels(LoggingConfigurable):
         self._deadline = (self._deadline or loop.time()) + self.refresh_seconds
         if self._deadline < loop.time():
             self._deadline = loop.time() + self.refresh_seconds
-        self._timer = loop.call_at(self._deadline, lambda: asyncio.ensure_future(self._tick()))
+        self._timer = loop.call_at(self._deadline, self._start_tick)
+
+    def _start_tick(self) -> None:
+        self._ticking = asyncio.ensure_future(self._tick())  # held: a task nobody references may be collected
 
     def detach(self, kernel_manager: Any) -> None:
         """The server stops: session kernels keep their leases (the next server re-adopts them)."""
