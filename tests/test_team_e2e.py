@@ -2,9 +2,10 @@
 as a Hub-managed service on a real PostgreSQL database, and alice's (group team-a) and bob's (group
 team-b) servers spawned by the Hub in remote mode (tests/hubenv.py).
 
-- One queue for everyone: alice's `%%gpu_submit` / `%gpu_submit` (a real kernel in her server) and bob's
-  CLI submissions (`gpuplat --url <his server> --token <his Hub token>`) share queue `shared`
-  (concurrency 1, quota 1 GPU, 1-GPU runs): bob's run waits for alice's, and their timelines never overlap.
+- Queues shared by everyone: alice's `%%gpu_submit` / `%gpu_submit` (a real kernel in her server) and
+  bob's CLI submissions (`gpuplat --url <his server> --token <his Hub token>`) share `shared`
+  (concurrency 1) and `shared-gpu` (quota 1 GPU; every run asks for 1): bob's run waits for alice's in
+  one, hers for his in the other, each told why by that limit, and no queue's timelines overlap.
 - Isolation: alice gets 404 for bob's run, its logs and outputs, and none of his events, through her
   server and directly at the control plane (through the proxy and on its own port).
 - A Hub token without `access:services!service=gpuplat` gets 403, directly and through her server.
@@ -42,7 +43,8 @@ hub = hubenv.hub  # the module-scoped Hub (tests/hubenv.py)
 TEAM_QUEUE_CONFIG = """\
 admins: [service:admin-bot]
 queues:
-  - {name: shared, concurrency: 1, quota: {gpu: 1}}
+  - {name: shared, concurrency: 1}
+  - {name: shared-gpu, concurrency: 4, quota: {gpu: 1}}
 presets:
   - {name: one-gpu, resources: {gpu: 1}}
 projects:
@@ -158,71 +160,79 @@ def kernel(team: dict[str, User]) -> Iterator[KernelSocket]:
     alice.hub.http.delete(f"{alice.server}api/kernels/{kernel_id}", headers={"Authorization": f"token {alice.token}"})
 
 
+def cli_submit(user: User, queue: str, name: str, code: str) -> str:
+    """`gpuplat submit` against the user's server, with his Hub token, from his home (the server's root)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("GPUPLAT_", "JUPYTER"))}
+    cli = [sys.executable, "-m", "jupyter_gpuplat.cli", "--url", user.server, "--token", user.token, "--json"]
+    args = ["submit", "-p", "team-b", "-q", queue, "--preset", "one-gpu", "-n", name, "--", sys.executable, "-c", code]
+    proc = subprocess.run([*cli, *args], cwd=user.home, env=env, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, (proc.stdout, proc.stderr)
+    return str(json.loads(proc.stdout)["id"])
+
+
 @pytest.fixture(scope="module")
-def shared_queue(team: dict[str, User], kernel: KernelSocket, gates: Path) -> dict[str, str]:
-    """alice's cell (a1), bob's CLI command (b1, with a secret), alice's script (a2), in that order, on one queue."""
+def shared_queues(team: dict[str, User], kernel: KernelSocket, gates: Path) -> dict[str, str]:
+    """Each user's run holds a queue the other's waits on: `shared` by concurrency, `shared-gpu` by quota.
+
+    alice's cell a1 runs in `shared`, bob's CLI command b1 (with a secret) waits behind it; bob's b2 runs
+    in `shared-gpu`, alice's script a2 waits for its one GPU. Every run asks for 1 GPU.
+    """
     alice, bob = team["alice"], team["bob"]
-    out, status = kernel.execute(f"%%gpu_submit -p team-a --preset one-gpu -n a1\n{gated('a1', gates / 'a1')}")
+    out, status = kernel.execute(
+        f"%%gpu_submit -p team-a -q shared --preset one-gpu -n a1\n{gated('a1', gates / 'a1')}"
+    )
     assert status == "ok" and "refused" not in out, out
     out, status = kernel.execute("print(gpu_last_run['id'])")
     assert status == "ok", out
     a1 = out.strip()
     alice.wait(a1, "running")
-
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("GPUPLAT_", "JUPYTER"))}
-    cli = [sys.executable, "-m", "jupyter_gpuplat.cli", "--url", bob.server, "--token", bob.token, "--json"]
-    cmd = [*cli, "submit", "-p", "team-b", "--preset", "one-gpu", "-n", "b1", "--", sys.executable, "-c"]
-    proc = subprocess.run(
-        [*cmd, gated("b1", gates / "b1", secret="bob-secret-7f3")],
-        cwd=bob.home,  # the run's working directory must lie under his server's root
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert proc.returncode == 0, (proc.stdout, proc.stderr)
-    b1 = json.loads(proc.stdout)["id"]
-    assert bob.run(b1)["status"] == "queued"  # alice's run holds the queue bob shares
-    assert alice.run(a1)["status"] == "running"
-
+    b1 = cli_submit(bob, "shared", "b1", gated("b1", gates / "b1", secret="bob-secret-7f3"))
+    b2 = cli_submit(bob, "shared-gpu", "b2", gated("b2", gates / "b2"))
+    bob.wait(b2, "running")
     (alice.home / "train_a2.py").write_text(gated("a2", gates / "a2"))
-    out, status = kernel.execute("%gpu_submit train_a2.py\nprint(gpu_last_run['id'])")
+    out, status = kernel.execute(
+        "%gpu_submit -p team-a -q shared-gpu --preset one-gpu train_a2.py\nprint(gpu_last_run['id'])"
+    )
     assert status == "ok" and "refused" not in out, out
     a2 = out.strip().splitlines()[-1]
-    assert alice.run(a2)["status"] == "queued"
-    return {"a1": a1, "b1": b1, "a2": a2}
+    return {"a1": a1, "b1": b1, "b2": b2, "a2": a2}
 
 
-def test_one_queue_holds_its_limits_across_users(
-    team: dict[str, User], shared_queue: dict[str, str], gates: Path
+def test_shared_queues_hold_their_limits_across_users(
+    team: dict[str, User], shared_queues: dict[str, str], gates: Path
 ) -> None:
     alice, bob = team["alice"], team["bob"]
-    a1, b1, a2 = shared_queue["a1"], shared_queue["b1"], shared_queue["a2"]
-    explain = bob.via_server("GET", f"runs/{b1}/explain")[1]
-    assert "shared" in json.dumps(explain), explain  # bob is told the queue is what he waits for
+    a1, b1, b2, a2 = (shared_queues[k] for k in ("a1", "b1", "b2", "a2"))
+    # Each waits on the other user's run, and is told so by the limit's own words.
+    assert bob.run(b1)["status"] == "queued" and alice.run(a2)["status"] == "queued"
+    said = json.dumps(bob.via_server("GET", f"runs/{b1}/explain")[1])
+    assert "queue shared is at its concurrency limit: 1/1 runs dispatched" in said, said
+    said = json.dumps(alice.via_server("GET", f"runs/{a2}/explain")[1])
+    assert "queue shared-gpu quota is exhausted" in said, said
 
     (gates / "a1").touch()
     assert alice.wait(a1, *FINAL)["status"] == "succeeded"
-    assert bob.wait(b1, "running", *FINAL)["status"] in ("running", "succeeded")  # first come, first served
-    assert alice.run(a2)["status"] == "queued"
+    assert bob.wait(b1, "running", *FINAL)["status"] in ("running", "succeeded")
+    assert alice.run(a2)["status"] == "queued"  # still: bob's b2 holds shared-gpu's GPU
+    (gates / "b2").touch()
+    assert bob.wait(b2, *FINAL)["status"] == "succeeded"
     (gates / "b1").touch()
     (gates / "a2").touch()
-    runs = [bob.wait(b1, *FINAL), alice.wait(a2, *FINAL)]
-    runs.insert(0, alice.run(a1))
-    assert [r["status"] for r in runs] == ["succeeded"] * 3
-    assert {r["queue"] for r in runs} == {"shared"}
-    assert [r["resources"]["gpu"] for r in runs] == [1, 1, 1]
-    assert [r["user"] for r in runs] == ["alice", "bob", "alice"]
-    # From the timelines: one run at a time (concurrency 1, quota 1 GPU), in submission order.
-    spans = sorted((r["dispatched_at"], r["finished_at"], r["id"]) for r in runs)
-    assert [s[2] for s in spans] == [a1, b1, a2]
-    for (_, end, _), (start, _, _) in itertools.pairwise(spans):
-        assert start >= end, spans
+    runs = {r["id"]: r for r in (alice.run(a1), bob.wait(b1, *FINAL), bob.run(b2), alice.wait(a2, *FINAL))}
+    assert {r["status"] for r in runs.values()} == {"succeeded"}
+    assert [r["resources"]["gpu"] for r in runs.values()] == [1, 1, 1, 1]
+    # From the timelines: one run at a time in each queue, first come first served across users.
+    for queue, order in (("shared", [a1, b1]), ("shared-gpu", [b2, a2])):
+        mine = [r for r in runs.values() if r["queue"] == queue]
+        spans = sorted((r["dispatched_at"], r["finished_at"], r["id"]) for r in mine)
+        assert [s[2] for s in spans] == order, (queue, spans)
+        for (_, end, _), (start, _, _) in itertools.pairwise(spans):
+            assert start >= end, (queue, spans)
 
 
-def test_alice_cannot_see_bobs_project(hub: HubEnv, team: dict[str, User], shared_queue: dict[str, str]) -> None:
+def test_alice_cannot_see_bobs_project(hub: HubEnv, team: dict[str, User], shared_queues: dict[str, str]) -> None:
     alice, bob = team["alice"], team["bob"]
-    b1, mine = shared_queue["b1"], {shared_queue["a1"], shared_queue["a2"]}
+    b1, mine = shared_queues["b1"], {shared_queues["a1"], shared_queues["a2"]}
     bob.wait(b1, *FINAL)
     assert "bob-secret-7f3" in bob.via_server("GET", f"runs/{b1}/logs?format=text")[1]  # bob sees his own
     paths = [
@@ -246,7 +256,7 @@ def test_alice_cannot_see_bobs_project(hub: HubEnv, team: dict[str, User], share
         events = backlog(url, alice.token)
         assert {e["run_id"] for e in events} == mine, url
         assert {e["project"] for e in events} == {"team-a"}
-    assert b1 in {e["run_id"] for e in backlog(bob.server, bob.token)}
+    assert {b1, shared_queues["b2"]} <= {e["run_id"] for e in backlog(bob.server, bob.token)}
 
 
 def test_a_token_without_the_service_scope_is_refused(hub: HubEnv, team: dict[str, User]) -> None:
@@ -267,7 +277,7 @@ def test_a_token_without_the_service_scope_is_refused(hub: HubEnv, team: dict[st
 def test_the_sidebar_through_the_hub_shows_her_runs_live(
     hub: HubEnv,
     team: dict[str, User],
-    shared_queue: dict[str, str],
+    shared_queues: dict[str, str],
     gates: Path,
     tmp_path: Path,
 ) -> None:
@@ -275,7 +285,7 @@ def test_the_sidebar_through_the_hub_shows_her_runs_live(
 
     from .ui.conftest import CHROMIUM_FLAGS, widen_left_sidebar
 
-    alice, b1 = team["alice"], shared_queue["b1"]
+    alice, b1 = team["alice"], shared_queues["b1"]
     sidebar = "#jupyter-gpuplat-sidebar"
     with sync_playwright() as p:
         browser = p.chromium.launch(
@@ -297,11 +307,12 @@ def test_the_sidebar_through_the_hub_shows_her_runs_live(
                 tab.click()
             widen_left_sidebar(page, 460)
             rows = page.locator(f"{sidebar} .jp-GpuPlat-runRow")
-            for run_id in (shared_queue["a1"], shared_queue["a2"]):
+            for run_id in (shared_queues["a1"], shared_queues["a2"]):
                 expect(rows.and_(page.locator(f'[data-run-id="{run_id}"]'))).to_have_attribute(
                     "data-status", "succeeded"
                 )
-            expect(page.locator(f'{sidebar} .jp-GpuPlat-runRow[data-run-id="{b1}"]')).to_have_count(0)
+            for run_id in (b1, shared_queues["b2"]):
+                expect(page.locator(f'{sidebar} .jp-GpuPlat-runRow[data-run-id="{run_id}"]')).to_have_count(0)
 
             # A new run of hers appears and changes status while she watches (no reload).
             code, run = alice.via_server(
