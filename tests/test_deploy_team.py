@@ -17,6 +17,8 @@ import kubernetes_validate
 import pytest
 import yaml
 from jupyterhub.scopes import _check_scopes_exist
+from jupyterhub.services.service import Service
+from jupyterhub.spawner import Spawner
 
 from jupyter_gpuplat.core.config import load_config_text
 from jupyter_gpuplat.executors.kubernetes.executor import KubernetesExecutor
@@ -199,6 +201,10 @@ def test_hub_values_grant_and_carry_the_service_scope(values: dict[str, Any], pl
     assert spawner["oauth_client_allowed_scopes"] == [SCOPE]
     # The default server token's scopes stay (activity, access to its own server).
     assert {"users:activity!user", "access:servers!server"} <= set(spawner["server_token_scopes"])
+    # The keys are real: Spawner traits (hub.config passes them through), Service fields, role fields.
+    assert set(hub["config"]) == {"Spawner"} and set(spawner) <= set(Spawner.class_traits(config=True))
+    assert set(hub["services"]["gpuplat"]) <= set(Service.class_traits())
+    assert set(role) <= {"description", "scopes", "users", "groups", "services"}
     for scopes in (role["scopes"], spawner["server_token_scopes"], spawner["oauth_client_allowed_scopes"]):
         _check_scopes_exist(set(scopes))  # JupyterHub's own check (raises on an unknown scope)
     # Groups with a project, or platform admins, may use the service.
