@@ -30,7 +30,7 @@ class Leadership:
         *,
         retry_seconds: float = 2.0,
         renew_seconds: float = 2.0,
-        renew_deadline_seconds: float = 10.0,
+        renew_deadline_seconds: float = 8.0,
         on_elected: Callable[[int], Awaitable[None]],
         on_deposed: Callable[[str], Awaitable[None]],
         clock: Callable[[], float] = time.monotonic,

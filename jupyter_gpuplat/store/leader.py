@@ -46,7 +46,7 @@ def psycopg_conninfo(url: str) -> str:
 class LeaderLock:
     """`try_acquire` → the new epoch or None; `heartbeat` keeps the session (and the lock) alive."""
 
-    def __init__(self, url: str, *, holder: str, key: int = LEADER_KEY, idle_timeout_seconds: float = 15.0) -> None:
+    def __init__(self, url: str, *, holder: str, key: int = LEADER_KEY, idle_timeout_seconds: float = 12.0) -> None:
         self.conninfo = psycopg_conninfo(url)
         self.holder = holder
         self.key = key
