@@ -43,6 +43,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # tests/: Postg
 from _common import machine, table
 from bench_pg_admission import fresh_database, postgres
 
+from jupyter_gpuplat.service.server import GpuPlatServer
 from tests.test_failover import TOKEN, ControlPlane, gated, terminate_lock_session
 from tests.waiting import until
 
@@ -114,10 +115,16 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--rounds", type=int, default=2, help="rounds per failure mode (the median is reported)")
     ap.add_argument("--modes", default="kill,terminate,freeze", help="failures to measure (comma-separated)")
-    ap.add_argument("--retry", type=float, default=2.0, help="leader_retry_seconds")
-    ap.add_argument("--renew", type=float, default=2.0, help="leader_renew_seconds")
-    ap.add_argument("--renew-deadline", type=float, default=10.0, help="leader_renew_deadline_seconds")
-    ap.add_argument("--idle-timeout", type=float, default=15.0, help="leader_idle_timeout_seconds (the lease)")
+    # The product's defaults, read from the control plane's traits.
+    d = {n: t.default_value for n, t in GpuPlatServer.class_traits(config=True).items() if n.startswith("leader_")}
+    ap.add_argument("--retry", type=float, default=d["leader_retry_seconds"], help="leader_retry_seconds")
+    ap.add_argument("--renew", type=float, default=d["leader_renew_seconds"], help="leader_renew_seconds")
+    ap.add_argument(
+        "--renew-deadline", type=float, default=d["leader_renew_deadline_seconds"], help="leader_renew_deadline_seconds"
+    )
+    ap.add_argument(
+        "--idle-timeout", type=float, default=d["leader_idle_timeout_seconds"], help="leader_idle_timeout_seconds"
+    )
     args = ap.parse_args()
     timings = [
         f"--GpuPlatServer.leader_retry_seconds={args.retry}",
