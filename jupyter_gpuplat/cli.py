@@ -7,6 +7,7 @@ GPUPLAT_URL/GPUPLAT_TOKEN, else the servers listed in Jupyter's runtime files.
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import os
 import shutil
@@ -449,8 +450,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--token", help="API token (default: GPUPLAT_TOKEN or the server's own)")
     p.add_argument("--json", action="store_true", help="print JSON for scripts")
     sub = p.add_subparsers(dest="cmd", required=True)
-    sub.add_parser("server", help="run the team-mode control plane (PostgreSQL; flags: gpuplat server --help-all)")
-    sub.add_parser("db", help="the platform's database: upgrade (migrate under a lock), copy (SQLite to PostgreSQL)")
+    for name, (_, about) in HANDED_OVER.items():
+        sub.add_parser(name, help=about)
 
     lab = sub.add_parser("lab", help="start JupyterLab with the platform (extra args go to jupyter lab)")
     lab.add_argument("--config", help="platform config (default: the bundled example)")
@@ -543,16 +544,22 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+# Commands with parsers of their own, in their own modules: `gpuplat <cmd> --help` is theirs.
+HANDED_OVER = {
+    "server": ("jupyter_gpuplat.service.server", "run the team-mode control plane (PostgreSQL; --help-all)"),
+    "db": ("jupyter_gpuplat.store.dbcli", "the database: upgrade (under a lock), copy (SQLite to PostgreSQL)"),
+    "report": ("jupyter_gpuplat.report", "observed queue waits, utilisation, goodput, refusals (table, csv, html)"),
+    "whatif": ("jupyter_gpuplat.whatif_cli", "replay a period's arrivals under changed queue limits"),
+    "rollout-check": ("jupyter_gpuplat.rollout", "submit representative workloads and check limits, access, outputs"),
+    "import": ("jupyter_gpuplat.polyaxon", "import Polyaxon presets (gpuplat import polyaxon FILE...)"),
+}
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    if argv[:1] == ["server"]:  # the control plane parses its own (traitlets) flags: --help-all
-        from .service.server import main as server_main
-
-        return server_main(argv[1:])
-    if argv[:1] == ["db"]:  # its own parser: gpuplat db --help
-        from .store.dbcli import main as db_main
-
-        return db_main(argv[1:])
+    if argv[:1] and argv[0] in HANDED_OVER:
+        module = importlib.import_module(HANDED_OVER[argv[0]][0])
+        return int(module.main(argv[1:]) or 0)
     parser = build_parser()
     args, extra = parser.parse_known_args(argv)
     try:
