@@ -557,9 +557,13 @@ HANDED_OVER = {
 
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    if argv[:1] and argv[0] in HANDED_OVER:
-        module = importlib.import_module(HANDED_OVER[argv[0]][0])
-        return int(module.main(argv[1:]) or 0)
+    # `gpuplat [--url U] [--token T] [--json] <cmd> ...`: the global options go along, after the command.
+    at = 0
+    while at < len(argv) and argv[at] in ("--url", "--token", "--json"):
+        at += 1 if argv[at] == "--json" else 2
+    if at < len(argv) and argv[at] in HANDED_OVER:
+        module = importlib.import_module(HANDED_OVER[argv[at]][0])
+        return int(module.main(argv[:at] + argv[at + 1 :]) or 0)
     parser = build_parser()
     args, extra = parser.parse_known_args(argv)
     try:
