@@ -116,7 +116,7 @@ const plugin: JupyterFrontEndPlugin<void> = {
     });
     panel.id = SIDEBAR_ID;
     panel.title.icon = gpuIcon;
-    panel.title.caption = 'GPU platform: runs, queues and presets';
+    panel.title.caption = 'GPU platform: runs, queues, presets and insights';
     app.shell.add(panel, 'left', { rank: 900 });
     restorer?.add(panel, SIDEBAR_ID);
 

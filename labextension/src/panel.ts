@@ -1,5 +1,5 @@
 /**
- * The left-sidebar panel: Runs (live list, filters, detail), Queues and Presets tabs.
+ * The left-sidebar panel: Runs (live list, filters, detail), Queues, Presets and Insights tabs.
  *
  * It is the controller: it owns the runs model, the event stream (through the
  * service) and hands events to the list, the open run, the queues view and the
@@ -10,6 +10,7 @@ import { Panel, Widget } from '@lumino/widgets';
 import { Signal, ISignal } from '@lumino/signaling';
 
 import { errorBox, h } from './dom';
+import { InsightsView } from './insights';
 import { Notifier } from './notify';
 import { PresetsView } from './presets';
 import { QueuesView } from './queues';
@@ -29,11 +30,12 @@ import {
   statusGroup
 } from './viewmodel';
 
-export type TabName = 'runs' | 'queues' | 'presets';
+export type TabName = 'runs' | 'queues' | 'presets' | 'insights';
 const TABS: Array<{ name: TabName; label: string }> = [
   { name: 'runs', label: 'Runs' },
   { name: 'queues', label: 'Queues' },
-  { name: 'presets', label: 'Presets' }
+  { name: 'presets', label: 'Presets' },
+  { name: 'insights', label: 'Insights' }
 ];
 
 export const PAGE_SIZE = 1000;
@@ -187,10 +189,14 @@ export class GpuPlatPanel extends Panel {
     });
     this.presetsView.addClass('jp-GpuPlat-page');
     this.presetsView.id = 'jp-GpuPlat-page-presets';
+    this.insightsView = new InsightsView({ service, clockOffset: () => this.clockOffset });
+    this.insightsView.addClass('jp-GpuPlat-page');
+    this.insightsView.id = 'jp-GpuPlat-page-insights';
     for (const [w, name] of [
       [this._runsPage, 'runs'],
       [this.queuesView, 'queues'],
-      [this.presetsView, 'presets']
+      [this.presetsView, 'presets'],
+      [this.insightsView, 'insights']
     ] as Array<[Widget, TabName]>) {
       w.node.setAttribute('role', 'tabpanel');
       w.node.setAttribute('aria-labelledby', `jp-GpuPlat-tab-${name}`);
@@ -201,6 +207,7 @@ export class GpuPlatPanel extends Panel {
     this.addWidget(this._runsPage);
     this.addWidget(this.queuesView);
     this.addWidget(this.presetsView);
+    this.addWidget(this.insightsView);
     this.showTab('runs');
 
     this.notifier = new Notifier(service, id => void this.openRun(id, true), () => this.clockOffset);
@@ -214,6 +221,7 @@ export class GpuPlatPanel extends Panel {
   readonly list: RunList;
   readonly queuesView: QueuesView;
   readonly presetsView: PresetsView;
+  readonly insightsView: InsightsView;
   readonly notifier: Notifier;
 
   /** Every status event of the stream (the notebooks' GPU sessions follow it too). */
@@ -313,7 +321,10 @@ export class GpuPlatPanel extends Panel {
     this._runsPage.setHidden(tab !== 'runs');
     this.queuesView.setHidden(tab !== 'queues');
     this.presetsView.setHidden(tab !== 'presets');
-    if (tab === 'queues') {
+    this.insightsView.setHidden(tab !== 'insights');
+    if (tab === 'insights') {
+      void this.insightsView.refresh();
+    } else if (tab === 'queues') {
       void this.queuesView.refresh();
     } else if (tab === 'presets') {
       void this.presetsView.refresh();

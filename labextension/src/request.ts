@@ -160,6 +160,16 @@ export class GpuPlatService {
     return this._post(`queues/${encodeURIComponent(name)}/resume`);
   }
 
+  /** `GET insights`: observed waits, usage and refusals (only what this caller may see). */
+  insights(query: Record<string, string>): Promise<Record<string, any>> {
+    return this._get('insights', query);
+  }
+
+  /** `POST whatif`: a recorded period replayed under changed queue settings. */
+  whatif(body: Record<string, any>): Promise<Record<string, any>> {
+    return this._post('whatif', body);
+  }
+
   async projects(): Promise<IProject[]> {
     return (await this._get<{ projects: IProject[] }>('projects')).projects;
   }

@@ -1,0 +1,312 @@
+/**
+ * View model of the Insights tab (pure; insights.ts and whatif.ts draw it).
+ *
+ * It reads `GET insights` and `POST whatif` answers through `normalizeInsights` /
+ * `normalizeWhatIf`, so the views depend on one shape here, not on the wire's details.
+ */
+
+import { formatDuration, humanReason } from './format';
+
+export type SinceChoice = '24h' | '7d' | '30d';
+export const SINCE_CHOICES: Array<{ value: SinceChoice; label: string; seconds: number; bucket: number }> = [
+  { value: '24h', label: 'Last 24 h', seconds: 86_400, bucket: 3_600 },
+  { value: '7d', label: 'Last 7 days', seconds: 7 * 86_400, bucket: 6 * 3_600 },
+  { value: '30d', label: 'Last 30 days', seconds: 30 * 86_400, bucket: 86_400 }
+];
+
+/** What the tab shows: one queue, one project, or everything the caller may see. */
+export interface IScope {
+  kind: 'all' | 'queue' | 'project';
+  name: string;
+}
+
+export interface IScopeOption {
+  value: string;
+  label: string;
+  scope: IScope;
+}
+
+/** Selector options from what the service listed for this caller (it already filters). */
+export function scopeOptions(queues: string[], projects: string[]): IScopeOption[] {
+  const opts: IScopeOption[] = [{ value: 'all:', label: 'All I can see', scope: { kind: 'all', name: '' } }];
+  for (const q of [...queues].sort()) {
+    opts.push({ value: `queue:${q}`, label: `Queue ${q}`, scope: { kind: 'queue', name: q } });
+  }
+  for (const p of [...projects].sort()) {
+    opts.push({ value: `project:${p}`, label: `Project ${p}`, scope: { kind: 'project', name: p } });
+  }
+  return opts;
+}
+
+/** Query of `GET insights` for a scope and a range ending `now` (server seconds). */
+export function insightsQuery(scope: IScope, since: SinceChoice, now: number): Record<string, string> {
+  const c = SINCE_CHOICES.find(s => s.value === since) ?? SINCE_CHOICES[1];
+  const q: Record<string, string> = { since: String(Math.floor(now - c.seconds)), bucket: String(c.bucket) };
+  if (scope.kind === 'queue') {
+    q.queue = scope.name;
+  } else if (scope.kind === 'project') {
+    q.project = scope.name;
+  }
+  return q;
+}
+
+export interface IPercentiles {
+  p50: number | null;
+  p90: number | null;
+  p99: number | null;
+  count: number;
+}
+
+export interface IQueueInsight {
+  queue: string;
+  queueWait: IPercentiles;
+  startWait: IPercentiles;
+  /** Seconds waited per reason (quota, concurrency, per_user, capacity, placement, ...). */
+  waitsByReason: Array<[string, number]>;
+  goodput: number | null;
+  gpuHours: number;
+  /** Per bucket: start (s), GPU-hours used, the quota's GPU-hours allowance (null: no quota). */
+  usage: Array<{ start: number; used: number; allowance: number | null }>;
+}
+
+export interface ICount {
+  key: string;
+  count: number;
+}
+
+export interface IUserRow {
+  user: string;
+  runs: number;
+  gpuHours: number;
+}
+
+export interface IInsightsView {
+  since: number;
+  until: number;
+  queues: IQueueInsight[];
+  refusals: ICount[];
+  failures: ICount[];
+  topUsers: IUserRow[];
+}
+
+type Loose = Record<string, any>;
+
+function num(v: unknown): number | null {
+  return typeof v === 'number' && Number.isFinite(v) ? v : null;
+}
+
+function pct(v: Loose | undefined | null): IPercentiles {
+  return { p50: num(v?.p50), p90: num(v?.p90), p99: num(v?.p99), count: num(v?.count) ?? 0 };
+}
+
+/** A `{key: n}` map or a `[{<name>, count}]` list, as counts, largest first. */
+export function counts(v: unknown, keyField: string): ICount[] {
+  let rows: ICount[] = [];
+  if (Array.isArray(v)) {
+    rows = v.map((r: Loose) => ({ key: String(r[keyField] ?? r.key ?? r.name ?? ''), count: num(r.count ?? r.value ?? r.seconds) ?? 0 }));
+  } else if (v && typeof v === 'object') {
+    rows = Object.entries(v as Loose).map(([key, n]) => ({ key, count: num(n) ?? 0 }));
+  }
+  return rows.sort((a, b) => b.count - a.count || a.key.localeCompare(b.key));
+}
+
+export function normalizeInsights(raw: Loose): IInsightsView {
+  const queues: IQueueInsight[] = (raw.queues ?? []).map((q: Loose) => ({
+    queue: String(q.queue ?? q.name),
+    queueWait: pct(q.queue_wait),
+    startWait: pct(q.start_wait),
+    waitsByReason: counts(q.waits_by_reason, 'reason').map(c => [c.key, c.count] as [string, number]),
+    goodput: num(q.goodput),
+    gpuHours: num(q.gpu_hours) ?? 0,
+    usage: (q.usage ?? q.buckets ?? []).map((b: Loose) => ({
+      start: num(b.start) ?? 0,
+      used: num(b.gpu_hours ?? b.used) ?? 0,
+      allowance: num(b.quota_gpu_hours ?? b.allowance)
+    }))
+  }));
+  return {
+    since: num(raw.since) ?? 0,
+    until: num(raw.until) ?? 0,
+    queues,
+    refusals: counts(raw.refusals_by_rule ?? raw.refusals, 'rule'),
+    failures: counts(raw.failures_by_reason ?? raw.failures, 'reason'),
+    topUsers: (raw.top_users ?? []).map((u: Loose) => ({
+      user: String(u.user),
+      runs: num(u.runs) ?? 0,
+      gpuHours: num(u.gpu_hours) ?? 0
+    }))
+  };
+}
+
+/** One horizontal bar: its label, text, and length as a fraction of the widest. */
+export interface IBar {
+  label: string;
+  text: string;
+  fraction: number;
+}
+
+export function bars(rows: Array<[string, number | null]>, fmt: (v: number | null) => string, max?: number): IBar[] {
+  const top = max ?? Math.max(0, ...rows.map(([, v]) => v ?? 0));
+  return rows.map(([label, v]) => ({ label, text: fmt(v), fraction: top > 0 && v !== null ? Math.min(1, v / top) : 0 }));
+}
+
+/** Queue wait and start wait percentiles of a queue, on one scale. */
+export function waitBars(q: IQueueInsight): IBar[] {
+  const rows: Array<[string, number | null]> = [
+    ['queue wait p50', q.queueWait.p50],
+    ['queue wait p90', q.queueWait.p90],
+    ['queue wait p99', q.queueWait.p99],
+    ['start wait p50', q.startWait.p50],
+    ['start wait p90', q.startWait.p90],
+    ['start wait p99', q.startWait.p99]
+  ];
+  return bars(rows, formatDuration);
+}
+
+export function reasonBars(q: IQueueInsight): IBar[] {
+  return bars(
+    q.waitsByReason.map(([r, s]) => [humanReason(r), s]),
+    formatDuration
+  );
+}
+
+export function formatPercent(v: number | null): string {
+  return v === null ? '—' : `${(v * 100).toFixed(v < 0.1 ? 1 : 0)}%`;
+}
+
+export function goodputBars(qs: IQueueInsight[]): IBar[] {
+  return bars(
+    qs.map(q => [q.queue, q.goodput]),
+    formatPercent,
+    1
+  );
+}
+
+export function formatHours(v: number | null): string {
+  if (v === null) {
+    return '—';
+  }
+  return v >= 100 ? v.toFixed(0) : v >= 10 ? v.toFixed(1) : v.toFixed(2);
+}
+
+/** Two lines (used, allowance) on one scale in a `width` × `height` box; y grows downwards. */
+export function usagePaths(
+  usage: IQueueInsight['usage'],
+  width: number,
+  height: number
+): { used: string; allowance: string; max: number } {
+  if (!usage.length) {
+    return { used: '', allowance: '', max: 0 };
+  }
+  const max = Math.max(0, ...usage.map(b => Math.max(b.used, b.allowance ?? 0)));
+  const x0 = usage[0].start;
+  const x1 = usage[usage.length - 1].start;
+  const x = (t: number) => (x1 === x0 ? width / 2 : ((t - x0) / (x1 - x0)) * width);
+  const y = (v: number) => (max === 0 ? height : height - (v / max) * height);
+  const path = (vals: Array<number | null>) => {
+    const parts: string[] = [];
+    let pen = false;
+    vals.forEach((v, i) => {
+      if (v === null) {
+        pen = false;
+        return;
+      }
+      parts.push(`${pen ? 'L' : 'M'}${x(usage[i].start).toFixed(1)},${y(v).toFixed(1)}`);
+      pen = true;
+    });
+    return parts.join('');
+  };
+  return { used: path(usage.map(b => b.used)), allowance: path(usage.map(b => b.allowance)), max };
+}
+
+// ---------------------------------------------------------------- what-if
+
+/** Numeric queue settings the form may change; `quota_gpu` is sent as `quota: {gpu}`. */
+export const WHATIF_FIELDS = ['concurrency', 'quota_gpu', 'priority', 'max_per_user'] as const;
+export type WhatIfField = (typeof WHATIF_FIELDS)[number];
+export const ORDERINGS = ['', 'best_effort_fifo', 'strict_fifo'];
+
+export interface IWhatIfForm {
+  queue: string;
+  since: SinceChoice;
+  values: Partial<Record<WhatIfField, string>>;
+  ordering: string;
+}
+
+/** `POST whatif` body from the form: only the fields set; a bad number is named, not sent. */
+export function whatifBody(form: IWhatIfForm, now: number): { body?: Loose; error?: string } {
+  if (!form.queue) {
+    return { error: 'Choose a queue.' };
+  }
+  const set: Loose = {};
+  for (const f of WHATIF_FIELDS) {
+    const text = (form.values[f] ?? '').trim();
+    if (!text) {
+      continue;
+    }
+    const v = Number(text);
+    if (!Number.isFinite(v) || (f !== 'priority' && (v < 0 || !Number.isInteger(v)))) {
+      return { error: `${f} must be ${f === 'priority' ? 'a number' : 'a whole number ≥ 0'}, not "${text}".` };
+    }
+    if (f === 'quota_gpu') {
+      set.quota = { gpu: v };
+    } else {
+      set[f] = v;
+    }
+  }
+  if (form.ordering) {
+    set.ordering = form.ordering;
+  }
+  const c = SINCE_CHOICES.find(s => s.value === form.since) ?? SINCE_CHOICES[1];
+  return { body: { queue: form.queue, since: Math.floor(now - c.seconds), set } };
+}
+
+export interface IWhatIfRow {
+  label: string;
+  observed: string;
+  predicted: string;
+  /** -1 better, 0 same, 1 worse (for colour). */
+  change: number;
+}
+
+export interface IWhatIfView {
+  rows: IWhatIfRow[];
+  assumptions: string[];
+  runs: number | null;
+}
+
+/** The chosen queue's entry: the answer itself, or `queues[queue]` (a map or a list). */
+function queueEntry(raw: Loose, queue: string): Loose {
+  if (raw.observed || !raw.queues) {
+    return raw;
+  }
+  const qs = raw.queues;
+  if (Array.isArray(qs)) {
+    return qs.find((q: Loose) => (q.queue ?? q.name) === queue) ?? qs[0] ?? {};
+  }
+  return qs[queue] ?? Object.values(qs)[0] ?? {};
+}
+
+/** A wait statistic of one side: `wait_p50_seconds` or `queue_wait.p50`. */
+function wait(side: Loose, k: string): number | null {
+  return num(side[`wait_${k}_seconds`]) ?? num(side.queue_wait?.[k]);
+}
+
+export function normalizeWhatIf(raw: Loose, queue = ''): IWhatIfView {
+  const q = queueEntry(raw, queue);
+  const obs = (q.observed ?? {}) as Loose;
+  const pre = (q.predicted ?? {}) as Loose;
+  const rows: IWhatIfRow[] = [];
+  const add = (label: string, o: number | null, p: number | null, fmt: (v: number | null) => string, higherIsBetter = false) => {
+    const change = o === null || p === null || o === p ? 0 : (p > o) !== higherIsBetter ? 1 : -1;
+    rows.push({ label, observed: fmt(o), predicted: fmt(p), change });
+  };
+  for (const k of ['p50', 'p90', 'p99', 'mean'] as const) {
+    add(`queue wait ${k}`, wait(obs, k), wait(pre, k), formatDuration);
+  }
+  add('GPU-hours', num(obs.gpu_hours), num(pre.gpu_hours), formatHours, true);
+  add('utilisation', num(obs.utilisation ?? obs.utilization), num(pre.utilisation ?? pre.utilization), formatPercent, true);
+  add('still waiting at end', num(obs.waiting_at_end), num(pre.waiting_at_end), v => (v === null ? '—' : String(v)));
+  const assumptions = Array.isArray(raw.assumptions) ? raw.assumptions.map(String) : [];
+  return { rows: rows.filter(r => r.observed !== '—' || r.predicted !== '—'), assumptions, runs: num(q.runs) };
+}

@@ -1,0 +1,150 @@
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+
+import {
+  goodputBars,
+  insightsQuery,
+  normalizeInsights,
+  normalizeWhatIf,
+  reasonBars,
+  scopeOptions,
+  usagePaths,
+  waitBars,
+  whatifBody
+} from '../src/insightsmodel';
+
+const RAW = {
+  since: 1000,
+  until: 1000 + 7 * 86400,
+  queues: [
+    {
+      queue: 'team-a-train',
+      queue_wait: { p50: 60, p90: 600, p99: 1200, count: 10 },
+      start_wait: { p50: 2, p90: 5, p99: 9, count: 10 },
+      waits_by_reason: { QueueConcurrency: 3000, QueueQuota: 6000 },
+      goodput: 0.75,
+      gpu_hours: 12.5,
+      usage: [
+        { start: 0, gpu_hours: 1, quota_gpu_hours: 4 },
+        { start: 10, gpu_hours: 4, quota_gpu_hours: 4 },
+        { start: 20, gpu_hours: 2, quota_gpu_hours: null }
+      ]
+    },
+    { queue: 'interactive', queue_wait: { p50: null, p90: null, p99: null, count: 0 }, goodput: null }
+  ],
+  refusals_by_rule: [
+    { rule: 'queue_not_allowed', count: 2 },
+    { rule: 'gpu_limit', count: 5 }
+  ],
+  failures_by_reason: { ExitCode: 3 },
+  top_users: [{ user: 'alice', runs: 8, gpu_hours: 10 }]
+};
+
+test('scope options: all, then the queues and projects the service listed', () => {
+  const opts = scopeOptions(['b-q', 'a-q'], ['team-a']);
+  assert.deepEqual(
+    opts.map(o => o.value),
+    ['all:', 'queue:a-q', 'queue:b-q', 'project:team-a']
+  );
+});
+
+test('the query names the scope and a since that ends now', () => {
+  assert.deepEqual(insightsQuery({ kind: 'queue', name: 'q' }, '24h', 100_000), { since: '13600', bucket: '3600', queue: 'q' });
+  assert.deepEqual(insightsQuery({ kind: 'project', name: 'p' }, '7d', 1_000_000).project, 'p');
+  assert.equal(insightsQuery({ kind: 'all', name: '' }, '30d', 3_000_000).since, String(3_000_000 - 30 * 86400));
+  assert.equal(insightsQuery({ kind: 'all', name: '' }, '30d', 0).queue, undefined);
+});
+
+test('normalized insights: percentiles, reasons largest first, counts from maps and lists', () => {
+  const d = normalizeInsights(RAW);
+  const q = d.queues[0];
+  assert.equal(q.queueWait.p90, 600);
+  assert.deepEqual(q.waitsByReason, [
+    ['QueueQuota', 6000],
+    ['QueueConcurrency', 3000]
+  ]);
+  assert.deepEqual(d.refusals, [
+    { key: 'gpu_limit', count: 5 },
+    { key: 'queue_not_allowed', count: 2 }
+  ]);
+  assert.deepEqual(d.failures, [{ key: 'ExitCode', count: 3 }]);
+  assert.deepEqual(d.topUsers, [{ user: 'alice', runs: 8, gpuHours: 10 }]);
+  assert.deepEqual(d.queues[1].startWait, { p50: null, p90: null, p99: null, count: 0 });
+  assert.deepEqual(d.queues[1].usage, []);
+});
+
+test('wait bars share one scale (p99 is the full bar); reasons read as words', () => {
+  const q = normalizeInsights(RAW).queues[0];
+  const w = waitBars(q);
+  assert.deepEqual(
+    w.map(b => [b.label, b.text, b.fraction]),
+    [
+      ['queue wait p50', '1m 00s', 0.05],
+      ['queue wait p90', '10m 00s', 0.5],
+      ['queue wait p99', '20m 00s', 1],
+      ['start wait p50', '2s', 2 / 1200],
+      ['start wait p90', '5s', 5 / 1200],
+      ['start wait p99', '9s', 9 / 1200]
+    ]
+  );
+  assert.deepEqual(
+    reasonBars(q).map(b => [b.label, b.fraction]),
+    [
+      ['Queue quota', 1],
+      ['Queue concurrency', 0.5]
+    ]
+  );
+});
+
+test('goodput bars are fractions of 1; an unknown goodput is a dash', () => {
+  const g = goodputBars(normalizeInsights(RAW).queues);
+  assert.deepEqual(
+    g.map(b => [b.label, b.text, b.fraction]),
+    [
+      ['team-a-train', '75%', 0.75],
+      ['interactive', '—', 0]
+    ]
+  );
+});
+
+test('usage and allowance on one scale; no quota breaks the dashed line', () => {
+  const p = usagePaths(normalizeInsights(RAW).queues[0].usage, 100, 40);
+  assert.equal(p.max, 4);
+  assert.equal(p.used, 'M0.0,30.0L50.0,0.0L100.0,20.0');
+  assert.equal(p.allowance, 'M0.0,0.0L50.0,0.0');
+  assert.deepEqual(usagePaths([], 100, 40), { used: '', allowance: '', max: 0 });
+});
+
+test('what-if body: only what was set, quota as GPUs, bad numbers named', () => {
+  const ok = whatifBody({ queue: 'q', since: '7d', values: { concurrency: '4', quota_gpu: ' 8 ', priority: '' }, ordering: 'strict_fifo' }, 1_000_000);
+  assert.deepEqual(ok.body, { queue: 'q', since: 1_000_000 - 7 * 86400, set: { concurrency: 4, quota: { gpu: 8 }, ordering: 'strict_fifo' } });
+  assert.match(whatifBody({ queue: 'q', since: '7d', values: { concurrency: '2.5' }, ordering: '' }, 0).error ?? '', /concurrency must be a whole number/);
+  assert.match(whatifBody({ queue: 'q', since: '7d', values: { max_per_user: '-1' }, ordering: '' }, 0).error ?? '', /max_per_user/);
+  assert.equal(whatifBody({ queue: 'q', since: '7d', values: { priority: '-3' }, ordering: '' }, 0).body?.set.priority, -3);
+  assert.equal(whatifBody({ queue: '', since: '7d', values: {}, ordering: '' }, 0).error, 'Choose a queue.');
+});
+
+test('what-if answer: observed beside predicted, better/worse marked, assumptions kept', () => {
+  const side = (p50: number, util: number) => ({
+    wait_p50_seconds: p50,
+    wait_p90_seconds: p50 * 2,
+    wait_p99_seconds: p50 * 3,
+    wait_mean_seconds: p50,
+    gpu_hours: 10,
+    utilisation: util,
+    waiting_at_end: 0
+  });
+  const raw = {
+    queues: { other: {}, 'team-a-train': { runs: 12, observed: side(600, 0.5), predicted: side(60, 0.8) } },
+    assumptions: ['durations unchanged']
+  };
+  const v = normalizeWhatIf(raw, 'team-a-train');
+  assert.equal(v.runs, 12);
+  assert.deepEqual(v.assumptions, ['durations unchanged']);
+  const byLabel = Object.fromEntries(v.rows.map(r => [r.label, r]));
+  assert.deepEqual(byLabel['queue wait p50'], { label: 'queue wait p50', observed: '10m 00s', predicted: '1m 00s', change: -1 });
+  assert.deepEqual(byLabel['utilisation'], { label: 'utilisation', observed: '50%', predicted: '80%', change: -1 });
+  assert.equal(byLabel['GPU-hours'].change, 0);
+  // a flat answer (one queue) reads the same
+  assert.equal(normalizeWhatIf({ runs: 3, observed: side(5, 0.1), predicted: side(9, 0.1) }).rows[0].change, 1);
+});
