@@ -1,0 +1,184 @@
+"""What-if limits over the record: read a period's runs, replay them under changed settings.
+
+The replay itself is core.whatif (the admission functions the dispatcher uses). Here: the
+period's runs from the store, the queues' current settings with the changes applied, and an
+answer that names only the caller's projects' runs (admins: every run).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from pydantic import ValidationError
+from sqlalchemy import and_, or_, select
+
+from ..core.config import QueueConfig
+from ..core.errors import Forbidden, InvalidInput
+from ..core.policy import allowed_queues, is_platform_admin, visible_projects
+from ..core.resources import Resources
+from ..core.whatif import ASSUMPTIONS, RecordedRun, censored_wait, replay, summarize
+from ..store import schema
+from .state import queue_limits
+
+if TYPE_CHECKING:
+    from .engine import Engine
+
+MAX_PERIOD_SECONDS = 366 * 86400
+MAX_RUNS = 1_000_000
+
+
+def recorded_runs(engine: Engine, since: float, until: float) -> list[RecordedRun]:
+    """Runs that arrived in [since, until), and those dispatched before `since` still holding at it."""
+    r = schema.runs.c
+    q = (
+        select(
+            r.id,
+            r.seq,
+            r.queue,
+            r.project,
+            r.user,
+            r.gpu,
+            r.cpu_milli,
+            r.memory_bytes,
+            r.parent,
+            r.created_at,
+            r.queued_at,
+            r.dispatched_at,
+            r.finished_at,
+        )
+        .where(r.kind != "sweep")
+        .where(
+            or_(
+                and_(r.queued_at >= since, r.queued_at < until),
+                and_(r.dispatched_at < since, or_(r.finished_at.is_(None), r.finished_at > since)),
+            )
+        )
+        .order_by(r.seq)
+        .limit(MAX_RUNS + 1)
+    )
+    with engine.store.engine.connect() as conn:
+        rows = conn.execute(q).all()
+    if len(rows) > MAX_RUNS:
+        raise InvalidInput(f"the period holds more than {MAX_RUNS} runs", "replay a shorter period")
+    return [
+        RecordedRun(
+            x.id, x.seq, x.queue, x.project, x.user, Resources(x.gpu, x.cpu_milli, x.memory_bytes),
+            x.queued_at if x.queued_at is not None else x.created_at,
+            _before(x.dispatched_at, until), _before(x.finished_at, until), x.parent,
+        )
+        for x in rows
+    ]  # fmt: skip
+
+
+def _before(t: float | None, until: float) -> float | None:
+    """What had happened by `until`: later times are not known to the period."""
+    return t if t is not None and t <= until else None
+
+
+def changed_queue(q: QueueConfig, change: dict[str, Any]) -> QueueConfig:
+    body = q.model_dump(mode="json", exclude_unset=True)
+    quota = change.get("quota")
+    body.update({k: v for k, v in change.items() if k != "quota"})
+    if quota is not None:
+        body["quota"] = {**body.get("quota", {}), **quota}
+    try:
+        return QueueConfig.model_validate(body)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"])
+        raise InvalidInput(
+            f"queue {q.name}: {where}: {first['msg']}", "see the queue settings in docs/config"
+        ) from None
+
+
+def what_if(
+    engine: Engine,
+    user: str,
+    changes: dict[str, dict[str, Any]],
+    since: float,
+    until: float,
+    queues: list[str] | None = None,
+    max_run_rows: int = 1000,
+) -> dict[str, Any]:
+    """The one engine-level call of POST whatif: observed and predicted, per queue and per run."""
+    cfg = engine.cfg
+    if not until > since:
+        raise InvalidInput(f"until ({until}) must be after since ({since})", "give a period that is not empty")
+    if until - since > MAX_PERIOD_SECONDS:
+        raise InvalidInput(f"the period is {until - since:.0f} s; at most {MAX_PERIOD_SECONDS} s (366 days)")
+    admin = is_platform_admin(cfg, user)
+    projects = set(visible_projects(cfg, user))
+    names = [q.name for q in cfg.queues]
+    usable = set(names) if admin else {n for p in cfg.projects if p.name in projects for n in allowed_queues(cfg, p)}
+    wanted = list(dict.fromkeys([*(queues or []), *changes])) or [n for n in names if n in usable]
+    for n in wanted:
+        if n not in names:
+            raise InvalidInput(f"unknown queue {n!r}", f"known queues: {', '.join(names) or 'none'}")
+        if n not in usable:
+            raise Forbidden(f"queue {n} is not used by your projects", "replay the queues your projects use")
+    settings = {q.name: changed_queue(q, changes[q.name]) if q.name in changes else q for q in cfg.queues}
+    runs = recorded_runs(engine, since, until)
+    devices = len(engine.devices) if engine.state.assigns_devices else None
+    rp = replay(runs, [queue_limits(q) for q in settings.values()], devices=devices, since=since, until=until)
+    by_queue: dict[str, list[RecordedRun]] = {}
+    for run in runs:
+        by_queue.setdefault(run.queue, []).append(run)
+    summary = summarize(rp, by_queue, {n: settings[n].quota.gpu or devices for n in wanted})
+    seen = (lambda run: True) if admin else (lambda run: run.project in projects)
+    rows: list[dict[str, Any]] = []
+    hidden = 0
+    for rid in _observed_order(rp.outcomes.values()):
+        o = rp.outcomes[rid]
+        if o.run.queue not in wanted:
+            continue
+        if not seen(o.run):
+            hidden += 1
+            continue
+        if len(rows) < max_run_rows:
+            ow, pw = censored_wait(o.run, o.run.dispatched_at, until), censored_wait(o.run, o.dispatched_at, until)
+            rows.append({
+                "id": o.run.id, "queue": o.run.queue, "project": o.run.project, "user": o.run.user,
+                "gpu": o.run.request.gpu, "queued_at": o.run.queued_at,
+                "observed_dispatched_at": o.run.dispatched_at, "predicted_dispatched_at": o.dispatched_at,
+                "observed_wait_seconds": ow[0], "predicted_wait_seconds": pw[0],
+            })  # fmt: skip
+    order = [rid for rid in rp.order if rp.outcomes[rid].run.queue in wanted and seen(rp.outcomes[rid].run)]
+    return {
+        "since": since,
+        "until": until,
+        "devices": devices,
+        "queues": [
+            {"name": n, "settings": _settings(settings[n]), "observed_settings": _settings(cfg.queue(n)), **summary[n]}
+            for n in wanted
+        ],
+        "runs": rows,
+        "runs_truncated": len(rows) >= max_run_rows,
+        "hidden_runs": hidden,
+        "predicted_order": order[:max_run_rows],
+        "cycles": rp.cycles,
+        "assumptions": list(ASSUMPTIONS),
+    }
+
+
+def _observed_order(outcomes: Any) -> list[str]:
+    """Replayed runs in the order they were dispatched (not dispatched: last, by arrival)."""
+    inf = float("inf")
+    return [
+        o.run.id
+        for o in sorted(
+            outcomes, key=lambda o: (o.run.dispatched_at if o.run.dispatched_at is not None else inf, o.run.seq)
+        )
+    ]
+
+
+def _settings(q: QueueConfig | None) -> dict[str, Any]:
+    if q is None:
+        raise Forbidden("unknown queue")
+    return {
+        "priority": q.priority,
+        "concurrency": q.concurrency,
+        "quota": q.quota.model_dump(mode="json", exclude_none=True),
+        "max_per_user": q.max_per_user,
+        "ordering": q.ordering,
+        "paused": q.paused,
+    }
