@@ -234,7 +234,7 @@ export interface IWhatIfForm {
 }
 
 /** `POST whatif` body from the form: only the fields set; a bad number is named, not sent. */
-export function whatifBody(form: IWhatIfForm, now: number): { body?: Loose; error?: string } {
+export function whatifBody(form: IWhatIfForm): { body?: Loose; error?: string } {
   if (!form.queue) {
     return { error: 'Choose a queue.' };
   }
@@ -257,8 +257,8 @@ export function whatifBody(form: IWhatIfForm, now: number): { body?: Loose; erro
   if (form.ordering) {
     set.ordering = form.ordering;
   }
-  const c = SINCE_CHOICES.find(s => s.value === form.since) ?? SINCE_CHOICES[1];
-  return { body: { queue: form.queue, since: Math.floor(now - c.seconds), set } };
+  // the service reads a duration back from its own clock; per-run rows are not shown here
+  return { body: { since: form.since, changes: { [form.queue]: set }, queues: [form.queue], max_runs: 0 } };
 }
 
 export interface IWhatIfRow {

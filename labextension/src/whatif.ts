@@ -89,8 +89,8 @@ export class WhatIfForm {
     for (const f of WHATIF_FIELDS) {
       values[f] = this._inputs[f].value;
     }
-    const now = Date.now() / 1000 - this._opts.clockOffset();
-    const { body, error } = whatifBody({ queue: this._queue.value, since: this.since, values, ordering: this._ordering.value }, now);
+    const queue = this._queue.value;
+    const { body, error } = whatifBody({ queue, since: this.since, values, ordering: this._ordering.value });
     if (!body) {
       this._result.replaceChildren(errorBox({ message: error }));
       return;
@@ -98,7 +98,7 @@ export class WhatIfForm {
     this._run.disabled = true;
     this._result.replaceChildren(h('div', { class: 'jp-GpuPlat-muted' }, 'Replaying…'));
     try {
-      this._render(normalizeWhatIf(await this._opts.service.whatif(body), body.queue));
+      this._render(normalizeWhatIf(await this._opts.service.whatif(body), queue));
     } catch (e) {
       this._result.replaceChildren(errorBox(e));
     } finally {

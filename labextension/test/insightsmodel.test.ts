@@ -116,12 +116,17 @@ test('usage and allowance on one scale; no quota breaks the dashed line', () => 
 });
 
 test('what-if body: only what was set, quota as GPUs, bad numbers named', () => {
-  const ok = whatifBody({ queue: 'q', since: '7d', values: { concurrency: '4', quota_gpu: ' 8 ', priority: '' }, ordering: 'strict_fifo' }, 1_000_000);
-  assert.deepEqual(ok.body, { queue: 'q', since: 1_000_000 - 7 * 86400, set: { concurrency: 4, quota: { gpu: 8 }, ordering: 'strict_fifo' } });
-  assert.match(whatifBody({ queue: 'q', since: '7d', values: { concurrency: '2.5' }, ordering: '' }, 0).error ?? '', /concurrency must be a whole number/);
-  assert.match(whatifBody({ queue: 'q', since: '7d', values: { max_per_user: '-1' }, ordering: '' }, 0).error ?? '', /max_per_user/);
-  assert.equal(whatifBody({ queue: 'q', since: '7d', values: { priority: '-3' }, ordering: '' }, 0).body?.set.priority, -3);
-  assert.equal(whatifBody({ queue: '', since: '7d', values: {}, ordering: '' }, 0).error, 'Choose a queue.');
+  const ok = whatifBody({ queue: 'q', since: '7d', values: { concurrency: '4', quota_gpu: ' 8 ', priority: '' }, ordering: 'strict_fifo' });
+  assert.deepEqual(ok.body, {
+    since: '7d',
+    changes: { q: { concurrency: 4, quota: { gpu: 8 }, ordering: 'strict_fifo' } },
+    queues: ['q'],
+    max_runs: 0
+  });
+  assert.match(whatifBody({ queue: 'q', since: '7d', values: { concurrency: '2.5' }, ordering: '' }).error ?? '', /concurrency must be a whole number/);
+  assert.match(whatifBody({ queue: 'q', since: '7d', values: { max_per_user: '-1' }, ordering: '' }).error ?? '', /max_per_user/);
+  assert.equal(whatifBody({ queue: 'q', since: '7d', values: { priority: '-3' }, ordering: '' }).body?.changes.q.priority, -3);
+  assert.equal(whatifBody({ queue: '', since: '7d', values: {}, ordering: '' }).error, 'Choose a queue.');
 });
 
 test('what-if answer: observed beside predicted, better/worse marked, assumptions kept', () => {
@@ -135,7 +140,7 @@ test('what-if answer: observed beside predicted, better/worse marked, assumption
     waiting_at_end: 0
   });
   const raw = {
-    queues: { other: {}, 'team-a-train': { runs: 12, observed: side(600, 0.5), predicted: side(60, 0.8) } },
+    queues: [{ name: 'other' }, { name: 'team-a-train', runs: 12, observed: side(600, 0.5), predicted: side(60, 0.8) }],
     assumptions: ['durations unchanged']
   };
   const v = normalizeWhatIf(raw, 'team-a-train');
