@@ -29,7 +29,8 @@ ASSUMPTIONS = (
     "a run that ended while it waited (stopped, failed to start) leaves the queue then; if the replay "
     "dispatches it first, it is assumed to end at once",
     "runs not dispatched by the end count as waiting until the end (censored)",
-    "one admission cycle per instant with finishes, then one per instant with arrivals",
+    "one admission cycle per instant with finishes, then one per instant with arrivals; a run that fits is "
+    "dispatched at that instant (the live cycle's milliseconds after a submission or finish are not modelled)",
     "a sweep's own concurrency gate and preemption are not modelled (the platform does not preempt)",
 )
 

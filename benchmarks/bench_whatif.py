@@ -1,0 +1,80 @@
+"""What-if replay of 100,000 runs (target ≤ 5 s): core.whatif.replay + summarize, the record already read.
+
+A busy week on 128 GPUs: five queues (priorities, concurrency, GPU quota, per-user limits, one
+strict FIFO), 40 users, arrivals in bursts of 1 to 40, 1 to 4 GPUs, runs of 30 s to 11 min
+(about 0.8 of the GPUs offered on average, far more during bursts).
+Replayed under the recorded settings and under raised concurrency; prints seconds and the ratio.
+
+    python benchmarks/bench_whatif.py [--runs 100000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import time
+
+from jupyter_gpuplat.core.admission import QueueLimits
+from jupyter_gpuplat.core.resources import Quota, Resources
+from jupyter_gpuplat.core.whatif import RecordedRun, replay, summarize
+
+TARGET_S = 5.0
+GPUS = 128
+
+
+def history(n: int, seed: int = 13) -> tuple[list[RecordedRun], list[QueueLimits], float, float]:
+    rnd = random.Random(seed)
+    limits = [
+        QueueLimits("interactive", priority=100, concurrency=32, quota=Quota(gpu=32), max_per_user=1),
+        QueueLimits("team-a-train", priority=10, concurrency=16, quota=Quota(gpu=40)),
+        QueueLimits("team-b-train", priority=10, concurrency=16, quota=Quota(gpu=32), ordering="strict_fifo"),
+        QueueLimits("batch", priority=0, concurrency=None, quota=Quota(gpu=64), max_per_user=3),
+        QueueLimits("scavenger", priority=-10),
+    ]
+    since = 1_700_000_000.0
+    span = 7 * 86400
+    runs = []
+    t = since
+    burst = 0
+    for i in range(n):
+        if burst == 0:  # submissions come in bursts (a script, a sweep): 1 to 40 runs at one instant
+            burst = rnd.randint(1, 40)
+            t += rnd.expovariate(n / 20.5 / span)
+        burst -= 1
+        q = rnd.choices(limits, weights=[3, 4, 3, 5, 1])[0]
+        gpu = rnd.choice([1, 1, 1, 2, 2, 4])
+        hold = rnd.uniform(30, 650)  # ~0.8 of the GPUs offered on average, bursts above
+        runs.append(
+            RecordedRun(
+                f"r-{i:06d}", i + 1, q.name, f"p{i % 7}", f"u{rnd.randrange(40)}",
+                Resources(gpu, 4000 * gpu, 16 << 30), t, t, t + hold,
+            )
+        )  # fmt: skip
+    return runs, limits, since, t + 1
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--runs", type=int, default=100_000)
+    args = ap.parse_args()
+    runs, limits, since, until = history(args.runs)
+    by_queue: dict[str, list[RecordedRun]] = {}
+    for r in runs:
+        by_queue.setdefault(r.queue, []).append(r)
+    raised = [
+        QueueLimits(q.name, q.priority, (q.concurrency or 0) * 2 or None, q.quota, q.max_per_user, q.ordering)
+        for q in limits
+    ]
+    print(f"what-if replay: {len(runs):,} runs, {len(limits)} queues, {GPUS} GPUs, one week")
+    print(f"{'settings':22}{'seconds':>10}{'target s':>10}{'ratio':>8}{'cycles':>10}  busiest queue p90 wait")
+    for label, lims in (("as recorded", limits), ("concurrency x2", raised)):
+        t0 = time.perf_counter()
+        rp = replay(runs, lims, devices=GPUS, since=since, until=until)
+        figures = summarize(rp, by_queue, {q.name: q.quota.gpu or GPUS for q in lims})
+        dt = time.perf_counter() - t0
+        p90 = figures["team-a-train"]["predicted"]["wait_p90_seconds"]  # type: ignore[index]
+        print(f"{label:22}{dt:>10.2f}{TARGET_S:>10.1f}{dt / TARGET_S:>8.2f}{rp.cycles:>10,}  {p90:.0f} s")
+
+
+if __name__ == "__main__":
+    main()
