@@ -5,18 +5,27 @@ strict FIFO), 40 users, arrivals in bursts of 1 to 40, 1 to 4 GPUs, runs of 30 s
 (about 0.8 of the GPUs offered on average, far more during bursts).
 Replayed under the recorded settings and under raised concurrency; prints seconds and the ratio.
 
-    python benchmarks/bench_whatif.py [--runs 100000]
+    python benchmarks/bench_whatif.py [--runs 100000] [--core-only]
 """
 
 from __future__ import annotations
 
 import argparse
 import random
+import tempfile
 import time
+from pathlib import Path
+
+from sqlalchemy import insert
 
 from jupyter_gpuplat.core.admission import QueueLimits
+from jupyter_gpuplat.core.config import parse_config
 from jupyter_gpuplat.core.resources import Quota, Resources
 from jupyter_gpuplat.core.whatif import RecordedRun, replay, summarize
+from jupyter_gpuplat.engine.engine import Engine
+from jupyter_gpuplat.engine.whatif import what_if
+from jupyter_gpuplat.executors.fake import FakeClock, FakeExecutor
+from jupyter_gpuplat.store import Store, schema
 
 TARGET_S = 5.0
 GPUS = 128
@@ -56,6 +65,7 @@ def history(n: int, seed: int = 13) -> tuple[list[RecordedRun], list[QueueLimits
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--runs", type=int, default=100_000)
+    ap.add_argument("--core-only", action="store_true", help="skip the engine call on a SQLite record")
     args = ap.parse_args()
     runs, limits, since, until = history(args.runs)
     by_queue: dict[str, list[RecordedRun]] = {}
@@ -74,6 +84,41 @@ def main() -> None:
         dt = time.perf_counter() - t0
         p90 = figures["team-a-train"]["predicted"]["wait_p90_seconds"]  # type: ignore[index]
         print(f"{label:22}{dt:>10.2f}{TARGET_S:>10.1f}{dt / TARGET_S:>8.2f}{rp.cycles:>10,}  {p90:.0f} s")
+    if not args.core_only:
+        through_the_engine(runs, limits, since, until)
+
+
+def through_the_engine(runs: list[RecordedRun], limits: list[QueueLimits], since: float, until: float) -> None:
+    """POST whatif's engine call on a SQLite record of the same runs: the read, the replay, the answer."""
+    with tempfile.TemporaryDirectory() as tmp:
+        store = Store(f"sqlite:///{Path(tmp) / 'gpuplat.db'}")
+        clock = FakeClock(until)
+        engine = Engine(store, FakeExecutor(gpus=GPUS, clock=clock), artifacts_root=tmp, clock=clock)
+        queues = [
+            {"name": q.name, "priority": q.priority, "concurrency": q.concurrency, "quota": {"gpu": q.quota.gpu},
+             "max_per_user": q.max_per_user, "ordering": q.ordering}
+            for q in limits
+        ]  # fmt: skip
+        projects = [{"name": f"p{i}", "members": {"u0": "member"}} for i in range(7)]
+        engine.apply_config(
+            parse_config({"admins": ["ops"], "queues": queues, "projects": projects}), source="b", by="b"
+        )
+        rows = [
+            {"id": r.id, "project": r.project, "user": r.user, "kind": "job", "queue": r.queue, "status": "succeeded",
+             "request": {}, "resolved": {}, "provenance": {}, "gpu": r.request.gpu, "cpu_milli": r.request.cpu_milli,
+             "memory_bytes": r.request.memory_bytes, "created_at": r.queued_at, "queued_at": r.queued_at,
+             "dispatched_at": r.dispatched_at, "started_at": r.dispatched_at, "finished_at": r.finished_at,
+             "updated_at": r.finished_at}
+            for r in runs
+        ]  # fmt: skip
+        with store.engine.begin() as conn:
+            conn.execute(insert(schema.runs), rows)
+        for user, label in (("ops", "admin, all queues"), ("u0", "member, 1/7 of the runs")):
+            t0 = time.perf_counter()
+            out = what_if(engine, user, {"team-a-train": {"concurrency": 32}}, since, until, max_run_rows=1000)
+            dt = time.perf_counter() - t0
+            print(f"engine what_if ({label}): {dt:.2f} s ({dt / TARGET_S:.2f} of the target), {out['cycles']:,} cycles")
+        store.close()
 
 
 if __name__ == "__main__":

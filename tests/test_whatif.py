@@ -87,6 +87,9 @@ async def test_unchanged_settings_reproduce_the_record(make: Make) -> None:
     assert busy["observed"]["gpu_hours"] == pytest.approx(320 / 3600)
     assert busy["allowance_gpu_hours"] == pytest.approx(8 * 201 / 3600)  # no GPU quota: the 8 devices
     assert any("durations" in a for a in out["assumptions"])
+    assert not out["runs_truncated"]
+    two = what_if(h.engine, "ops", {}, t0 - 1, t0 + 200, [BUSY], max_run_rows=2)
+    assert [r["id"] for r in two["runs"]] == [ids["A"], ids["B"]] and two["runs_truncated"]
 
 
 async def test_raising_concurrency_to_4_predicts_hand_computed_waits(make: Make) -> None:

@@ -162,6 +162,7 @@ def replay(
             if d:
                 free.update(d)
                 dirty.update(capacity_waiters)
+                finished = True
         if finished:
             cycle(now)
         arrived = False

@@ -123,10 +123,11 @@ def what_if(
     by_queue: dict[str, list[RecordedRun]] = {}
     for run in runs:
         by_queue.setdefault(run.queue, []).append(run)
-    summary = summarize(rp, by_queue, {n: settings[n].quota.gpu or devices for n in wanted})
+    gpu_quota = {n: settings[n].quota.gpu for n in wanted}
+    summary = summarize(rp, by_queue, {n: devices if g is None else g for n, g in gpu_quota.items()})
     seen = (lambda run: True) if admin else (lambda run: run.project in projects)
     rows: list[dict[str, Any]] = []
-    hidden = 0
+    hidden = shown = 0
     for rid in _observed_order(rp.outcomes.values()):
         o = rp.outcomes[rid]
         if o.run.queue not in wanted:
@@ -134,6 +135,7 @@ def what_if(
         if not seen(o.run):
             hidden += 1
             continue
+        shown += 1
         if len(rows) < max_run_rows:
             ow, pw = censored_wait(o.run, o.run.dispatched_at, until), censored_wait(o.run, o.dispatched_at, until)
             rows.append({
@@ -152,7 +154,7 @@ def what_if(
             for n in wanted
         ],
         "runs": rows,
-        "runs_truncated": len(rows) >= max_run_rows,
+        "runs_truncated": shown > len(rows),
         "hidden_runs": hidden,
         "predicted_order": order[:max_run_rows],
         "cycles": rp.cycles,
