@@ -15,9 +15,11 @@ import {
   IInsightsView,
   IQueueInsight,
   IScopeOption,
+  IUsage,
   SINCE_CHOICES,
   SinceChoice,
   formatHours,
+  formatPercent,
   goodputBars,
   insightsQuery,
   normalizeInsights,
@@ -94,12 +96,11 @@ export class InsightsView extends Widget {
     if (!opt) {
       return;
     }
-    const now = Date.now() / 1000 - this._opts.clockOffset();
     const since = this._since.value as SinceChoice;
     this.whatif.since = since;
     const seq = ++this._seq;
     try {
-      const raw = await this._opts.service.insights(insightsQuery(opt.scope, since, now));
+      const raw = await this._opts.service.insights(insightsQuery(opt.scope, since));
       if (seq !== this._seq) {
         return;
       }
@@ -126,6 +127,13 @@ export class InsightsView extends Widget {
       return;
     }
     this._body.replaceChildren(
+      h(
+        'div',
+        { class: 'jp-GpuPlat-insightsSummary' },
+        `Quota utilisation ${formatPercent(d.utilisation)}`,
+        d.machineUtilisation !== null ? ` · machine ${formatPercent(d.machineUtilisation)}` : ''
+      ),
+      figure('GPU-hours used vs quota', 'usage', usageChart(d.usage)),
       ...d.queues.map(q => this._queue(q)),
       figure('Goodput per queue (running time / lifetime)', 'goodput', barChart(goodputBars(d.queues))),
       countTable('Refusals by rule', 'refusals', 'Rule', d.refusals),
@@ -133,8 +141,8 @@ export class InsightsView extends Widget {
       table(
         'Top users',
         'users',
-        ['User', 'Runs', 'GPU-hours'],
-        d.topUsers.map(u => [u.user, String(u.runs), formatHours(u.gpuHours)])
+        ['User', 'Project', 'Runs', 'GPU-hours'],
+        d.topUsers.map(u => [u.user, u.project, String(u.runs), formatHours(u.gpuHours)])
       )
     );
   }
@@ -147,11 +155,18 @@ export class InsightsView extends Widget {
         'h3',
         { class: 'jp-GpuPlat-sectionTitle' },
         `${q.queue}`,
-        h('span', { class: 'jp-GpuPlat-muted' }, ` · ${q.queueWait.count} runs · ${formatHours(q.gpuHours)} GPU-hours`)
+        h(
+          'span',
+          { class: 'jp-GpuPlat-muted' },
+          ` · ${q.runs} runs · ${formatHours(q.gpuHours)} GPU-hours · utilisation ${formatPercent(q.utilisation)}`
+        )
       ),
       figure('Waits (p50 / p90 / p99)', 'waits', barChart(waitBars(q))),
-      q.waitsByReason.length ? figure('Waited on', 'reasons', barChart(reasonBars(q))) : null,
-      q.usage.length ? figure('GPU-hours used vs quota', 'usage', usageChart(q)) : null
+      figure(
+        'Waited on (by reason)',
+        'reasons',
+        q.waitsByReason.length ? barChart(reasonBars(q)) : h('div', { class: 'jp-GpuPlat-muted' }, 'No waiting.')
+      )
     );
   }
 
@@ -186,8 +201,8 @@ function barChart(rows: IBar[]): HTMLElement {
   );
 }
 
-function usageChart(q: IQueueInsight): HTMLElement {
-  const p = usagePaths(q.usage, W, H);
+function usageChart(usage: IUsage[]): HTMLElement {
+  const p = usagePaths(usage, W, H);
   const svg = document.createElementNS(SVG, 'svg');
   svg.setAttribute('viewBox', `-2 -2 ${W + 4} ${H + 4}`);
   svg.setAttribute('class', 'jp-GpuPlat-chart');

@@ -8,10 +8,10 @@
 import { formatDuration, humanReason } from './format';
 
 export type SinceChoice = '24h' | '7d' | '30d';
-export const SINCE_CHOICES: Array<{ value: SinceChoice; label: string; seconds: number; bucket: number }> = [
-  { value: '24h', label: 'Last 24 h', seconds: 86_400, bucket: 3_600 },
-  { value: '7d', label: 'Last 7 days', seconds: 7 * 86_400, bucket: 6 * 3_600 },
-  { value: '30d', label: 'Last 30 days', seconds: 30 * 86_400, bucket: 86_400 }
+export const SINCE_CHOICES: Array<{ value: SinceChoice; label: string; bucket: string }> = [
+  { value: '24h', label: 'Last 24 h', bucket: '1h' },
+  { value: '7d', label: 'Last 7 days', bucket: '6h' },
+  { value: '30d', label: 'Last 30 days', bucket: '1d' }
 ];
 
 /** What the tab shows: one queue, one project, or everything the caller may see. */
@@ -38,10 +38,10 @@ export function scopeOptions(queues: string[], projects: string[]): IScopeOption
   return opts;
 }
 
-/** Query of `GET insights` for a scope and a range ending `now` (server seconds). */
-export function insightsQuery(scope: IScope, since: SinceChoice, now: number): Record<string, string> {
+/** Query of `GET insights`: the range as a duration back from the server's own clock. */
+export function insightsQuery(scope: IScope, since: SinceChoice): Record<string, string> {
   const c = SINCE_CHOICES.find(s => s.value === since) ?? SINCE_CHOICES[1];
-  const q: Record<string, string> = { since: String(Math.floor(now - c.seconds)), bucket: String(c.bucket) };
+  const q: Record<string, string> = { since: c.value, bucket: c.bucket };
   if (scope.kind === 'queue') {
     q.queue = scope.name;
   } else if (scope.kind === 'project') {
@@ -61,12 +61,19 @@ export interface IQueueInsight {
   queue: string;
   queueWait: IPercentiles;
   startWait: IPercentiles;
-  /** Seconds waited per reason (quota, concurrency, per_user, capacity, placement, ...). */
+  runs: number;
+  /** Seconds waited per category (quota, concurrency, max_per_user, capacity, placement, other), largest first. */
   waitsByReason: Array<[string, number]>;
   goodput: number | null;
   gpuHours: number;
-  /** Per bucket: start (s), GPU-hours used, the quota's GPU-hours allowance (null: no quota). */
-  usage: Array<{ start: number; used: number; allowance: number | null }>;
+  utilisation: number | null;
+}
+
+/** One bucket of the series: start (s), GPU-hours used, the quota's GPU-hours allowance (null: no quota). */
+export interface IUsage {
+  start: number;
+  used: number;
+  allowance: number | null;
 }
 
 export interface ICount {
@@ -76,6 +83,7 @@ export interface ICount {
 
 export interface IUserRow {
   user: string;
+  project: string;
   runs: number;
   gpuHours: number;
 }
@@ -84,6 +92,9 @@ export interface IInsightsView {
   since: number;
   until: number;
   queues: IQueueInsight[];
+  usage: IUsage[];
+  utilisation: number | null;
+  machineUtilisation: number | null;
   refusals: ICount[];
   failures: ICount[];
   topUsers: IUserRow[];
@@ -96,7 +107,7 @@ function num(v: unknown): number | null {
 }
 
 function pct(v: Loose | undefined | null): IPercentiles {
-  return { p50: num(v?.p50), p90: num(v?.p90), p99: num(v?.p99), count: num(v?.count) ?? 0 };
+  return { p50: num(v?.p50), p90: num(v?.p90), p99: num(v?.p99), count: num(v?.n ?? v?.count) ?? 0 };
 }
 
 /** A `{key: n}` map or a `[{<name>, count}]` list, as counts, largest first. */
@@ -110,28 +121,37 @@ export function counts(v: unknown, keyField: string): ICount[] {
   return rows.sort((a, b) => b.count - a.count || a.key.localeCompare(b.key));
 }
 
+/** `GET insights` (service/insights_models.py Insights) as the views read it. */
 export function normalizeInsights(raw: Loose): IInsightsView {
   const queues: IQueueInsight[] = (raw.queues ?? []).map((q: Loose) => ({
-    queue: String(q.queue ?? q.name),
+    queue: String(q.name ?? q.queue),
+    runs: num(q.runs) ?? 0,
     queueWait: pct(q.queue_wait),
     startWait: pct(q.start_wait),
-    waitsByReason: counts(q.waits_by_reason, 'reason').map(c => [c.key, c.count] as [string, number]),
+    waitsByReason: counts(q.waits_by_category, 'category')
+      .filter(c => c.count > 0)
+      .map(c => [c.key, c.count] as [string, number]),
     goodput: num(q.goodput),
     gpuHours: num(q.gpu_hours) ?? 0,
-    usage: (q.usage ?? q.buckets ?? []).map((b: Loose) => ({
-      start: num(b.start) ?? 0,
-      used: num(b.gpu_hours ?? b.used) ?? 0,
-      allowance: num(b.quota_gpu_hours ?? b.allowance)
-    }))
+    utilisation: num(q.utilisation)
   }));
+  const total = (raw.total ?? {}) as Loose;
   return {
     since: num(raw.since) ?? 0,
     until: num(raw.until) ?? 0,
     queues,
-    refusals: counts(raw.refusals_by_rule ?? raw.refusals, 'rule'),
-    failures: counts(raw.failures_by_reason ?? raw.failures, 'reason'),
+    usage: (raw.series ?? []).map((b: Loose) => ({
+      start: num(b.start) ?? 0,
+      used: num(b.gpu_hours) ?? 0,
+      allowance: num(b.allowance_gpu_hours)
+    })),
+    utilisation: num(total.utilisation),
+    machineUtilisation: num(total.machine_utilisation),
+    refusals: counts(raw.refusals, 'rule'),
+    failures: counts(total.failures ?? raw.failures, 'reason'),
     topUsers: (raw.top_users ?? []).map((u: Loose) => ({
       user: String(u.user),
+      project: String(u.project ?? ''),
       runs: num(u.runs) ?? 0,
       gpuHours: num(u.gpu_hours) ?? 0
     }))
@@ -165,7 +185,7 @@ export function waitBars(q: IQueueInsight): IBar[] {
 
 export function reasonBars(q: IQueueInsight): IBar[] {
   return bars(
-    q.waitsByReason.map(([r, s]) => [humanReason(r), s]),
+    q.waitsByReason.map(([r, s]) => [humanReason(r.replace(/_/g, ' ')), s]),
     formatDuration
   );
 }
@@ -191,7 +211,7 @@ export function formatHours(v: number | null): string {
 
 /** Two lines (used, allowance) on one scale in a `width` × `height` box; y grows downwards. */
 export function usagePaths(
-  usage: IQueueInsight['usage'],
+  usage: IUsage[],
   width: number,
   height: number
 ): { used: string; allowance: string; max: number } {

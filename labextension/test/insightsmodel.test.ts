@@ -13,31 +13,39 @@ import {
   whatifBody
 } from '../src/insightsmodel';
 
+const wait = (p50: number | null, p90: number | null, p99: number | null, n: number) => ({ n, p50, p90, p99, max: p99, mean: p50 });
+const figures = {
+  runs: 10,
+  queue_wait: wait(60, 600, 1200, 10),
+  start_wait: wait(2, 5, 9, 10),
+  waits_by_reason: [{ reason: 'QueueQuota', category: 'quota', seconds: 6000, runs: 3 }],
+  waits_by_category: { quota: 6000, concurrency: 3000, max_per_user: 0, capacity: 0, placement: 0, other: 0 },
+  gpu_hours: 12.5,
+  allowance_gpu_hours: 50,
+  utilisation: 0.25,
+  goodput: 0.75,
+  ended_runs: 9,
+  failures: [{ reason: 'ExitCode', count: 3 }]
+};
 const RAW = {
   since: 1000,
   until: 1000 + 7 * 86400,
+  bucket_seconds: 10,
   queues: [
-    {
-      queue: 'team-a-train',
-      queue_wait: { p50: 60, p90: 600, p99: 1200, count: 10 },
-      start_wait: { p50: 2, p90: 5, p99: 9, count: 10 },
-      waits_by_reason: { QueueConcurrency: 3000, QueueQuota: 6000 },
-      goodput: 0.75,
-      gpu_hours: 12.5,
-      usage: [
-        { start: 0, gpu_hours: 1, quota_gpu_hours: 4 },
-        { start: 10, gpu_hours: 4, quota_gpu_hours: 4 },
-        { start: 20, gpu_hours: 2, quota_gpu_hours: null }
-      ]
-    },
-    { queue: 'interactive', queue_wait: { p50: null, p90: null, p99: null, count: 0 }, goodput: null }
+    { ...figures, name: 'team-a-train', quota_gpu: 2 },
+    { ...figures, name: 'interactive', runs: 0, queue_wait: wait(null, null, null, 0), goodput: null, waits_by_category: {} }
   ],
-  refusals_by_rule: [
+  total: { ...figures, machine_gpu_hours: 100, machine_utilisation: 0.125 },
+  series: [
+    { start: 0, gpu_hours: 1, allowance_gpu_hours: 4 },
+    { start: 10, gpu_hours: 4, allowance_gpu_hours: 4 },
+    { start: 20, gpu_hours: 2, allowance_gpu_hours: null }
+  ],
+  refusals: [
     { rule: 'queue_not_allowed', count: 2 },
     { rule: 'gpu_limit', count: 5 }
   ],
-  failures_by_reason: { ExitCode: 3 },
-  top_users: [{ user: 'alice', runs: 8, gpu_hours: 10 }]
+  top_users: [{ user: 'alice', project: 'team-a', runs: 8, gpu_hours: 10 }]
 };
 
 test('scope options: all, then the queues and projects the service listed', () => {
@@ -48,29 +56,31 @@ test('scope options: all, then the queues and projects the service listed', () =
   );
 });
 
-test('the query names the scope and a since that ends now', () => {
-  assert.deepEqual(insightsQuery({ kind: 'queue', name: 'q' }, '24h', 100_000), { since: '13600', bucket: '3600', queue: 'q' });
-  assert.deepEqual(insightsQuery({ kind: 'project', name: 'p' }, '7d', 1_000_000).project, 'p');
-  assert.equal(insightsQuery({ kind: 'all', name: '' }, '30d', 3_000_000).since, String(3_000_000 - 30 * 86400));
-  assert.equal(insightsQuery({ kind: 'all', name: '' }, '30d', 0).queue, undefined);
+test('the query names the scope, the range as a duration and a bucket to match', () => {
+  assert.deepEqual(insightsQuery({ kind: 'queue', name: 'q' }, '24h'), { since: '24h', bucket: '1h', queue: 'q' });
+  assert.deepEqual(insightsQuery({ kind: 'project', name: 'p' }, '7d'), { since: '7d', bucket: '6h', project: 'p' });
+  assert.deepEqual(insightsQuery({ kind: 'all', name: '' }, '30d'), { since: '30d', bucket: '1d' });
 });
 
 test('normalized insights: percentiles, reasons largest first, counts from maps and lists', () => {
   const d = normalizeInsights(RAW);
   const q = d.queues[0];
   assert.equal(q.queueWait.p90, 600);
+  assert.equal(q.runs, 10);
   assert.deepEqual(q.waitsByReason, [
-    ['QueueQuota', 6000],
-    ['QueueConcurrency', 3000]
+    ['quota', 6000],
+    ['concurrency', 3000]
   ]);
+  assert.equal(d.utilisation, 0.25);
+  assert.equal(d.machineUtilisation, 0.125);
   assert.deepEqual(d.refusals, [
     { key: 'gpu_limit', count: 5 },
     { key: 'queue_not_allowed', count: 2 }
   ]);
   assert.deepEqual(d.failures, [{ key: 'ExitCode', count: 3 }]);
-  assert.deepEqual(d.topUsers, [{ user: 'alice', runs: 8, gpuHours: 10 }]);
-  assert.deepEqual(d.queues[1].startWait, { p50: null, p90: null, p99: null, count: 0 });
-  assert.deepEqual(d.queues[1].usage, []);
+  assert.deepEqual(d.topUsers, [{ user: 'alice', project: 'team-a', runs: 8, gpuHours: 10 }]);
+  assert.deepEqual(d.queues[1].queueWait, { p50: null, p90: null, p99: null, count: 0 });
+  assert.deepEqual(d.queues[1].waitsByReason, []);
 });
 
 test('wait bars share one scale (p99 is the full bar); reasons read as words', () => {
@@ -90,8 +100,8 @@ test('wait bars share one scale (p99 is the full bar); reasons read as words', (
   assert.deepEqual(
     reasonBars(q).map(b => [b.label, b.fraction]),
     [
-      ['Queue quota', 1],
-      ['Queue concurrency', 0.5]
+      ['Quota', 1],
+      ['Concurrency', 0.5]
     ]
   );
 });
@@ -108,7 +118,7 @@ test('goodput bars are fractions of 1; an unknown goodput is a dash', () => {
 });
 
 test('usage and allowance on one scale; no quota breaks the dashed line', () => {
-  const p = usagePaths(normalizeInsights(RAW).queues[0].usage, 100, 40);
+  const p = usagePaths(normalizeInsights(RAW).usage, 100, 40);
   assert.equal(p.max, 4);
   assert.equal(p.used, 'M0.0,30.0L50.0,0.0L100.0,20.0');
   assert.equal(p.allowance, 'M0.0,0.0L50.0,0.0');

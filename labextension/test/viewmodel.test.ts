@@ -231,7 +231,10 @@ test('the resolved config lists each leaf with the layer that set it', () => {
 });
 
 test('a preset card says what it requests and where it places work', () => {
+  // spread, not listed: PresetView gains `connections` in issue 13 (no excess-property check on a spread)
+  const later = { connections: null };
   const p: IPreset = {
+    ...later,
     name: 'notebook',
     description: 'Interactive',
     kind: 'session',
