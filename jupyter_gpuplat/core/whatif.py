@@ -98,6 +98,7 @@ def replay(
     heap: list[tuple[float, int, int, str]] = []
     by_id: dict[str, RecordedRun] = {}
     devs: dict[str, tuple[int, ...]] = {}
+    holds: dict[str, float | None] = {}
     for r in sorted(runs, key=lambda r: r.seq):
         q = queues.get(r.queue)
         if q is None:
@@ -113,6 +114,8 @@ def replay(
                 heapq.heappush(heap, (r.finished_at, _FINISH, r.seq, r.id))
             continue
         out.outcomes[r.id] = Outcome(r)
+        # Ended while it waited: if the replay dispatches it, it is assumed to end at once.
+        holds[r.id] = 0.0 if r.dispatched_at is None and r.finished_at is not None else r.hold
         heapq.heappush(heap, (r.queued_at, _ARRIVE, r.seq, r.id))
         if r.dispatched_at is None and r.finished_at is not None:
             heapq.heappush(heap, (r.finished_at, _WITHDRAW, r.seq, r.id))
@@ -120,7 +123,10 @@ def replay(
     dirty: set[str] = set()
     capacity_waiters: set[str] = set()
 
+    outcomes, order, push = out.outcomes, out.order, heapq.heappush
+
     def cycle(now: float) -> None:
+        """`Dispatcher.run_cycle`'s decide-and-assume loop over the dirty queues."""
         out.cycles += 1
         for q in order_queues([queues[n] for n in dirty]):
             capacity_waiters.discard(q.limits.name)
@@ -131,18 +137,17 @@ def replay(
                         capacity_waiters.add(q.limits.name)
                     break
                 d = pick_devices(free, nxt.request.gpu) if assigns else ()
-                free.difference_update(d)
+                if d:
+                    free.difference_update(d)
+                    devs[nxt.id] = d
                 q.assume(nxt, d)
-                devs[nxt.id] = d
-                o = out.outcomes[nxt.id]
+                o = outcomes[nxt.id]
                 o.dispatched_at = now
-                out.order.append(nxt.id)
-                hold = o.run.hold
-                if hold is None and o.run.dispatched_at is None and o.run.finished_at is not None:
-                    hold = 0.0  # ended while it waited: assumed to end at once once dispatched
+                order.append(nxt.id)
+                hold = holds[nxt.id]
                 if hold is not None:
                     o.finished_at = now + hold
-                    heapq.heappush(heap, (o.finished_at, _FINISH, o.run.seq, nxt.id))
+                    push(heap, (o.finished_at, _FINISH, nxt.seq, nxt.id))
         dirty.clear()
 
     while heap:
