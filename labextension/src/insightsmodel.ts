@@ -291,6 +291,8 @@ export interface IWhatIfRow {
 
 export interface IWhatIfView {
   rows: IWhatIfRow[];
+  /** The settings replayed, as `concurrency 2 → 4` (only those that differ from the recorded ones). */
+  settings: string[];
   assumptions: string[];
   runs: number | null;
 }
@@ -328,5 +330,36 @@ export function normalizeWhatIf(raw: Loose, queue = ''): IWhatIfView {
   add('utilisation', num(obs.utilisation ?? obs.utilization), num(pre.utilisation ?? pre.utilization), formatPercent, true);
   add('still waiting at end', num(obs.waiting_at_end), num(pre.waiting_at_end), v => (v === null ? '—' : String(v)));
   const assumptions = Array.isArray(raw.assumptions) ? raw.assumptions.map(String) : [];
-  return { rows: rows.filter(r => r.observed !== '—' || r.predicted !== '—'), assumptions, runs: num(q.runs) };
+  return {
+    rows: rows.filter(r => r.observed !== '—' || r.predicted !== '—'),
+    settings: settingChanges(q.observed_settings, q.settings),
+    assumptions,
+    runs: num(q.runs)
+  };
+}
+
+function settingText(v: unknown): string {
+  if (v === null || v === undefined) {
+    return 'no limit';
+  }
+  if (typeof v === 'object') {
+    const parts = Object.entries(v as Loose).map(([k, x]) => `${x} ${k}`);
+    return parts.length ? parts.join(', ') : 'no limit';
+  }
+  return String(v);
+}
+
+export function settingChanges(before: Loose | undefined, after: Loose | undefined): string[] {
+  if (!before || !after) {
+    return [];
+  }
+  const out: string[] = [];
+  for (const k of Object.keys(after)) {
+    const a = settingText(before[k]);
+    const b = settingText(after[k]);
+    if (a !== b) {
+      out.push(`${k.replace(/_/g, ' ')} ${a} → ${b}`);
+    }
+  }
+  return out;
 }

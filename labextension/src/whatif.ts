@@ -109,7 +109,13 @@ export class WhatIfForm {
   private _render(v: IWhatIfView): void {
     const mark = (c: number) => (c < 0 ? ' jp-mod-better' : c > 0 ? ' jp-mod-worse' : '');
     const parts: Array<HTMLElement | null> = [
-      v.runs !== null ? h('div', { class: 'jp-GpuPlat-muted' }, `${v.runs} recorded runs replayed`) : null,
+      v.runs !== null
+        ? h(
+            'div',
+            { class: 'jp-GpuPlat-muted jp-GpuPlat-whatifSettings' },
+            `${v.runs} recorded runs replayed` + (v.settings.length ? ` with ${v.settings.join(', ')}` : ' with the recorded settings')
+          )
+        : null,
       h(
         'table',
         { class: 'jp-GpuPlat-configTable jp-GpuPlat-whatifTable' },

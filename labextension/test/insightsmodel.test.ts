@@ -150,12 +150,23 @@ test('what-if answer: observed beside predicted, better/worse marked, assumption
     waiting_at_end: 0
   });
   const raw = {
-    queues: [{ name: 'other' }, { name: 'team-a-train', runs: 12, observed: side(600, 0.5), predicted: side(60, 0.8) }],
+    queues: [
+      { name: 'other' },
+      {
+        name: 'team-a-train',
+        runs: 12,
+        observed: side(600, 0.5),
+        predicted: side(60, 0.8),
+        observed_settings: { priority: 10, concurrency: 2, quota: { gpu: 2 }, max_per_user: null, ordering: 'best_effort_fifo' },
+        settings: { priority: 10, concurrency: 4, quota: { gpu: 4 }, max_per_user: null, ordering: 'best_effort_fifo' }
+      }
+    ],
     assumptions: ['durations unchanged']
   };
   const v = normalizeWhatIf(raw, 'team-a-train');
   assert.equal(v.runs, 12);
   assert.deepEqual(v.assumptions, ['durations unchanged']);
+  assert.deepEqual(v.settings, ['concurrency 2 → 4', 'quota 2 gpu → 4 gpu']);
   const byLabel = Object.fromEntries(v.rows.map(r => [r.label, r]));
   assert.deepEqual(byLabel['queue wait p50'], { label: 'queue wait p50', observed: '10m 00s', predicted: '1m 00s', change: -1 });
   assert.deepEqual(byLabel['utilisation'], { label: 'utilisation', observed: '50%', predicted: '80%', change: -1 });
