@@ -18,7 +18,7 @@ from pydantic import ValidationError
 from jupyter_gpuplat.core.errors import Forbidden, InvalidInput
 from jupyter_gpuplat.core.whatif import percentile
 from jupyter_gpuplat.engine.whatif import what_if
-from jupyter_gpuplat.executors.fake import FakeExecutor, Script
+from jupyter_gpuplat.executors.fake import FakeClusterExecutor, FakeExecutor, Script
 from jupyter_gpuplat.service.whatif_handler import WhatIfRequest, WhatIfResponse
 
 from .fake_engine import Harness, config
@@ -181,6 +181,24 @@ async def test_random_history_replays_exactly(make: Make) -> None:
         (e["id"], rid) for rid in ids for e in h.store.get_run(rid)["timeline"] if e["status"] == "dispatched"
     )
     assert out["predicted_order"] == [rid for _, rid in events]
+
+
+async def test_a_cluster_executor_history_replays_exactly(make: Make) -> None:
+    """Free GPUs not counted (Kubernetes): only the queue limits hold runs back, and the replay agrees."""
+    rnd = random.Random(7)
+    scripts = {f"n{i}": Script.succeeds(after=rnd.randrange(1, 20)) for i in range(30)}
+    queues = [{"name": BUSY, "concurrency": 2}, {"name": "low", "quota": {"gpu": 2}, "max_per_user": 1}]
+    h = await make(queues, FakeClusterExecutor(gpus=0, scripts=scripts))
+    t0 = h.clock()
+    for i in range(30):
+        h.submit(["bob", "erin"][i % 2], queue=rnd.choice([BUSY, "low"]), name=f"n{i}")
+        await h.settle()
+        await h.advance(rnd.choice([0, 1, 3]))
+    await h.advance(400)
+    out = what_if(h.engine, "ops", {}, t0 - 1, t0 + 500, [BUSY, "low"])
+    assert out["devices"] is None
+    assert _waits(out, "predicted") == _waits(out, "observed")
+    assert sum(1 for r in out["runs"] if r["observed_wait_seconds"] > 0) > 5
 
 
 def test_percentile_is_nearest_rank() -> None:

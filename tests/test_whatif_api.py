@@ -32,6 +32,8 @@ async def test_bad_bodies_are_refused_by_name(routed: Any) -> None:
     code, err = await routed("POST", "whatif", "ops", {"since": "7d", "changes": {"nope": {"concurrency": 4}}})
     assert code == 400 and "unknown queue 'nope'" in err["error"]["message"]
     assert "team-a-train" in err["error"]["hint"]
+    code, err = await routed("POST", "whatif", "alice", {"since": "7d", "changes": {"nope": {"concurrency": 4}}})
+    assert code == 400 and "team-a-train" in err["error"]["hint"] and "team-b-train" not in err["error"]["hint"]
     code, err = await routed("POST", "whatif", "ops", {"since": "7d", "bogus": 1})
     assert code == 400 and "bogus" in json.dumps(err)
     code, err = await routed("POST", "whatif", "ops", {"since": 10.0, "until": 5.0})

@@ -113,7 +113,8 @@ def what_if(
     wanted = list(dict.fromkeys([*(queues or []), *changes])) or [n for n in names if n in usable]
     for n in wanted:
         if n not in names:
-            raise InvalidInput(f"unknown queue {n!r}", f"known queues: {', '.join(names) or 'none'}")
+            known = [m for m in names if m in usable]  # the queues this caller may see, no others
+            raise InvalidInput(f"unknown queue {n!r}", f"queues you may replay: {', '.join(known) or 'none'}")
         if n not in usable:
             raise Forbidden(f"queue {n} is not used by your projects", "replay the queues your projects use")
     settings = {q.name: changed_queue(q, changes[q.name]) if q.name in changes else q for q in cfg.queues}
