@@ -11,6 +11,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from .connections import ConnectionConfig
 from .errors import ConfigErrors
 from .resources import Quota
 from .spec import NAME_PATTERN, NOT_IMPLEMENTED, Kind, MergeStrategy, PartialSpec, ResourcesSpec
@@ -79,6 +80,8 @@ class PlatformConfig(_Strict):
     queues: list[QueueConfig] = Field(default_factory=list)
     presets: list[PresetConfig] = Field(default_factory=list)
     projects: list[ProjectConfig] = Field(default_factory=list)
+    # Named volumes, Secrets, buckets and repositories presets and runs may use (docs/connections.md).
+    connections: list[ConnectionConfig] = Field(default_factory=list)
 
     def queue(self, name: str) -> QueueConfig | None:
         return next((q for q in self.queues if q.name == name), None)
@@ -88,6 +91,9 @@ class PlatformConfig(_Strict):
 
     def project(self, name: str) -> ProjectConfig | None:
         return next((p for p in self.projects if p.name == name), None)
+
+    def connection(self, name: str) -> ConnectionConfig | None:
+        return next((c for c in self.connections if c.name == name), None)
 
 
 _FRIENDLY = {
@@ -202,6 +208,8 @@ def cross_check(cfg: PlatformConfig) -> list[str]:
     errors = _dupes("queues", [q.name for q in cfg.queues])
     errors += _dupes("presets", [p.name for p in cfg.presets])
     errors += _dupes("projects", [p.name for p in cfg.projects])
+    errors += _dupes("connections", [c.name for c in cfg.connections])
+    errors += _check_connections(cfg)
     queues = [q.name for q in cfg.queues]
     presets = [p.name for p in cfg.presets]
     if cfg.defaults.queue and cfg.defaults.queue not in queues:
@@ -256,12 +264,33 @@ def cross_check(cfg: PlatformConfig) -> list[str]:
     return errors
 
 
+def _check_connections(cfg: PlatformConfig) -> list[str]:
+    errors = []
+    projects = [p.name for p in cfg.projects]
+    conns = list(dict.fromkeys(c.name for c in cfg.connections))
+    for i, c in enumerate(cfg.connections):
+        for j, p in enumerate(c.projects or []):
+            if p not in projects:
+                errors.append(
+                    f"connections[{i}].projects[{j}]: unknown project {p!r} (known: {', '.join(projects) or 'none'})"
+                )
+    layers = [("defaults", cfg.defaults)] + [(f"presets[{i}]", p) for i, p in enumerate(cfg.presets)]
+    for where, layer in layers:
+        for j, name in enumerate(layer.connections or []):
+            if name not in conns:
+                errors.append(
+                    f"{where}.connections[{j}]: unknown connection {name!r} (known: {', '.join(conns) or 'none'})"
+                )
+    return errors
+
+
 def dump_config(cfg: PlatformConfig) -> dict[str, Any]:
     return cfg.model_dump(mode="json", exclude_defaults=True)
 
 
 __all__ = [
     "ROLE_RANK",
+    "ConnectionConfig",
     "Kind",
     "PlatformConfig",
     "PresetConfig",

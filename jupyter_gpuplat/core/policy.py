@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .config import ROLE_RANK, PlatformConfig, ProjectConfig, Role
+from .connections import allowed_connections
 from .errors import Forbidden, GpuPlatError, NotFound, Unprocessable
 from .identity import groups_of
 from .merge import Layer, Resolved, merge_layers
@@ -266,6 +267,43 @@ def _exceeds(limit: Resources | Quota, req: Resources) -> list[tuple[str, int, i
     return out
 
 
+def project_connections(cfg: PlatformConfig, pr: ProjectConfig) -> list[str]:
+    return allowed_connections(cfg.connections, pr.name, cfg.restrict_by_default)
+
+
+def _check_connections(cfg: PlatformConfig, pr: ProjectConfig, spec: dict[str, Any]) -> list[GpuPlatError]:
+    """Each named connection exists and the project may use it; the spec then keeps their refs (no values)."""
+    problems: list[GpuPlatError] = []
+    names = spec.get("connections")
+    if not names:
+        spec.pop("connections", None)
+        return problems
+    ok = project_connections(cfg, pr)
+    refs = []
+    for name in names:
+        c = cfg.connection(name)
+        if c is None:
+            problems.append(
+                Unprocessable(
+                    f"unknown connection {name!r}",
+                    f"connections project {pr.name} may use: {', '.join(ok) or 'none'}",
+                    code="UnknownConnection",
+                )
+            )
+        elif name not in ok:
+            problems.append(
+                Forbidden(
+                    f"connection {name!r} is not allowed in project {pr.name}",
+                    f"allowed connections: {', '.join(ok) or 'none'}",
+                    code="ConnectionNotAllowed",
+                )
+            )
+        else:
+            refs.append(c.reference())
+    spec["connection_refs"] = refs
+    return problems
+
+
 def resolve(cfg: PlatformConfig, user: str, req: RunRequest) -> Resolution:
     """Merge the layers and check every policy rule. Raises only for access (404/403)."""
     pr = require_project(cfg, user, req.project, "member")
@@ -310,6 +348,7 @@ def resolve(cfg: PlatformConfig, user: str, req: RunRequest) -> Resolution:
                 code="QueueNotAllowed",
             )
         )
+    problems += _check_connections(cfg, pr, spec)
     try:
         res = Resources.parse(spec.get("resources") or {})
     except ValueError as exc:  # merged values were validated per layer; guard anyway

@@ -44,7 +44,7 @@ Text = Annotated[str, AfterValidator(no_nul)]
 MergeStrategy = Literal["post_merge", "pre_merge", "isnull", "replace"]
 
 # Top-level spec fields a layer may set, in display order.
-SPEC_FIELDS = ("kind", "queue", "resources", "placement", "image", "env", "volumes", "termination")
+SPEC_FIELDS = ("kind", "queue", "resources", "placement", "image", "env", "volumes", "connections", "termination")
 
 
 class _Strict(BaseModel):
@@ -120,6 +120,8 @@ class PartialSpec(_Strict):
     image: Text | None = Field(default=None, max_length=512)
     env: list[EnvVar] | None = None
     volumes: list[Volume] | None = None
+    # Named connections of the platform config (core/connections.py); a plain list: a later layer's replaces.
+    connections: list[Annotated[str, Field(pattern=NAME_PATTERN)]] | None = Field(default=None, max_length=32)
     termination: Termination | None = None
 
     @field_validator("kind")

@@ -63,6 +63,7 @@ from .base import (
     Observation,
 )
 from .gpus import detect_gpus
+from .local_connections import connection_env, remove_secret_dir
 from .local_process import (
     LAUNCH_FILE,
     LAUNCHER_LOCK_FD,
@@ -89,6 +90,7 @@ ADOPT_WAIT_SECONDS = 10.0
 ADOPT_POLL_SECONDS = 0.01
 SECRET_ENV = frozenset({"JUPYTER_TOKEN", "JPY_API_TOKEN"})
 SECRET_ENV_PREFIX = "GPUPLAT_TOKEN"
+PLATFORM_ENV = frozenset({"CUDA_VISIBLE_DEVICES", "GPUPLAT_RUN_ID", "GPUPLAT_ARTIFACTS_DIR", "PYTHONUNBUFFERED"})
 
 
 class _State(enum.Enum):
@@ -214,6 +216,7 @@ class LocalExecutor(FilesystemArtifacts, Executor):
         self._detected: list[Device] | None = None
         self._closed = False
         self._submitting: set[str] = set()
+        self._secret_dirs: dict[str, str] = {}  # run id -> its connections' secret files, removed at its end
         self._warm: WarmLaunchers[_Run] = WarmLaunchers(self._launcher_env, self._finish, self._watch_pidfd, self.log)
 
     # -- devices ---------------------------------------------------------------------------
@@ -249,6 +252,9 @@ class LocalExecutor(FilesystemArtifacts, Executor):
         if not command or not all(isinstance(arg, str) and arg for arg in command):
             raise ExecutorError(f"run {req.run_id}: the command must be a non-empty list of strings, got {command!r}")
         env = make_env(os.environ if self.inherit_env else {}, req)
+        extra, secret_dir = connection_env(req)
+        # connections after the spec's env; the platform's own variables stay the platform's
+        env.update({k: v for k, v in extra.items() if k not in PLATFORM_ENV})
         state_dir = os.path.dirname(layout.in_run(req.workdir, layout.EXIT))
         try:
             os.makedirs(state_dir, exist_ok=True)
@@ -259,9 +265,13 @@ class LocalExecutor(FilesystemArtifacts, Executor):
             for _ in range(3):  # a launcher that ends while we look is looked at again
                 handle = await self._start_or_adopt(req, command, env, state_dir)
                 if handle is not None:
+                    if secret_dir is not None and req.run_id in self._runs:
+                        self._secret_dirs[req.run_id] = secret_dir
+                        secret_dir = None
                     return handle
         finally:
             self._submitting.discard(req.run_id)
+            remove_secret_dir(secret_dir)
         raise ExecutorError(f"run {req.run_id}: its launcher kept changing while it was being started")
 
     async def _start_or_adopt(
@@ -674,6 +684,7 @@ class LocalExecutor(FilesystemArtifacts, Executor):
         if self._runs.get(run.run_id) is not run:
             return
         del self._runs[run.run_id]
+        remove_secret_dir(self._secret_dirs.pop(run.run_id, None))
         if run.warm is not None and run.warm.runs.get(run.pid) is run:
             del run.warm.runs[run.pid]
         self._unwatch(run)

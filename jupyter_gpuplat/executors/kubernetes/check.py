@@ -3,7 +3,8 @@
 Checks, each a finding (ok / warn / fail): the API answers; the service account may
 do everything the executor needs (SelfSubjectAccessReview per verb); nodes expose
 allocatable GPUs (the device plugin works), with their GPU types from node labels,
-taints and cordons; the artifact volume claim is bound. The cluster is fit when no
+taints and cordons; the artifact volume claim is bound; each named connection's PVC
+and Secret (with its keys) exists. The cluster is fit when no
 finding fails. `assess_*` are pure functions over API objects; `check_cluster` asks.
 """
 
@@ -14,6 +15,8 @@ from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
+
+from .connections import backing_objects
 
 OK, WARN, FAIL = "ok", "warn", "fail"
 
@@ -222,8 +225,12 @@ def check_cluster(
     gpu_resource: str = "nvidia.com/gpu",
     gpu_type_label: str = "nvidia.com/gpu.product",
     timeout_seconds: float = 15.0,
+    connections: Sequence[Mapping[str, Any]] = (),
 ) -> CheckReport:
-    """Ask the cluster behind `api` (a kubernetes ApiClient) and return the report."""
+    """Ask the cluster behind `api` (a kubernetes ApiClient) and return the report.
+
+    `connections`: the platform config's (dicts): each one's PVC and Secret must exist.
+    """
     from kubernetes import client
     from kubernetes.client.exceptions import ApiException
 
@@ -290,4 +297,38 @@ def check_cluster(
         assess_claim(report, artifacts_claim, pvc)
     else:
         assess_claim(report, "", None)
+    check_connections(report, core, namespace, connections, timeout_seconds)
     return report
+
+
+def check_connections(
+    report: CheckReport, core: Any, namespace: str, connections: Sequence[Mapping[str, Any]], timeout: float
+) -> None:
+    """Each connection's backing PVC and Secret (with the keys it takes) exists; values are never read out."""
+    from kubernetes.client.exceptions import ApiException
+
+    reads = {
+        "PersistentVolumeClaim": core.read_namespaced_persistent_volume_claim,
+        "Secret": core.read_namespaced_secret,
+    }
+    for conn, kind, name, keys in backing_objects(connections):
+        where = f'connection {conn}: {kind} "{name}"'
+        try:
+            got = json.loads(reads[kind](name, namespace, _preload_content=False, _request_timeout=timeout).data)
+        except ApiException as exc:
+            if exc.status == 404:
+                report.add(FAIL, "connections", f"{where} does not exist in namespace {namespace}")
+            else:
+                report.add(FAIL, "connections", f"{where}: cannot read it: {exc.status} {exc.reason}")
+            continue
+        if kind == "Secret":
+            have = set((got.get("data") or {}).keys()) | set((got.get("stringData") or {}).keys())
+            missing = [k for k in keys if k not in have]
+            if missing:
+                report.add(FAIL, "connections", f"{where} has no key(s) {', '.join(missing)}")
+                continue
+        elif ((got.get("status") or {}).get("phase") or "Unknown") != "Bound":
+            phase = (got.get("status") or {}).get("phase") or "Unknown"
+            report.add(FAIL, "connections", f"{where} is {phase}: runs that mount it cannot be scheduled")
+            continue
+        report.add(OK, "connections", f"{where} exists")

@@ -28,6 +28,7 @@ from typing import Any
 from ...core import artifacts as layout
 from ...core.resources import Resources, format_cpu, format_memory
 from ..base import ExecutorError, LaunchRequest
+from .connections import connection_parts
 
 MANAGED_BY = "app.kubernetes.io/managed-by"
 MANAGER = "jupyter-gpuplat"
@@ -276,6 +277,13 @@ def make_env(req: LaunchRequest, workdir: str) -> list[dict[str, Any]]:
     return env
 
 
+def _with_env(env: list[dict[str, Any]], more: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The connections' env after the spec's (a later duplicate name wins in Kubernetes too); ours stay ours."""
+    ours = {"GPUPLAT_RUN_ID", "GPUPLAT_ARTIFACTS_DIR", "PYTHONUNBUFFERED", "GPUPLAT_KERNEL_KEY", "GPUPLAT_KERNEL_IP"}
+    names = {e["name"] for e in more if e["name"] not in ours}
+    return [e for e in env if e["name"] not in names] + [e for e in more if e["name"] in names]
+
+
 def make_kernel_command(settings: JobSettings) -> list[str]:
     """The session container's argv: the kernel agent keeping ipykernel alive on the fixed ports."""
     if len(settings.kernel_ports) != 5:
@@ -321,13 +329,15 @@ def make_pod_spec(req: LaunchRequest, settings: JobSettings) -> dict[str, Any]:
     placement = spec.get("placement") or {}
     workdir = run_pod_dir(req, settings)
     volumes, mounts = make_volumes(spec.get("volumes"), settings)
+    conn_volumes, conn_mounts, conn_env = connection_parts(spec.get("connection_refs"))
+    volumes, mounts = volumes + conn_volumes, mounts + conn_mounts
     session = is_session(req)
     container: dict[str, Any] = {
         "name": CONTAINER,
         "image": spec.get("image") or settings.default_image,
         "command": make_kernel_command(settings) if session else make_command(req, settings),
         "workingDir": make_working_dir(req, settings),
-        "env": make_env(req, workdir),
+        "env": _with_env(make_env(req, workdir), conn_env),
         "volumeMounts": mounts,
     }
     if session:

@@ -1,0 +1,75 @@
+"""A run's named connections on this machine: env vars, and a Secret's files in a private directory.
+
+Values of Secrets come from each connection's `local_file` (KEY=VALUE lines on the
+control-plane host) and go only into the run's process environment or into files (0600,
+in a 0700 directory outside the run's artifacts, so no outputs listing serves them),
+removed when the run ends. Errors name the connection and the key, never a value.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from collections.abc import Mapping
+from typing import Any
+
+from ..core.connections import BUCKET_KEYS, env_var, plain_env, read_local_file
+from .base import ExecutorError, LaunchRequest
+
+
+def _values(run_id: str, c: Mapping[str, Any]) -> dict[str, str]:
+    path = c.get("local_file")
+    if not path:
+        raise ExecutorError(
+            f"run {run_id}: connection {c['name']} needs Secret {c.get('secret')!r} and has no local_file "
+            "to read it from on this machine"
+        )
+    try:
+        return read_local_file(path)
+    except (OSError, ValueError, UnicodeDecodeError) as exc:
+        why = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        raise ExecutorError(f"run {run_id}: connection {c['name']}: cannot read {path}: {why}") from None
+
+
+def _key(run_id: str, c: Mapping[str, Any], values: Mapping[str, str], key: str) -> str:
+    if key not in values:
+        raise ExecutorError(f"run {run_id}: connection {c['name']}: key {key!r} is not in {c.get('local_file')}")
+    return values[key]
+
+
+def connection_env(req: LaunchRequest) -> tuple[dict[str, str], str | None]:
+    """(env to add, a directory of secret files to remove when the run ends, or None)."""
+    env: dict[str, str] = {}
+    secret_dir: str | None = None
+    try:
+        for c in req.spec.get("connection_refs") or ():
+            env.update(plain_env(c, local=True))
+            if not c.get("secret"):
+                continue
+            values = _values(req.run_id, c)
+            if c.get("expose") == "files":
+                if secret_dir is None:
+                    secret_dir = tempfile.mkdtemp(prefix=f"gpuplat-{req.run_id}-")
+                d = os.path.join(secret_dir, c["name"])
+                os.mkdir(d, 0o700)
+                for key, value in values.items():
+                    if not key or "/" in key or key.startswith("."):
+                        continue
+                    fd = os.open(os.path.join(d, key), os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+                    with os.fdopen(fd, "w", encoding="utf-8") as f:
+                        f.write(value)
+                env[env_var(c["name"])] = d
+                continue
+            mapping = c.get("env") or (BUCKET_KEYS if c["kind"] == "bucket" else {})
+            for var, key in mapping.items():
+                env[var] = _key(req.run_id, c, values, key)
+    except BaseException:
+        remove_secret_dir(secret_dir)
+        raise
+    return env, secret_dir
+
+
+def remove_secret_dir(path: str | None) -> None:
+    if path:
+        shutil.rmtree(path, ignore_errors=True)
