@@ -355,6 +355,13 @@ export function settingChanges(before: Loose | undefined, after: Loose | undefin
   }
   const out: string[] = [];
   for (const k of Object.keys(after)) {
+    const x = before[k];
+    const y = after[k];
+    if (x && y && typeof x === 'object' && typeof y === 'object') {
+      // a quota: name only the amounts that changed
+      out.push(...settingChanges(x, y).map(c => `${k} ${c}`));
+      continue;
+    }
     const a = settingText(before[k]);
     const b = settingText(after[k]);
     if (a !== b) {
