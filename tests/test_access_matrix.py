@@ -43,7 +43,7 @@ PROJECTS = ("team-a", "team-b")
 CALLERS = ("ops", "alice", "bob", "carol", "dave", "erin", "frank", "mallory", None)  # None: unauthenticated
 RANK = {"viewer": 0, "member": 1, "admin": 2}
 STREAM_SECONDS = 10.0  # the deadline of one event-stream read
-MIN_CELLS = 820  # what the generator below produces for the 33 operations (828): a shrinking matrix fails
+MIN_CELLS = 850  # what the generator below produces for the 35 operations (864): a shrinking matrix fails
 
 # The example platform plus one paused queue both teams may use: what the matrix submits waits
 # there, so the runs set up below keep their places (and their explanations) to the end.
@@ -621,7 +621,26 @@ def gen_queues(w: World, api: Any) -> list[Cell]:
     return cells
 
 
+def gen_insights(w: World, api: Any) -> list[Cell]:
+    """Everyone gets the figures of what they may see; a project they may not see is 404, its name never sent."""
+    cells = _platform("GET insights", anyone)(w, api)
+    for caller in CALLERS:
+        for p in PROJECTS:
+            req = Req("GET", "insights", {"project": p, "since": "1d"})
+            cells.append(Cell("GET insights", "one team", caller, p, req, visible_or_404(caller, p)))
+    return cells
+
+
+def gen_whatif(w: World, api: Any) -> list[Cell]:
+    """A replay of a queue both teams use: anyone in a project (or a platform admin); others 403."""
+    req = Req("POST", "whatif", body={"since": "1d", "changes": {"parked": {"concurrency": 2}}})
+    ok = [c for c in CALLERS if any(sees(c, p) for p in PROJECTS)]
+    return [Cell("POST whatif", "-", c, None, req, 200 if c in ok else 403) for c in CALLERS]
+
+
 GENERATORS: dict[str, Gen] = {
+    "POST whatif": gen_whatif,
+    "GET insights": gen_insights,
     "GET whoami": _platform("GET whoami", anyone),
     "GET capacity": _platform("GET capacity", anyone),
     "GET queues": gen_queues,

@@ -25,6 +25,7 @@ from ..core.request import RunRequest
 from ..core.status import FINAL, HOLDING, Status
 from ..executors.base import Device, Executor, Observation
 from ..store import Store
+from . import insights
 from .admin import ConfigAdmin
 from .bus import EventBus
 from .compare import MAX_RUNS as MAX_COMPARE
@@ -284,6 +285,10 @@ class Engine:
 
     def is_admin(self, user: str) -> bool:
         return self.reads.is_admin(user)
+
+    def insights(self, user: str, **args: str | None) -> dict[str, Any]:
+        """Waits, GPU-hours, goodput, refusals and failures over a range (engine/insights.py)."""
+        return insights.compute(self.state, user, **args)
 
     def is_final(self, run_id: str) -> bool:
         return self.reads.is_final(run_id)

@@ -12,7 +12,9 @@ import sys
 from tornado import web
 
 from ..core.errors import NotFound
+from . import insights_models as im
 from . import models as m
+from . import openapi
 from .handlers import (
     ID,
     NAME,
@@ -40,8 +42,10 @@ from .handlers import (
     SweepCompareHandler,
     WhoAmIHandler,
 )
+from .insights_handlers import InsightsHandler
 from .openapi import API, openapi_document
 from .streams import EventsHandler, LogsHandler
+from .whatif_handler import WhatIfHandler, WhatIfRequest, WhatIfResponse
 
 
 class OpenAPIHandler(BaseHandler):
@@ -88,7 +92,22 @@ ROUTES: list[tuple[str, type[BaseHandler], str]] = [
     (rf"runs/{ID}/metrics", MetricsHandler, "Metric curves (?names=a,b&max_points=N), downsampled keeping extremes"),
     ("compare", CompareHandler, "Compare runs (?runs=a,b&metrics=m): params, config differences, summaries, curves"),
     ("events", EventsHandler, "Status changes of visible runs as Server-Sent Events"),
+    ("insights", InsightsHandler, "Observed waits, GPU-hours against quota, goodput, refusals, failures (?since=7d)"),
+    ("whatif", WhatIfHandler, "Replay a period under changed queue limits: predicted beside observed waits"),
     ("openapi.json", OpenAPIHandler, "This API's OpenAPI document"),
+]
+
+# Issue 13's endpoints declare their answers and query parameters here, beside their routes.
+_TIME = {"type": "string", "pattern": "^([0-9]{1,12}(\\.[0-9]{1,6})?|[0-9]{1,6}[smhdw])$"}
+openapi._RESPONSES[("insights", "get")] = (200, im.Insights)
+openapi._RESPONSES[("whatif", "post")] = (200, WhatIfResponse)
+openapi._BODIES[("whatif", "post")] = WhatIfRequest
+openapi._QUERY[("insights", "get")] = [
+    openapi._q("queue", openapi._STR, "Only this queue (one you may use)"),
+    openapi._q("project", openapi._STR, "Only this project's runs (one of yours)"),
+    openapi._q("since", _TIME, "Start: epoch seconds or a duration before now (7d); default: until - 7d"),
+    openapi._q("until", _TIME, "End: epoch seconds or a duration before now; default: now"),
+    openapi._q("bucket", {"type": "string", "pattern": "^[0-9]{1,6}[smhdw]$"}, "Series bucket width (1m..400d)"),
 ]
 
 

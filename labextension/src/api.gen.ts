@@ -436,6 +436,40 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/gpuplat/api/insights": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Observed waits, GPU-hours against quota, goodput, refusals, failures (?since=7d) */
+        get: operations["get_insights"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/gpuplat/api/whatif": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Replay a period under changed queue limits: predicted beside observed waits */
+        post: operations["post_whatif"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/gpuplat/api/openapi.json": {
         parameters: {
             query?: never;
@@ -487,6 +521,29 @@ export interface components {
             gpu: number;
             /** Devices */
             devices: number[] | null;
+        };
+        /** BucketFigures */
+        BucketFigures: {
+            /** Start */
+            start: number;
+            /** Gpu Hours */
+            gpu_hours: number;
+            /** Allowance Gpu Hours */
+            allowance_gpu_hours: number | null;
+            /** Machine Gpu Hours */
+            machine_gpu_hours: number | null;
+            /** Utilisation */
+            utilisation: number | null;
+            /** Machine Utilisation */
+            machine_utilisation: number | null;
+            /** Queued */
+            queued: number;
+            /** Queue Wait P50 */
+            queue_wait_p50: number | null;
+            /** Queue Wait P90 */
+            queue_wait_p90: number | null;
+            /** Queue Wait P99 */
+            queue_wait_p99: number | null;
         };
         /** Capacity */
         Capacity: {
@@ -597,6 +654,91 @@ export interface components {
              * @default null
              */
             applied?: boolean | null;
+        };
+        /** ConnectionConfig */
+        ConnectionConfig: {
+            /** Name */
+            name: string;
+            /**
+             * Kind
+             * @enum {string}
+             */
+            kind: "volume" | "secret" | "bucket" | "git";
+            /**
+             * Description
+             * @default
+             */
+            description?: string;
+            /**
+             * Projects
+             * @default null
+             */
+            projects?: string[] | null;
+            /**
+             * Claim
+             * @default null
+             */
+            claim?: string | null;
+            /**
+             * Host Path
+             * @default null
+             */
+            host_path?: string | null;
+            /**
+             * Mount Path
+             * @default null
+             */
+            mount_path?: string | null;
+            /**
+             * Read Only
+             * @default false
+             */
+            read_only?: boolean;
+            /**
+             * Secret
+             * @default null
+             */
+            secret?: string | null;
+            /** Env */
+            env?: {
+                [key: string]: string;
+            };
+            /**
+             * Expose
+             * @default env
+             * @enum {string}
+             */
+            expose?: "env" | "files";
+            /**
+             * Local File
+             * @default null
+             */
+            local_file?: string | null;
+            /**
+             * Endpoint
+             * @default null
+             */
+            endpoint?: string | null;
+            /**
+             * Bucket
+             * @default null
+             */
+            bucket?: string | null;
+            /**
+             * Region
+             * @default null
+             */
+            region?: string | null;
+            /**
+             * Url
+             * @default null
+             */
+            url?: string | null;
+            /**
+             * Ref
+             * @default null
+             */
+            ref?: string | null;
         };
         /**
          * Curve
@@ -781,6 +923,13 @@ export interface components {
                 [key: string]: unknown;
             } | null;
         };
+        /** FailureCount */
+        FailureCount: {
+            /** Reason */
+            reason: string;
+            /** Count */
+            count: number;
+        };
         /** GitState */
         GitState: {
             /**
@@ -805,6 +954,35 @@ export interface components {
             reason: string;
             /** Message */
             message: string;
+        };
+        /**
+         * Insights
+         * @description Observed waits, GPU-hours against quota, goodput, refusals and failures over a range
+         */
+        Insights: {
+            /** Since */
+            since: number;
+            /** Until */
+            until: number;
+            /** Bucket Seconds */
+            bucket_seconds: number;
+            /** Now */
+            now: number;
+            /** Queue */
+            queue: string | null;
+            /** Project */
+            project: string | null;
+            /** Platform Admin */
+            platform_admin: boolean;
+            total: components["schemas"]["TotalFigures"];
+            /** Queues */
+            queues: components["schemas"]["QueueFigures"][];
+            /** Series */
+            series: components["schemas"]["BucketFigures"][];
+            /** Top Users */
+            top_users: components["schemas"]["TopUser"][];
+            /** Refusals */
+            refusals: components["schemas"]["RefusalCount"][];
         };
         /**
          * KernelConnection
@@ -1001,6 +1179,11 @@ export interface components {
              * @default null
              */
             volumes?: components["schemas"]["Volume"][] | null;
+            /**
+             * Connections
+             * @default null
+             */
+            connections?: string[] | null;
             /** @default null */
             termination?: components["schemas"]["Termination"] | null;
         };
@@ -1049,6 +1232,8 @@ export interface components {
             presets?: components["schemas"]["PresetConfig"][];
             /** Projects */
             projects?: components["schemas"]["ProjectConfig"][];
+            /** Connections */
+            connections?: components["schemas"]["ConnectionConfig"][];
         };
         /** PresetConfig */
         PresetConfig: {
@@ -1081,6 +1266,11 @@ export interface components {
              * @default null
              */
             volumes?: components["schemas"]["Volume"][] | null;
+            /**
+             * Connections
+             * @default null
+             */
+            connections?: string[] | null;
             /** @default null */
             termination?: components["schemas"]["Termination"] | null;
             /** Name */
@@ -1133,6 +1323,11 @@ export interface components {
              * @default null
              */
             volumes: components["schemas"]["Volume"][] | null;
+            /**
+             * Connections
+             * @default null
+             */
+            connections: string[] | null;
             /** @default null */
             termination: components["schemas"]["Termination"] | null;
             /** Name */
@@ -1322,6 +1517,39 @@ export interface components {
             /** Restrict By Default */
             restrict_by_default: boolean;
         };
+        /**
+         * QueueChange
+         * @description Settings to change on one queue; a field left out keeps its setting, null means no limit.
+         */
+        QueueChange: {
+            /**
+             * Priority
+             * @default null
+             */
+            priority?: number | null;
+            /**
+             * Concurrency
+             * @default null
+             */
+            concurrency?: number | null;
+            /** @default null */
+            quota?: components["schemas"]["QuotaChange"] | null;
+            /**
+             * Max Per User
+             * @default null
+             */
+            max_per_user?: number | null;
+            /**
+             * Ordering
+             * @default null
+             */
+            ordering?: ("best_effort_fifo" | "strict_fifo") | null;
+            /**
+             * Paused
+             * @default null
+             */
+            paused?: boolean | null;
+        };
         /** QueueConfig */
         QueueConfig: {
             /** Name */
@@ -1358,6 +1586,64 @@ export interface components {
              * @default false
              */
             paused?: boolean;
+        };
+        /** QueueFigures */
+        QueueFigures: {
+            /**
+             * Runs
+             * @description Runs queued in the range
+             */
+            runs: number;
+            queue_wait: components["schemas"]["WaitSummary"];
+            start_wait: components["schemas"]["WaitSummary"];
+            /** Waits By Reason */
+            waits_by_reason: components["schemas"]["ReasonWait"][];
+            waits_by_category: components["schemas"]["WaitsByCategory"];
+            /**
+             * Gpu Hours
+             * @description GPUs x running time inside the range
+             */
+            gpu_hours: number;
+            /**
+             * Allowance Gpu Hours
+             * @description The GPU quota x the range; null: no GPU quota
+             */
+            allowance_gpu_hours: number | null;
+            /**
+             * Utilisation
+             * @description gpu_hours / allowance_gpu_hours
+             */
+            utilisation: number | null;
+            /**
+             * Goodput
+             * @description Running time / lifetime of the runs that ended in the range
+             */
+            goodput: number | null;
+            /** Ended Runs */
+            ended_runs: number;
+            /** Failures */
+            failures: components["schemas"]["FailureCount"][];
+            /** Name */
+            name: string;
+            /** Quota Gpu */
+            quota_gpu: number | null;
+        };
+        /** QueueSettings */
+        QueueSettings: {
+            /** Priority */
+            priority: number;
+            /** Concurrency */
+            concurrency: number | null;
+            /** Quota */
+            quota: {
+                [key: string]: number | string;
+            };
+            /** Max Per User */
+            max_per_user: number | null;
+            /** Ordering */
+            ordering: string;
+            /** Paused */
+            paused: boolean;
         };
         /** QueueUsage */
         QueueUsage: {
@@ -1420,6 +1706,19 @@ export interface components {
             pending: number;
             head_wait: components["schemas"]["HeadWait"] | null;
         };
+        /** QueueWhatIf */
+        QueueWhatIf: {
+            /** Name */
+            name: string;
+            settings: components["schemas"]["QueueSettings"];
+            observed_settings: components["schemas"]["QueueSettings"];
+            /** Runs */
+            runs: number;
+            observed: components["schemas"]["WaitFigures"];
+            predicted: components["schemas"]["WaitFigures"];
+            /** Allowance Gpu Hours */
+            allowance_gpu_hours: number | null;
+        };
         /** QueueWritten */
         QueueWritten: {
             queue: components["schemas"]["QueueView"];
@@ -1430,6 +1729,26 @@ export interface components {
         QueuesPage: {
             /** Queues */
             queues: components["schemas"]["QueueView"][];
+        };
+        /** QuotaChange */
+        QuotaChange: {
+            /**
+             * Gpu
+             * @default null
+             */
+            gpu?: number | null;
+            /**
+             * Cpu
+             * @description cores, e.g. 8 or 500m
+             * @default null
+             */
+            cpu?: string | number | null;
+            /**
+             * Memory
+             * @description e.g. 64Gi
+             * @default null
+             */
+            memory?: string | null;
         };
         /**
          * QuotaSpec
@@ -1451,6 +1770,39 @@ export interface components {
              * @default null
              */
             memory?: string | number | null;
+        };
+        /** ReasonWait */
+        ReasonWait: {
+            /**
+             * Reason
+             * @description The reason code the run was held by (core/reasons.py)
+             */
+            reason: string;
+            /**
+             * Category
+             * @description quota, concurrency, max_per_user, capacity, placement or other
+             */
+            category: string;
+            /**
+             * Seconds
+             * @description Seconds runs spent held by this reason
+             */
+            seconds: number;
+            /**
+             * Runs
+             * @description Stretches of waiting with this reason
+             */
+            runs: number;
+        };
+        /** RefusalCount */
+        RefusalCount: {
+            /**
+             * Rule
+             * @description The refusal's error code (the policy rule that refused the submit)
+             */
+            rule: string;
+            /** Count */
+            count: number;
         };
         /**
          * ResourceAmounts
@@ -1645,6 +1997,11 @@ export interface components {
              * @default null
              */
             volumes?: components["schemas"]["Volume"][] | null;
+            /**
+             * Connections
+             * @default null
+             */
+            connections?: string[] | null;
             /** @default null */
             termination?: components["schemas"]["Termination"] | null;
             /** Project */
@@ -1794,6 +2151,29 @@ export interface components {
              * @default null
              */
             best?: components["schemas"]["BestChild"] | null;
+        };
+        /** RunWhatIf */
+        RunWhatIf: {
+            /** Id */
+            id: string;
+            /** Queue */
+            queue: string;
+            /** Project */
+            project: string;
+            /** User */
+            user: string;
+            /** Gpu */
+            gpu: number;
+            /** Queued At */
+            queued_at: number;
+            /** Observed Dispatched At */
+            observed_dispatched_at: number | null;
+            /** Predicted Dispatched At */
+            predicted_dispatched_at: number | null;
+            /** Observed Wait Seconds */
+            observed_wait_seconds: number;
+            /** Predicted Wait Seconds */
+            predicted_wait_seconds: number;
         };
         /** RunsPage */
         RunsPage: {
@@ -2022,6 +2402,61 @@ export interface components {
              */
             toleration_seconds?: number | null;
         };
+        /** TopUser */
+        TopUser: {
+            /** User */
+            user: string;
+            /** Project */
+            project: string;
+            /** Runs */
+            runs: number;
+            /** Gpu Hours */
+            gpu_hours: number;
+        };
+        /** TotalFigures */
+        TotalFigures: {
+            /**
+             * Runs
+             * @description Runs queued in the range
+             */
+            runs: number;
+            queue_wait: components["schemas"]["WaitSummary"];
+            start_wait: components["schemas"]["WaitSummary"];
+            /** Waits By Reason */
+            waits_by_reason: components["schemas"]["ReasonWait"][];
+            waits_by_category: components["schemas"]["WaitsByCategory"];
+            /**
+             * Gpu Hours
+             * @description GPUs x running time inside the range
+             */
+            gpu_hours: number;
+            /**
+             * Allowance Gpu Hours
+             * @description The GPU quota x the range; null: no GPU quota
+             */
+            allowance_gpu_hours: number | null;
+            /**
+             * Utilisation
+             * @description gpu_hours / allowance_gpu_hours
+             */
+            utilisation: number | null;
+            /**
+             * Goodput
+             * @description Running time / lifetime of the runs that ended in the range
+             */
+            goodput: number | null;
+            /** Ended Runs */
+            ended_runs: number;
+            /** Failures */
+            failures: components["schemas"]["FailureCount"][];
+            /**
+             * Machine Gpu Hours
+             * @description The machine's GPUs x the range; null on a cluster
+             */
+            machine_gpu_hours: number | null;
+            /** Machine Utilisation */
+            machine_utilisation: number | null;
+        };
         /** Verdict */
         Verdict: {
             /** Allowed */
@@ -2072,6 +2507,121 @@ export interface components {
              * @default null
              */
             read_only?: boolean | null;
+        };
+        /** WaitFigures */
+        WaitFigures: {
+            /** Wait P50 Seconds */
+            wait_p50_seconds: number | null;
+            /** Wait P90 Seconds */
+            wait_p90_seconds: number | null;
+            /** Wait P99 Seconds */
+            wait_p99_seconds: number | null;
+            /** Wait Mean Seconds */
+            wait_mean_seconds: number | null;
+            /** Gpu Hours */
+            gpu_hours: number;
+            /**
+             * Utilisation
+             * @description GPU-hours / allowance (quota GPUs, else the devices, × period)
+             */
+            utilisation: number | null;
+            /** Waiting At End */
+            waiting_at_end: number;
+        };
+        /**
+         * WaitSummary
+         * @description Exact nearest-rank percentiles of a wait, in seconds (null: no runs).
+         */
+        WaitSummary: {
+            /** N */
+            n: number;
+            /** P50 */
+            p50: number | null;
+            /** P90 */
+            p90: number | null;
+            /** P99 */
+            p99: number | null;
+            /** Max */
+            max: number | null;
+            /** Mean */
+            mean: number | null;
+        };
+        /** WaitsByCategory */
+        WaitsByCategory: {
+            /** Quota */
+            quota: number;
+            /** Concurrency */
+            concurrency: number;
+            /** Max Per User */
+            max_per_user: number;
+            /** Capacity */
+            capacity: number;
+            /** Placement */
+            placement: number;
+            /** Other */
+            other: number;
+        };
+        /**
+         * WhatIfRequest
+         * @description A period (epoch seconds, or a duration back from now such as 7d, 12h) and the changes.
+         */
+        WhatIfRequest: {
+            /**
+             * Since
+             * @description epoch seconds, or how long ago: 30m, 12h, 7d, 2w
+             */
+            since: number | string;
+            /**
+             * Until
+             * @description epoch seconds or how long ago; default now
+             * @default null
+             */
+            until?: number | string | null;
+            /** Changes */
+            changes?: {
+                [key: string]: components["schemas"]["QueueChange"];
+            };
+            /**
+             * Queues
+             * @description queues to report (default: changed)
+             * @default null
+             */
+            queues?: string[] | null;
+            /**
+             * Max Runs
+             * @description per-run rows at most
+             * @default 1000
+             */
+            max_runs?: number;
+        };
+        /** WhatIfResponse */
+        WhatIfResponse: {
+            /** Since */
+            since: number;
+            /** Until */
+            until: number;
+            /** Devices */
+            devices: number | null;
+            /** Queues */
+            queues: components["schemas"]["QueueWhatIf"][];
+            /**
+             * Runs
+             * @description the caller's projects' runs only (admins: all), observed order
+             */
+            runs: components["schemas"]["RunWhatIf"][];
+            /** Runs Truncated */
+            runs_truncated: boolean;
+            /**
+             * Hidden Runs
+             * @description other projects' runs in these queues, counted in the figures, not named
+             */
+            hidden_runs: number;
+            /** Predicted Order */
+            predicted_order: string[];
+            /** Cycles */
+            cycles: number;
+            /** Assumptions */
+            assumptions: string[];
         };
         /** WhoAmI */
         WhoAmI: {
@@ -3153,6 +3703,79 @@ export interface operations {
                 };
                 content: {
                     "text/event-stream": string;
+                };
+            };
+            /** @description Refused: what was wrong and what is allowed */
+            "4XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    get_insights: {
+        parameters: {
+            query?: {
+                /** @description Only this queue (one you may use) */
+                queue?: string;
+                /** @description Only this project's runs (one of yours) */
+                project?: string;
+                /** @description Start: epoch seconds or a duration before now (7d); default: until - 7d */
+                since?: string;
+                /** @description End: epoch seconds or a duration before now; default: now */
+                until?: string;
+                /** @description Series bucket width (1m..400d) */
+                bucket?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Observed waits, GPU-hours against quota, goodput, refusals and failures over a range */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Insights"];
+                };
+            };
+            /** @description Refused: what was wrong and what is allowed */
+            "4XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    post_whatif: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["WhatIfRequest"];
+            };
+        };
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["WhatIfResponse"];
                 };
             };
             /** @description Refused: what was wrong and what is allowed */

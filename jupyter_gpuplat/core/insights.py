@@ -1,0 +1,244 @@
+"""Insights from the record, pure: runs (times + timeline) in, figures out.
+
+Every figure is recomputed from the runs' recorded times and append-only timelines, so
+the answer is a recount by construction (no rollup that could drift). Percentiles are
+exact, nearest-rank: the p-th percentile of n sorted values is the ceil(p/100 * n)-th.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from .clocks import clocks
+from .reasons import Layer, Reason, layer_of
+
+PERCENTILES = (50, 90, 99)
+CATEGORIES = ("quota", "concurrency", "max_per_user", "capacity", "placement", "other")
+_CATEGORY: dict[str, str] = {
+    Reason.QUEUE_QUOTA: "quota",
+    Reason.QUEUE_CONCURRENCY: "concurrency",
+    Reason.SWEEP_CONCURRENCY: "concurrency",
+    Reason.USER_LIMIT: "max_per_user",
+    Reason.NO_CAPACITY: "capacity",
+}
+# Kubernetes placement: the scheduler (or an admission gate) has not put the pod on a node.
+PLACEMENT = frozenset(
+    {
+        Reason.INSUFFICIENT_GPU,
+        Reason.GPU_FRAGMENTED,
+        Reason.NO_NODE_BIG_ENOUGH,
+        Reason.INSUFFICIENT_RESOURCES,
+        Reason.UNTOLERATED_TAINT,
+        Reason.SELECTOR_MISMATCH,
+        Reason.NODES_CORDONED,
+        Reason.VOLUME_NOT_BOUND,
+        Reason.VOLUME_NODE_CONFLICT,
+        Reason.UNSCHEDULABLE,
+        Reason.SCHEDULING_GATED,
+        Reason.PENDING,
+        Reason.SUSPENDED,
+        Reason.EXCEEDED_QUOTA,
+    }
+)
+_FINAL_STATUSES = frozenset({"succeeded", "failed", "stopped"})
+
+
+def category(reason: str) -> str:
+    if reason in _CATEGORY:
+        return _CATEGORY[reason]
+    return "placement" if reason in PLACEMENT else "other"
+
+
+def percentile(sorted_values: Sequence[float], p: float) -> float | None:
+    """Nearest rank: exact (one of the values), None for no values."""
+    if not sorted_values:
+        return None
+    rank = max(1, math.ceil(p / 100 * len(sorted_values)))
+    return sorted_values[rank - 1]
+
+
+def summary(values: Iterable[float]) -> dict[str, Any]:
+    xs = sorted(values)
+    out: dict[str, Any] = {"n": len(xs)}
+    for p in PERCENTILES:
+        out[f"p{p}"] = percentile(xs, p)
+    out["max"] = xs[-1] if xs else None
+    out["mean"] = round(sum(xs) / len(xs), 3) if xs else None
+    return out
+
+
+def wait_intervals(timeline: Sequence[Mapping[str, Any]], end: float) -> list[tuple[str, float]]:
+    """(reason, seconds) for each stretch the run was held (our queue or the executor) by that reason."""
+    out: list[tuple[str, float]] = []
+    for i, ev in enumerate(timeline):
+        if ev["status"] in _FINAL_STATUSES:
+            break
+        reason = str(ev.get("reason") or "")
+        if layer_of(reason) not in (Layer.QUEUE, Layer.EXECUTOR):
+            continue
+        nxt = timeline[i + 1]["at"] if i + 1 < len(timeline) else end
+        if nxt > ev["at"]:
+            out.append((reason, nxt - ev["at"]))
+    return out
+
+
+def _overlap(a0: float, a1: float, b0: float, b1: float) -> float:
+    return max(0.0, min(a1, b1) - max(a0, b0))
+
+
+class Tally:
+    """Figures of one selection (a queue, or everything asked for)."""
+
+    def __init__(self) -> None:
+        self.queue_waits: list[float] = []
+        self.start_waits: list[float] = []
+        self.by_reason: dict[str, list[float]] = defaultdict(lambda: [0.0, 0])
+        self.gpu_seconds = 0.0
+        self.run_seconds = 0.0
+        self.lifetime_seconds = 0.0
+        self.ended = 0
+        self.failures: dict[str, int] = defaultdict(int)
+        self.runs = 0
+
+    def view(self, gpu_hours_allowed: float | None) -> dict[str, Any]:
+        gpu_hours = round(self.gpu_seconds / 3600, 6)
+        ranked = sorted(self.by_reason.items(), key=lambda kv: (-kv[1][0], kv[0]))
+        reasons: list[dict[str, Any]] = [
+            {"reason": r, "category": category(r), "seconds": round(s, 3), "runs": int(n)} for r, (s, n) in ranked
+        ]
+        cats = dict.fromkeys(CATEGORIES, 0.0)
+        for r, (s, _) in ranked:
+            cats[category(r)] = round(cats[category(r)] + round(s, 3), 3)
+        return {
+            "runs": self.runs,
+            "queue_wait": summary(self.queue_waits),
+            "start_wait": summary(self.start_waits),
+            "waits_by_reason": reasons,
+            "waits_by_category": cats,
+            "gpu_hours": gpu_hours,
+            "allowance_gpu_hours": gpu_hours_allowed,
+            "utilisation": None if not gpu_hours_allowed else round(gpu_hours / gpu_hours_allowed, 6),
+            "goodput": round(self.run_seconds / self.lifetime_seconds, 6) if self.lifetime_seconds > 0 else None,
+            "ended_runs": self.ended,
+            "failures": [
+                {"reason": r, "count": n} for r, n in sorted(self.failures.items(), key=lambda kv: (-kv[1], kv[0]))
+            ],
+        }
+
+
+def insights(
+    runs: Sequence[Mapping[str, Any]],
+    timelines: Mapping[str, Sequence[Mapping[str, Any]]],
+    *,
+    since: float,
+    until: float,
+    bucket: float,
+    now: float,
+    quota_gpu: Mapping[str, int | None],
+    machine_gpus: int | None,
+    top: int = 10,
+) -> dict[str, Any]:
+    """The figures over [since, until): waits of runs queued in it, GPU time and goodput inside it.
+
+    `quota_gpu`: each selected queue's GPU quota (None: unlimited). GPU time is gpu x the part of
+    [started, end) inside the range or bucket; goodput is run time / lifetime of runs that ended
+    in the range; failures are failed runs that ended in it.
+    """
+    horizon = min(until, now)
+    n_buckets = max(1, math.ceil((until - since) / bucket))
+    starts = [since + i * bucket for i in range(n_buckets)]
+    series_gpu = [0.0] * n_buckets
+    series_waits: list[list[float]] = [[] for _ in range(n_buckets)]
+    total, per_queue = Tally(), {q: Tally() for q in quota_gpu}
+    users: dict[tuple[str, str], list[float]] = defaultdict(lambda: [0, 0.0])
+    for run in runs:
+        tl = timelines.get(run["id"], ())
+        end = run["finished_at"] if run["finished_at"] is not None else now
+        c = clocks(run, tl, now)
+        tallies = [total] + ([per_queue[run["queue"]]] if run["queue"] in per_queue else [])
+        queued = run["queued_at"]
+        in_range = queued is not None and since <= queued < until
+        gpu_s, buckets_hit = 0.0, []
+        if run["started_at"] is not None and run["gpu"]:
+            a0, a1 = run["started_at"], min(end, horizon)
+            gpu_s = run["gpu"] * _overlap(a0, a1, since, until)
+            if gpu_s:
+                first = max(0, int((max(a0, since) - since) // bucket))
+                for b in range(first, n_buckets):
+                    if starts[b] >= a1:
+                        break
+                    buckets_hit.append((b, run["gpu"] * _overlap(a0, a1, starts[b], min(starts[b] + bucket, until))))
+        for b, s in buckets_hit:
+            series_gpu[b] += s
+        ended = run["finished_at"] is not None and since <= run["finished_at"] < until
+        for t in tallies:
+            t.gpu_seconds += gpu_s
+            if in_range:
+                t.runs += 1
+                if run["dispatched_at"] is not None:
+                    t.queue_waits.append(c["queue_wait_seconds"] or 0.0)
+                if run["started_at"] is not None:
+                    t.start_waits.append(c["start_wait_seconds"] or 0.0)
+                for reason, s in wait_intervals(tl, end):
+                    slot = t.by_reason[reason]
+                    slot[0] += s
+                    slot[1] += 1
+            if ended:
+                t.ended += 1
+                t.run_seconds += c["run_seconds"] or 0.0
+                t.lifetime_seconds += end - run["created_at"]
+                if run["status"] == "failed":
+                    t.failures[run["reason"] or "Unknown"] += 1
+        if in_range and run["dispatched_at"] is not None:
+            series_waits[min(n_buckets - 1, int((queued - since) // bucket))].append(c["queue_wait_seconds"] or 0.0)
+        if gpu_s or in_range:
+            u = users[(run["project"], run["user"])]
+            u[0] += 1 if in_range else 0
+            u[1] += gpu_s
+
+    def allowance(names: Iterable[str], seconds: float) -> float | None:
+        quotas = [quota_gpu[n] for n in names]
+        if not quotas or any(q is None for q in quotas):
+            return None
+        return round(sum(q or 0 for q in quotas) * seconds / 3600, 6)
+
+    span = max(0.0, until - since)
+    series = []
+    for b, start in enumerate(starts):
+        width = min(start + bucket, until) - start
+        allowed = allowance(quota_gpu, width)
+        machine = None if machine_gpus is None else round(machine_gpus * width / 3600, 6)
+        gh = round(series_gpu[b] / 3600, 6)
+        w = summary(series_waits[b])
+        series.append(
+            {
+                "start": start,
+                "gpu_hours": gh,
+                "allowance_gpu_hours": allowed,
+                "machine_gpu_hours": machine,
+                "utilisation": None if not allowed else round(gh / allowed, 6),
+                "machine_utilisation": None if not machine else round(gh / machine, 6),
+                "queued": w["n"],
+                "queue_wait_p50": w["p50"],
+                "queue_wait_p90": w["p90"],
+                "queue_wait_p99": w["p99"],
+            }
+        )
+    machine_total = None if machine_gpus is None else round(machine_gpus * span / 3600, 6)
+    whole = total.view(allowance(quota_gpu, span))
+    whole["machine_gpu_hours"] = machine_total
+    whole["machine_utilisation"] = None if not machine_total else round(whole["gpu_hours"] / machine_total, 6)
+    ranked = sorted(users.items(), key=lambda kv: (-kv[1][1], -kv[1][0], kv[0]))[:top]
+    return {
+        "total": whole,
+        "queues": [
+            {"name": q, "quota_gpu": quota_gpu[q], **t.view(allowance([q], span))} for q, t in per_queue.items()
+        ],
+        "series": series,
+        "top_users": [
+            {"user": u, "project": p, "runs": int(n), "gpu_hours": round(s / 3600, 6)} for (p, u), (n, s) in ranked
+        ],
+    }

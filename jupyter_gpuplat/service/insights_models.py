@@ -1,0 +1,107 @@
+"""Response models of GET insights (engine/insights.py computes them; docs/insights.md explains them)."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class _Out(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class WaitSummary(_Out):
+    """Exact nearest-rank percentiles of a wait, in seconds (null: no runs)."""
+
+    n: int
+    p50: float | None
+    p90: float | None
+    p99: float | None
+    max: float | None
+    mean: float | None
+
+
+class ReasonWait(_Out):
+    reason: str = Field(description="The reason code the run was held by (core/reasons.py)")
+    category: str = Field(description="quota, concurrency, max_per_user, capacity, placement or other")
+    seconds: float = Field(description="Seconds runs spent held by this reason")
+    runs: int = Field(description="Stretches of waiting with this reason")
+
+
+class WaitsByCategory(_Out):
+    quota: float
+    concurrency: float
+    max_per_user: float
+    capacity: float
+    placement: float
+    other: float
+
+
+class FailureCount(_Out):
+    reason: str
+    count: int
+
+
+class RefusalCount(_Out):
+    rule: str = Field(description="The refusal's error code (the policy rule that refused the submit)")
+    count: int
+
+
+class Figures(_Out):
+    runs: int = Field(description="Runs queued in the range")
+    queue_wait: WaitSummary
+    start_wait: WaitSummary
+    waits_by_reason: list[ReasonWait]
+    waits_by_category: WaitsByCategory
+    gpu_hours: float = Field(description="GPUs x running time inside the range")
+    allowance_gpu_hours: float | None = Field(description="The GPU quota x the range; null: no GPU quota")
+    utilisation: float | None = Field(description="gpu_hours / allowance_gpu_hours")
+    goodput: float | None = Field(description="Running time / lifetime of the runs that ended in the range")
+    ended_runs: int
+    failures: list[FailureCount]
+
+
+class QueueFigures(Figures):
+    name: str
+    quota_gpu: int | None
+
+
+class TotalFigures(Figures):
+    machine_gpu_hours: float | None = Field(description="The machine's GPUs x the range; null on a cluster")
+    machine_utilisation: float | None
+
+
+class BucketFigures(_Out):
+    start: float
+    gpu_hours: float
+    allowance_gpu_hours: float | None
+    machine_gpu_hours: float | None
+    utilisation: float | None
+    machine_utilisation: float | None
+    queued: int
+    queue_wait_p50: float | None
+    queue_wait_p90: float | None
+    queue_wait_p99: float | None
+
+
+class TopUser(_Out):
+    user: str
+    project: str
+    runs: int
+    gpu_hours: float
+
+
+class Insights(_Out):
+    """Observed waits, GPU-hours against quota, goodput, refusals and failures over a range"""
+
+    since: float
+    until: float
+    bucket_seconds: float
+    now: float
+    queue: str | None
+    project: str | None
+    platform_admin: bool
+    total: TotalFigures
+    queues: list[QueueFigures]
+    series: list[BucketFigures]
+    top_users: list[TopUser]
+    refusals: list[RefusalCount]

@@ -1,0 +1,95 @@
+"""Reads for insights, and the append-only record of refusals at submit (v9).
+
+A refused submit creates no run, so without this table refusals would leave no trace.
+Insights read the runs' times and timelines directly (the record is the source; no rollup
+that could drift): an index on (queue, created_at) keeps one queue's month a range scan.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from sqlalchemy import Column, Float, Index, String, Table, Text, and_, func, or_, select
+from sqlalchemy.engine import Engine
+
+from . import schema
+from .schema import Id64
+
+refusals = Table(
+    "gpuplat_refusals",
+    schema.metadata,
+    Column("id", Id64, primary_key=True, autoincrement=True),
+    Column("at", Float, nullable=False),
+    Column("project", String(63), nullable=False),
+    Column("user", String(128), nullable=False),
+    Column("queue", String(63), nullable=False, default=""),
+    Column("code", String(64), nullable=False),
+    Column("message", Text, nullable=False, default=""),
+    Index("ix_refusals_at", "at"),
+)
+
+_RUN_COLS = (
+    "id",
+    "project",
+    "user",
+    "queue",
+    "status",
+    "reason",
+    "gpu",
+    "created_at",
+    "queued_at",
+    "dispatched_at",
+    "started_at",
+    "finished_at",
+)
+
+
+def record_refusal(engine: Engine, row: dict[str, Any]) -> None:
+    with engine.begin() as conn:
+        conn.execute(refusals.insert().values(**row))
+
+
+def window_runs(
+    engine: Engine, queues: Sequence[str], projects: Sequence[str], since: float, until: float
+) -> list[dict[str, Any]]:
+    """Runs of these queues and projects alive at some point in [since, until), sweeps' parents left out."""
+    r = schema.runs.c
+    cols = [r[c] for c in _RUN_COLS]
+    q = select(*cols).where(
+        r.queue.in_(list(queues)),
+        r.project.in_(list(projects)),
+        r.kind != "sweep",
+        r.created_at < until,
+        or_(r.finished_at.is_(None), r.finished_at >= since),
+    )
+    with engine.connect() as conn:
+        return [dict(m) for m in conn.execute(q).mappings()]
+
+
+def timelines(engine: Engine, run_ids: Sequence[str]) -> dict[str, list[dict[str, Any]]]:
+    """Each run's events (status, reason, at) in order."""
+    e = schema.events.c
+    out: dict[str, list[dict[str, Any]]] = {rid: [] for rid in run_ids}
+    ids = list(run_ids)
+    with engine.connect() as conn:
+        for i in range(0, len(ids), 900):  # SQLite's bound-parameter limit
+            chunk = ids[i : i + 900]
+            rows = conn.execute(
+                select(e.run_id, e.status, e.reason, e.at).where(e.run_id.in_(chunk)).order_by(e.run_id, e.id)
+            )
+            for rid, status, reason, at in rows:
+                out[rid].append({"status": status, "reason": reason, "at": at})
+    return out
+
+
+def refusal_counts(
+    engine: Engine, queues: Sequence[str] | None, projects: Sequence[str], since: float, until: float
+) -> list[dict[str, Any]]:
+    c = refusals.c
+    cond = [c.project.in_(list(projects)), c.at >= since, c.at < until]
+    if queues is not None:
+        cond.append(c.queue.in_(list(queues)))
+    q = select(c.code, func.count()).where(and_(*cond)).group_by(c.code).order_by(func.count().desc(), c.code)
+    with engine.connect() as conn:
+        return [{"rule": code, "count": int(n)} for code, n in conn.execute(q)]
