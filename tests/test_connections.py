@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import tempfile
+from pathlib import Path
 from typing import Any
 
 import kubernetes_validate
@@ -11,9 +13,10 @@ from jupyter_gpuplat.core.config import parse_config
 from jupyter_gpuplat.core.errors import ConfigErrors
 from jupyter_gpuplat.core.policy import resolve
 from jupyter_gpuplat.core.request import Entrypoint, RunRequest
-from jupyter_gpuplat.executors.base import LaunchRequest
+from jupyter_gpuplat.executors.base import ExecutorError, LaunchRequest
 from jupyter_gpuplat.executors.kubernetes.connections import volume_name
 from jupyter_gpuplat.executors.kubernetes.manifests import JobSettings, make_job
+from jupyter_gpuplat.executors.local_connections import connection_env, remove_run_secrets
 
 CONNECTIONS = [
     {"name": "datasets", "kind": "volume", "claim": "datasets", "host_path": "/srv/datasets", "mount_path": "/data",
@@ -158,3 +161,43 @@ def test_a_job_mounts_and_injects_by_reference_only() -> None:
     assert env["GPUPLAT_CONNECTION_REPO_REF"] == "main"
     assert env["GPUPLAT_CONNECTION_CERTS"] == "/var/run/certs"
     assert len({v["name"] for v in pod["volumes"]}) == len(pod["volumes"])
+
+
+def local_request(tmp_path: Path, *refs: dict[str, Any]) -> LaunchRequest:
+    return LaunchRequest(
+        run_id="r-local-conn", entrypoint=Entrypoint("command", argv=("true",)), env={}, devices=(),
+        workdir=str(tmp_path / "r-local-conn"), spec={"connection_refs": list(refs)},
+    )  # fmt: skip
+
+
+def test_local_secret_files_are_private_and_removed_and_errors_name_no_value(tmp_path: Path) -> None:
+    (tmp_path / "certs.env").write_text("ca.pem=VALUE-1\n# a comment\n\nclient.key = VALUE-2\n")
+    files = {"name": "certs", "kind": "secret", "secret": "certs", "expose": "files", "mount_path": "/c",
+             "local_file": str(tmp_path / "certs.env")}  # fmt: skip
+    env, secret_dir = connection_env(local_request(tmp_path, files))
+    assert secret_dir is not None and not secret_dir.startswith(str(tmp_path))
+    d = Path(env["GPUPLAT_CONNECTION_CERTS"])
+    assert {p.name: p.read_text() for p in d.iterdir()} == {"ca.pem": "VALUE-1", "client.key": "VALUE-2"}
+    assert {oct(p.stat().st_mode & 0o777) for p in d.iterdir()} == {"0o600"}
+    assert oct(d.stat().st_mode & 0o777) == "0o700"
+    remove_run_secrets("r-local-conn")
+    assert not Path(secret_dir).exists()
+
+    (tmp_path / "bad.env").write_text("token=SHOWN-NOWHERE\nSHOWN-NOWHERE-EITHER\n")
+    bad = {"name": "hf", "kind": "secret", "secret": "hf", "env": {"HF_TOKEN": "token"},
+           "local_file": str(tmp_path / "bad.env")}  # fmt: skip
+    with pytest.raises(ExecutorError) as exc:
+        connection_env(local_request(tmp_path, bad))
+    assert str(exc.value) == (
+        f"run r-local-conn: connection hf: cannot read {tmp_path}/bad.env: line 2: not a KEY=VALUE line"
+    )
+    (tmp_path / "bad.env").write_text("other=SHOWN-NOWHERE\n")
+    with pytest.raises(ExecutorError, match=r"connection hf: key 'token' is not in .*bad\.env$") as exc:
+        connection_env(local_request(tmp_path, bad))
+    assert "SHOWN-NOWHERE" not in str(exc.value)
+    with pytest.raises(ExecutorError, match="connection hf needs Secret 'hf' and has no local_file"):
+        connection_env(local_request(tmp_path, {**bad, "local_file": None}))
+    # a failure after the files were written removes them
+    with pytest.raises(ExecutorError):
+        connection_env(local_request(tmp_path, files, bad))
+    assert not list(Path(tempfile.gettempdir()).glob("gpuplat-secrets-r-local-conn-*"))

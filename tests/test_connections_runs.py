@@ -127,6 +127,8 @@ async def test_a_local_run_reads_its_connections_and_no_value_leaks(
     wal = tmp_path / "gpuplat.db-wal"
     store += wal.read_bytes() if wal.exists() else b""
     artifacts = b"".join(p.read_bytes() for p in (tmp_path / "artifacts").rglob("*") if p.is_file())
+    # what is searched holds the run (its record, its log): a search of nothing would pass too
+    assert b"connection_refs" in store and b"hello from the volume" in artifacts and "probe" in caplog.text + dumped
     for secret in SECRETS:
         assert secret not in dumped
         assert secret.encode() not in store

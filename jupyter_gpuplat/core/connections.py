@@ -127,6 +127,6 @@ def read_local_file(path: str) -> dict[str, str]:
             key, sep, value = line.partition("=")
             if not sep:
                 # the line may be a value: say where, never what
-                raise ValueError(f"{path}:{n}: not a KEY=VALUE line")
+                raise ValueError(f"line {n}: not a KEY=VALUE line")
             values[key.strip()] = value.strip()
     return values

@@ -63,7 +63,7 @@ from .base import (
     Observation,
 )
 from .gpus import detect_gpus
-from .local_connections import connection_env, remove_secret_dir
+from .local_connections import connection_env, remove_run_secrets, remove_secret_dir
 from .local_process import (
     LAUNCH_FILE,
     LAUNCHER_LOCK_FD,
@@ -216,7 +216,6 @@ class LocalExecutor(FilesystemArtifacts, Executor):
         self._detected: list[Device] | None = None
         self._closed = False
         self._submitting: set[str] = set()
-        self._secret_dirs: dict[str, str] = {}  # run id -> its connections' secret files, removed at its end
         self._warm: WarmLaunchers[_Run] = WarmLaunchers(self._launcher_env, self._finish, self._watch_pidfd, self.log)
 
     # -- devices ---------------------------------------------------------------------------
@@ -265,9 +264,8 @@ class LocalExecutor(FilesystemArtifacts, Executor):
             for _ in range(3):  # a launcher that ends while we look is looked at again
                 handle = await self._start_or_adopt(req, command, env, state_dir)
                 if handle is not None:
-                    if secret_dir is not None and req.run_id in self._runs:
-                        self._secret_dirs[req.run_id] = secret_dir
-                        secret_dir = None
+                    if req.run_id in self._runs:
+                        secret_dir = None  # the run's now: removed when it ends (_finish)
                     return handle
         finally:
             self._submitting.discard(req.run_id)
@@ -428,6 +426,7 @@ class LocalExecutor(FilesystemArtifacts, Executor):
 
     def _ended_earlier(self, req: LaunchRequest, state_dir: str) -> dict[str, Any]:
         """Started before and its launcher has ended (its lock is free): report that end, never restart it."""
+        remove_run_secrets(req.run_id)  # its secret files, if it ended while no server watched it
         launched = read_json(os.path.join(state_dir, LAUNCH_FILE)) or {}
         pid = launched.get("pid") if isinstance(launched.get("pid"), int) else 0
         ticks = launched.get("start_ticks") if isinstance(launched.get("start_ticks"), int) else None
@@ -684,7 +683,7 @@ class LocalExecutor(FilesystemArtifacts, Executor):
         if self._runs.get(run.run_id) is not run:
             return
         del self._runs[run.run_id]
-        remove_secret_dir(self._secret_dirs.pop(run.run_id, None))
+        remove_run_secrets(run.run_id)
         if run.warm is not None and run.warm.runs.get(run.pid) is run:
             del run.warm.runs[run.pid]
         self._unwatch(run)

@@ -8,6 +8,7 @@ removed when the run ends. Errors name the connection and the key, never a value
 
 from __future__ import annotations
 
+import glob
 import os
 import shutil
 import tempfile
@@ -50,7 +51,7 @@ def connection_env(req: LaunchRequest) -> tuple[dict[str, str], str | None]:
             values = _values(req.run_id, c)
             if c.get("expose") == "files":
                 if secret_dir is None:
-                    secret_dir = tempfile.mkdtemp(prefix=f"gpuplat-{req.run_id}-")
+                    secret_dir = tempfile.mkdtemp(prefix=_prefix(req.run_id))
                 d = os.path.join(secret_dir, c["name"])
                 os.mkdir(d, 0o700)
                 for key, value in values.items():
@@ -70,6 +71,16 @@ def connection_env(req: LaunchRequest) -> tuple[dict[str, str], str | None]:
     return env, secret_dir
 
 
+def _prefix(run_id: str) -> str:
+    return f"gpuplat-secrets-{run_id}-"
+
+
 def remove_secret_dir(path: str | None) -> None:
     if path:
         shutil.rmtree(path, ignore_errors=True)
+
+
+def remove_run_secrets(run_id: str) -> None:
+    """Every secret directory of the run: also one made before a server restart (its path was not kept)."""
+    for path in glob.glob(os.path.join(tempfile.gettempdir(), glob.escape(_prefix(run_id)) + "*")):
+        remove_secret_dir(path)
