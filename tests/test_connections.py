@@ -16,7 +16,7 @@ from jupyter_gpuplat.core.request import Entrypoint, RunRequest
 from jupyter_gpuplat.executors.base import ExecutorError, LaunchRequest
 from jupyter_gpuplat.executors.kubernetes.connections import volume_name
 from jupyter_gpuplat.executors.kubernetes.manifests import JobSettings, make_job
-from jupyter_gpuplat.executors.local_connections import connection_env, remove_run_secrets
+from jupyter_gpuplat.executors.local_connections import check_local, connection_env, remove_run_secrets
 
 CONNECTIONS = [
     {"name": "datasets", "kind": "volume", "claim": "datasets", "host_path": "/srv/datasets", "mount_path": "/data",
@@ -201,3 +201,19 @@ def test_local_secret_files_are_private_and_removed_and_errors_name_no_value(tmp
     with pytest.raises(ExecutorError):
         connection_env(local_request(tmp_path, files, bad))
     assert not list(Path(tempfile.gettempdir()).glob("gpuplat-secrets-r-local-conn-*"))
+
+
+def test_local_check_names_what_is_missing(tmp_path: Path) -> None:
+    (tmp_path / "s3.env").write_text("AWS_ACCESS_KEY_ID=x\n")
+    conns = [
+        {"name": "data", "kind": "volume", "host_path": str(tmp_path), "mount_path": "/d"},
+        {"name": "gone", "kind": "volume", "host_path": str(tmp_path / "gone"), "mount_path": "/d"},
+        {"name": "s3", "kind": "bucket", "endpoint": "e", "secret": "s", "local_file": str(tmp_path / "s3.env")},
+        {"name": "hf", "kind": "secret", "secret": "hf", "env": {"HF_TOKEN": "token"}},
+    ]
+    assert check_local(conns) == [
+        ("data", True, f"connection data: {tmp_path} is a directory"),
+        ("gone", False, f"connection gone: {tmp_path}/gone is not a directory"),
+        ("s3", False, f"connection s3: {tmp_path}/s3.env has no key(s) AWS_SECRET_ACCESS_KEY"),
+        ("hf", False, "connection hf: no local_file to read Secret 'hf' from"),
+    ]

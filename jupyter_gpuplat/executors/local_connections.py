@@ -4,6 +4,7 @@ Values of Secrets come from each connection's `local_file` (KEY=VALUE lines on t
 control-plane host) and go only into the run's process environment or into files (0600,
 in a 0700 directory outside the run's artifacts, so no outputs listing serves them),
 removed when the run ends. Errors name the connection and the key, never a value.
+`check_local` verifies the backing paths and keys without starting a run.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import glob
 import os
 import shutil
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ..core.connections import BUCKET_KEYS, env_var, plain_env, read_local_file
@@ -84,3 +85,31 @@ def remove_run_secrets(run_id: str) -> None:
     """Every secret directory of the run: also one made before a server restart (its path was not kept)."""
     for path in glob.glob(os.path.join(tempfile.gettempdir(), glob.escape(_prefix(run_id)) + "*")):
         remove_secret_dir(path)
+
+
+def check_local(conns: Sequence[Mapping[str, Any]]) -> list[tuple[str, bool, str]]:
+    """(connection, ok, line) per connection: its host_path is a directory, its local_file holds its keys."""
+    out: list[tuple[str, bool, str]] = []
+    for c in conns:
+        name = c["name"]
+        if c.get("kind") == "volume" and c.get("host_path"):
+            ok = os.path.isdir(c["host_path"])
+            out.append((name, ok, f"connection {name}: {c['host_path']} {'is' if ok else 'is not'} a directory"))
+        if not c.get("secret"):
+            continue
+        if not c.get("local_file"):
+            out.append((name, False, f"connection {name}: no local_file to read Secret {c['secret']!r} from"))
+            continue
+        try:
+            values = read_local_file(c["local_file"])
+        except (OSError, ValueError, UnicodeDecodeError) as exc:
+            why = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+            out.append((name, False, f"connection {name}: cannot read {c['local_file']}: {why}"))
+            continue
+        keys = list((c.get("env") or (BUCKET_KEYS if c.get("kind") == "bucket" else {})).values())
+        missing = [k for k in keys if k not in values]
+        if missing:
+            out.append((name, False, f"connection {name}: {c['local_file']} has no key(s) {', '.join(missing)}"))
+        else:
+            out.append((name, True, f"connection {name}: {c['local_file']} holds its keys"))
+    return out
