@@ -34,13 +34,15 @@ def finished(lab: Lab, run_id: str, user: str) -> dict[str, Any]:
 @pytest.fixture(scope="module")
 def history(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Lab, dict[str, Any]]]:
     """Its own server (other browser tests' runs stay out): team-a-train has 2 GPUs of quota, so
-    alice's third one-GPU run waits; one of hers fails; dave runs once on team-b-train."""
+    alice's third one-GPU run waits; one of hers fails; one is refused; dave runs once on team-b-train."""
     lab = Lab(tmp_path_factory.mktemp("insights-lab"))
     lab.start(timeout=90)
     try:
         body = {"project": "team-a", "queue": "team-a-train", "presets": ["single-gpu"]}
         ids = [lab.ok("POST", "runs", body={**body, "name": f"t{i}", "command": short(1.0)})["id"] for i in range(3)]
         ids.append(lab.ok("POST", "runs", body={**body, "name": "broken", "command": short(0.1, 3)})["id"])
+        code, refused = lab.call("POST", "runs", body={**body, "queue": "team-b-train", "command": short(0.1)})
+        assert code == 403, (code, refused)  # team-a may not use team-b's queue: a refusal on the record
         dave = lab.ok(
             "POST",
             "runs",
@@ -92,6 +94,11 @@ def test_member_sees_their_queues_charts_and_tables(
         for f in api["total"]["failures"]:
             expect(page.locator(f'{PAGE} [data-table="failures"] tr[data-key="{f["reason"]}"]')).to_contain_text(
                 str(f["count"])
+            )
+        assert api["refusals"], api["refusals"]
+        for r in api["refusals"]:
+            expect(page.locator(f'{PAGE} [data-table="refusals"] tr[data-key="{r["rule"]}"]')).to_contain_text(
+                str(r["count"])
             )
         failed = [r for r in runs.values() if r["status"] == "failed"]
         assert [r["name"] for r in failed] == ["broken"], failed
