@@ -60,22 +60,35 @@ def emit(args: argparse.Namespace, data: Any, human: str) -> None:
 # ---- commands ---------------------------------------------------------------
 def cmd_submit(args: argparse.Namespace) -> int:
     c = find_server(args.url, args.token)
-    command: Any = args.command
+    from . import polyaxon  # -f FILE.yaml is a polyaxonfile, -f alone follows: docs/polyaxon.md
+
+    polyaxonfile, args.follow, command = polyaxon.split_follow(args.follow, list(args.command))
     if command and command[0] == "--":
         command = command[1:]
-    if not command:
+    if polyaxonfile:
+        sweep_opts = (args.num_runs, args.seed, args.concurrency, args.max_failures, args.objective)
+        if command:
+            raise CLIError(f"options go before -f {polyaxonfile}, and no command with it: {' '.join(command)}")
+        if args.grid or args.random or args.mapping or any(v is not None for v in sweep_opts):
+            raise CLIError(f"-f {polyaxonfile} says what to run: give no sweep options with it")
+        body, notes = polyaxon.submit_body(polyaxonfile, args.project)
+        print(polyaxon.report_text(notes), file=sys.stderr)  # the per-field report; stdout stays the run
+        args.follow = False
+    elif not command:
         raise CLIError("give the command to run, e.g. gpuplat submit -p team-a -- python train.py")
-    body: dict[str, Any] = {"project": args.project, "command": command[0] if len(command) == 1 else command}
+    else:
+        body = {"project": args.project, "command": command[0] if len(command) == 1 else command}
     if args.name:
         body["name"] = args.name
     if args.preset:
-        body["presets"] = args.preset
+        body["presets"] = [*body.get("presets", []), *args.preset]
     if args.queue:
         body["queue"] = args.queue
     if args.gpus is not None:
-        body["resources"] = {"gpu": args.gpus}
+        body["resources"] = {**body.get("resources", {}), "gpu": args.gpus}
     if args.env:
-        body["env"] = dict(kv.split("=", 1) for kv in args.env)
+        env = {e["name"]: e["value"] for e in body.get("env", [])}
+        body["env"] = env | dict(kv.split("=", 1) for kv in args.env)
     sweep_options = (args.num_runs, args.seed, args.concurrency, args.max_failures, args.objective)
     if args.grid or args.random or args.mapping or any(v is not None for v in sweep_options):
         body["matrix"] = make_matrix(  # a malformed option is refused here, with what is allowed
@@ -90,7 +103,7 @@ def cmd_submit(args: argparse.Namespace) -> int:
         )
         if args.follow:
             raise CLIError("--follow follows one run; follow a sweep with gpuplat sweeps show ID")
-    if not args.no_working_dir:
+    if args.working_dir or not (args.no_working_dir or "working_dir" in body):  # -C beats a polyaxonfile's
         # The run starts where you are, so relative paths (train.py, data.txt) work; it must be under the
         # Jupyter root. Its outputs still go to the run's artifact directory.
         body["working_dir"] = os.path.abspath(args.working_dir or os.getcwd())
@@ -465,7 +478,13 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--gpus", type=int)
     s.add_argument("-n", "--name")
     s.add_argument("-e", "--env", action="append", help="KEY=VALUE")
-    s.add_argument("-f", "--follow", action="store_true", help="follow the logs until the run ends")
+    s.add_argument(
+        "-f",
+        "--follow",
+        action="store_true",
+        help="follow the logs until the run ends; -f FILE.yaml|.yml (an existing file; other options before it): "
+        "submit that Polyaxon operation/component instead (docs/polyaxon.md)",
+    )
     s.add_argument("--preview", action="store_true", help="show the resolved spec and verdict; submit nothing")
     s.add_argument(
         "-C",
