@@ -1,0 +1,204 @@
+"""The rollout check's pure part: expectations, verdicts and the report (no I/O).
+
+`gpuplat rollout-check` (jupyter_gpuplat.rollout) does the submitting; what it saw is judged here,
+so the verdicts can be tested without a server.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from .reasons import Reason
+
+PASS, FAIL, SKIP = "pass", "fail", "skip"
+
+# The checks, in the order they run, and what each one covers.
+CHECKS = {
+    "notebook": "a GPU session on the project's session preset is admitted, then stopped",
+    "training": "a single-GPU run writes an output file and a metric and succeeds",
+    "multi-gpu": "a run on the project's largest GPU preset gets that many GPUs and succeeds",
+    "batch": "a plain command (a batch script) runs and its log comes back",
+    "queue-limit": "one run over the queue's concurrency/quota waits, with the limit as its reason",
+    "waiting": "every waiting run has an explanation (GET runs/{id}/explain)",
+    "placement": "concurrent runs get disjoint GPUs (local) or a node (Kubernetes)",
+    "outputs": "the run's output file and metric come back (GET runs/{id}/outputs, metrics)",
+    "access-queue": "a queue the project may not use is refused with the allowed ones",
+    "access-preset": "a preset the project may not use is refused with the allowed ones",
+    "allowed-queues": "the project may use no queue beyond the expected ones (--expect)",
+    "outsider": "a non-member sees none of the project's runs (--as-outsider-token)",
+}
+
+# Queue-side reasons that mean "a limit of the queue holds this run".
+LIMIT_REASONS = {Reason.QUEUE_CONCURRENCY, Reason.QUEUE_QUOTA, Reason.USER_LIMIT}
+
+
+@dataclass
+class Result:
+    check: str
+    project: str
+    result: str
+    detail: str
+
+    def line(self) -> str:
+        return f"{self.result.upper()} {self.check} [{self.project}]: {self.detail}"
+
+
+@dataclass
+class Expectations:
+    """What the platform team expects (`--expect FILE`): queue limits and each project's queues.
+
+    queues: {name: {concurrency, gpu_quota, max_per_user}} — the limits the check must see enforced
+    (a missing value: the queue's own configured limit). projects: {name: {queues: [...]}} — the only
+    queues the project may use; any other usable queue fails `allowed-queues`.
+    """
+
+    queues: dict[str, dict[str, int]] = field(default_factory=dict)
+    projects: dict[str, dict[str, list[str]]] = field(default_factory=dict)
+
+    @classmethod
+    def parse(cls, doc: Any) -> Expectations:
+        if doc is None:
+            return cls()
+        if not isinstance(doc, Mapping):
+            raise ValueError("the expectations file must be a mapping with `queues` and/or `projects`")
+        unknown = set(doc) - {"queues", "projects"}
+        if unknown:
+            raise ValueError(
+                f"unknown key(s) {', '.join(sorted(unknown))} in the expectations file; allowed: queues, projects"
+            )
+        queues: dict[str, dict[str, int]] = {}
+        for name, limits in (doc.get("queues") or {}).items():
+            bad = set(limits or {}) - {"concurrency", "gpu_quota", "max_per_user"}
+            if bad:
+                raise ValueError(
+                    f"queue {name}: unknown limit(s) {', '.join(sorted(bad))}; "
+                    "allowed: concurrency, gpu_quota, max_per_user"
+                )
+            for k, v in (limits or {}).items():
+                if not isinstance(v, int) or isinstance(v, bool) or not 0 < v <= 1000:
+                    raise ValueError(f"queue {name}: {k} must be a whole number from 1 to 1000, not {v!r}")
+            queues[str(name)] = dict(limits or {})
+        projects: dict[str, dict[str, list[str]]] = {}
+        for name, exp in (doc.get("projects") or {}).items():
+            qs = (exp or {}).get("queues")
+            if not isinstance(qs, list) or not all(isinstance(q, str) for q in qs):
+                raise ValueError(f"project {name}: `queues` must be a list of queue names")
+            projects[str(name)] = {"queues": list(qs)}
+        return cls(queues, projects)
+
+
+def queue_limit(queue: Mapping[str, Any], expected: Mapping[str, int], gpus_each: int) -> tuple[int | None, str]:
+    """How many `gpus_each`-GPU runs of one user the queue should run at once, and which limit says so."""
+    quota = (queue.get("quota") or {}).get("gpu")
+    configured = {
+        "concurrency": queue.get("concurrency"),
+        "gpu_quota": int(quota) if quota is not None else None,
+        "max_per_user": queue.get("max_per_user"),
+    }
+    limits = {**{k: v for k, v in configured.items() if v is not None}, **expected}
+    runs = {k: (v // gpus_each if k == "gpu_quota" and gpus_each else v) for k, v in limits.items() if v is not None}
+    if not runs:
+        return None, "the queue declares no concurrency, GPU quota or per-user limit"
+    name = min(runs, key=lambda k: runs[k])
+    source = "expected" if name in expected else "configured"
+    return int(runs[name]), f"{name} {limits[name]} ({source})"
+
+
+def judge_limit(
+    project: str, queue: str, limit: int, why: str, running: int, extra_status: str, extra_reason: str, stuck: str = ""
+) -> Result:
+    """`limit` runs should run and one more wait with a limit as its reason; `stuck`: why a run did not start."""
+    if running < limit:
+        return Result(
+            "queue-limit",
+            project,
+            FAIL,
+            f"queue {queue}: only {running} of {limit} run(s) started, so its limit ({why}) could not be checked; "
+            f"a waiting run says: {stuck}",
+        )
+    if running > limit or extra_status not in ("queued",):
+        return Result(
+            "queue-limit",
+            project,
+            FAIL,
+            f"queue {queue} is not enforcing its limit: {why} allows {limit} run(s) at once, "
+            f"but {running} ran and the extra one is {extra_status}",
+        )
+    if extra_reason not in LIMIT_REASONS:
+        return Result(
+            "queue-limit",
+            project,
+            FAIL,
+            f"queue {queue}: the run over {why} waits for {extra_reason}, not for a queue limit "
+            f"({', '.join(sorted(LIMIT_REASONS))})",
+        )
+    return Result("queue-limit", project, PASS, f"queue {queue}: {limit} ran, the next waits ({extra_reason}; {why})")
+
+
+def judge_refusal(
+    check: str, project: str, what: str, name: str, status: int, message: str, allowed: Sequence[str]
+) -> Result:
+    """A disallowed queue/preset must be refused with 4xx and the allowed values named."""
+    if status < 400:
+        return Result(check, project, FAIL, f"{what} {name} is not allowed in {project}, but a run on it was accepted")
+    if not 400 <= status < 500:
+        return Result(check, project, FAIL, f"{what} {name}: the refusal is HTTP {status}, not a 4xx")
+    missing = [a for a in allowed if a not in message]
+    if missing:
+        return Result(
+            check,
+            project,
+            FAIL,
+            f"{what} {name} was refused ({status}) without naming the allowed {what}s {', '.join(missing)}: {message}",
+        )
+    return Result(check, project, PASS, f"{what} {name} refused ({status}), allowed named: {', '.join(allowed)}")
+
+
+def judge_allowed_queues(project: str, usable: Sequence[str], expected: Sequence[str] | None) -> Result:
+    if expected is None:
+        return Result("allowed-queues", project, SKIP, "no expectations for this project (give --expect FILE)")
+    extra = sorted(set(usable) - set(expected))
+    if extra:
+        return Result(
+            "allowed-queues",
+            project,
+            FAIL,
+            f"project {project} can use queue(s) {', '.join(extra)}, which it should not "
+            f"(expected only {', '.join(expected) or 'none'})",
+        )
+    return Result("allowed-queues", project, PASS, f"usable queues {', '.join(sorted(usable))} are all expected")
+
+
+def disjoint(devices: Mapping[str, Sequence[int]]) -> str | None:
+    """None when no device is held by two runs; else which one is."""
+    seen: dict[int, str] = {}
+    for run, devs in devices.items():
+        for d in devs:
+            if d in seen:
+                return f"GPU {d} is held by both {seen[d]} and {run}"
+            seen[d] = run
+    return None
+
+
+def exit_code(results: Sequence[Result]) -> int:
+    return 1 if any(r.result == FAIL for r in results) else 0
+
+
+def as_json(results: Sequence[Result]) -> dict[str, Any]:
+    return {
+        "ok": exit_code(results) == 0,
+        "results": [asdict(r) for r in results],
+        "failures": [r.line() for r in results if r.result == FAIL],
+    }
+
+
+def table(results: Sequence[Result]) -> str:
+    headers = ("check", "project", "result", "detail")
+    rows = [(r.check, r.project, r.result, r.detail) for r in results]
+    widths = [max(len(h), *(len(row[i]) for row in rows)) if rows else len(h) for i, h in enumerate(headers[:3])]
+    lines = ["  ".join(h.ljust(w) for h, w in zip(headers[:3], widths, strict=True)) + "  " + headers[3]]
+    for row in rows:
+        lines.append("  ".join(c.ljust(w) for c, w in zip(row[:3], widths, strict=True)) + "  " + row[3])
+    return "\n".join(lines)
