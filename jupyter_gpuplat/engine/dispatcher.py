@@ -17,7 +17,7 @@ from typing import Any, Protocol
 
 from ..core.admission import QueueState, choose, order_queues, pick_devices, wait_reason
 from ..core.artifacts import run_dir
-from ..core.errors import Unprocessable
+from ..core.errors import GpuPlatError, Unprocessable
 from ..core.matrix import count, expand
 from ..core.policy import resolve
 from ..core.request import Entrypoint, RunRequest
@@ -26,6 +26,7 @@ from ..core.search import BayesSearch
 from ..core.status import Reason, Status
 from ..executors.base import LaunchRequest
 from ..store import StoreUnavailable
+from ..store.insights import record_refusal
 from .state import ActiveRun, Change, EngineState, log
 from .sweep_rows import child_events, child_rows, parent_row
 from .sweeps import Sweep
@@ -99,12 +100,16 @@ class Dispatcher:
     def submit(self, user: str, req: RunRequest) -> dict[str, Any]:
         s = self.s
         res = resolve(s.cfg, user, req)
-        res.raise_first()
-        kind = res.resolved.get("kind", "job")
-        req.check_entrypoint(kind)
-        cap = self.capacity_violation(res.resources) or self.working_dir_violation(req)
-        if cap:
-            raise cap
+        try:
+            res.raise_first()
+            kind = res.resolved.get("kind", "job")
+            req.check_entrypoint(kind)
+            cap = self.capacity_violation(res.resources) or self.working_dir_violation(req)
+            if cap:
+                raise cap
+        except GpuPlatError as e:  # a refusal creates no run: the insights' record of it (v9)
+            record_refusal(s.store.engine, s.clock(), req.project, user, res.queue or "", e)
+            raise
         # What to run, kept with the spec: each executor builds its own argv from it at launch.
         res.resolved["entrypoint"] = req.entrypoint().to_json()
         if kind == "session":

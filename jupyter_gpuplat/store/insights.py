@@ -7,11 +7,13 @@ that could drift): an index on (queue, created_at) keeps one queue's month a ran
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 from typing import Any
 
 from sqlalchemy import Column, Float, Index, String, Table, Text, and_, func, or_, select
 from sqlalchemy.engine import Engine
+from sqlalchemy.exc import SQLAlchemyError
 
 from . import schema
 from .schema import Id64
@@ -29,6 +31,8 @@ refusals = Table(
     Index("ix_refusals_at", "at"),
 )
 
+log = logging.getLogger("jupyter_gpuplat.insights")
+
 _RUN_COLS = (
     "id",
     "project",
@@ -45,9 +49,15 @@ _RUN_COLS = (
 )
 
 
-def record_refusal(engine: Engine, row: dict[str, Any]) -> None:
-    with engine.begin() as conn:
-        conn.execute(refusals.insert().values(**row))
+def record_refusal(engine: Engine, at: float, project: str, user: str, queue: str, error: Exception) -> None:
+    """Append one refused submit: the rule is the error's code. Best effort: the refusal is answered anyway."""
+    row = {"at": at, "project": project[:63], "user": user[:128], "queue": queue[:63]}
+    row |= {"code": str(getattr(error, "code", type(error).__name__))[:64], "message": str(error)[:2000]}
+    try:
+        with engine.begin() as conn:
+            conn.execute(refusals.insert().values(**row))
+    except SQLAlchemyError:  # an unreachable store must not turn a 4xx into a 500
+        log.warning("could not record a refused submit of project %s", project, exc_info=True)
 
 
 def window_runs(
