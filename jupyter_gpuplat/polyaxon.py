@@ -20,7 +20,8 @@ from pydantic import ValidationError
 
 from .core.config import PresetConfig, validation_messages
 from .core.errors import GpuPlatError, InvalidInput
-from .core.polyaxon import TEMPLATE, Note, convert_operation, convert_preset, report_text
+from .core.polyaxon import TEMPLATE, Note, convert_preset, report_text
+from .core.polyaxon_op import convert_operation
 
 SUFFIXES = (".yaml", ".yml")
 
