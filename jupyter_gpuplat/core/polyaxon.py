@@ -193,7 +193,7 @@ def _termination(c: Conv, term: Any, at: str) -> dict[str, Any]:
 
 def _queue(c: Conv, q: Any, at: str) -> str:
     name = str(q)
-    parts = re.split(r"[/.]", name) if "/" in name else [name]
+    parts = name.split("/")  # Polyaxon's `agent.queue` stays whole: names here may hold dots
     if len(parts) == 2:
         c.mapped(at, "queue", f"the agent {parts[0]!r} is dropped: queues are the platform's")
         return parts[1]
