@@ -24,25 +24,25 @@ def notes_of(notes: list[Any]) -> dict[str, Any]:
     return {n.field: (n.to, n.note) for n in notes}
 
 
-def test_documented_presets_become_presets_with_a_report() -> None:
+def test_presets_become_presets_with_a_report() -> None:
     presets, reports = import_presets(sorted(str(p) for p in FIX.glob("preset-*.yaml")))
     by = {p["name"]: p for p in presets}
-    assert by["large-instance"] == {"name": "large-instance", "merge": "isnull", "resources": {"gpu": 4}}
-    assert by["gpu-experiments"] == {
-        "name": "gpu-experiments",
-        "placement": {"node_selector": {"node_label": "gpu-experiments"}},
+    assert by["eight-gpus"] == {"name": "eight-gpus", "merge": "isnull", "resources": {"gpu": 8}}
+    assert by["a100-pool"] == {
+        "name": "a100-pool",
+        "placement": {"node_selector": {"pool": "a100"}},
     }  # no patchStrategy: post_merge (the default), so not written
-    machine = by["4-gpus-2-concurrency-machine"]
-    assert machine["queue"] == "queue-with-2-concurrency" and machine["resources"] == {"gpu": 4}
-    rep = notes_of(reports["4-gpus-2-concurrency-machine"])
+    machine = by["two-gpus-shared-queue"]
+    assert machine["queue"] == "shared-gpus" and machine["resources"] == {"gpu": 2}
+    rep = notes_of(reports["two-gpus-shared-queue"])
     assert rep["runPatch.container.resources.limits.nvidia.com/gpu"][0] == "resources.gpu"
     assert rep["runPatch.environment.nodeSelector"][0] == "placement.node_selector"
-    assert rep["queue"] == ("queue", "the agent 'agent-name' is dropped: queues are the platform's")
+    assert rep["queue"] == ("queue", "the agent 'my-agent' is dropped: queues are the platform's")
     assert "post_merge" in rep["patchStrategy"][1] and "says replace" in rep["patchStrategy"][1]
-    assert "same name and meaning" in notes_of(reports["large-instance"])["patchStrategy"][1]
+    assert "same name and meaning" in notes_of(reports["eight-gpus"])["patchStrategy"][1]
     # the output is a valid piece of a platform config (with the queue it names)
-    cfg = parse_config({"queues": [{"name": "queue-with-2-concurrency", "concurrency": 2}], "presets": presets})
-    assert cfg.preset("large-instance") and cfg.preset("large-instance").merge == "isnull"  # type: ignore[union-attr]
+    cfg = parse_config({"queues": [{"name": "shared-gpus", "concurrency": 2}], "presets": presets})
+    assert cfg.preset("eight-gpus") and cfg.preset("eight-gpus").merge == "isnull"  # type: ignore[union-attr]
 
 
 def test_preset_fields_without_equivalent_are_reported_and_unknown_ones_refused() -> None:
@@ -85,54 +85,52 @@ def test_preset_fields_without_equivalent_are_reported_and_unknown_ones_refused(
     assert "patchStrategy 'postMerge' is not one of replace, isnull, post_merge, pre_merge" in msg
 
 
-def test_published_random_search_becomes_a_sweep_request() -> None:
-    body, notes = submit_body(str(FIX / "hyperparameter-seeds.yaml"), "team-a")
-    assert body["name"] == "hyperparameter-seed-random-search"
+def test_a_random_search_becomes_a_sweep_request() -> None:
+    body, notes = submit_body(str(FIX / "random-search.yaml"), "team-a")
+    assert body["name"] == "lr-random-search"
     assert body["matrix"] == {
         "kind": "random",
-        "num_runs": 6,
+        "num_runs": 5,
         "concurrency": 2,
-        "seed": 19,
-        "params": {"alpha": {"choice": [1e-05, 3e-05, 0.0001, 0.0003, 0.001, 0.003, 0.01, 0.03]}},
+        "seed": 7,
+        "params": {"lr": {"choice": [0.0001, 0.0005, 0.001, 0.005, 0.01]}},
     }
-    assert body["resources"] == {"cpu": "1", "memory": "1Gi"} and body["image"] == "python:3.12-slim"
-    # {{ alpha }} is a matrix param: filled in each child at run time
+    assert body["resources"] == {"cpu": "2", "memory": "2Gi"} and body["image"] == "python:3.11-slim"
+    # {{ lr }} is a matrix param: filled in each child at run time
     assert body["command"][: len(FILL)] == FILL and body["command"][len(FILL) : len(FILL) + 2] == ["sh", "-c"]
-    assert "--alpha {{ alpha }}" in body["command"][-1]
+    assert "--lr {{ lr }}" in body["command"][-1]
     assert "working_dir" not in body  # Polyaxon globals: the run starts where gpuplat submit is run
     rep = notes_of(notes)
     assert rep["component.run.container.resources.requests.cpu"][0] == "resources.cpu"
-    assert rep["matrix.params.alpha"][0] == "matrix.params.alpha.choice"
+    assert rep["matrix.params.lr"][0] == "matrix.params.lr.choice"
     assert rep["run.container.workingDir"][0] is None
     req = RunRequest.model_validate(body)
-    assert req.matrix is not None and count(req.matrix) == 6
+    assert req.matrix is not None and count(req.matrix) == 5
 
 
-def test_published_grid_over_a_component_file() -> None:
-    grid = load(FIX / "keras-mnist" / "polyaxonfile_hyperparams_grid.yml")
-    # The published component is not valid YAML (workingDir: ""{{ ...): refused, not half-read.
-    with pytest.raises(InvalidInput, match="not valid YAML"):
-        submit_body(str(FIX / "keras-mnist" / "polyaxonfile_hyperparams_grid.yml"), "team-a")
-    text = (FIX / "keras-mnist" / "polyaxonfile.yml").read_text().replace('""{{', '"{{')
-    component = yaml.safe_load(text)
+def test_a_grid_over_a_component_file(tmp_path: Path) -> None:
+    grid = load(FIX / "mnist" / "grid.yml")
+    # A component with a git init: refused by name through pathRef, nothing half-read.
+    with pytest.raises(Refused, match=r"run.init has no equivalent \(no init containers"):
+        submit_body(str(FIX / "mnist" / "grid.yml"), "team-a")
+    component = yaml.safe_load((FIX / "mnist" / "component.yml").read_text())
     with pytest.raises(Refused, match=r"run.init has no equivalent \(no init containers"):
         convert_operation("team-a", grid, component)
     del component["run"]["init"]  # cloning the code is the user's: the run starts in their directory
     body, notes = convert_operation("team-a", grid, component)
     m = Matrix.model_validate(body["matrix"])
-    assert m.kind == "grid" and m.concurrency == 5 and count(m) == 20
-    assert body["matrix"]["params"]["hidden1_size"] == {"range": [10, 600, 50]}
-    assert body["matrix"]["params"]["log_learning_rate"] == {"range": [-5, 0, 1]}
-    assert body["command"] == [*FILL, "python", "-u", "model.py", "--conv1_size={{ conv1_size }}"] + [
-        f"--{n}={{{{ {n} }}}}"
-        for n in ("conv2_size", "dropout", "hidden1_size", "optimizer", "log_learning_rate", "epochs")
+    assert m.kind == "grid" and m.concurrency == 3 and count(m) == 12
+    assert body["matrix"]["params"]["hidden"] == {"range": [16, 64, 16]}
+    assert body["matrix"]["params"]["lr_exp"] == {"range": [-4, -1, 1]}
+    assert body["command"] == [*FILL, "python", "-u", "train_mnist.py", "--units={{ units }}"] + [
+        f"--{n}={{{{ {n} }}}}" for n in ("dropout", "optimizer", "hidden", "lr_exp")
     ]
     assert "params" not in body  # every input is a matrix param
     assert notes_of(notes)["component.tags"][0] is None
 
 
-def test_published_random_with_pchoice_is_refused_by_name() -> None:
-    data = load(FIX / "keras-mnist" / "polyaxonfile_hyperparams_random.yml")
+def test_a_random_with_pchoice_is_refused_by_name() -> None:
+    data = load(FIX / "mnist" / "random.yml")
     component = {"kind": "component", "run": {"kind": "job", "container": {"command": ["true"]}}}
     with pytest.raises(Refused) as exc:
         convert_operation("team-a", data, component)
@@ -143,9 +141,9 @@ def test_published_random_with_pchoice_is_refused_by_name() -> None:
 
 
 def test_run_patch_gpu_limit_and_placement_over_a_component() -> None:
-    op = load(FIX / "tfjob-operation-gpu.yml")
-    with pytest.raises(InvalidInput, match=r"pathRef \./component\.yaml not found"):
-        submit_body(str(FIX / "tfjob-operation-gpu.yml"), "team-a")
+    op = load(FIX / "operation-gpu.yml")
+    with pytest.raises(InvalidInput, match=r"pathRef \./missing-component\.yaml not found"):
+        submit_body(str(FIX / "operation-gpu.yml"), "team-a")
     component = {
         "kind": "component",
         "inputs": [{"name": "steps", "type": "int", "value": 10}],
@@ -221,16 +219,16 @@ def test_submit_f_rule(tmp_path: Path) -> None:
 
 def test_import_command_writes_presets_and_json(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "presets.yaml"
-    files = [str(FIX / "preset-large-instance.yaml"), str(FIX / "preset-gpu-experiments.yaml")]
+    files = [str(FIX / "preset-eight-gpus.yaml"), str(FIX / "preset-a100-pool.yaml")]
     assert main(["--url", "http://x/", "--token", "t", "polyaxon", *files, "--out", str(out)]) == 0
     text = capsys.readouterr().out
-    assert "# preset large-instance" in text and "-> resources.gpu" in text and "wrote 2 preset(s)" in text
-    assert [p["name"] for p in yaml.safe_load(out.read_text())["presets"]] == ["large-instance", "gpu-experiments"]
+    assert "# preset eight-gpus" in text and "-> resources.gpu" in text and "wrote 2 preset(s)" in text
+    assert [p["name"] for p in yaml.safe_load(out.read_text())["presets"]] == ["eight-gpus", "a100-pool"]
     assert main(["--json", "polyaxon", files[0]]) == 0
     data = json.loads(capsys.readouterr().out)
     assert data["presets"][0]["merge"] == "isnull"
     assert {"field": "runPatch.container.resources.limits.nvidia.com/gpu", "to": "resources.gpu", "note": ""} in (
-        data["report"]["large-instance"]
+        data["report"]["eight-gpus"]
     )
     bad = tmp_path / "bad.yaml"
     bad.write_text("runPatch: {contaner: {}}\n")
@@ -240,6 +238,9 @@ def test_import_command_writes_presets_and_json(tmp_path: Path, capsys: pytest.C
 
 def test_malformed_sections_are_refused_not_crashed(tmp_path: Path) -> None:
     f = tmp_path / "op.yaml"
+    f.write_text('kind: component\nrun:\n  container:\n    workingDir: ""{{ globals.artifacts_path }}"\n')
+    with pytest.raises(InvalidInput, match="not valid YAML"):
+        submit_body(str(f), "team-a")
     f.write_text("kind: component\nrun: {container: {command: [x], resources: {limits: [1]}}}\n")
     with pytest.raises(InvalidInput, match="wrong shape"):
         submit_body(str(f), "team-a")

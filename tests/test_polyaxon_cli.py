@@ -97,14 +97,14 @@ def test_matrix_becomes_a_sweep_and_children_get_their_params(server: ServerProc
     assert logs == ["x=1", "x=2"]
 
 
-def test_published_random_search_creates_its_sweep(server: ServerProcess) -> None:
-    shutil.copy(FIX / "hyperparameter-seeds.yaml", server.root / "seeds.yaml")
+def test_a_random_search_file_creates_its_sweep(server: ServerProcess) -> None:
+    shutil.copy(FIX / "random-search.yaml", server.root / "seeds.yaml")
     server.ok("POST", "queues/team-a-train/pause", "ops")  # the children need a requirements.txt: let them wait
     try:
         sweep = json.loads(gp(server, "--json", "submit", "-p", "team-a", "-f", "seeds.yaml").stdout)
-        assert sweep["kind"] == "sweep" and sweep["name"] == "hyperparameter-seed-random-search"
+        assert sweep["kind"] == "sweep" and sweep["name"] == "lr-random-search"
         shown = server.ok("GET", f"runs/{sweep['id']}")
-        assert shown["resolved"]["resources"]["cpu"] == "1"
+        assert shown["resolved"]["resources"]["cpu"] == "2"
         gp(server, "sweeps", "stop", sweep["id"])
     finally:
         server.ok("POST", "queues/team-a-train/resume", "ops")
