@@ -275,7 +275,9 @@ def test_a_v7_database_is_stamped_and_upgraded_keeping_its_rows(new_db: Callable
     # The released v7 code refuses the upgraded database, naming both versions.
     old = make_engine(url)
     try:
-        with pytest.raises(RuntimeError, match=rf"version {migrations.LATEST} is newer than this jupyter-gpuplat \(7\)"):
+        with pytest.raises(
+            RuntimeError, match=rf"version {migrations.LATEST} is newer than this jupyter-gpuplat \(7\)"
+        ):
             old_migrate(old)
     finally:
         old.dispose()
