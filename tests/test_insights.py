@@ -166,3 +166,17 @@ def test_bad_inputs_are_refused(week: tuple[Harness, float, dict[str, str]], arg
     h, _, _ = week
     with pytest.raises(error, match=words):
         h.engine.insights("ops", **args)
+
+
+def test_the_report_as_table_and_csv(week: tuple[Harness, float, dict[str, str]]) -> None:
+    from jupyter_gpuplat import report
+
+    h, t0, _ = week
+    out = _get(h, "ops", t0, bucket="1d")
+    lines = report.render_csv(out).splitlines()
+    assert lines[0].split(",")[:5] == ["queue", "runs", "qwait_p50", "qwait_p90", "qwait_p99"]
+    busy = next(line.split(",") for line in lines if line.startswith("busy,"))
+    assert busy[1:5] == ["5", "100.0", "120.0", "120.0"]
+    assert len(lines) == 1 + len(QUEUES) + 1  # header, one row a queue, all
+    table = report.render_table(out)
+    assert "busy" in table and "refusals: NoCapacity 1" in table and "bob (p)" in table

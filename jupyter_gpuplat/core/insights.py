@@ -70,6 +70,17 @@ def summary(values: Iterable[float]) -> dict[str, Any]:
     return out
 
 
+_HOLDS: dict[str, bool] = {}
+
+
+def _holds(reason: str) -> bool:
+    """Whether the reason holds a run before (or again outside) its process: cached, it is asked per event."""
+    held = _HOLDS.get(reason)
+    if held is None:
+        held = _HOLDS[reason] = layer_of(reason) in (Layer.QUEUE, Layer.EXECUTOR)
+    return held
+
+
 def wait_intervals(timeline: Sequence[Mapping[str, Any]], end: float) -> list[tuple[str, float]]:
     """(reason, seconds) for each stretch the run was held (our queue or the executor) by that reason."""
     out: list[tuple[str, float]] = []
@@ -77,7 +88,7 @@ def wait_intervals(timeline: Sequence[Mapping[str, Any]], end: float) -> list[tu
         if ev["status"] in _FINAL_STATUSES:
             break
         reason = str(ev.get("reason") or "")
-        if layer_of(reason) not in (Layer.QUEUE, Layer.EXECUTOR):
+        if not _holds(reason):
             continue
         nxt = timeline[i + 1]["at"] if i + 1 < len(timeline) else end
         if nxt > ev["at"]:
@@ -174,6 +185,7 @@ def insights(
         for b, s in buckets_hit:
             series_gpu[b] += s
         ended = run["finished_at"] is not None and since <= run["finished_at"] < until
+        held = wait_intervals(tl, end) if in_range else []
         for t in tallies:
             t.gpu_seconds += gpu_s
             if in_range:
@@ -182,7 +194,7 @@ def insights(
                     t.queue_waits.append(c["queue_wait_seconds"] or 0.0)
                 if run["started_at"] is not None:
                     t.start_waits.append(c["start_wait_seconds"] or 0.0)
-                for reason, s in wait_intervals(tl, end):
+                for reason, s in held:
                     slot = t.by_reason[reason]
                     slot[0] += s
                     slot[1] += 1

@@ -11,7 +11,7 @@ import logging
 from collections.abc import Sequence
 from typing import Any
 
-from sqlalchemy import Column, Float, Index, String, Table, Text, and_, func, or_, select
+from sqlalchemy import Column, Float, Index, String, Table, Text, and_, func, select
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import SQLAlchemyError
 
@@ -66,15 +66,19 @@ def window_runs(
     """Runs of these queues and projects alive at some point in [since, until), sweeps' parents left out."""
     r = schema.runs.c
     cols = [r[c] for c in _RUN_COLS]
-    q = select(*cols).where(
-        r.queue.in_(list(queues)),
-        r.project.in_(list(projects)),
-        r.kind != "sweep",
-        r.created_at < until,
-        or_(r.finished_at.is_(None), r.finished_at >= since),
-    )
+    base = [r.queue.in_(list(queues)), r.project.in_(list(projects)), r.kind != "sweep"]
+    # Three index ranges, not one OR: created in the range; created before it and ended in or after
+    # it; created before it and not ended.
+    parts = [
+        and_(r.created_at >= since, r.created_at < until),
+        and_(r.finished_at >= since, r.created_at < since),
+        and_(r.finished_at.is_(None), r.created_at < since),
+    ]
+    out: list[dict[str, Any]] = []
     with engine.connect() as conn:
-        return [dict(m) for m in conn.execute(q).mappings()]
+        for cond in parts:
+            out += [dict(m) for m in conn.execute(select(*cols).where(*base, cond)).mappings()]
+    return out
 
 
 def timelines(engine: Engine, run_ids: Sequence[str]) -> dict[str, list[dict[str, Any]]]:
@@ -88,7 +92,7 @@ def timelines(engine: Engine, run_ids: Sequence[str]) -> dict[str, list[dict[str
             rows = conn.execute(
                 select(e.run_id, e.status, e.reason, e.at).where(e.run_id.in_(chunk)).order_by(e.run_id, e.id)
             )
-            for rid, status, reason, at in rows:
+            for rid, status, reason, at in rows.all():
                 out[rid].append({"status": status, "reason": reason, "at": at})
     return out
 

@@ -1,4 +1,4 @@
-"""v9 (insights): refusals at submit are recorded; runs are found by queue and time."""
+"""v9 (insights): refusals at submit are recorded; runs are found by queue and creation or end time."""
 
 from __future__ import annotations
 
@@ -19,3 +19,5 @@ def upgrade() -> None:
     indexes = {ix["name"] for ix in inspect(conn).get_indexes("gpuplat_runs")}
     if "ix_runs_queue_created" not in indexes:
         conn.execute(text("CREATE INDEX ix_runs_queue_created ON gpuplat_runs (queue, created_at)"))
+    if "ix_runs_queue_finished" not in indexes:  # runs created before a range and still alive in it
+        conn.execute(text("CREATE INDEX ix_runs_queue_finished ON gpuplat_runs (queue, finished_at)"))
