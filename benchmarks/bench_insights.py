@@ -120,7 +120,6 @@ def main() -> None:
             out = compute(state, "ops", queue="q0", since="30d", bucket="1d")  # type: ignore[arg-type]
             one.append(time.perf_counter() - t)
             t = time.perf_counter()
-            compute(state, "ops", since="30d", bucket="1d")  # type: ignore[arg-type]
             whole = report.render_html(compute(state, "ops", since="30d", bucket="6h"))  # type: ignore[arg-type]
             rep.append(time.perf_counter() - t)
         q0 = out["queues"][0]
