@@ -426,6 +426,20 @@ def cmd_lab(args: argparse.Namespace, extra: list[str]) -> int:
     return 0  # pragma: no cover
 
 
+def _connections_of(path: str | None) -> list[dict[str, Any]]:
+    """The connections of a platform config file, as references (what the cluster check verifies)."""
+    if not path:
+        return []
+    from .core.config import load_config_text
+    from .core.errors import ConfigErrors
+
+    try:
+        cfg = load_config_text(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ConfigErrors) as exc:
+        raise CLIError(f"{path}: {exc}") from None
+    return [c.reference() for c in cfg.connections]
+
+
 def cmd_cluster(args: argparse.Namespace) -> int:
     """Check a Kubernetes cluster directly (not through the server): exit 1 when it is not fit."""
     try:
@@ -450,6 +464,7 @@ def cmd_cluster(args: argparse.Namespace) -> int:
             artifacts_claim=args.artifacts_claim or "",
             gpu_resource=args.gpu_resource or defaults["gpu_resource"].default_value,
             gpu_type_label=args.gpu_type_label or defaults["gpu_type_label"].default_value,
+            connections=_connections_of(args.config),
         )
     finally:
         api.close()
@@ -552,6 +567,7 @@ def build_parser() -> argparse.ArgumentParser:
     k.add_argument("--context", help="kubeconfig context (default: the current one)")
     k.add_argument("-n", "--namespace", help="the platform's namespace (default: gpuplat)")
     k.add_argument("--artifacts-claim", help="the artifact PersistentVolumeClaim to check (e.g. gpuplat-artifacts)")
+    k.add_argument("--config", help="platform config whose connections' PVCs and Secrets to check")
     k.add_argument("--gpu-resource", help="the GPU extended resource (default: nvidia.com/gpu)")
     k.add_argument("--gpu-type-label", help="node label naming the GPU type (default: nvidia.com/gpu.product)")
 
