@@ -14,6 +14,7 @@ their revision before the upgrade.
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -25,6 +26,7 @@ from alembic.util import CommandError
 from sqlalchemy import Connection, Engine, select, text
 
 from . import schema
+from .faults import StoreUnavailable
 
 SCRIPT_LOCATION = Path(__file__).with_name("alembic")
 # A migration is a directory of revisions; tests append one holding extra (or broken) revisions.
@@ -70,15 +72,29 @@ def _signed(key: int) -> int:
     return key - (1 << 64) if key >= 1 << 63 else key
 
 
+# How long a start-up may wait for other processes' migrations of the same SQLite file.
+MIGRATION_WAIT_SECONDS = 120.0
+
+
 def migrate(engine: Engine, steps: Sequence[Migration] = MIGRATIONS, *, applied: list[str] | None = None) -> int:
     """Bring the database to the head of `steps`; returns the version found before.
 
     `applied` (if given) receives the id of each revision run, in order.
     """
-    # "gpuplat_writes_after_reads" (store.WRITES_AFTER_READS): BEGIN IMMEDIATE on SQLite.
-    with engine.execution_options(gpuplat_writes_after_reads=True).begin() as conn:
-        lock(conn)  # before anything, creating gpuplat_meta included: that raced on PostgreSQL
-        return _migrate(conn, steps, applied)
+    # SQLite's busy timeout bounds one wait for the write lock; several servers starting at once on
+    # a loaded machine can queue behind each other's migrations for longer. Nothing was written by
+    # a try that could not lock, so try again (each try itself waits the busy timeout) until the deadline.
+    deadline = time.monotonic() + MIGRATION_WAIT_SECONDS
+    while True:
+        try:
+            # "gpuplat_writes_after_reads" (store.WRITES_AFTER_READS): BEGIN IMMEDIATE on SQLite.
+            with engine.execution_options(gpuplat_writes_after_reads=True).begin() as conn:
+                lock(conn)  # before anything, creating gpuplat_meta included: that raced on PostgreSQL
+                return _migrate(conn, steps, applied)
+        except StoreUnavailable as exc:
+            locked = engine.dialect.name == "sqlite" and "locked" in exc.message
+            if not locked or time.monotonic() >= deadline:
+                raise
 
 
 def _migrate(conn: Connection, steps: Sequence[Migration], applied: list[str] | None) -> int:
