@@ -275,7 +275,11 @@ def test_an_unreachable_database_deposes_the_leader_within_its_renew_deadline(
         task = asyncio.ensure_future(leadership.run())
         while not leadership.is_leader or not leadership.last_renewed:
             await asyncio.sleep(0.02)
-        await asyncio.sleep(renew * 3)  # a few beats succeed
+        beats, until = {leadership.last_renewed}, time.monotonic() + 30
+        while len(beats) < 3:  # a few beats succeed
+            assert time.monotonic() < until, "the leader's heartbeats stopped"
+            await asyncio.sleep(0.02)
+            beats.add(leadership.last_renewed)
         assert leadership.is_leader and leadership.epoch == 1
         (pid,) = backend_pids(pg_db_url, "a")
         os.kill(pid, signal.SIGSTOP)

@@ -136,7 +136,7 @@ async def test_waiting_then_admitted_when_the_slot_frees_by_the_events_stream(
     assert why["position"] == 1 and why["reason"] == "UserLimit" and "1/1" in why["message"]
 
     waiting = asyncio.ensure_future(client.wait_running(second["id"], 60))
-    await asyncio.sleep(0.3)
+    await asyncio.sleep(0)  # one loop turn: the wait subscribes; the run is still queued
     assert not waiting.done()
     stopped_at = time.monotonic()
     await asyncio.to_thread(upstream.ok, "POST", f"runs/{first['id']}/stop")
