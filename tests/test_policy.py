@@ -166,6 +166,7 @@ def test_resolve_example_with_preset(cfg: PlatformConfig) -> None:
         "placement": {"gpu_type": "any"},
         "env": [{"name": "HF_HOME", "value": "/tmp/hf-cache"}],
         "termination": {"timeout_seconds": 86400},
+        "presets": ["single-gpu"],
         "command": ["/bin/sh", "-c", "echo hi && nvidia-smi"],
     }
     assert res.provenance == {

@@ -258,6 +258,12 @@ def build_layers(cfg: PlatformConfig, pr: ProjectConfig, req: RunRequest) -> tup
     return layers, problems
 
 
+def _applied_presets(layers: list[Layer]) -> list[str]:
+    """Preset names of the merged layers (`project:P/preset:N`, `preset:N`), once each, in merge order."""
+    names = [layer.label.rsplit("preset:", 1)[1] for layer in layers if "preset:" in layer.label]
+    return list(dict.fromkeys(names))
+
+
 def _exceeds(limit: Resources | Quota, req: Resources) -> list[tuple[str, int, int]]:
     out = []
     for name, attr in (("gpu", "gpu"), ("cpu", "cpu_milli"), ("memory", "memory_bytes")):
@@ -317,6 +323,10 @@ def resolve(cfg: PlatformConfig, user: str, req: RunRequest) -> Resolution:
             )
         )
     spec.setdefault("kind", "job")
+    # Which presets made the spec (the project's defaults included): run views show these.
+    applied = _applied_presets(layers)
+    if applied:
+        spec["presets"] = applied
     spec["command"] = req.argv()
     if req.name or req.script:
         spec["name"] = req.name or req.script.rsplit("/", 1)[-1]  # type: ignore[union-attr]

@@ -29,6 +29,7 @@ from ..core.policy import (
 from ..core.status import Status
 from .compare import compare, metrics_of
 from .state import ActiveRun, EngineState
+from .waiting import pending_runs, waiting_of
 
 
 class ReadModel:
@@ -82,6 +83,14 @@ class ReadModel:
         """The queues the user may list, in dispatch order, and the free GPUs (for their usage)."""
         names = listable_queues(self.s.cfg, user)
         return order_queues(self.s.queues[n] for n in names if n in self.s.queues), self.s.free_gpus
+
+    def pending_runs(self, user: str, q: QueueState) -> tuple[list[dict[str, Any]], int]:
+        """The user's visible pending runs of `q` with positions, and how many others' (not named)."""
+        return pending_runs(self.s, q, self.visible_projects(user))
+
+    def waiting(self, row: dict[str, Any]) -> dict[str, str] | None:
+        """Why a (visible) run that has not started waits: `{reason, message}` from the snapshot."""
+        return waiting_of(self.s, row)
 
     def queue(self, name: str) -> tuple[QueueState, int | None]:
         """One queue's state and the free GPUs (after an admin write to it)."""

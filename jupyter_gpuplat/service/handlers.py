@@ -99,15 +99,18 @@ class BaseHandler(APIHandler):
         self.finish(m.render_json(model, data))
 
     def summary(self, row: dict[str, Any]) -> dict[str, Any]:
-        out = run_summary(row, self.engine.clock(), self.engine.sessions.view(row["id"]))
+        waiting = self.engine.reads.waiting(row)
+        out = run_summary(row, self.engine.clock(), self.engine.sessions.view(row["id"]), waiting)
         return with_sweep(out, self.engine.sweep_view(row))
 
     def detail(self, row: dict[str, Any]) -> dict[str, Any]:
-        out = run_detail(row, self.engine.clock(), self.engine.sessions.view(row["id"]))
+        waiting = self.engine.reads.waiting(row)
+        out = run_detail(row, self.engine.clock(), self.engine.sessions.view(row["id"]), waiting)
         return with_sweep(out, self.engine.sweep_view(row))
 
     def queue_view(self, name: str) -> dict[str, Any]:
-        return queue_view(*self.engine.reads.queue(name))
+        q, free = self.engine.reads.queue(name)
+        return queue_view(q, free, self.engine.reads.pending_runs(self.user_name, q))
 
 
 class WhoAmIHandler(BaseHandler):
@@ -125,8 +128,10 @@ class CapacityHandler(BaseHandler):
 class QueuesHandler(BaseHandler):
     @web.authenticated
     async def get(self) -> None:
-        states, free = self.engine.reads.queues(self.user_name)  # dispatch order
-        self.send_model(m.QueuesPage, {"queues": [queue_view(q, free) for q in states]})
+        reads = self.engine.reads
+        states, free = reads.queues(self.user_name)  # dispatch order
+        views = [queue_view(q, free, reads.pending_runs(self.user_name, q)) for q in states]
+        self.send_model(m.QueuesPage, {"queues": views})
 
 
 class QueueHandler(BaseHandler):

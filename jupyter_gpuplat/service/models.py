@@ -14,32 +14,26 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, RootModel, model_validator
+from pydantic import BaseModel, ConfigDict, Field, RootModel
 
 from ..core.config import PresetConfig, ProjectConfig, Role
 from ..core.status import Status
-
-Number = int | float
-Seconds = float
-
-
-class _Out(BaseModel):
-    """A response object: fields it does not declare are refused when rendering (schema drift is a bug)."""
-
-    model_config = ConfigDict(extra="forbid")
-
-
-def _open_schema(schema: dict[str, Any]) -> None:
-    # JSON Schema's default already allows other keys; saying nothing keeps the generated
-    # TypeScript types to the declared fields (no index signature).
-    schema.pop("additionalProperties", None)
-
-
-class _Open(BaseModel):
-    """A response object that other layers extend: undeclared fields pass through."""
-
-    model_config = ConfigDict(extra="allow", json_schema_extra=_open_schema)
-
+from .models_base import Number, Seconds, _Open, _Out
+from .models_runs import (  # noqa: F401  (re-exported: `models.RunSummary` keeps working)
+    BestChild,
+    Clocks,
+    CodeRecord,
+    GitState,
+    ResourceAmounts,
+    RunDetail,
+    RunsPage,
+    RunSummary,
+    RunWaiting,
+    SessionState,
+    SweepChange,
+    SweepChildren,
+    TimelineEvent,
+)
 
 # ---- errors -------------------------------------------------------------------------------------
 
@@ -54,140 +48,6 @@ class Error(_Out):
     """Every refusal: `{"error": {code, message, hint}}`."""
 
     error: ErrorDetail
-
-
-# ---- runs ---------------------------------------------------------------------------------------
-
-
-class ResourceAmounts(_Out):
-    """Amounts for people: gpu a count, cpu and memory as quantities (`4`, `500m`, `16Gi`)."""
-
-    gpu: int | None = None
-    cpu: str | None = None
-    memory: str | None = None
-
-
-class Clocks(_Out):
-    """Separate clocks: waiting in our queue, waiting to start, running."""
-
-    queue_wait_seconds: Seconds | None
-    start_wait_seconds: Seconds | None
-    run_seconds: Seconds | None
-
-
-class GitState(_Open):
-    commit: str | None = None
-    dirty: bool | None = None
-    diff_path: str | None = None
-
-
-class CodeRecord(_Open):
-    """What code ran: the snapshot in the artifacts and, in a git repository, the commit and diff."""
-
-    snapshot: str | None = None
-    git: GitState | None = None
-
-
-class SweepChildren(_Out):
-    total: int
-    by_status: dict[str, int]
-
-
-class BestChild(_Out):
-    id: str
-    value: float
-    params: dict[str, Any]
-
-
-class SweepChange(_Out):
-    """PATCH runs/{id} of a sweep: its concurrency, or pausing/resuming its dispatch."""
-
-    model_config = ConfigDict(extra="forbid")
-    concurrency: int | None = Field(default=None, ge=1, le=10_000, strict=True)
-    paused: bool | None = Field(default=None, strict=True)
-
-    @model_validator(mode="after")
-    def _something(self) -> SweepChange:
-        if self.concurrency is None and self.paused is None:
-            raise ValueError("give concurrency (1..10000) or paused (true/false)")
-        return self
-
-
-class SessionState(_Out):
-    """A GPU session's kernel and idle clock (null for jobs)."""
-
-    notebook: str | None = Field(description="The notebook (relative to the Jupyter root) whose kernel this is")
-    kernel: Literal["waiting", "starting", "ready", "ended"]
-    kernel_id: str | None
-    busy: bool
-    idle_seconds: int | None = Field(description="The resolved termination.idle_seconds; null: never idle-culled")
-    idle_deadline: Seconds | None = Field(description="When the session ends unless its kernel is used or kept")
-    last_activity: Seconds | None
-    idle_for_seconds: Seconds | None = Field(
-        default=None, description="The idle clock: seconds since the kernel's last activity (null while busy)"
-    )
-
-
-class RunSummary(_Open):
-    """One run, as listed (and the body of `POST runs`)."""
-
-    id: str
-    seq: int
-    project: str
-    user: str
-    name: str | None
-    kind: str
-    queue: str
-    status: Status
-    reason: str
-    message: str
-    resources: ResourceAmounts
-    devices: list[int]
-    presets: list[str]
-    exit_code: int | None
-    command: list[str] | None
-    clocks: Clocks
-    pid: int | None
-    created_at: Seconds | None
-    queued_at: Seconds | None
-    dispatched_at: Seconds | None
-    started_at: Seconds | None
-    finished_at: Seconds | None
-    updated_at: Seconds | None
-    code: CodeRecord | None = None
-    working_dir: str | None = None
-    session: SessionState | None = None
-    parent: str | None = Field(default=None, description="A sweep's child: the sweep's id")
-    params: dict[str, Any] | None = Field(default=None, description="A sweep's child: its params")
-    children: SweepChildren | None = Field(default=None, description="A sweep: its children by status")
-    concurrency: int | None = Field(default=None, description="A sweep: children dispatched at once, at most")
-    paused: bool | None = Field(default=None, description="A sweep: no more children are dispatched")
-    matrix: dict[str, Any] | None = Field(default=None, description="A sweep: what it runs")
-    best: BestChild | None = Field(default=None, description="A sweep: its best child by the matrix's objective")
-
-
-class TimelineEvent(_Open):
-    id: int | None = None
-    status: Status
-    reason: str
-    message: str
-    at: Seconds
-    details: dict[str, Any] | None = None
-
-
-class RunDetail(RunSummary):
-    """One run's full record: request, resolved spec, provenance and timeline."""
-
-    request: dict[str, Any] | None
-    resolved: dict[str, Any] | None
-    provenance: dict[str, str] | None
-    timeline: list[TimelineEvent]
-    stop_requested_by: str | None
-
-
-class RunsPage(_Out):
-    runs: list[RunSummary]
-    next_before: int | None = Field(description="Pass as `before` for the next (older) page; null on the last")
 
 
 # ---- explain ------------------------------------------------------------------------------------
@@ -268,6 +128,16 @@ class QueueUsageAmounts(ResourceAmounts):
     runs: int
 
 
+class PendingEntry(_Out):
+    """A pending run of a queue that the caller may see, with its place in the queue."""
+
+    id: str
+    name: str | None
+    project: str
+    user: str
+    position: int = Field(description="1-based place among the queue's pending runs, by submission order")
+
+
 class QueueView(_Open):
     """A queue with its limits, live usage and what holds its head."""
 
@@ -279,7 +149,11 @@ class QueueView(_Open):
     ordering: str
     paused: bool
     usage: QueueUsageAmounts
-    pending: int
+    pending: int = Field(description="Pending runs in all, every team's")
+    pending_runs: list[PendingEntry] = Field(
+        description="The caller's visible pending runs in position order (at most 100); others' are only counted"
+    )
+    pending_hidden: int = Field(description="Pending runs of projects the caller may not see (not named)")
     head_wait: HeadWait | None
 
 

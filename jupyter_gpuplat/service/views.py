@@ -39,7 +39,16 @@ def session_view(row: dict[str, Any], lease: dict[str, Any] | None, now: float) 
     }
 
 
-def run_summary(row: dict[str, Any], now: float, lease: dict[str, Any] | None = None) -> dict[str, Any]:
+def presets_applied(row: dict[str, Any], picked: list[str]) -> list[str]:
+    """The presets that made the run's spec: the project's defaults, then those picked (policy.resolve
+    records them in the spec); a run recorded before that shows the picked ones."""
+    applied = (row.get("resolved") or {}).get("presets")
+    return list(applied) if isinstance(applied, list) else list(picked)
+
+
+def run_summary(
+    row: dict[str, Any], now: float, lease: dict[str, Any] | None = None, waiting: dict[str, str] | None = None
+) -> dict[str, Any]:
     resolved = row.get("resolved") or {}
     handle = row.get("handle") or {}
     out = {
@@ -57,6 +66,7 @@ def run_summary(row: dict[str, Any], now: float, lease: dict[str, Any] | None = 
         "devices": row["devices"] or [],
         # list rows carry `presets`; full rows have the request it comes from
         "presets": (row["presets"] if "presets" in row else (row.get("request") or {}).get("presets")) or [],
+        "waiting": waiting,
         "exit_code": row["exit_code"],
         "command": resolved.get("command"),
         "clocks": clocks(row, now),
@@ -67,6 +77,7 @@ def run_summary(row: dict[str, Any], now: float, lease: dict[str, Any] | None = 
         "parent": row.get("parent"),
         "params": resolved.get("params") if row.get("parent") else None,
     }
+    out["presets_applied"] = presets_applied(row, out["presets"])
     for k in _TIMES:
         out[k] = row[k]
     return out
@@ -80,9 +91,12 @@ def with_sweep(out: dict[str, Any], sweep: dict[str, Any] | None) -> dict[str, A
     return out
 
 
-def run_detail(row: dict[str, Any], now: float, lease: dict[str, Any] | None = None) -> dict[str, Any]:
-    out = run_summary(row, now, lease)
+def run_detail(
+    row: dict[str, Any], now: float, lease: dict[str, Any] | None = None, waiting: dict[str, str] | None = None
+) -> dict[str, Any]:
+    out = run_summary(row, now, lease, waiting)
     out["presets"] = (row.get("request") or {}).get("presets", [])
+    out["presets_applied"] = presets_applied(row, out["presets"])
     out["request"] = row.get("request")
     out["resolved"] = row["resolved"]
     out["provenance"] = row["provenance"]
@@ -91,7 +105,10 @@ def run_detail(row: dict[str, Any], now: float, lease: dict[str, Any] | None = N
     return out
 
 
-def queue_view(q: QueueState, free_gpus: int | None) -> dict[str, Any]:
+def queue_view(
+    q: QueueState, free_gpus: int | None, pending: tuple[list[dict[str, Any]], int] = ([], 0)
+) -> dict[str, Any]:
+    """A queue; `pending` is (the caller's visible pending runs with positions, how many others')."""
     lim = q.limits
     head = q.head()
     wait = wait_reason(q, head, free_gpus) if head is not None else None
@@ -105,6 +122,8 @@ def queue_view(q: QueueState, free_gpus: int | None) -> dict[str, Any]:
         "paused": lim.paused,
         "usage": {"runs": len(q.held), **q.used.to_dict()},
         "pending": q.pending_count,
+        "pending_runs": pending[0],
+        "pending_hidden": pending[1],
         "head_wait": None
         if wait is None
         else {"reason": str(wait.reason), "message": shared_message(wait, q.limits.name)},

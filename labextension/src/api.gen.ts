@@ -1187,6 +1187,25 @@ export interface components {
             /** @default null */
             termination?: components["schemas"]["Termination"] | null;
         };
+        /**
+         * PendingEntry
+         * @description A pending run of a queue that the caller may see, with its place in the queue.
+         */
+        PendingEntry: {
+            /** Id */
+            id: string;
+            /** Name */
+            name: string | null;
+            /** Project */
+            project: string;
+            /** User */
+            user: string;
+            /**
+             * Position
+             * @description 1-based place among the queue's pending runs, by submission order
+             */
+            position: number;
+        };
         /** Placement */
         Placement: {
             /**
@@ -1702,8 +1721,21 @@ export interface components {
             /** Paused */
             paused: boolean;
             usage: components["schemas"]["QueueUsageAmounts"];
-            /** Pending */
+            /**
+             * Pending
+             * @description Pending runs in all, every team's
+             */
             pending: number;
+            /**
+             * Pending Runs
+             * @description The caller's visible pending runs in position order (at most 100); others' are only counted
+             */
+            pending_runs: components["schemas"]["PendingEntry"][];
+            /**
+             * Pending Hidden
+             * @description Pending runs of projects the caller may not see (not named)
+             */
+            pending_hidden: number;
             head_wait: components["schemas"]["HeadWait"] | null;
         };
         /** QueueWhatIf */
@@ -1870,8 +1902,18 @@ export interface components {
             resources: components["schemas"]["ResourceAmounts"];
             /** Devices */
             devices: number[];
-            /** Presets */
+            /**
+             * Presets
+             * @description The presets the request picked (its `presets`)
+             */
             presets: string[];
+            /**
+             * Presets Applied
+             * @description Every preset that made the spec, in merge order: the project's default_presets, then those picked
+             */
+            presets_applied: string[];
+            /** @description Why it waits, while our queue or the executor holds it (not started); null otherwise */
+            waiting: components["schemas"]["RunWaiting"] | null;
             /** Exit Code */
             exit_code: number | null;
             /** Command */
@@ -2077,8 +2119,18 @@ export interface components {
             resources: components["schemas"]["ResourceAmounts"];
             /** Devices */
             devices: number[];
-            /** Presets */
+            /**
+             * Presets
+             * @description The presets the request picked (its `presets`)
+             */
             presets: string[];
+            /**
+             * Presets Applied
+             * @description Every preset that made the spec, in merge order: the project's default_presets, then those picked
+             */
+            presets_applied: string[];
+            /** @description Why it waits, while our queue or the executor holds it (not started); null otherwise */
+            waiting: components["schemas"]["RunWaiting"] | null;
             /** Exit Code */
             exit_code: number | null;
             /** Command */
@@ -2151,6 +2203,22 @@ export interface components {
              * @default null
              */
             best?: components["schemas"]["BestChild"] | null;
+        };
+        /**
+         * RunWaiting
+         * @description Why a run that has not started waits: the reason code and message explain gives (no other team's names).
+         */
+        RunWaiting: {
+            /**
+             * Reason
+             * @description A reason code of the queue or the executor layer, e.g. QueueQuota, NoCapacity
+             */
+            reason: string;
+            /**
+             * Message
+             * @description With the numbers, e.g. 'queue a-train quota is exhausted: 2 gpu requested, ...'
+             */
+            message: string;
         };
         /** RunWhatIf */
         RunWhatIf: {

@@ -24,7 +24,13 @@ type MakeOptional<T, K extends keyof T> = Omit<T, K> & Partial<Pick<T, K>>;
  * One row of `GET runs` (and the body of `POST runs`). A row the sidebar makes from a
  * status event, before the record arrives, lacks what the event does not carry.
  */
-export type IRun = MakeOptional<Schemas['RunSummary'], 'presets' | 'command' | 'pid'>;
+export type IRun = MakeOptional<
+  Schemas['RunSummary'],
+  'presets' | 'command' | 'pid' | 'presets_applied' | 'waiting'
+>;
+
+/** Why a run that has not started waits (`waiting` of a run): explain's reason and message. */
+export type IRunWaiting = Schemas['RunWaiting'];
 
 export type ITimelineEvent = Schemas['TimelineEvent'];
 
@@ -48,7 +54,11 @@ export type IBlocker = Schemas['Blocker'];
 /** `GET runs/{id}/explain`; `queue_usage.free_gpus` is null where the executor does not count GPUs. */
 export type IExplain = Schemas['Explain'];
 
-export type IQueue = Schemas['QueueView'];
+/** A queue; `pending_runs` lists the caller's visible pending runs with positions (others only counted). */
+export type IQueue = MakeOptional<Schemas['QueueView'], 'pending_runs' | 'pending_hidden'>;
+
+/** One pending run of a queue the caller may see, with its 1-based position. */
+export type IPendingRun = Schemas['PendingEntry'];
 
 export type IPlacement = Schemas['Placement'];
 
