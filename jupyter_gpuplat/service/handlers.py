@@ -16,9 +16,10 @@ from jupyter_server.base.handlers import APIHandler, JupyterHandler
 from tornado import web
 
 from ..auth import platform_username
-from ..core.artifacts import is_internal
+from ..core.artifacts import OUTPUTS_INDEX, is_internal
 from ..core.config import PlatformConfig, PresetConfig, ProjectConfig, QueueConfig, parse_config
 from ..core.errors import GpuPlatError, InvalidInput, NotFound, Unavailable
+from ..core.outputs import logged_names, one_per_file
 from ..core.request import RunRequest
 from ..engine.engine import Engine
 from ..engine.explain import explain
@@ -347,6 +348,8 @@ class OutputsHandler(BaseHandler):
         if not path or reader.is_dir(run_id, path):
             listed = reader.list_outputs(run_id, path)
             files = [{"path": f.path, "size": f.size, "modified": f.modified} for f in listed]
+            # a file kept with log_output from inside the run's directory: listed once, as its copy
+            files = one_per_file(files, logged_names(reader.read(run_id, OUTPUTS_INDEX)))
             self.send_model(m.Outputs, {"run_id": run_id, "outputs": files})
             return
         if is_internal(path):
