@@ -85,11 +85,24 @@ export function configTable(rows: IConfigRow[]): HTMLElement {
         h(
           'tr',
           { 'data-path': r.path },
-          h('td', { class: 'jp-GpuPlat-configPath' }, r.path),
-          h('td', { class: 'jp-GpuPlat-configValue' }, r.value),
-          h('td', null, h('span', { class: `jp-GpuPlat-layer jp-mod-${r.layerKind}` }, r.layer))
+          h('td', { class: 'jp-GpuPlat-configPath', title: r.path }, ...breakable(r.path)),
+          h('td', { class: `jp-GpuPlat-configValue${NUMBER.test(r.value) ? ' jp-mod-number' : ''}`, title: r.value }, r.value),
+          h('td', { class: 'jp-GpuPlat-configLayer' }, h('span', { class: `jp-GpuPlat-layer jp-mod-${r.layerKind}`, title: r.layer }, r.layer))
         )
       )
     )
   );
+}
+
+// Values that read as one number (`86400`, `0.5`, `16Gi`, `1,024`): never broken mid-digit.
+const NUMBER = /^[-+]?[\d.,_]+\s?[A-Za-z%]{0,3}$/;
+
+/** A dotted path with break opportunities after its dots and brackets (`resources.<wbr>gpu`), not inside names. */
+function breakable(path: string): Child[] {
+  const out: Child[] = [];
+  for (const part of path.split(/(?<=[.[\]])/)) {
+    out.push(part, h('wbr'));
+  }
+  out.pop();
+  return out;
 }

@@ -3,6 +3,7 @@
  * arriving), search (show matching lines) and download (the whole log file).
  */
 
+import { ISignal, Signal } from '@lumino/signaling';
 import { Widget } from '@lumino/widgets';
 
 import { h, saveBlob } from './dom';
@@ -70,6 +71,11 @@ export class LogView extends Widget {
     });
   }
 
+  /** Lines arrived (how many): the run wrote more, so its output sizes changed too. */
+  get linesAdded(): ISignal<this, number> {
+    return this._linesAdded;
+  }
+
   get lineCount(): number {
     return this._lines.length + this._dropped;
   }
@@ -107,6 +113,7 @@ export class LogView extends Widget {
       this._dropped += cut;
     }
     this._pending += lines.length;
+    this._linesAdded.emit(lines.length);
     if (this._paused) {
       this._pause.textContent = `Resume (${this._pending} new)`;
       return;
@@ -226,4 +233,5 @@ export class LogView extends Widget {
   private _matches: number | null = null;
   private _ended: string | null = null;
   private _lastState: StreamState = 'connecting';
+  private _linesAdded = new Signal<this, number>(this);
 }

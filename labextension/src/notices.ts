@@ -69,3 +69,30 @@ export function longWaiters(
   }
   return out;
 }
+
+export interface IFailedRun {
+  id: string;
+  name: string;
+  message: string;
+}
+
+/** Toasts that close by themselves (ms); failures stay longer but never for minutes. */
+export const TOAST_MS: Record<INotice['type'], number> = { info: 5000, success: 5000, warning: 10000, error: 15000 };
+
+/** Names shown in the one failure notice; the rest are counted. */
+export const FAILED_NAMED = 3;
+
+/**
+ * The one notice for every failure since it was last dismissed: `Run a failed: why` for
+ * one, `3 runs failed: a, b, c` for more (the newest first, the rest counted).
+ */
+export function failureSummary(failed: readonly IFailedRun[]): string {
+  if (failed.length === 1) {
+    const f = failed[0];
+    return `Run ${f.name || f.id} failed${f.message ? `: ${f.message}` : ''}`;
+  }
+  const newest = [...failed].reverse();
+  const names = newest.slice(0, FAILED_NAMED).map(f => f.name || f.id);
+  const more = failed.length - names.length;
+  return `${failed.length} runs failed: ${names.join(', ')}${more > 0 ? ` and ${more} more` : ''}`;
+}

@@ -1,13 +1,28 @@
 /**
  * Notifications (JupyterLab's notification API) when the user's runs start, finish,
  * fail, or have waited unusually long; each links to the run in the sidebar.
+ *
+ * Every toast closes by itself (the notification centre keeps it); failures share ONE
+ * notice, updated in place ("3 runs failed" with a link per run) until it is dismissed.
  */
 
 import { Notification } from '@jupyterlab/apputils';
 
 import type { GpuPlatService } from './request';
 import type { IStatusEvent } from './types';
-import { DEFAULT_NOTIFY, INotifySettings, IWaitingRun, formatDuration, longWaiters, noticeFor, statusGroup } from './viewmodel';
+import {
+  DEFAULT_NOTIFY,
+  FAILED_NAMED,
+  IFailedRun,
+  INotifySettings,
+  IWaitingRun,
+  TOAST_MS,
+  failureSummary,
+  formatDuration,
+  longWaiters,
+  noticeFor,
+  statusGroup
+} from './viewmodel';
 
 const LONG_WAIT_CHECK_MS = 30_000;
 
@@ -45,7 +60,16 @@ export class Notifier {
       return;
     }
     this._shown.add(key);
-    this._emit(n.message, n.type, ev.run_id);
+    if (n.kind === 'failed') {
+      this._failed({ id: ev.run_id, name: ev.name || ev.run_id, message: ev.message });
+    } else {
+      this._emit(n.message, n.type, ev.run_id);
+    }
+  }
+
+  /** The id of the one failure notice while it is shown or in the centre; null otherwise. */
+  get failureNoticeId(): string | null {
+    return this._failureId !== null && Notification.manager.has(this._failureId) ? this._failureId : null;
   }
 
   /** Announce my runs that have waited longer than the setting (once per run). */
@@ -66,9 +90,37 @@ export class Notifier {
     window.clearInterval(this._timer);
   }
 
+  /** Add a failure to the one failure notice (a new one once the last was dismissed). */
+  private _failed(run: IFailedRun): void {
+    const id = this.failureNoticeId;
+    if (id === null) {
+      this._failures = [];
+    }
+    this._failures.push(run);
+    const message = failureSummary(this._failures);
+    const actions = this._failures
+      .slice(-FAILED_NAMED)
+      .reverse()
+      .map(f => ({
+        label: this._failures.length === 1 ? 'Open run' : `Open ${f.name || f.id}`,
+        caption: `Show ${f.id} in the GPU platform sidebar`,
+        displayType: 'link' as const,
+        callback: (ev: MouseEvent) => {
+          if (this._failures.length > 1) {
+            ev.preventDefault(); // keep the notice: its other runs are still to see
+          }
+          this._openRun(f.id);
+        }
+      }));
+    if (id !== null && Notification.update({ id, message, type: 'error', autoClose: TOAST_MS.error, actions })) {
+      return;
+    }
+    this._failureId = Notification.emit(message, 'error', { autoClose: TOAST_MS.error, actions });
+  }
+
   private _emit(message: string, type: 'info' | 'success' | 'error' | 'warning', runId: string): void {
     Notification.emit(message, type, {
-      autoClose: type === 'error' || type === 'warning' ? false : 8000,
+      autoClose: TOAST_MS[type],
       actions: [
         {
           label: 'Open run',
@@ -114,4 +166,6 @@ export class Notifier {
   private _waiting = new Map<string, IWaitingRun>();
   private _shown = new Set<string>();
   private _announced = new Set<string>();
+  private _failures: IFailedRun[] = [];
+  private _failureId: string | null = null;
 }

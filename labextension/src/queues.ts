@@ -1,6 +1,8 @@
 /**
- * Queues: per queue, GPUs used/quota, runs dispatched/concurrency, pending runs and
- * what the head waits for, paused state; platform admins pause and resume.
+ * Queues: per queue, GPUs used/quota, runs dispatched/concurrency, its rules (ordering,
+ * max_per_user), the pending runs in order with their positions (others' projects
+ * counted, not named), what the head waits for, paused state; platform admins pause
+ * and resume.
  */
 
 import { Widget } from '@lumino/widgets';
@@ -8,7 +10,7 @@ import { Widget } from '@lumino/widgets';
 import { errorBox, h } from './dom';
 import type { GpuPlatService } from './request';
 import type { IQueue } from './types';
-import { queueView } from './viewmodel';
+import { pendingRunText, pendingRuns, queueRulesText, queueView } from './viewmodel';
 
 export interface IQueuesOptions {
   service: GpuPlatService;
@@ -16,6 +18,8 @@ export interface IQueuesOptions {
   /** Oldest `queued_at` among the waiting runs we list in this queue. */
   oldestWaiting: (queue: string) => number | null;
   clockOffset: () => number;
+  /** Open a pending run (its row in the queue). */
+  onOpen?: (id: string) => void;
 }
 
 export class QueuesView extends Widget {
@@ -88,8 +92,43 @@ export class QueuesView extends Widget {
             v.pendingText,
             v.oldestWaitText ? ` · ${v.oldestWaitText}` : ''
           ),
-          v.waitText ? h('div', { class: 'jp-GpuPlat-queueWait' }, v.waitText) : null
+          v.waitText ? h('div', { class: 'jp-GpuPlat-queueWait' }, v.waitText) : null,
+          h('div', { class: 'jp-GpuPlat-queueRules jp-GpuPlat-muted' }, queueRulesText(q)),
+          this._pending(q)
         );
+      })
+    );
+  }
+
+  /** The pending runs in queue order, each a link to the run when we may see it. */
+  private _pending(q: IQueue): HTMLElement | null {
+    const runs = pendingRuns(q);
+    if (!runs || !runs.length) {
+      return null;
+    }
+    return h(
+      'ol',
+      { class: 'jp-GpuPlat-pendingList', 'aria-label': `Pending runs of queue ${q.name}` },
+      ...runs.map(p => {
+        const text = pendingRunText(p);
+        const body =
+          p.id && this._opts.onOpen
+            ? h(
+                'a',
+                {
+                  class: 'jp-GpuPlat-runLink',
+                  href: '#',
+                  'data-run-id': p.id,
+                  title: `Open run ${p.id}`,
+                  onclick: (e: MouseEvent) => {
+                    e.preventDefault();
+                    this._opts.onOpen?.(p.id!);
+                  }
+                },
+                text
+              )
+            : h('span', null, text);
+        return h('li', { class: 'jp-GpuPlat-pendingRun', 'data-position': p.position }, body);
       })
     );
   }

@@ -7,16 +7,16 @@ import { Dialog, showDialog } from '@jupyterlab/apputils';
 import { Widget } from '@lumino/widgets';
 
 import { configTable, errorBox, h, saveBlob, section } from './dom';
+import { ExplainPart } from './explainpart';
 import { LogView } from './logview';
 import { MetricsView } from './metricsview';
 import type { GpuPlatService } from './request';
 import { isSweep } from './sweepmodel';
 import { SweepPart } from './sweepview';
-import type { IExplain, IOutputFile, IRunDetail, IStatusEvent } from './types';
+import type { IOutputFile, IRunDetail, IStatusEvent } from './types';
 import {
   clocks,
   configRows,
-  explainView,
   formatBytes,
   formatDuration,
   formatGpus,
@@ -35,7 +35,24 @@ export interface IRunDetailOptions {
   onOpen?: (id: string) => void;
   /** Whether the viewer may stop this run (and so change a sweep); the server decides in the end. */
   mayStop?: (run: IRunDetail) => boolean;
+  /** What the run's buttons open in the main area (JupyterLab commands); absent ones are not shown. */
+  actions?: IRunActions;
 }
+
+/** The main-area commands a run's buttons call; the sidebar passes them, a dock tab may omit some. */
+export interface IRunActions {
+  /** This run in a main-area tab (gpuplat:open-run). */
+  openInTab?: (id: string) => void;
+  /** The run's artifacts in a file browser (gpuplat:open-run-folder). */
+  openFolder?: (id: string) => void;
+  /** The submit dialog prefilled from this run (gpuplat:resubmit). */
+  resubmit?: (id: string) => void;
+  /** One output file in a main-area tab (gpuplat:open-output). */
+  openOutput?: (id: string, path: string) => void;
+}
+
+/** While logs stream, output sizes are re-read at most this often. */
+const OUTPUTS_EVERY_MS = 1500;
 
 export class RunDetail extends Widget {
   constructor(private _opts: IRunDetailOptions) {
@@ -46,7 +63,11 @@ export class RunDetail extends Widget {
     this._header = h('div', { class: 'jp-GpuPlat-detailHeader' });
     this._summary = h('div', { class: 'jp-GpuPlat-summary' });
     this._clocks = h('div', { class: 'jp-GpuPlat-clocks', role: 'group', 'aria-label': 'Clocks' });
-    this._explain = h('div', { class: 'jp-GpuPlat-explain', 'aria-live': 'polite' });
+    const act = _opts.actions ?? {};
+    this._explainPart = new ExplainPart({
+      onOpen: _opts.onOpen,
+      resubmit: act.resubmit ? () => act.resubmit?.(_opts.runId) : undefined
+    });
     this._timeline = h('ol', { class: 'jp-GpuPlat-timeline' });
     this._outputs = h('div', { class: 'jp-GpuPlat-outputs' });
     this._config = h('div', { class: 'jp-GpuPlat-config' });
@@ -54,6 +75,8 @@ export class RunDetail extends Widget {
     this._error = h('div', { class: 'jp-GpuPlat-detailError' });
     this._logs = new LogView(_opts.service, _opts.runId);
     this._metrics = new MetricsView(_opts.service, _opts.runId);
+    // the run writes its log into its outputs: the sizes grow with the lines
+    this._logs.linesAdded.connect(() => this._scheduleOutputs());
     this._sweep = new SweepPart({
       service: _opts.service,
       onChanged: run => this.showRecord(run),
@@ -78,14 +101,25 @@ export class RunDetail extends Widget {
       { class: 'jp-GpuPlat-button jp-GpuPlat-stop jp-mod-warn', onclick: () => void this._confirmStop() },
       'Stop…'
     );
+    const id = _opts.runId;
+    const tool = (label: string, cls: string, title: string, fn?: (id: string) => void) =>
+      fn ? h('button', { class: `jp-GpuPlat-button ${cls}`, title, onclick: () => fn(id) }, label) : null;
     this.node.append(
-      h('div', { class: 'jp-GpuPlat-toolbar' }, back, h('span', { class: 'jp-GpuPlat-spacer' }), this._stop),
+      h(
+        'div',
+        { class: 'jp-GpuPlat-toolbar jp-GpuPlat-detailToolbar' },
+        back,
+        tool('Open in tab', 'jp-GpuPlat-openTab', 'Open this run in a main-area tab with room for logs, charts and config', act.openInTab),
+        tool('Run folder', 'jp-GpuPlat-openFolder', "Open run folder: the run's artifacts in a file browser", act.openFolder),
+        h('span', { class: 'jp-GpuPlat-spacer' }),
+        this._stop
+      ),
       this._header,
       this._error,
       this._summary,
       this._clocks,
       this._sweepSection,
-      section('Why is it here?', 'jp-GpuPlat-explainSection', this._explain),
+      section('Why is it here?', 'jp-GpuPlat-explainSection', this._explainPart.node),
       section('Timeline', 'jp-GpuPlat-timelineSection', this._timeline),
       ...this._runOnly,
       section('Resolved config', 'jp-GpuPlat-configSection', this._config)
@@ -137,6 +171,19 @@ export class RunDetail extends Widget {
   tick(): void {
     if (this._run && !isFinal(this._run.status)) {
       this._renderClocks();
+      this._explainPart.tick(this._run, Date.now() / 1000 - this._opts.clockOffset());
+    }
+  }
+
+  /** Whether this run's clocks still count (the panel's timer runs while any shown run does). */
+  get ticking(): boolean {
+    return this._run === null || !isFinal(this._run.status);
+  }
+
+  /** An error of something this view started (a command it ran). */
+  showError(error: unknown): void {
+    if (!this.isDisposed) {
+      this._error.replaceChildren(errorBox(error));
     }
   }
 
@@ -150,6 +197,7 @@ export class RunDetail extends Widget {
     }
     window.clearTimeout(this._reloadTimer);
     window.clearTimeout(this._explainTimer);
+    window.clearTimeout(this._outputsTimer);
     this._logs.dispose();
     this._metrics.dispose();
     super.dispose();
@@ -163,6 +211,15 @@ export class RunDetail extends Widget {
   private _scheduleExplain(): void {
     window.clearTimeout(this._explainTimer);
     this._explainTimer = window.setTimeout(() => void this._loadExplain(), 150);
+  }
+
+  private _scheduleOutputs(): void {
+    if (this._outputsTimer === 0) {
+      this._outputsTimer = window.setTimeout(() => {
+        this._outputsTimer = 0;
+        void this._loadOutputs();
+      }, OUTPUTS_EVERY_MS);
+    }
   }
 
   private async _reload(): Promise<void> {
@@ -187,11 +244,11 @@ export class RunDetail extends Widget {
     try {
       const ex = await this._opts.service.explain(this._opts.runId);
       if (!this.isDisposed) {
-        this._renderExplain(ex);
+        this._explainPart.render(ex, this._run, Date.now() / 1000 - this._opts.clockOffset());
       }
     } catch (error) {
       if (!this.isDisposed) {
-        this._explain.replaceChildren(errorBox(error));
+        this._explainPart.node.replaceChildren(errorBox(error));
       }
     }
   }
@@ -274,26 +331,6 @@ export class RunDetail extends Widget {
     );
   }
 
-  private _renderExplain(ex: IExplain): void {
-    const v = explainView(ex);
-    this._explain.dataset.side = v.side;
-    const list = (cls: string, title: string, items: string[]) =>
-      items.length
-        ? h('div', { class: cls }, h('div', { class: 'jp-GpuPlat-explainLabel' }, title), h('ul', null, ...items.map(i => h('li', null, i))))
-        : null;
-    const parts: Array<HTMLElement | null> = [
-      h('div', { class: 'jp-GpuPlat-explainLayer' }, h('span', { class: `jp-GpuPlat-side jp-mod-${v.side}` }, v.layerLabel)),
-      h('div', { class: 'jp-GpuPlat-explainHeadline' }, v.headline),
-      h('div', { class: 'jp-GpuPlat-explainMessage' }, v.message),
-      list('jp-GpuPlat-explainNumbers', 'Numbers', v.numbers),
-      v.position ? h('div', { class: 'jp-GpuPlat-explainPosition' }, `Position: ${v.position}`) : null,
-      list('jp-GpuPlat-explainBlockers', 'Held up by', v.blockers),
-      list('jp-GpuPlat-explainDetails', 'Executor says', v.details),
-      list('jp-GpuPlat-explainWho', 'Who can act', v.whoCanAct)
-    ];
-    this._explain.replaceChildren(...parts.filter((p): p is HTMLElement => p !== null));
-  }
-
   private _renderTimeline(run: IRunDetail): void {
     const fmt = (at: number) => new Date(at * 1000).toLocaleTimeString();
     const now = Date.now() / 1000 - this._opts.clockOffset();
@@ -334,6 +371,7 @@ export class RunDetail extends Widget {
       );
       return;
     }
+    const openOutput = this._opts.actions?.openOutput;
     this._outputs.replaceChildren(
       h(
         'ul',
@@ -342,7 +380,21 @@ export class RunDetail extends Widget {
           h(
             'li',
             { class: 'jp-GpuPlat-output' },
-            h('span', { class: 'jp-GpuPlat-outputPath' }, f.path),
+            openOutput
+              ? h(
+                  'a',
+                  {
+                    class: 'jp-GpuPlat-outputPath jp-GpuPlat-runLink',
+                    href: '#',
+                    title: `Open ${f.path} in a main-area tab`,
+                    onclick: (e: MouseEvent) => {
+                      e.preventDefault();
+                      openOutput(this._opts.runId, f.path);
+                    }
+                  },
+                  f.path
+                )
+              : h('span', { class: 'jp-GpuPlat-outputPath', title: f.path }, f.path),
             h('span', { class: 'jp-GpuPlat-muted' }, formatBytes(f.size)),
             h(
               'button',
@@ -403,7 +455,7 @@ export class RunDetail extends Widget {
   private _header: HTMLElement;
   private _summary: HTMLElement;
   private _clocks: HTMLElement;
-  private _explain: HTMLElement;
+  private _explainPart: ExplainPart;
   private _timeline: HTMLElement;
   private _outputs: HTMLElement;
   private _config: HTMLElement;
@@ -418,6 +470,7 @@ export class RunDetail extends Widget {
   private _run: IRunDetail | null = null;
   private _reloadTimer = 0;
   private _explainTimer = 0;
+  private _outputsTimer = 0;
 }
 
 /** What code ran, as label/value pairs: where it ran, the snapshot kept with the run, the git commit. */

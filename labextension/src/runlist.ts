@@ -7,13 +7,14 @@
  * 10,000 runs cost.
  */
 
+import { ISignal, Signal } from '@lumino/signaling';
 import { Widget } from '@lumino/widgets';
 
 import { h } from './dom';
 import type { RunsModel } from './runsmodel';
 import type { IRun } from './types';
 import { IListRow, flattenRows, isSweep, paramsText, sweepView } from './sweepmodel';
-import { runRowView } from './viewmodel';
+import { isFinal, runRowView } from './viewmodel';
 
 export const ROW_HEIGHT = 46;
 const OVERSCAN = 8;
@@ -26,6 +27,7 @@ interface IRowNodes {
   phase: HTMLElement;
   toggle: HTMLElement;
   bar: HTMLElement;
+  check: HTMLInputElement;
 }
 
 export interface IRunListOptions {
@@ -56,6 +58,22 @@ export class RunList extends Widget {
     this.node.addEventListener('keydown', ev => this._onKey(ev));
     this.node.addEventListener('click', ev => {
       const row = (ev.target as HTMLElement).closest<HTMLElement>('.jp-GpuPlat-runRow');
+      if (row?.dataset.runId && ((ev.target as HTMLElement).closest('.jp-GpuPlat-runSelect') || ev.ctrlKey || ev.metaKey || ev.shiftKey)) {
+        // the checkbox, ctrl/cmd-click (one more) or shift-click (a range) select runs to compare
+        if (!(ev.target as HTMLElement).closest('.jp-GpuPlat-runSelect')) {
+          ev.preventDefault();
+        }
+        const index = Number(row.dataset.index);
+        if (ev.shiftKey && this._anchor >= 0) {
+          this._selectRange(this._anchor, index);
+        } else {
+          this._toggleSelected(row.dataset.runId);
+          this._anchor = index;
+        }
+        this._active = index;
+        this.render();
+        return;
+      }
       if (row?.dataset.runId && (ev.target as HTMLElement).closest('.jp-GpuPlat-sweepToggle')) {
         this._active = Number(row.dataset.index);
         this._opts.onToggle?.(row.dataset.runId);
@@ -67,6 +85,24 @@ export class RunList extends Widget {
       }
     });
     _opts.model.onChange(() => this.schedule());
+  }
+
+  /** The runs selected to compare, in the order they were selected. */
+  get selected(): string[] {
+    return [...this._selected];
+  }
+
+  get selectionChanged(): ISignal<this, string[]> {
+    return this._selectionChanged;
+  }
+
+  clearSelection(): void {
+    if (this._selected.size) {
+      this._selected.clear();
+      this._anchor = -1;
+      this._selectionChanged.emit([]);
+      this.render();
+    }
   }
 
   /** Text shown when nothing is listed (loading, no match, error). */
@@ -118,6 +154,8 @@ export class RunList extends Widget {
     const first = Math.max(0, Math.floor(top / ROW_HEIGHT) - OVERSCAN);
     const last = Math.min(n - 1, Math.ceil((top + height) / ROW_HEIGHT) + OVERSCAN);
     const now = Date.now() / 1000 - this._opts.clockOffset();
+    this._first = first;
+    this._last = last;
 
     // Recycle rows that left the window; keep the ones still in it.
     const keep = new Map<string, IRowNodes>();
@@ -159,6 +197,20 @@ export class RunList extends Widget {
     }
   }
 
+  /** Whether a row in view shows a run whose clock still counts. */
+  get live(): boolean {
+    if (!this.isVisible) {
+      return false;
+    }
+    const rows = this.rows;
+    for (let i = this._first; i <= Math.min(this._last, rows.length - 1); i++) {
+      if (!isFinal(rows[i].run.status)) {
+        return true;
+      }
+    }
+    return false;
+  }
+
   /** Refresh the ticking "time in phase" of the rows in view. */
   tick(): void {
     if (this.isVisible) {
@@ -181,15 +233,16 @@ export class RunList extends Widget {
     const phase = h('span', { class: 'jp-GpuPlat-runPhase' });
     const toggle = h('span', { class: 'jp-GpuPlat-sweepToggle', role: 'button', title: 'Show or hide its children' });
     const bar = h('div', { class: 'jp-GpuPlat-sweepBar' });
+    const check = h('input', { class: 'jp-GpuPlat-runSelect', type: 'checkbox', tabindex: -1 });
     const root = h(
       'div',
       { class: 'jp-GpuPlat-runRow', role: 'option' },
-      h('div', { class: 'jp-GpuPlat-runLine' }, toggle, name, status),
+      h('div', { class: 'jp-GpuPlat-runLine' }, check, toggle, name, status),
       h('div', { class: 'jp-GpuPlat-runLine jp-GpuPlat-runSub' }, meta, phase),
       h('div', { class: 'jp-GpuPlat-sweepTrack' }, bar)
     );
     this.node.append(root);
-    return { root, name, status, meta, phase, toggle, bar };
+    return { root, name, status, meta, phase, toggle, bar, check };
   }
 
   private _fill(nodes: IRowNodes, row: IListRow, index: number, now: number): void {
@@ -226,9 +279,15 @@ export class RunList extends Widget {
       nodes.toggle.removeAttribute('aria-expanded');
       r.removeAttribute('aria-expanded');
       const params = row.depth === 1 ? paramsText(run.params) : '';
-      setText(nodes.meta, params || `${v.queue} · ${v.presets} · ${v.gpus}`);
+      // a waiting run says why it waits (reason and numbers) where the others say where they run
+      setText(nodes.meta, v.why || params || `${v.queue} · ${v.presets} · ${v.gpus}`);
+      nodes.meta.classList.toggle('jp-mod-why', v.why !== '');
       setText(nodes.phase, v.phaseText);
     }
+    const picked = this._selected.has(run.id);
+    nodes.check.checked = picked;
+    nodes.check.setAttribute('aria-label', `Select ${v.name} to compare`);
+    r.classList.toggle('jp-mod-selected', picked);
     r.title = v.title;
     const active = index === this._active;
     r.classList.toggle('jp-mod-active', active);
@@ -236,6 +295,24 @@ export class RunList extends Widget {
     if (active) {
       this.node.setAttribute('aria-activedescendant', r.id);
     }
+  }
+
+  private _toggleSelected(id: string): void {
+    if (!this._selected.delete(id)) {
+      this._selected.add(id);
+    }
+    this._selectionChanged.emit(this.selected);
+  }
+
+  private _selectRange(from: number, to: number): void {
+    const rows = this.rows;
+    for (let i = Math.min(from, to); i <= Math.max(from, to); i++) {
+      const run = rows[i]?.run;
+      if (run && !isSweep(run)) {
+        this._selected.add(run.id);
+      }
+    }
+    this._selectionChanged.emit(this.selected);
   }
 
   private _onKey(ev: KeyboardEvent): void {
@@ -307,6 +384,11 @@ export class RunList extends Widget {
   private _active = -1;
   private _rowsKey = '';
   private _rowsCache: readonly IListRow[] = [];
+  private _selected = new Set<string>();
+  private _anchor = -1;
+  private _first = 0;
+  private _last = -1;
+  private _selectionChanged = new Signal<this, string[]>(this);
 }
 
 function setText(el: HTMLElement, text: string): void {

@@ -7,7 +7,7 @@
  */
 
 import type { IRun, IRunsPage, IStatusEvent } from './types';
-import { EMPTY_FILTER, IRunFilter, isFinal, matchesFilter } from './viewmodel';
+import { EMPTY_FILTER, IRunFilter, isFinal, matchesFilter, statusGroup } from './viewmodel';
 
 export type EventOutcome = 'updated' | 'removed' | 'fetch' | 'ignored';
 
@@ -43,6 +43,20 @@ export class RunsModel {
   /** Bumped on every change; views compare it to skip work. */
   get version(): number {
     return this._version;
+  }
+
+  /** The oldest `queued_at` among the waiting runs held in a queue (sweeps wait through their children). */
+  oldestWaiting(queue: string): number | null {
+    let oldest: number | null = null;
+    for (const r of this._order) {
+      if (r.queue === queue && r.kind !== 'sweep' && statusGroup(r.status) === 'waiting') {
+        const at = r.queued_at ?? r.created_at;
+        if (at !== null && (oldest === null || at < oldest)) {
+          oldest = at;
+        }
+      }
+    }
+    return oldest;
   }
 
   get(id: string): IRun | undefined {

@@ -9,6 +9,7 @@
 import type { IExplain, IPreset, IQueue, IRun } from './types';
 import { formatDuration, formatGpus, formatResources, humanReason, ordinal } from './format';
 import { STATUS_GROUPS, StatusGroup, isFinal, phaseStart, statusGroup } from './lifecycle';
+import { pendingCount, waitingOf, waitingText } from './waiting';
 
 export * from './format';
 export * from './lifecycle';
@@ -16,6 +17,7 @@ export * from './provenance';
 export * from './notices';
 export * from './chart';
 export * from './submitmodel';
+export * from './waiting';
 
 // ---- resources, presets, queues -------------------------------------------------------------
 
@@ -105,6 +107,7 @@ export function queueView(q: IQueue, oldestQueuedAt: number | null, now: number)
   const quota = q.quota.gpu ?? null;
   const runs = q.usage.runs;
   const head = q.head_wait;
+  const pending = pendingCount(q);
   return {
     name: q.name,
     paused: q.paused,
@@ -114,10 +117,10 @@ export function queueView(q: IQueue, oldestQueuedAt: number | null, now: number)
     runsText:
       q.concurrency === null ? `${runs} runs dispatched` : `${runs}/${q.concurrency} runs dispatched`,
     runsFraction: ratio(runs, q.concurrency),
-    pendingText: `${q.pending} pending`,
+    pendingText: `${pending} pending`,
     waitText: q.paused ? 'paused: nothing is dispatched' : head ? head.message : '',
     oldestWaitText:
-      oldestQueuedAt === null || q.pending === 0
+      oldestQueuedAt === null || pending === 0
         ? ''
         : `longest wait ${formatDuration(now - oldestQueuedAt)}`
   };
@@ -134,6 +137,8 @@ export interface IRunRowView {
   presets: string;
   gpus: string;
   phaseText: string;
+  /** Why a waiting run waits (reason and numbers), '' when not waiting or not known. */
+  why: string;
   title: string;
 }
 
@@ -158,6 +163,8 @@ export function runRowView(run: IRun, now: number): IRunRowView {
     const start = phaseStart(run);
     phaseText = `${PHASE_VERB[group]} ${formatDuration(start === null ? null : now - start)}`;
   }
+  const w = waitingOf(run);
+  const why = w ? waitingText(w) : '';
   return {
     id: run.id,
     name: run.name || run.id,
@@ -168,7 +175,8 @@ export function runRowView(run: IRun, now: number): IRunRowView {
     presets: run.presets === undefined ? '…' : run.presets.length ? run.presets.join(' + ') : 'no preset',
     gpus: run.resources?.gpu === undefined ? '… GPUs' : formatGpus(run.resources.gpu),
     phaseText,
-    title: `${run.id} · ${run.status} (${run.reason}): ${run.message}`
+    why,
+    title: `${run.id} · ${run.status} (${run.reason}): ${why || run.message}`
   };
 }
 
@@ -234,6 +242,8 @@ export interface IExplainView {
   numbers: string[];
   position: string | null;
   blockers: string[];
+  /** The run id each blocker line names (null: another project's run, counted not named). */
+  blockerIds: Array<string | null>;
   whoCanAct: string[];
   details: string[];
 }
@@ -309,6 +319,7 @@ export function explainView(ex: IExplain): IExplainView {
     numbers,
     position,
     blockers,
+    blockerIds: ex.blockers.map(b => b.id ?? null),
     whoCanAct: ex.who_can_act.map(w => `${w.who} can ${w.can}`),
     details
   };

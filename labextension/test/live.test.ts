@@ -1,0 +1,158 @@
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+
+import { RunsModel } from '../src/runsmodel';
+import { ServerClock, Ticker } from '../src/ticker';
+import type { IExplain, IQueue, IRun } from '../src/types';
+import {
+  explainView,
+  failureSummary,
+  liveMessage,
+  pendingCount,
+  pendingRunText,
+  pendingRuns,
+  queueRulesText,
+  queueView,
+  runRowView,
+  waitingOf
+} from '../src/viewmodel';
+
+const base: IRun = {
+  id: 'r-1',
+  seq: 1,
+  project: 'team-a',
+  user: 'alice',
+  name: 'train.py',
+  kind: 'job',
+  queue: 'team-a-train',
+  status: 'queued',
+  reason: 'Submitted',
+  message: 'submitted',
+  resources: { gpu: 1, cpu: '4', memory: '16Gi' },
+  presets: ['single-gpu'],
+  devices: [],
+  exit_code: null,
+  clocks: { queue_wait_seconds: 5, start_wait_seconds: null, run_seconds: null },
+  created_at: 1000,
+  queued_at: 1000,
+  dispatched_at: null,
+  started_at: null,
+  finished_at: null,
+  updated_at: 1000
+};
+
+const queue: IQueue = {
+  name: 'team-a-train',
+  priority: 10,
+  concurrency: 2,
+  quota: { gpu: 2 },
+  max_per_user: 1,
+  ordering: 'fifo',
+  paused: false,
+  usage: { runs: 2, gpu: 2 },
+  pending: 2,
+  head_wait: null
+};
+
+test('a waiting row says why it waits: the service field first, else a queue reason of its last event', () => {
+  const why = { reason: 'QueueConcurrency', message: '2/2 runs dispatched in queue team-a-train' };
+  const row = runRowView({ ...base, waiting: why } as IRun, 1087);
+  assert.equal(row.why, 'Queue concurrency: 2/2 runs dispatched in queue team-a-train');
+  assert.equal(row.phaseText, 'waiting 1m 27s');
+  assert.match(row.title, /Queue concurrency: 2\/2/);
+  // no service field: the last event's reason, when it is one that says why
+  assert.equal(runRowView({ ...base, reason: 'QueuePaused', message: 'queue team-a-train is paused' }, 1000).why, 'Queue paused: queue team-a-train is paused');
+  assert.equal(runRowView(base, 1000).why, ''); // "Submitted" says nothing about why
+  // a run that no longer waits says nothing, even with a stale field
+  assert.equal(waitingOf({ ...base, status: 'running', waiting: why } as IRun), null);
+});
+
+test('a queue lists its pending runs in order; other projects counted, not named', () => {
+  const pending = [
+    { id: null, name: null, project: 'team-b', user: null, position: 2 },
+    { id: 'r-7', name: 'lr=0.1', project: 'team-a', user: 'alice', position: 1 }
+  ];
+  const q = { ...queue, pending_runs: pending } as IQueue;
+  const runs = pendingRuns(q)!;
+  assert.deepEqual(runs.map(pendingRunText), ['1st · lr=0.1 (alice)', '2nd · a team-b run']);
+  assert.equal(pendingCount(q), 2);
+  // the list in `pending` itself counts too
+  const listed = { ...queue, pending } as unknown as IQueue;
+  assert.equal(pendingCount(listed), 2);
+  assert.equal(queueView(listed, null, 0).pendingText, '2 pending');
+  assert.equal(pendingRuns(queue), null); // an older server: a count only
+  assert.equal(queueRulesText(queue), 'ordering fifo · at most 1 dispatched per user');
+  assert.equal(queueRulesText({ ...queue, max_per_user: null }), 'ordering fifo · no per-user limit');
+});
+
+test("explain's running for Ns counts on from the start time, and freezes when final", () => {
+  const msg = 'running for 0s on devices 0';
+  assert.equal(liveMessage(msg, 1000, 1007, false), 'running for 7s on devices 0');
+  assert.equal(liveMessage(msg, 1000, 1000 + 125, false), 'running for 2m 05s on devices 0');
+  assert.equal(liveMessage(msg, 1000, 2000, true), msg);
+  assert.equal(liveMessage('queue is paused', 1000, 2000, false), 'queue is paused');
+  assert.equal(liveMessage(msg, null, 2000, false), msg);
+});
+
+test('blockers carry the run ids to link; other teams runs carry none', () => {
+  const ex: IExplain = {
+    run_id: 'r-2',
+    status: 'queued',
+    queue: 'q',
+    layer: 'queue',
+    reason: 'QueueConcurrency',
+    message: 'full',
+    position: 1,
+    blockers: [
+      { id: 'r-714b8414e8', name: 'big', user: 'bob', project: 'team-a', status: 'running', gpu: 1, devices: [0] },
+      { id: null, name: null, user: null, project: 'team-b', status: 'running', gpu: 1, devices: [] }
+    ],
+    who_can_act: []
+  };
+  const v = explainView(ex);
+  assert.deepEqual(v.blockerIds, ['r-714b8414e8', null]);
+  assert.ok(v.blockers[0].startsWith('r-714b8414e8'));
+});
+
+test('failures collapse into one notice: one run by name, more counted, newest first', () => {
+  const f = (i: number) => ({ id: `r-${i}`, name: `run${i}`, message: 'exit code 1' });
+  assert.equal(failureSummary([f(1)]), 'Run run1 failed: exit code 1');
+  assert.equal(failureSummary([f(1), f(2), f(3)]), '3 runs failed: run3, run2, run1');
+  assert.equal(failureSummary([1, 2, 3, 4, 5].map(f)), '5 runs failed: run5, run4, run3 and 2 more');
+});
+
+test('the oldest wait of a queue among the runs held', () => {
+  const m = new RunsModel();
+  m.addPage({ runs: [{ ...base, id: 'a', queued_at: 1010 }, { ...base, id: 'b', queued_at: 990 }, { ...base, id: 'c', queue: 'other', queued_at: 10 }, { ...base, id: 'd', status: 'running', queued_at: 5 }], next_before: null } as never, true);
+  assert.equal(m.oldestWaiting('team-a-train'), 990);
+  assert.equal(m.oldestWaiting('nothing'), null);
+});
+
+test('the server clock takes the smallest offset seen', () => {
+  const c = new ServerClock();
+  assert.equal(c.offset, 0);
+  c.sample(3);
+  c.sample(1.5);
+  c.sample(2);
+  assert.equal(c.offset, 1.5);
+});
+
+test('the ticker runs while a clock counts and stops by itself when none does', async () => {
+  let live = true;
+  let ticks = 0;
+  const states: boolean[] = [];
+  const t = new Ticker(() => (ticks += 1), () => live, on => states.push(on), 5);
+  t.poke();
+  assert.ok(t.running);
+  await new Promise(r => setTimeout(r, 30));
+  assert.ok(ticks >= 2, `ticked ${ticks}`);
+  live = false;
+  await new Promise(r => setTimeout(r, 20));
+  assert.equal(t.running, false);
+  const after = ticks;
+  await new Promise(r => setTimeout(r, 20));
+  assert.equal(ticks, after); // stopped: no more ticks
+  t.poke(); // nothing counts: stays stopped
+  assert.equal(t.running, false);
+  assert.deepEqual(states, [true, false]);
+});
