@@ -928,4 +928,13 @@ async def test_a_run_behind_another_teams_head_learns_nothing_of_it(
             found = sorted(x for x in secrets if x in body) + (["user erin"] if re.search(r"\berin\b", body) else [])
             if code != 200 or found:
                 problems.append(f"{req.method} {req.path} as {caller}: {code}, names {found}: {body[:800]}")
+            if code == 200 and req.path == "queues":  # the head is counted, not named
+                view = next(x for x in json.loads(body)["queues"] if x["name"] == q)
+                mine = [p for p in view["pending_runs"] if p["id"] == behind["id"]]
+                if view["pending_hidden"] < 1 or len(mine) != 1 or mine[0]["position"] < 2:
+                    problems.append(f"GET queues as {caller}: {q} pending {view}")
+            if code == 200 and req.path == "runs":  # the row says why it waits, as explain does
+                row = next(r for r in json.loads(body)["runs"] if r["id"] == behind["id"])
+                if (row["waiting"] or {}).get("reason") != "BehindQueueHead":
+                    problems.append(f"GET runs as {caller}: waiting {row['waiting']}")
     assert not problems, "\n".join(problems)
