@@ -15,12 +15,17 @@
     %gpu_session start [--preset notebook] [--project team-a] [--notebook path.ipynb]
     %gpu_session status        %gpu_session keep [ID]        %gpu_session stop [ID]
 
-Submitting returns at once with a live status widget; only `--wait` blocks the
-kernel. A refusal shows the service's message and what is allowed, not a traceback.
+Submitting returns at once with a status line that follows the run to its final state
+(widgets/statusline.py) and a live RunMonitor; only `--wait` blocks the kernel. A cell's run
+is named after its notebook and cell plus its params (`train.ipynb · cell 3 · lr=0.03`; see
+widgets/naming.py for what shows when), unless `--name` names it. A refusal shows the
+service's message and what is allowed, not a traceback; an unknown option says which one
+was meant ("did you mean --param?").
 """
 
 from __future__ import annotations
 
+import argparse
 import html
 import json
 import os
@@ -36,8 +41,11 @@ from IPython.display import HTML, display
 from .client import Client, GpuPlatAPIError
 from .core.errors import GpuPlatError
 from .explaining import explanation_lines, waiting_summary
+from .suggest import did_you_mean
 from .sweeping import children_text, concurrency_text, make_matrix
 from .widgets._html import notebook_link
+from .widgets.naming import cell_label, run_name
+from .widgets.statusline import StatusLine
 
 _VALUE_OPTIONS = {"-p", "--project", "--preset", "-q", "--queue", "--gpus", "-n", "--name", "--param"}
 
@@ -55,6 +63,32 @@ def parse_params(items: list[str] | None) -> dict[str, Any]:
             value = raw
         out[key] = value
     return out
+
+
+def unknown_option(parser: argparse.ArgumentParser, words: list[str]) -> str | None:
+    """The first word that looks like an option this magic does not have (values of options skipped)."""
+    actions = parser._option_string_actions  # argparse's map of every spelling of every option
+    skip = False
+    for w in words:
+        if skip:
+            skip = False
+            continue
+        if not w.startswith("-") or w == "-" or w[1:2].isdigit() or w[1:2] == ".":
+            continue  # a positional word or a negative number
+        flag, eq, _ = w.partition("=")
+        action = actions.get(flag)
+        if action is None:
+            return flag
+        skip = not eq and action.nargs != 0
+    return None
+
+
+def unknown_option_error(magic: str, parser: argparse.ArgumentParser, flag: str) -> UsageError:
+    """`unknown option --parm: did you mean --param? (options of %gpu_submit: …)`."""
+    options = sorted({max(a.option_strings, key=len) for a in parser._actions if a.option_strings} - {"--help"})
+    guess = did_you_mean(flag, [o for a in parser._actions for o in a.option_strings])
+    message = f"unknown option {flag}" + (f": did you mean {guess}?" if guess else "")
+    return UsageError(f"{message} (options of %{magic}: {', '.join(options)})")
 
 
 def refusal_html(err: GpuPlatError, what: str = "gpu_submit") -> HTML:
@@ -86,13 +120,17 @@ class GpuMagics(Magics):
     @argument("--preset", action="append", help="preset to apply; repeat for several, in order")
     @argument("--queue", "-q", help="queue (default: from presets and the project)")
     @argument("--gpus", type=int, help="number of GPUs")
-    @argument("--name", "-n", help="run name")
+    @argument("--name", "-n", help="run name (default for a cell: its notebook and cell, then its params)")
     @argument("--param", action="append", help="key=value passed to the run (tracking.params())")
     @argument("--wait", action="store_true", help="block until the run ends")
     @line_cell_magic
     def gpu_submit(self, line: str, cell: str | None = None) -> Any:
         """Submit a cell, a script or a notebook to a GPU queue."""
-        opts, target = self._parse(line)
+        try:
+            opts, target = self._parse(line)
+        except UsageError as err:
+            print(f"{err}\nusage: %gpu_submit [options] path/to/script.py [args]  or  %%gpu_submit [options]")
+            return None
         if cell is None and not target:
             print("usage: %gpu_submit path/to/script.py [args]  or  %%gpu_submit [options] (cell magic)")
             return None
@@ -108,7 +146,7 @@ class GpuMagics(Magics):
             fields["working_dir"] = os.getcwd()
             if cell is not None:
                 fields["code"] = cell
-                fields["name"] = fields["name"] or "cell"
+                fields["name"] = fields["name"] or run_name(self._cell_label(), fields["params"])
             else:
                 fields["script"] = os.path.abspath(target[0])
                 fields["args"] = target[1:]
@@ -123,7 +161,7 @@ class GpuMagics(Magics):
         if opts.wait:
             run = self.client.wait(run["id"])
             self.ns["gpu_last_run"] = run
-        display(self._summary(run))
+        self._show_status(run)
         display(self._monitor(run))
         return None
 
@@ -145,6 +183,7 @@ class GpuMagics(Magics):
     def gpu_sweep(self, line: str, cell: str) -> None:
         """Submit the cell as a sweep: one child run per params, at most `--concurrency` at once."""
         try:
+            self._check_options(self.gpu_sweep, "gpu_sweep", shlex.split(line))
             opts = parse_argstring(self.gpu_sweep, line)
         except UsageError as err:
             print(f"{err}\nusage: %%gpu_sweep --grid lr=1e-3,3e-4 | --random lr=loguniform:1e-5:1e-2 --num-runs N")
@@ -183,15 +222,34 @@ class GpuMagics(Magics):
         display(HTML(f"<div class='gpuplat-summary'>{html.escape(line)}</div>"))
         display(SweepView(sweep, self.client))
 
-    def _summary(self, run: dict[str, Any]) -> HTML:
-        """One line any frontend can show (plain text too): the status and, if waiting, why."""
-        line = f"{run['id']} {run['status']} in queue {run['queue']}"
-        if run["status"] in ("queued", "dispatched", "starting"):
+    def _show_status(self, run: dict[str, Any]) -> StatusLine:
+        """One line any frontend can show (plain text too): the status and, if waiting, why; then kept
+        current in place (a display-handle update) until the run is final."""
+        explain = None
+        if run["status"] in ("created", "queued", "dispatched", "starting"):
             try:
-                line += f" — {waiting_summary(self.client.explain(run['id']))}"
+                explain = self.client.explain(run["id"])
             except GpuPlatAPIError:
                 pass
-        return HTML(f"<div class='gpuplat-summary'>{html.escape(line)}</div>")
+        status = StatusLine(run, self.client, lambda text: handle.update(_summary_html(text)), explain)
+        handle = display(_summary_html(status.text), display_id=True)
+        self.ns["gpu_last_status"] = status
+        return status.start()
+
+    def _cell_label(self) -> str:
+        """`train.ipynb · cell 3` (see widgets/naming.py for when it is `In [n]`)."""
+        shell: Any = self.shell
+        kernel = getattr(shell, "kernel", None)
+        parent = kernel.get_parent() if kernel is not None and hasattr(kernel, "get_parent") else None
+        cell_id = ((parent or {}).get("metadata") or {}).get("cellId")
+        notebook = self.ns.get("__session__")
+        count = getattr(shell, "execution_count", None)
+        return cell_label(notebook if isinstance(notebook, str) and notebook else None, cell_id, count)
+
+    def _check_options(self, func: Any, magic: str, words: list[str]) -> None:
+        flag = unknown_option(func.parser, words)
+        if flag is not None:
+            raise unknown_option_error(magic, func.parser, flag)
 
     def _parse(self, line: str) -> tuple[Any, list[str]]:
         # Options come first; from the script path on, the words belong to the script.
@@ -204,6 +262,7 @@ class GpuMagics(Magics):
                 i += 1
             else:
                 break
+        self._check_options(self.gpu_submit, "gpu_submit", words[:i])
         opts = parse_argstring(self.gpu_submit, " ".join(shlex.quote(w) for w in words[:i]))
         return opts, words[i:]
 
@@ -270,6 +329,7 @@ class GpuMagics(Magics):
     def gpu_session(self, line: str) -> None:
         """A GPU session: a notebook kernel on a GPU lease that waits in the interactive queue."""
         try:
+            self._check_options(self.gpu_session, "gpu_session", shlex.split(line))
             opts = parse_argstring(self.gpu_session, line)
         except UsageError as err:
             print(
@@ -352,6 +412,10 @@ class GpuMagics(Magics):
         raise GpuPlatAPIError(
             "which session?", f"give its id: %gpu_session stop ID (yours: {ids})", code="InvalidInput"
         )
+
+
+def _summary_html(text: str) -> HTML:
+    return HTML(f"<div class='gpuplat-summary'>{html.escape(text)}</div>")
 
 
 def _table(headers: list[str], rows: str) -> HTML:

@@ -110,6 +110,18 @@ def seconds(v: float | None) -> str:
     return f"{h}h{m:02d}m"
 
 
+def size(n: int) -> str:
+    """Bytes for people, as the sidebar writes them: `812 B`, `1.2 KiB`, `34 MiB`."""
+    if n < 1024:
+        return f"{n} B"
+    v = float(n)
+    for unit in ("KiB", "MiB", "GiB", "TiB"):
+        v /= 1024
+        if v < 1024 or unit == "TiB":
+            break
+    return f"{v:.1f} {unit}" if v < 10 else f"{round(v)} {unit}"
+
+
 def value(v: Any) -> str:
     """A param or config value, compact."""
     if v is None:

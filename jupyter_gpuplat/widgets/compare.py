@@ -6,6 +6,9 @@ chooses the curves overlaid in one plotly FigureWidget (one trace per run and
 metric); "Open" shows one run's full record as a RunMonitor. While any compared
 run is still active the widget re-reads the comparison when that run changes
 status (from the shared event feed), and stops when all have ended or on close().
+Each run's column head shows its clock live ("running for 12s", "waiting 4s", "ran 3.2s"):
+its record's clocks, ticking between reads (clocks.LiveClocks) until it is final. Runs are
+labelled by their name and the params that differ between the runs shown (naming.label_runs).
 
 Given one sweep's id (`Compare("r-sweep")`) it compares the sweep: a SweepPanel (every child's
 params against the objective: sortable table, parallel coordinates, param-vs-metric scatter)
@@ -16,7 +19,6 @@ objective's curves overlaid; it follows the sweep until it ends.
 from __future__ import annotations
 
 import logging
-import math
 import threading
 from collections.abc import Sequence
 from typing import Any
@@ -28,7 +30,10 @@ import traitlets
 from ..client import Client, GpuPlatAPIError
 from . import _html as h
 from ._metrics import lower_is_better
+from .clocks import QUEUE_WAIT, RUN, START_WAIT, LiveClocks, duration
+from .comparetable import table_html as _table_html
 from .live import EventFeed, Subscription, default_client
+from .naming import label_runs
 from .sweepcompare import SweepPanel, read_sweep
 
 __all__ = ["Compare", "lower_is_better"]
@@ -52,6 +57,8 @@ class Compare(widgets.VBox):
     `Compare("r-sweep", top=5)` (`metrics=["acc"]` judges it by another metric than its objective)."""
 
     baseline = traitlets.Unicode(help="The run every other run is compared against.")
+
+    tick_seconds = 1.0
 
     def __init__(
         self,
@@ -82,6 +89,8 @@ class Compare(widgets.VBox):
             self.run_ids, metrics=self.requested_metrics, max_points=max_points
         )
         self.table_html = ""
+        self.live: dict[str, LiveClocks] = {}  # each run's clocks from its record, ticking until it is final
+        self._read_clocks()
 
         labels = self._labels()
         self.title = widgets.HTML()
@@ -157,6 +166,7 @@ class Compare(widgets.VBox):
         if self._closed.is_set():
             return
         self.data = data
+        self._read_clocks()
         labels = self._labels()
         if labels != list(self.baseline_selector.options):
             self.baseline_selector.options = labels
@@ -234,9 +244,44 @@ class Compare(widgets.VBox):
             raise ValueError(f"sweep {self.sweep and self.sweep['id']} has no children to compare")
         return list(ids)
 
+    def _read_clocks(self) -> None:
+        """Re-read the record of every run not known final (the comparison carries no clocks)."""
+        for r in self.data["runs"]:
+            known = self.live.get(r["id"])
+            if known is None or not known.final or r["status"] not in h.FINAL:
+                try:
+                    self.live[r["id"]] = LiveClocks.of(self.client.get(r["id"]))
+                except GpuPlatAPIError:
+                    self.live.pop(r["id"], None)
+
+    def clock_text(self, run_id: str) -> str:
+        """`running for 12s`, `waiting 4s`, `ran 3.2s` (as the column head shows it now)."""
+        live = self.live.get(run_id)
+        if live is None:
+            return ""
+        c = live.at()
+        if live.ticking == RUN:
+            return f"running for {duration(c.get(RUN))}"
+        if live.ticking is not None:
+            return f"waiting {duration((c.get(QUEUE_WAIT) or 0) + (c.get(START_WAIT) or 0))}"
+        if c.get(RUN) is not None:
+            return f"ran {duration(c.get(RUN))}"
+        return f"waited {duration(c.get(QUEUE_WAIT))}" if c.get(QUEUE_WAIT) is not None else ""
+
+    def _render_clocks(self) -> None:
+        if self._closed.is_set() or self.baseline not in self.run_ids:
+            return
+        html = _table_html(self.data, self.baseline, self._run_labels(), self.clock_text)
+        if html != self.table_html:
+            self.table_html = html
+            self.table.value = html
+
     def _follow_loop(self) -> None:
         while not self._closed.is_set():
-            self._wake.wait()
+            ticking = any(not c.final for c in self.live.values())
+            if not self._wake.wait(timeout=self.tick_seconds if ticking else None):
+                self._render_clocks()  # no event: only the clocks moved
+                continue
             self._wake.clear()
             if self._closed.is_set():
                 return
@@ -253,8 +298,16 @@ class Compare(widgets.VBox):
                 return
 
     # ---- rendering -----------------------------------------------------------------------------
+    def _run_labels(self) -> dict[str, str]:
+        """Each run's name and the params that differ between the runs shown."""
+        return label_runs(self.data["runs"], self.data["params"]["differ"])
+
     def _labels(self) -> list[tuple[str, str]]:
-        return [(f"{r['name'] or r['id']} · {r['id']}", r["id"]) for r in self.data["runs"]]
+        labels = self._run_labels()
+        return [
+            (labels[r["id"]] if labels[r["id"]].endswith(r["id"]) else f"{labels[r['id']]} · {r['id']}", r["id"])
+            for r in self.data["runs"]
+        ]
 
     def _default_metrics(self) -> list[str]:
         names = self.data["metrics"]
@@ -273,12 +326,13 @@ class Compare(widgets.VBox):
             f"<b>{len(runs)} runs</b> "
             + h.dim(h.esc(f"baseline {self.baseline}; highlighted rows differ; Δ is against the baseline"))
         )
-        self.table_html = _table_html(self.data, self.baseline)
+        self.table_html = _table_html(self.data, self.baseline, self._run_labels(), self.clock_text)
         self.table.value = self.table_html
         self._plot()
 
     def _plot(self) -> None:
         chosen = list(self.metric_selector.value)
+        labels = self._run_labels()
         traces = []
         for mi, metric in enumerate(chosen):
             for r in self.data["runs"]:
@@ -286,7 +340,7 @@ class Compare(widgets.VBox):
                 if not curve:
                     continue
                 base = r["id"] == self.baseline
-                label = r["name"] or r["id"]
+                label = labels[r["id"]]
                 traces.append(
                     {
                         "type": "scatter",
@@ -321,99 +375,3 @@ def _figure() -> Any:
             "hovermode": "x unified",
         }
     )
-
-
-def _is_number(v: Any) -> bool:
-    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
-
-
-def _delta(v: Any, base: Any, *, better_lower: bool | None = None) -> str:
-    if not (_is_number(v) and _is_number(base)) or v == base:
-        return ""
-    d = v - base
-    rel = f", {d / abs(base):+.1%}" if base else ""
-    color = h.FG_DIM
-    if better_lower is not None:
-        color = h.GOOD if (d < 0) == better_lower else h.BAD
-    return f' <span class="gpuplat-delta" style="color:{color}">(Δ {d:+.4g}{rel})</span>'
-
-
-def _section(title: str, ncols: int) -> str:
-    return (
-        f'<tr><td colspan="{ncols + 1}" style="padding:8px 8px 2px;font-weight:600;color:{h.FG_DIM};'
-        f'border-bottom:1px solid {h.BORDER}">{h.esc(title)}</td></tr>'
-    )
-
-
-def _row(label: str, cells: list[str], *, differ: bool = False) -> str:
-    mark = f"border-left:3px solid {h.WARN};" if differ else ""
-    cls = ' class="gpuplat-differ"' if differ else ""
-    return (
-        f"<tr{cls}>"
-        + h.td(h.esc(label), mark=differ, extra=mark + f"font-family:{h.MONO}")
-        + "".join(h.td(c, mark=differ) for c in cells)
-        + "</tr>"
-    )
-
-
-def _best(summary: dict[str, Any], lower: bool) -> Any:
-    return summary.get("min") if lower else summary.get("max")
-
-
-def _table_html(data: dict[str, Any], baseline: str) -> str:
-    runs = data["runs"]
-    base = next(r for r in runs if r["id"] == baseline)
-    n = len(runs)
-    head = "<tr>" + h.td("", header=True)
-    for r in runs:
-        star = " ★ baseline" if r["id"] == baseline else ""
-        head += h.td(
-            f"{h.esc(r['name'] or r['id'])}{h.esc(star)}<br>{h.dim(h.esc(r['id']))} {h.badge(r['status'])}",
-            header=True,
-        )
-    head += "</tr>"
-    rows = [_section("run", n)]
-    for key in ("project", "user", "queue"):
-        values = [r[key] for r in runs]
-        rows.append(_row(key, [h.esc(v) for v in values], differ=len(set(values)) > 1))
-
-    rows.append(_section("params", n))
-    differ = set(data["params"]["differ"])
-    for key in data["params"]["keys"]:
-        cells = []
-        for r in runs:
-            v = r["params"].get(key)
-            delta = "" if r["id"] == baseline else _delta(v, base["params"].get(key))
-            cells.append(h.esc(h.value(v)) + delta)
-        rows.append(_row(key, cells, differ=key in differ))
-    if not data["params"]["keys"]:
-        rows.append(_row("(none logged)", ["" for _ in runs]))
-
-    rows.append(_section("resolved config: differences", n))
-    for d in data["config"]["differ"]:
-        rows.append(_row(d["path"], [h.esc(h.value(d["values"].get(r["id"]))) for r in runs], differ=True))
-    if not data["config"]["differ"]:
-        rows.append(_row("(identical)", ["" for _ in runs]))
-
-    rows.append(_section("metrics: last and best (min for losses/errors, else max)", n))
-    for m in data["metrics"]:
-        lower = lower_is_better(m)
-        bs = base["metrics"].get(m) or {}
-        for kind in ("last", "best"):
-            cells = []
-            values = []
-            for r in runs:
-                s = r["metrics"].get(m)
-                if not s:
-                    cells.append(h.dim("—"))
-                    continue
-                v = s["last"] if kind == "last" else _best(s, lower)
-                values.append(v)
-                bv = bs.get("last") if kind == "last" else _best(bs, lower) if bs else None
-                delta = "" if r["id"] == baseline else _delta(v, bv, better_lower=lower)
-                step = f" {h.dim('@' + str(s['last_step']))}" if kind == "last" else ""
-                cells.append(h.esc(h.value(v)) + step + delta)
-            rows.append(_row(f"{m} ({kind})", cells, differ=len({h.value(v) for v in values}) > 1))
-    if not data["metrics"]:
-        rows.append(_row("(no metrics logged)", ["" for _ in runs]))
-    return h.box(f'<div class="gpuplat-compare-table" style="overflow-x:auto">{h.table(rows, head)}</div>')

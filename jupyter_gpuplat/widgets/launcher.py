@@ -7,6 +7,12 @@ debounced `Client.preview`: the resolved spec with the layer that set each field
 and the policy verdict. Submit shows a refusal inline (message and hint) or, on
 success, a RunMonitor for the new run.
 
+It starts from the project's `default_presets` (applied first by the service; the preset help
+names them) and from the project and presets last submitted from a Launcher (remembered in
+the Jupyter data dir, launchview.save_last). While the preview refuses, Submit is disabled
+with the reason beside it; a field a preset locks shows as locked (`interactive 🔒 set by
+preset notebook`) and cannot be changed; 0 GPUs is said plainly (launchview.preview_html).
+
 Checking "sweep" (sweepform.SweepForm) makes Submit submit a sweep instead: params as rows (name and
 compact domain), grid or random, num runs, concurrency, with a preview of how many children and
 their first params computed here; the sweep is then followed in a SweepView.
@@ -28,6 +34,15 @@ import requests
 from ..client import Client, GpuPlatAPIError
 from ..core.errors import GpuPlatError
 from . import _html as h
+from .launchview import (
+    load_last,
+    lock_label,
+    locks,
+    preview_html,
+    refusal_reason,
+    save_last,
+    validation_message,
+)
 from .live import default_client
 from .session import SessionLauncher
 from .sweepform import SweepForm
@@ -85,12 +100,13 @@ class Launcher(widgets.VBox):
         self.sweep_form = SweepForm()
         self.preview_box = widgets.HTML()
         self.submit_button = widgets.Button(description="Submit", icon="play", button_style="primary")
+        self.submit_reason = widgets.HTML()  # why Submit is disabled (the preview's refusal)
         self.error_box = widgets.HTML()
         self.monitor_box = widgets.VBox()
         presets_label = widgets.HTML(h.box(h.dim("presets, in order (later ones override earlier ones)")))
         presets_row = widgets.VBox([presets_label, self.preset_picker])
         pickers = widgets.HBox([self.queue_picker, self.gpu_picker])
-        actions = widgets.HBox([self.submit_button, self.error_box])
+        actions = widgets.HBox([self.submit_button, self.submit_reason, self.error_box])
         self._parts = [
             self.project_picker,
             self.preset_picker,
@@ -103,6 +119,7 @@ class Launcher(widgets.VBox):
             self.sweep_form,
             self.preview_box,
             self.submit_button,
+            self.submit_reason,
             self.error_box,
             self.monitor_box,
             presets_label,
@@ -130,14 +147,19 @@ class Launcher(widgets.VBox):
         self._parts += [self.run_form, self.session_tab, self.tabs]
         super().__init__(children=[self.tabs], **kwargs)
         self.add_class("gpuplat-launcher")
-        self.project_picker.value = project or next(iter(self.projects))
-        self._project_changed()
+        self.last = load_last()  # what was submitted from a Launcher last
+        last_project = self.last.get("project")
+        self.project_picker.value = (
+            project or (last_project if last_project in self.projects else None) or next(iter(self.projects))
+        )
+        self._project_changed(restore=True)
         self._mode_changed()
         self.project_picker.observe(lambda _: self._project_changed(), "value")
         self.mode_picker.observe(lambda _: self._mode_changed(), "value")
         for w in (self.preset_picker, self.queue_picker, self.gpu_picker, self.name_field, self.command_field):
             w.observe(lambda _: self.schedule_preview(), "value")
         self.preset_picker.observe(lambda _: self._render_preset_help(), "value")
+        self.preset_picker.observe(lambda _: self._apply_locks(), "value")
         self.sweep_form.observe(lambda _: self.schedule_preview(), "preview_text")
         self.submit_button.on_click(lambda _: self.submit())
         self.schedule_preview()
@@ -206,12 +228,13 @@ class Launcher(widgets.VBox):
             self._show_error(exc.message, exc.hint)
             return None
         except ValueError as exc:  # the client checks the request against the service's schema first
-            self._show_error(_validation_message(exc), "fix the form and submit again")
+            self._show_error(validation_message(exc), "fix the form and submit again")
             return None
         finally:
-            self.submit_button.disabled = False
+            self._sync_submit()
         self._show_error("")
         self.submitted = run
+        save_last(body["project"], list(body.get("presets") or []))
         if self.monitor is not None:
             self.monitor.close()
         self.monitor = SweepView(run, self.client) if run.get("kind") == "sweep" else RunMonitor(run, self.client)
@@ -230,31 +253,74 @@ class Launcher(widgets.VBox):
         super().close()
 
     # ---- form ----------------------------------------------------------------------------------
-    def _project_changed(self) -> None:
+    @property
+    def default_presets(self) -> list[str]:
+        """The project's default presets: the service applies them first, before the picked ones."""
+        return list(self.projects[self.project_picker.value].get("default_presets") or [])
+
+    @property
+    def locked(self) -> dict[str, str]:
+        """Each path a preset locks (queue, resources…) and that preset, project defaults first."""
+        return locks([*self.default_presets, *self.preset_picker.value], self._presets_info)
+
+    def _project_changed(self, restore: bool = False) -> None:
         p = self.projects[self.project_picker.value]
         try:
             self._presets_info = {x["name"]: x for x in self.client.presets(p["name"])}
         except GpuPlatAPIError:
             self._presets_info = {}
         usable_presets = list(p.get("usable_presets") or [])
-        self.preset_picker.value = [x for x in self.preset_picker.value if x in usable_presets]
+        remembered = (
+            (self.last.get("presets") or {}).get(p["name"]) if restore or not self.preset_picker.value else None
+        )
+        start = remembered if isinstance(remembered, list) else self.preset_picker.value
         self.preset_picker.allowed_tags = usable_presets
+        self.preset_picker.value = [x for x in start if x in usable_presets and x not in self.default_presets]
         self.preset_picker.placeholder = "pick: " + ", ".join(usable_presets) if usable_presets else "none allowed"
         default_q = p.get("default_queue")
         queues = [(f"default ({default_q or 'from presets'})", DEFAULT)]
         queues += [(q, q) for q in p.get("usable_queues") or []]
-        self.queue_picker.options = queues
-        self.queue_picker.value = DEFAULT
+        self._queue_options = queues
         max_gpu = ((p.get("max_run_resources") or {}).get("gpu")) or 8
-        self.gpu_picker.options = [("from presets", DEFAULT), *[(str(n), n) for n in range(max_gpu + 1)]]
-        self.gpu_picker.value = DEFAULT
+        self._gpu_options = [("from presets", DEFAULT), *[(str(n), n) for n in range(max_gpu + 1)]]
+        for picker, options in ((self.queue_picker, queues), (self.gpu_picker, self._gpu_options)):
+            picker.disabled = False
+            picker.options = options
+            picker.value = DEFAULT
         self._render_preset_help()
+        self._apply_locks()
+
+    def _apply_locks(self) -> None:
+        """A locked queue or GPU count shows its value, the lock and the preset; it cannot be picked."""
+        locked = self.locked
+        resolved = (self.preview or {}).get("resolved") or {}
+        gpu_lock = locked.get("resources.gpu") or locked.get("resources")
+        for picker, options, lock, value in (
+            (self.queue_picker, self._queue_options, locked.get("queue"), resolved.get("queue")),
+            (self.gpu_picker, self._gpu_options, gpu_lock, (resolved.get("resources") or {}).get("gpu")),
+        ):
+            if lock is not None:
+                info = self._presets_info.get(lock, {})
+                shown = value if value is not None else info.get("queue" if picker is self.queue_picker else "gpu")
+                if shown is None and picker is self.gpu_picker:
+                    shown = (info.get("resources") or {}).get("gpu")
+                options = [(lock_label(shown, lock, self.default_presets), DEFAULT)]
+            if list(picker.options) != list(options):
+                keep = picker.value
+                picker.options = options
+                picker.value = keep if keep in [v for _, v in options] else DEFAULT
+            picker.disabled = lock is not None
 
     def _mode_changed(self) -> None:
         self.command_field.placeholder = PLACEHOLDER[self.mode_picker.value]
 
     def _render_preset_help(self) -> None:
         rows = []
+        if self.default_presets:
+            names = ", ".join(self.default_presets)
+            rows.append(
+                f'<span class="gpuplat-default-presets">project defaults, applied first: <b>{h.esc(names)}</b></span>'
+            )
         for name in self.preset_picker.allowed_tags:
             info = self._presets_info.get(name, {})
             res = info.get("resources") or {}
@@ -288,72 +354,22 @@ class Launcher(widgets.VBox):
         except requests.RequestException as exc:
             error = h.error_block(f"cannot reach the service: {exc}")
         except ValueError as exc:
-            error = h.error_block(_validation_message(exc))
+            error = h.error_block(validation_message(exc))
         placeholder = not self.command_field.value.strip()
-        rendered = error or _preview_html(preview or {}, placeholder)
+        rendered = error or preview_html(preview or {}, placeholder)
         with self._lock:
             if generation != self._generation or self._closed:
                 return  # the form changed meanwhile: a newer preview is on its way
             self.preview_box.value = rendered
             self.preview, self.preview_request, self.preview_error = preview, req, error
+        self._sync_submit()
+        self._apply_locks()
 
-
-def _validation_message(exc: ValueError) -> str:
-    errors = getattr(exc, "errors", None)
-    if callable(errors):
-        try:
-            return "; ".join(f"{'.'.join(map(str, e.get('loc', ()))) or 'request'}: {e['msg']}" for e in errors())
-        except (TypeError, KeyError):
-            pass
-    return str(exc)
-
-
-def _leaf_value(resolved: dict[str, Any], path: str) -> Any:
-    """The value at a provenance path: dotted keys, keyed list items as `list[key]`."""
-    from ..core.merge import KEYED_LISTS
-
-    node: Any = resolved
-    head, _, rest = path.partition("[")
-    for part in head.split("."):
-        if not isinstance(node, dict):
-            return None
-        node = node.get(part)
-    if not rest:
-        return node
-    key = rest[:-1]
-    fields = KEYED_LISTS.get(head, ())
-    for item in node or []:
-        if isinstance(item, dict) and ":".join("" if item.get(f) is None else str(item[f]) for f in fields) == key:
-            others = {k: v for k, v in item.items() if k not in fields}
-            return next(iter(others.values())) if len(others) == 1 else others
-    return None
-
-
-def _preview_html(p: dict[str, Any], placeholder: bool) -> str:
-    verdict = p.get("verdict") or {}
-    resolved = p.get("resolved") or {}
-    if verdict.get("allowed"):
-        res = resolved.get("resources") or {}
-        head = (
-            f'<div class="gpuplat-verdict" style="color:{h.GOOD};font-weight:600">✓ allowed — queue '
-            f"{h.esc(resolved.get('queue'))}, {h.esc(res.get('gpu', 0))} GPU, kind {h.esc(resolved.get('kind'))}</div>"
+    def _sync_submit(self) -> None:
+        """Submit is off while the latest preview refuses, with the reason beside it."""
+        reason = refusal_reason(self.preview) if not self.preview_error else ""
+        self.submit_button.disabled = bool(reason)
+        self.submit_button.tooltip = reason or "Submit this run"
+        self.submit_reason.value = (
+            f'<span class="gpuplat-submit-reason" style="color:{h.BAD}">{h.esc(reason)}</span>' if reason else ""
         )
-    else:
-        head = f'<div class="gpuplat-verdict" style="color:{h.BAD};font-weight:600">✗ refused by policy</div>'
-        head += "".join(
-            h.error_block(f"{v['message']} [{v.get('code', '')}]", v.get("hint", ""))
-            for v in verdict.get("violations", [])
-        )
-    layers = " < ".join(h.esc(x) for x in p.get("layers") or [])
-    rows = ["<tr>" + h.td("field", header=True) + h.td("value", header=True) + h.td("set by", header=True) + "</tr>"]
-    for path, layer in (p.get("provenance") or {}).items():
-        rows.append(
-            '<tr class="gpuplat-provenance">'
-            + h.td(h.esc(path), extra=f"font-family:{h.MONO}")
-            + h.td(h.esc(h.value(_leaf_value(resolved, path))), extra=f"font-family:{h.MONO}")
-            + h.td(h.esc(layer))
-            + "</tr>"
-        )
-    command = h.dim("(enter what to run)") if placeholder else h.esc(h.value(resolved.get("command")))
-    rows.append("<tr>" + h.td("command", extra=f"font-family:{h.MONO}") + h.td(command) + h.td("run") + "</tr>")
-    return h.box(f'{head}<div>{h.dim("layers: " + layers)}</div><div class="gpuplat-preview">{h.table(rows)}</div>')

@@ -2,9 +2,12 @@
 
 Updates come from the shared event feed (live.EventFeed): each status event of
 the run wakes the monitor's worker thread, which re-reads the record and the
-explain answer. A second thread follows the log. The only timed refresh is the
-metric sparkline of a running run (every `metrics_refresh_seconds`, ≥ 3 s).
-Once the run ends the threads finish by themselves; `close()` ends them at once.
+explain answer. A second thread follows the log. Between reads the clock of the
+phase the run is in ticks (every `tick_seconds`, from the last record: clocks.LiveClocks,
+no request); the metric sparkline and the output sizes of a running run are re-read
+every `metrics_refresh_seconds` (≥ 3 s), and once more when it ends, when the clocks
+stop at the record's final values. Once the run ends the threads finish by themselves;
+`close()` ends them at once.
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ from __future__ import annotations
 import logging
 import queue
 import threading
+import time
 from collections import deque
 from typing import Any
 
@@ -24,6 +28,7 @@ from ..core.reasons import LAYER_TEXT
 from ..explaining import explanation_lines
 from . import _html as h
 from ._metrics import lower_is_better
+from .clocks import LiveClocks
 from .live import EventFeed, Streams, Subscription, default_client, stop_following
 
 __all__ = ["RunMonitor"]
@@ -45,6 +50,7 @@ class RunMonitor(widgets.VBox):
     status = traitlets.Unicode("", help="The run's current status, as the monitor last saw it.")
 
     metrics_refresh_seconds = 3.0
+    tick_seconds = 1.0
     metric_points = 300
     timeline_rows = 40
 
@@ -64,6 +70,8 @@ class RunMonitor(widgets.VBox):
         self.explain: dict[str, Any] | None = None
         self.explain_text = ""
         self.metrics: dict[str, Any] = {}
+        self.outputs: list[dict[str, Any]] = []  # the run's output files with their sizes, as last read
+        self._live = LiveClocks.of(record)
         self.log_count = 0  # lines seen in all
         self.log_error = ""
         self._tail: deque[str] = deque(maxlen=log_tail)
@@ -119,6 +127,11 @@ class RunMonitor(widgets.VBox):
         return list(self._tail)
 
     @property
+    def clocks(self) -> dict[str, float | None]:
+        """The clocks as shown now: the last record's, with the current phase's ticking since."""
+        return self._live.at()
+
+    @property
     def threads(self) -> list[threading.Thread]:
         """The monitor's own threads (the worker and the log follower)."""
         return [self._worker, self._log_thread]
@@ -141,13 +154,13 @@ class RunMonitor(widgets.VBox):
             self._inbox.put("explain")  # its position, blockers or the free capacity may have changed
 
     def _work_loop(self) -> None:
+        next_metrics = time.monotonic() + self.metrics_refresh_seconds
         try:
             while not self._closed.is_set():
-                running = self.status in ("running", "stopping")
                 try:
-                    item = self._inbox.get(timeout=self.metrics_refresh_seconds if running else None)
+                    item = self._inbox.get(timeout=None if self.status in h.FINAL else self.tick_seconds)
                 except queue.Empty:
-                    item = "metrics"
+                    item = "tick"
                 items = [item]
                 while True:
                     try:
@@ -156,6 +169,9 @@ class RunMonitor(widgets.VBox):
                         break
                 if _STOP in items or self._closed.is_set():
                     return
+                if self.status in ("running", "stopping") and time.monotonic() >= next_metrics:
+                    items.append("metrics")
+                    next_metrics = time.monotonic() + self.metrics_refresh_seconds
                 self._handle(items)
                 if self.status in h.FINAL:
                     self._finish()
@@ -177,6 +193,9 @@ class RunMonitor(widgets.VBox):
                 self._refresh_explain()
             elif "metrics" in items:
                 self._refresh_metrics()
+                self._refresh_outputs()
+            elif "tick" in items:
+                self._render_clocks()
             if "logs" in items:
                 self._render_logs()
         except (GpuPlatAPIError, requests.RequestException) as exc:
@@ -197,6 +216,7 @@ class RunMonitor(widgets.VBox):
         self._apply_record(run)
         if run["status"] in ("running", "stopping") or run["status"] in h.FINAL:
             self._refresh_metrics()
+            self._refresh_outputs()
 
     def _refresh_explain(self) -> None:
         explain = self._streams.client.explain(self.run_id)
@@ -221,6 +241,14 @@ class RunMonitor(widgets.VBox):
             )
         self.metrics_box.layout.display = "" if names else "none"
         self._render_metrics()
+
+    def _refresh_outputs(self) -> None:
+        outputs = self._streams.client.outputs(self.run_id)
+        if self._closed.is_set():
+            return
+        if outputs != self.outputs:
+            self.outputs = outputs
+            self._render_logs()
 
     def _finish(self) -> None:
         """The run ended: the log stream ends by itself; render what it brought, then stop."""
@@ -274,14 +302,22 @@ class RunMonitor(widgets.VBox):
 
     def _apply_record(self, run: dict[str, Any]) -> None:
         self.run = run
+        self._live = LiveClocks.of(run)
         timeline = run.get("timeline") or []
         if timeline:
             self._seen_event = max(self._seen_event, max(e["id"] for e in timeline))
         self.header.value = _header_html(run)
-        self.timeline.value = _timeline_html(run, self.timeline_rows)
+        self.timeline.value = _timeline_html(run, self.timeline_rows, self._live.at())
         self.explain_text = _explain_text(self.explain, run)
         self.explain_html.value = _explain_html(self.explain, run)
         self._set_status(run["status"])
+
+    def _render_clocks(self) -> None:
+        if self._closed.is_set():
+            return
+        html = _timeline_html(self.run, self.timeline_rows, self._live.at())
+        if html != self.timeline.value:
+            self.timeline.value = html
 
     def _render_logs(self) -> None:
         self._logs_dirty.clear()
@@ -295,6 +331,7 @@ class RunMonitor(widgets.VBox):
             f'<div style="color:{h.FG_DIM};font-size:var(--jp-ui-font-size0)">{h.esc(note)}</div>'
             f'<pre class="gpuplat-log" style="color:{h.FG};background:{h.BG_MARK};font-family:{h.MONO};'
             f'max-height:16em;overflow:auto;margin:2px 0;padding:4px 6px;white-space:pre-wrap">{body}</pre>'
+            + _outputs_html(self.outputs)
         )
 
     def _render_metrics(self) -> None:
@@ -357,7 +394,19 @@ def _phase_of(status: str) -> str:
     return next(key for key, _, members in PHASES if status in members)
 
 
-def _timeline_html(run: dict[str, Any], max_rows: int) -> str:
+def _outputs_html(outputs: list[dict[str, Any]]) -> str:
+    """The run's output files and their sizes (re-read while it runs: a log that grows shows it)."""
+    if not outputs:
+        return ""
+    items = ", ".join(
+        f'<span class="gpuplat-output" data-path="{h.esc(o["path"])}">{h.esc(o["path"])} '
+        f"{h.dim(h.esc(h.size(o.get('size') or 0)))}</span>"
+        for o in outputs
+    )
+    return h.box(f'<div class="gpuplat-outputs">{h.dim("outputs:")} {items}</div>')
+
+
+def _timeline_html(run: dict[str, Any], max_rows: int, clocks: dict[str, float | None] | None = None) -> str:
     events = run.get("timeline") or []
     current = _phase_of(run["status"])
     strip = []
@@ -380,8 +429,8 @@ def _timeline_html(run: dict[str, Any], max_rows: int) -> str:
                 + h.td(h.esc(e.get("message") or ""))
                 + "</tr>"
             )
-    c = run.get("clocks") or {}
-    clocks = (
+    c = clocks if clocks is not None else run.get("clocks") or {}
+    clocks_line = (
         f"queue wait <b>{h.seconds(c.get('queue_wait_seconds'))}</b> · "
         f"start wait <b>{h.seconds(c.get('start_wait_seconds'))}</b> · "
         f"run time <b>{h.seconds(c.get('run_seconds'))}</b>"
@@ -389,7 +438,7 @@ def _timeline_html(run: dict[str, Any], max_rows: int) -> str:
     more = h.dim(f"({hidden} earlier event(s) not shown)") if hidden else ""
     return h.box(
         f'<div class="gpuplat-phases">{" ▸ ".join(strip)}</div>'
-        f'<div class="gpuplat-clocks">{clocks}</div>{more}'
+        f'<div class="gpuplat-clocks">{clocks_line}</div>{more}'
         f'<div class="gpuplat-timeline">{h.table(rows)}</div>'
     )
 
