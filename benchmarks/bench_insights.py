@@ -4,7 +4,8 @@ the HTML report of those 30 days <= 3 s. Prints the figures and their ratios to 
     python benchmarks/bench_insights.py [--runs 1000000]
 
 The store is filled in bulk (sqlite3 executemany), each run with the timeline the engine writes:
-created, queued (Submitted), a wait reason if it waited, dispatched, running, its end.
+created, queued (Submitted), a wait reason if it waited, dispatched, running, its end; then the
+facts the engine records as runs end (store/facts.py backfill, as the v10 migration does).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from types import SimpleNamespace
 from jupyter_gpuplat import report
 from jupyter_gpuplat.core.config import parse_config
 from jupyter_gpuplat.engine.insights import compute
+from jupyter_gpuplat.store import facts
 from jupyter_gpuplat.store.store import Store
 
 YEAR = 365 * 86400.0
@@ -75,9 +77,14 @@ def fill(path: Path, n: int, now: float, seed: int = 1) -> None:
         if len(runs) == 50_000:
             _flush(db, runs, events)
     _flush(db, runs, events)
-    db.execute("ANALYZE")
     db.commit()
     db.close()
+    # The facts the engine records as each run ends (store/facts.py), as the v10 migration fills them in.
+    store = Store(f"sqlite:///{path}")
+    with store.engine.begin() as conn:
+        facts.backfill(conn)
+        conn.exec_driver_sql("ANALYZE")
+    store.close()
 
 
 def _flush(db: sqlite3.Connection, runs: list, events: list) -> None:

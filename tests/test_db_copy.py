@@ -111,6 +111,8 @@ def test_copy_of_a_used_store_keeps_every_id_and_the_events_stream_resumes(
         embedded.wait_status(rid, "succeeded")
         assert embedded.ok("GET", f"runs/{rid}/metrics")["loss"]["steps"] == list(range(20))  # indexed into the store
     embedded.wait_status(ids[3], "failed")
+    code, _ = embedded.call("POST", "runs", body={"project": "team-a", "command": [PY], "resources": {"gpu": 99}})
+    assert code in (403, 422)  # a refused submit: recorded in gpuplat_refusals, which the copy carries too
     # A client followed the events stream, then went away halfway through.
     client = SSE(embedded)
     seen = client.until_ready()

@@ -96,6 +96,17 @@ def wait_intervals(timeline: Sequence[Mapping[str, Any]], end: float) -> list[tu
     return out
 
 
+# An ended run's figures: queue wait, start wait, run time (as `clocks` gives them) and its waits by reason.
+RunFacts = tuple[float | None, float | None, float | None, list[tuple[str, float]]]
+
+
+def run_facts(run: Mapping[str, Any], timeline: Sequence[Mapping[str, Any]]) -> RunFacts:
+    """The figures of a run that has ended: they depend on its times and timeline only, never on now."""
+    end = run["finished_at"]
+    c = clocks(run, timeline, end)
+    return c["queue_wait_seconds"], c["start_wait_seconds"], c["run_seconds"], wait_intervals(timeline, end)
+
+
 def _overlap(a0: float, a1: float, b0: float, b1: float) -> float:
     return max(0.0, min(a1, b1) - max(a0, b0))
 
@@ -151,12 +162,14 @@ def insights(
     quota_gpu: Mapping[str, int | None],
     machine_gpus: int | None,
     top: int = 10,
+    facts: Mapping[str, RunFacts] | None = None,
 ) -> dict[str, Any]:
     """The figures over [since, until): waits of runs queued in it, GPU time and goodput inside it.
 
     `quota_gpu`: each selected queue's GPU quota (None: unlimited). GPU time is gpu x the part of
     [started, end) inside the range or bucket; goodput is run time / lifetime of runs that ended
-    in the range; failures are failed runs that ended in it.
+    in the range; failures are failed runs that ended in it. `facts`: ended runs' `run_facts` as
+    recorded when they ended (their timelines may then be left out); the answer is the same.
     """
     horizon = min(until, now)
     n_buckets = max(1, math.ceil((until - since) / bucket))
@@ -166,9 +179,14 @@ def insights(
     total, per_queue = Tally(), {q: Tally() for q in quota_gpu}
     users: dict[tuple[str, str], list[float]] = defaultdict(lambda: [0, 0.0])
     for run in runs:
-        tl = timelines.get(run["id"], ())
         end = run["finished_at"] if run["finished_at"] is not None else now
-        c = clocks(run, tl, now)
+        known = facts.get(run["id"]) if facts is not None and run["finished_at"] is not None else None
+        if known is None:
+            tl = timelines.get(run["id"], ())
+            c = clocks(run, tl, now)
+            qw, sw, rs = c["queue_wait_seconds"], c["start_wait_seconds"], c["run_seconds"]
+        else:
+            qw, sw, rs, waits = known
         tallies = [total] + ([per_queue[run["queue"]]] if run["queue"] in per_queue else [])
         queued = run["queued_at"]
         in_range = queued is not None and since <= queued < until
@@ -185,27 +203,27 @@ def insights(
         for b, s in buckets_hit:
             series_gpu[b] += s
         ended = run["finished_at"] is not None and since <= run["finished_at"] < until
-        held = wait_intervals(tl, end) if in_range else []
+        held = (wait_intervals(tl, end) if known is None else waits) if in_range else []
         for t in tallies:
             t.gpu_seconds += gpu_s
             if in_range:
                 t.runs += 1
                 if run["dispatched_at"] is not None:
-                    t.queue_waits.append(c["queue_wait_seconds"] or 0.0)
+                    t.queue_waits.append(qw or 0.0)
                 if run["started_at"] is not None:
-                    t.start_waits.append(c["start_wait_seconds"] or 0.0)
+                    t.start_waits.append(sw or 0.0)
                 for reason, s in held:
                     slot = t.by_reason[reason]
                     slot[0] += s
                     slot[1] += 1
             if ended:
                 t.ended += 1
-                t.run_seconds += c["run_seconds"] or 0.0
+                t.run_seconds += rs or 0.0
                 t.lifetime_seconds += end - run["created_at"]
                 if run["status"] == "failed":
                     t.failures[run["reason"] or "Unknown"] += 1
         if in_range and run["dispatched_at"] is not None:
-            series_waits[min(n_buckets - 1, int((queued - since) // bucket))].append(c["queue_wait_seconds"] or 0.0)
+            series_waits[min(n_buckets - 1, int((queued - since) // bucket))].append(qw or 0.0)
         if gpu_s or in_range:
             u = users[(run["project"], run["user"])]
             u[0] += 1 if in_range else 0

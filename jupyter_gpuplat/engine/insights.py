@@ -87,11 +87,13 @@ def compute(
         projects = visible_projects(cfg, user)
     quota = {q.name: q.quota.quota().gpu for q in cfg.queues if q.name in queues}
     engine = s.store.engine
-    runs = window_runs(engine, queues, projects, t0, t1) if queues and projects else []
-    tls = timelines(engine, [r["id"] for r in runs])
+    runs, known = window_runs(engine, queues, projects, t0, t1) if queues and projects else ([], {})
+    tls = timelines(engine, [r["id"] for r in runs if r["id"] not in known])
     # The machine's GPUs where the executor places work on its own devices; a cluster: no number.
     machine = len(s.devices) if s.assigns_devices else None
-    out = insights(runs, tls, since=t0, until=t1, bucket=width, now=now, quota_gpu=quota, machine_gpus=machine)
+    out = insights(
+        runs, tls, since=t0, until=t1, bucket=width, now=now, quota_gpu=quota, machine_gpus=machine, facts=known
+    )
     out["refusals"] = refusal_counts(engine, None if queue is None else queues, projects, t0, t1) if projects else []
     out.update(
         since=t0,

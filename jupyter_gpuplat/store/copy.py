@@ -18,13 +18,28 @@ from sqlalchemy import JSON, Connection, Row, Table, Text, cast, func, insert, n
 from sqlalchemy.engine import make_url
 
 from . import schema
+from .facts import run_facts_table
+from .insights import refusals
 from .migrations import LATEST, lock, migrate
 from .store import DEFAULT_BUSY_TIMEOUT_SECONDS, WRITES_AFTER_READS, make_engine
 
 # In foreign-key-free dependency order; gpuplat_meta and gpuplat_leader belong to the target
 # (its own schema version; the epoch of its own leaders).
-TABLES: list[Table] = [schema.config, schema.runs, schema.events, schema.metric_chunks, schema.run_tracking]
-SERIALS: list[tuple[Table, str]] = [(schema.config, "version"), (schema.runs, "seq"), (schema.events, "id")]
+TABLES: list[Table] = [
+    schema.config,
+    schema.runs,
+    schema.events,
+    schema.metric_chunks,
+    schema.run_tracking,
+    refusals,
+    run_facts_table,
+]
+SERIALS: list[tuple[Table, str]] = [
+    (schema.config, "version"),
+    (schema.runs, "seq"),
+    (schema.events, "id"),
+    (refusals, "id"),
+]
 BATCH_ROWS = 5_000
 
 

@@ -1,8 +1,8 @@
 """Reads for insights, and the append-only record of refusals at submit (v9).
 
 A refused submit creates no run, so without this table refusals would leave no trace.
-Insights read the runs' times and timelines directly (the record is the source; no rollup
-that could drift): an index on (queue, created_at) keeps one queue's month a range scan.
+Insights read the runs' times, the facts recorded when each ended (store/facts.py) and the
+timelines of those still live: an index on (queue, created_at) keeps one queue's month a range scan.
 """
 
 from __future__ import annotations
@@ -15,7 +15,8 @@ from sqlalchemy import Column, Float, Index, String, Table, Text, and_, func, se
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import SQLAlchemyError
 
-from . import schema
+from ..core.insights import RunFacts
+from . import facts, schema
 from .schema import Id64
 
 refusals = Table(
@@ -62,10 +63,11 @@ def record_refusal(engine: Engine, at: float, project: str, user: str, queue: st
 
 def window_runs(
     engine: Engine, queues: Sequence[str], projects: Sequence[str], since: float, until: float
-) -> list[dict[str, Any]]:
-    """Runs of these queues and projects alive at some point in [since, until), sweeps' parents left out."""
-    r = schema.runs.c
-    cols = [r[c] for c in _RUN_COLS]
+) -> tuple[list[dict[str, Any]], dict[str, RunFacts]]:
+    """Runs of these queues and projects alive at some point in [since, until), sweeps' parents left out,
+    and the recorded facts of those that have ended (`store.facts`)."""
+    r, f = schema.runs.c, facts.run_facts_table.c
+    cols = [r[c] for c in _RUN_COLS] + [f.queue_wait, f.start_wait, f.run_seconds, f.waits]
     base = [r.queue.in_(list(queues)), r.project.in_(list(projects)), r.kind != "sweep"]
     # Three index ranges, not one OR: created in the range; created before it and ended in or after
     # it; created before it and not ended.
@@ -74,11 +76,17 @@ def window_runs(
         and_(r.finished_at >= since, r.created_at < since),
         and_(r.finished_at.is_(None), r.created_at < since),
     ]
-    out: list[dict[str, Any]] = []
+    runs: list[dict[str, Any]] = []
+    known: dict[str, RunFacts] = {}
+    n = len(_RUN_COLS)
+    joined = schema.runs.outerjoin(facts.run_facts_table, f.run_id == r.id)
     with engine.connect() as conn:
         for cond in parts:
-            out += [dict(m) for m in conn.execute(select(*cols).where(*base, cond)).mappings()]
-    return out
+            for row in conn.execute(select(*cols).select_from(joined).where(*base, cond)):
+                runs.append(dict(zip(_RUN_COLS, row[:n], strict=True)))
+                if row[n + 3] is not None:
+                    known[row[0]] = facts.decode(*row[n:])
+    return runs, known
 
 
 def timelines(engine: Engine, run_ids: Sequence[str]) -> dict[str, list[dict[str, Any]]]:

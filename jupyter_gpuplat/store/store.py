@@ -16,7 +16,7 @@ from sqlalchemy.engine import make_url
 
 from ..core.errors import LostLeadership
 from ..core.status import FINAL
-from . import schema
+from . import facts, schema
 from .faults import translate_faults
 from .fencing import Fence
 from .metrics import MetricStore
@@ -196,10 +196,12 @@ class Store:
         with self.engine.begin() as conn:
             if fields:
                 conn.execute(_UPDATE_RUN, {"_run_id": run_id, **fields})
-            if ev is None:
-                return None
-            res = conn.execute(_INSERT_EVENT, {"run_id": run_id, "project": project, **ev})
-            return _pk(res)
+            event_id = (
+                None if ev is None else _pk(conn.execute(_INSERT_EVENT, {"run_id": run_id, "project": project, **ev}))
+            )
+            if facts.final_ids([(run_id, fields)]):
+                facts.record(conn, [run_id])
+            return event_id
 
     def transition_many(self, changes: Sequence[tuple[str, str, dict[str, Any], dict[str, Any]]]) -> list[int]:
         """Several `transition`s (run id, project, fields, event) in one transaction; the event ids in order.
@@ -218,6 +220,9 @@ class Store:
             for rows in by_cols.values():
                 conn.execute(_UPDATE_RUN, rows)
             ids = _insert_events(conn, evs)
+            ended = facts.final_ids([(run_id, fields) for run_id, _, fields, _ in changes])
+            if ended:
+                facts.record(conn, ended)
         assert len(ids) == len(changes)
         return ids
 
