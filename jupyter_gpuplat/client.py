@@ -29,10 +29,11 @@ import requests
 from .core.errors import GpuPlatError
 from .core.request import RunRequest
 from .core.status import FINAL
+from .runedits import parse_params, resubmit_body
 
 API = "gpuplat/api/"
 
-__all__ = ["FINAL", "Client", "GpuPlatAPIError"]
+__all__ = ["FINAL", "Client", "GpuPlatAPIError", "parse_params"]
 
 
 class GpuPlatAPIError(GpuPlatError):
@@ -170,6 +171,16 @@ class Client:
         body = {k: v for k, v in body.items() if v not in (None, [], (), {})}
         # The service's own schema: a malformed request fails here, before any network call.
         return RunRequest.model_validate(body).model_dump(mode="json", exclude_unset=True)
+
+    def resubmit(self, run_id: str, **edits: Any) -> dict[str, Any]:
+        """Submit a run again, as it was requested (presets, project, queue, params, what to run), with
+        `edits` (`params={"lr": 0.03}` merges, `name=`, `presets=`, `gpus=`, `queue=None` drops a field):
+        the policy and the project's defaults apply anew. Returns the new run's record."""
+        return self.request("POST", "runs", self.resubmit_body(run_id, **edits))
+
+    def resubmit_body(self, run_id: str, **edits: Any) -> dict[str, Any]:
+        """The request `resubmit` would send (for a preview: `request("POST", "runs/preview", body)`)."""
+        return self._body(**resubmit_body(self.get(run_id), edits))
 
     def get(self, run_id: str) -> dict[str, Any]:
         return self.request("GET", f"runs/{run_id}")

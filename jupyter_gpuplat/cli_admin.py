@@ -1,0 +1,169 @@
+"""`gpuplat queues`, `presets`, `config`, `cluster` and `lab`: the platform around the runs."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import sys
+from pathlib import Path
+from typing import Any
+
+from .cli_base import CLIError, connect, emit
+from .cli_tables import resources_text, table
+
+EXAMPLE_CONFIG = Path(__file__).with_name("platform.example.yaml")
+
+
+def add_lab(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
+    lab = sub.add_parser(
+        "lab", parents=parents, help="start JupyterLab with the platform (extra args go to jupyter lab)"
+    )
+    lab.add_argument("--config", help="platform config (default: the bundled example)")
+    lab.add_argument("--gpus", type=int, help="declare N GPUs instead of asking nvidia-smi")
+    lab.add_argument("--user", default="alice", help="platform user of the server's owner (default: alice)")
+
+
+def add_platform(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
+    sub.add_parser("queues", parents=parents, help="queues with live usage and what each queue's head waits for")
+    pr = sub.add_parser("presets", parents=parents, help="presets you may use, with their resources")
+    pr.add_argument("--project", help="only the presets this project may use")
+
+    k = sub.add_parser(
+        "cluster", parents=parents, help="check that a Kubernetes cluster can run the platform's GPU Jobs"
+    )
+    k.add_argument("action", choices=["check"], help="check: report what the cluster lacks (exit 1 if unfit)")
+    k.add_argument("--kubeconfig", help="kubeconfig file (default: in-cluster config, else ~/.kube/config)")
+    k.add_argument("--context", help="kubeconfig context (default: the current one)")
+    k.add_argument("-n", "--namespace", help="the platform's namespace (default: gpuplat)")
+    k.add_argument("--artifacts-claim", help="the artifact PersistentVolumeClaim to check (e.g. gpuplat-artifacts)")
+    k.add_argument("--config", help="platform config whose connections' PVCs and Secrets to check")
+    k.add_argument("--gpu-resource", help="the GPU extended resource (default: nvidia.com/gpu)")
+    k.add_argument("--gpu-type-label", help="node label naming the GPU type (default: nvidia.com/gpu.product)")
+
+    c = sub.add_parser("config", parents=parents, help="validate or apply a platform config")
+    c.add_argument("action", choices=["validate", "apply"], help="validate: check the file; apply: send it")
+    c.add_argument("file", nargs="?", help="the platform config (YAML)")
+    c.add_argument("-f", "--file", dest="file_opt", help="the platform config (YAML), as an option")
+    c.add_argument("--dry-run", action="store_true", help="apply: check it on the server, apply nothing")
+
+
+def cmd_queues(args: argparse.Namespace) -> int:
+    c = connect(args)
+    data = c.request("GET", "queues")
+    rows = []
+    for q in data["queues"]:
+        conc = f"{q['usage']['runs']}/{q['concurrency'] if q['concurrency'] is not None else '-'}"
+        gpu = f"{q['usage']['gpu']}/{q['quota']['gpu'] if q['quota']['gpu'] is not None else '-'}"
+        wait = (q["head_wait"] or {}).get("message", "")
+        pending = q["pending"] if isinstance(q["pending"], int) else len(q["pending"] or [])
+        rows.append((q["name"], q["priority"], conc, gpu, pending, "yes" if q["paused"] else "", wait))
+    emit(
+        args, data, table(rows, ("QUEUE", "PRIORITY", "RUNS", "GPUS", "PENDING", "PAUSED", "HEAD WAITS FOR"), tail=True)
+    )
+    return 0
+
+
+def cmd_presets(args: argparse.Namespace) -> int:
+    c = connect(args)
+    data = c.request("GET", "presets", project=args.project)
+    rows = [
+        (p["name"], p["kind"] or "", p["queue"] or "", resources_text(p.get("resources")), p["description"])
+        for p in data["presets"]
+    ]
+    emit(args, data, table(rows, ("PRESET", "KIND", "QUEUE", "RESOURCES", "DESCRIPTION"), tail=True))
+    return 0
+
+
+def cmd_config(args: argparse.Namespace) -> int:
+    from .core.config import load_config_text
+    from .core.errors import ConfigErrors
+
+    text = Path(args.file).read_text()
+    try:
+        cfg = load_config_text(text)
+    except ConfigErrors as exc:
+        print(f"{args.file}: refused, nothing applied", file=sys.stderr)
+        for e in exc.errors:
+            print(f"  {e}", file=sys.stderr)
+        return 2
+    if args.action == "validate":
+        print(
+            f"{args.file}: valid ({len(cfg.queues)} queues, {len(cfg.presets)} presets, {len(cfg.projects)} projects)"
+        )
+        return 0
+    c = connect(args)
+    import yaml
+
+    r = c.request("PUT", "config", {"config": yaml.safe_load(text)}, dry_run="true" if args.dry_run else None)
+    verb = "would apply" if args.dry_run else "applied"
+    emit(args, r, f"{args.file}: {verb} as config version {r['version']}")
+    return 0
+
+
+def cmd_lab(args: argparse.Namespace, extra: list[str]) -> int:
+    """Start JupyterLab with the platform: example config, declared GPUs if none are found."""
+    from .executors.gpus import detect_gpus
+
+    config = args.config or str(EXAMPLE_CONFIG)
+    argv = ["jupyter", "lab", f"--GpuPlat.config_file={config}", f"--GpuPlat.default_user={args.user}"]
+    gpus = args.gpus
+    if gpus is None and not detect_gpus():
+        gpus = 4
+        print("gpuplat: no GPUs found by nvidia-smi; declaring 4 GPUs (labelled declared)", file=sys.stderr)
+    if gpus is not None:
+        argv.append(f"--LocalExecutor.gpus={gpus}")
+    if os.geteuid() == 0 and "--allow-root" not in extra:
+        argv.append("--allow-root")
+    exe = shutil.which("jupyter")
+    if exe is None:
+        raise CLIError("jupyter is not on PATH; install with pip install jupyter-gpuplat")
+    print("gpuplat: " + " ".join(argv + extra), file=sys.stderr)
+    os.execv(exe, argv + extra)
+    return 0  # pragma: no cover
+
+
+def _connections_of(path: str | None) -> list[dict[str, Any]]:
+    """The connections of a platform config file, as references (what the cluster check verifies)."""
+    if not path:
+        return []
+    from .core.config import load_config_text
+    from .core.errors import ConfigErrors
+
+    try:
+        cfg = load_config_text(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ConfigErrors) as exc:
+        raise CLIError(f"{path}: {exc}") from None
+    return [c.reference() for c in cfg.connections]
+
+
+def cmd_cluster(args: argparse.Namespace) -> int:
+    """Check a Kubernetes cluster directly (not through the server): exit 1 when it is not fit."""
+    try:
+        from .executors.kubernetes.check import check_cluster
+        from .executors.kubernetes.executor import KubernetesExecutor, api_client
+    except ImportError as exc:
+        raise CLIError(
+            f"the Kubernetes client is not installed: pip install 'jupyter-gpuplat[kubernetes]' ({exc})"
+        ) from None
+    from .executors.base import ExecutorError
+
+    defaults = KubernetesExecutor.class_traits()
+    namespace = args.namespace or defaults["namespace"].default_value
+    try:
+        api = api_client(args.kubeconfig or "", args.context or "", pool_size=4)
+    except ExecutorError as exc:
+        raise CLIError(str(exc)) from None
+    try:
+        report = check_cluster(
+            api,
+            namespace,
+            artifacts_claim=args.artifacts_claim or "",
+            gpu_resource=args.gpu_resource or defaults["gpu_resource"].default_value,
+            gpu_type_label=args.gpu_type_label or defaults["gpu_type_label"].default_value,
+            connections=_connections_of(args.config),
+        )
+    finally:
+        api.close()
+    emit(args, report.to_dict(), report.to_text())
+    return 0 if report.fit else 1
