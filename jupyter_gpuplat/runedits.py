@@ -59,6 +59,8 @@ def resubmit_body(run: Mapping[str, Any], edits: Mapping[str, Any]) -> dict[str,
             body.pop(f, None)
         if edits.get("command") is not None:
             body.pop("args", None)  # a command carries its own arguments
+    if edits.get("params") is not None and "name" not in edits and body.get("name"):
+        body["name"] = renamed(body["name"], body.get("params") or {}, _merged(body.get("params"), edits["params"]))
     for key, value in edits.items():
         if key in ("params", "resources") and value is not None:
             body[key] = _merged(body.get(key), value)
@@ -75,3 +77,29 @@ def resubmit_body(run: Mapping[str, Any], edits: Mapping[str, Any]) -> dict[str,
 def _merged(old: Mapping[str, Any] | None, new: Mapping[str, Any]) -> dict[str, Any]:
     out = {**(old or {}), **new}
     return {k: v for k, v in out.items() if v is not None}
+
+
+# A magic's run is named `train.ipynb · cell 3 · lr=0.1, k=2` (widgets/naming.py run_name): a resubmit
+# with other params says the new ones. Kept in step with naming.params_text (which cannot be imported
+# here: widgets import the client, which imports this module).
+SEP = " · "
+
+
+def _value(v: Any) -> str:
+    if isinstance(v, str):
+        return v
+    if isinstance(v, float):
+        return f"{v:.6g}"
+    return json.dumps(v, separators=(",", ":"), default=str)
+
+
+def params_text(params: Mapping[str, Any]) -> str:
+    return ", ".join(f"{k}={_value(v)}" for k, v in params.items())
+
+
+def renamed(name: str, old: Mapping[str, Any], new: Mapping[str, Any]) -> str:
+    """`name` with its trailing params part (when it is exactly `old`'s) saying `new` instead."""
+    suffix = SEP + params_text(old)
+    if not old or not name.endswith(suffix):
+        return name
+    return name[: -len(suffix)] + (SEP + params_text(new) if new else "")

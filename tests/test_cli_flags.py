@@ -11,6 +11,7 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -199,7 +200,7 @@ def test_presets_resources_read_as_words() -> None:
 
 
 # ---- resubmit: the request as it was sent, then the edits -----------------------------------
-RUN = {
+RUN: dict[str, Any] = {
     "id": "r-1",
     "request": {
         "project": "team-a",
@@ -240,3 +241,13 @@ def test_resubmit_body_of_a_record_without_its_request_says_so() -> None:
 
     with pytest.raises(InvalidInput, match="does not carry the request"):
         resubmit_body({"id": "r-2"}, {})
+
+
+def test_resubmit_of_a_magic_run_names_its_new_params() -> None:
+    name = "t.ipynb · cell 3 · lr=0.1, k=2"
+    request = {"project": "team-a", "code": "1", "name": name, "params": {"lr": 0.1, "k": 2}}
+    run: dict[str, Any] = {"id": "r-3", "request": request}
+    assert resubmit_body(run, {"params": {"lr": 0.03}})["name"] == "t.ipynb · cell 3 · lr=0.03, k=2"
+    assert resubmit_body(run, {"params": {"lr": 0.03}, "name": "mine"})["name"] == "mine"
+    other = {"id": "r-4", "request": {**run["request"], "name": "base"}}  # a name of one's own stays
+    assert resubmit_body(other, {"params": {"lr": 0.03}})["name"] == "base"
