@@ -10,7 +10,7 @@ import { Widget } from '@lumino/widgets';
 import { errorBox, h } from './dom';
 import type { GpuPlatService } from './request';
 import type { IQueue } from './types';
-import { pendingRunText, pendingRuns, queueRulesText, queueView } from './viewmodel';
+import { hiddenPendingText, pendingRunText, pendingRuns, queueRulesText, queueView } from './viewmodel';
 
 export interface IQueuesOptions {
   service: GpuPlatService;
@@ -102,8 +102,9 @@ export class QueuesView extends Widget {
 
   /** The pending runs in queue order, each a link to the run when we may see it. */
   private _pending(q: IQueue): HTMLElement | null {
-    const runs = pendingRuns(q);
-    if (!runs || !runs.length) {
+    const runs = pendingRuns(q) ?? [];
+    const hidden = hiddenPendingText(q);
+    if (!runs.length && !hidden) {
       return null;
     }
     return h(
@@ -129,7 +130,8 @@ export class QueuesView extends Widget {
               )
             : h('span', null, text);
         return h('li', { class: 'jp-GpuPlat-pendingRun', 'data-position': p.position }, body);
-      })
+      }),
+      hidden ? h('li', { class: 'jp-GpuPlat-pendingHidden jp-GpuPlat-muted' }, hidden) : null
     );
   }
 

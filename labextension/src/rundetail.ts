@@ -22,6 +22,7 @@ import {
   formatGpus,
   isFinal,
   phaseOf,
+  presetsText,
   statusGroup,
   timelinePhases
 } from './viewmodel';
@@ -301,7 +302,7 @@ export class RunDetail extends Widget {
       h(
         'span',
         null,
-        `queue ${run.queue} · ${run.presets.length ? run.presets.join(' + ') : 'no preset'} · ${formatGpus(run.resources.gpu)}${devices}${exit}`
+        `queue ${run.queue} · ${presetsText(run)} · ${formatGpus(run.resources.gpu)}${devices}${exit}`
       )
     );
     this._renderClocks();

@@ -172,12 +172,18 @@ export function runRowView(run: IRun, now: number): IRunRowView {
     group,
     queue: run.queue,
     // a run listed from its first event has no presets/resources until it is fetched
-    presets: run.presets === undefined ? '…' : run.presets.length ? run.presets.join(' + ') : 'no preset',
+    presets: presetsText(run),
     gpus: run.resources?.gpu === undefined ? '… GPUs' : formatGpus(run.resources.gpu),
     phaseText,
     why,
     title: `${run.id} · ${run.status} (${run.reason}): ${why || run.message}`
   };
+}
+
+/** The presets that made the run's spec (project default presets included), `no preset` when none did. */
+export function presetsText(run: Pick<IRun, 'presets' | 'presets_applied'>): string {
+  const applied = run.presets_applied ?? run.presets;
+  return applied === undefined ? '…' : applied.length ? applied.join(' + ') : 'no preset';
 }
 
 // ---- filters -------------------------------------------------------------------------------

@@ -44,7 +44,11 @@ export interface IPendingRun {
   position: number;
 }
 
-type QueueLike = Omit<IQueue, 'pending'> & { pending: number | IPendingRun[]; pending_runs?: IPendingRun[] | null };
+type QueueLike = Omit<IQueue, 'pending' | 'pending_runs' | 'pending_hidden'> & {
+  pending: number | IPendingRun[];
+  pending_runs?: IPendingRun[] | null;
+  pending_hidden?: number;
+};
 
 /** The pending runs the service lists for a queue (in queue order), or null when it lists none. */
 export function pendingRuns(q: QueueLike): IPendingRun[] | null {
@@ -54,6 +58,12 @@ export function pendingRuns(q: QueueLike): IPendingRun[] | null {
 
 export function pendingCount(q: QueueLike): number {
   return Array.isArray(q.pending) ? q.pending.length : q.pending;
+}
+
+/** Pending runs of projects the caller may not see: `and 2 of other projects`, '' when none. */
+export function hiddenPendingText(q: QueueLike): string {
+  const n = q.pending_hidden ?? 0;
+  return n > 0 ? `and ${n} of other projects (not named)` : '';
 }
 
 /** One pending run's line: `1st · r-1 lr=0.1 (alice)`, or `2nd · a team-b run`. */

@@ -7,6 +7,8 @@ import type { IExplain, IQueue, IRun } from '../src/types';
 import {
   explainView,
   failureSummary,
+  hiddenPendingText,
+  presetsText,
   liveMessage,
   pendingCount,
   pendingRunText,
@@ -81,6 +83,8 @@ test('a queue lists its pending runs in order; other projects counted, not named
   assert.equal(pendingCount(listed), 2);
   assert.equal(queueView(listed, null, 0).pendingText, '2 pending');
   assert.equal(pendingRuns(queue), null); // an older server: a count only
+  assert.equal(hiddenPendingText({ ...queue, pending_hidden: 2 } as IQueue), 'and 2 of other projects (not named)');
+  assert.equal(hiddenPendingText({ ...queue, pending_hidden: 0 } as IQueue), '');
   assert.equal(queueRulesText(queue), 'ordering fifo · at most 1 dispatched per user');
   assert.equal(queueRulesText({ ...queue, max_per_user: null }), 'ordering fifo · no per-user limit');
 });
@@ -155,4 +159,12 @@ test('the ticker runs while a clock counts and stops by itself when none does', 
   t.poke(); // nothing counts: stays stopped
   assert.equal(t.running, false);
   assert.deepEqual(states, [true, false]);
+});
+
+test('a run shows the presets that made its spec, project defaults included', () => {
+  assert.equal(presetsText({ presets: [], presets_applied: ['notebook'] }), 'notebook');
+  assert.equal(presetsText({ presets: [], presets_applied: [] }), 'no preset');
+  assert.equal(presetsText({ presets: ['single-gpu'] }), 'single-gpu'); // an older server
+  assert.equal(presetsText({ presets: undefined }), '…'); // a row made from an event
+  assert.equal(runRowView({ ...base, presets: [], presets_applied: ['multi-gpu'] }, 1000).presets, 'multi-gpu');
 });
