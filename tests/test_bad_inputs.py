@@ -63,7 +63,11 @@ def assert_refused(code: int, body: Any, *words: str, status: int = 400) -> None
     assert code == status, (code, body)
     assert isinstance(body, dict) and set(body) == {"error"}, body
     err = body["error"]
-    assert set(err) == {"code", "message", "hint"}, err
+    # a refused run request also lists every refusing rule and what the policy would accept
+    assert {"code", "message", "hint"} <= set(err) <= {"code", "message", "hint", "rules", "alternatives"}, err
+    if "rules" in err:
+        assert err["rules"] and all(set(r) == {"rule", "limit", "message"} for r in err["rules"]), err
+        assert err["rules"][0]["rule"] == err["code"] and isinstance(err["alternatives"], list), err
     for w in words:
         assert w in err["message"], (w, err["message"])
 

@@ -82,7 +82,7 @@ async def test_disallowed_queue_and_preset_are_refused_with_the_allowed_lists(ap
     assert body["error"]["hint"] == "allowed queues: team-a-train, interactive"
     code, body = await api("POST", "runs", "erin", {"project": "team-b", "command": "true", "presets": ["multi-gpu"]})
     assert code == 403 and body["error"]["code"] == "PresetNotAllowed"
-    assert body["error"]["hint"] == "allowed presets: single-gpu, notebook"
+    assert body["error"]["hint"] == "allowed presets: single-gpu, notebook (or drop preset multi-gpu)"
     code, body = await api("POST", "runs", body={"project": "team-a", "command": "true", "presets": ["nope"]})
     assert code == 422 and body["error"]["code"] == "UnknownPreset"
     code, body = await api(
@@ -166,7 +166,7 @@ async def test_failure_exit_code_and_reason(api: Any) -> None:
 async def test_preview_shows_provenance_and_verdict(api: Any) -> None:
     body = {"project": "team-a", "command": ["python", "train.py"], "presets": ["multi-gpu"], "env": {"LR": "0.1"}}
     p = await api.ok("POST", "runs/preview", body=body)
-    assert p["verdict"] == {"allowed": True, "violations": []}
+    assert p["verdict"] == {"allowed": True, "violations": [], "rules": [], "alternatives": []}
     assert p["resolved"]["queue"] == "team-a-train"
     assert p["resolved"]["resources"] == {"cpu": "8", "memory": "64Gi", "gpu": 2}
     prov = p["provenance"]

@@ -13,6 +13,7 @@ from .config import ROLE_RANK, PlatformConfig, ProjectConfig, Role
 from .connections import allowed_connections
 from .errors import Forbidden, GpuPlatError, NotFound, Unprocessable
 from .identity import groups_of
+from .limits import LimitExceeded
 from .merge import Layer, Resolved, merge_layers
 from .request import RunRequest
 from .resources import Quota, Resources, fmt_amount
@@ -368,12 +369,14 @@ def resolve(cfg: PlatformConfig, user: str, req: RunRequest) -> Resolution:
     if q is not None:
         for name, want, have in _exceeds(q.quota.quota(), res):
             problems.append(
-                Unprocessable(
+                LimitExceeded(
                     f"requests {fmt_amount(name, want)} {name} but queue {q.name} has a quota of "
                     f"{fmt_amount(name, have)} {name}: it could never be dispatched",
-                    f"ask for at most {fmt_amount(name, have)} {name}, or use another queue: "
-                    f"{', '.join(x for x in queues_ok if x != q.name) or 'none'}",
+                    f"ask for at most {fmt_amount(name, have)} {name}",  # core/refusal.py checks and widens it
                     code="ExceedsQueueQuota",
+                    resource=name,
+                    limit=have,
+                    requested=want,
                 )
             )
     if pr.max_run_resources is not None:
@@ -384,11 +387,14 @@ def resolve(cfg: PlatformConfig, user: str, req: RunRequest) -> Resolution:
         cap_text = ", ".join(f"{fmt_amount(n, v)} {n}" for n, v in caps)
         for name, want, have in _exceeds(lim, res):
             problems.append(
-                Unprocessable(
+                LimitExceeded(
                     f"requests {fmt_amount(name, want)} {name}; project {pr.name} allows at most "
                     f"{fmt_amount(name, have)} {name} per run (max_run_resources)",
                     f"ask for at most {cap_text} per run",
                     code="MaxRunResources",
+                    resource=name,
+                    limit=have,
+                    requested=want,
                 )
             )
     return Resolution(req, spec, merged.provenance, tuple(problems), tuple(layer.label for layer in layers))

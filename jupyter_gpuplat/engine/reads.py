@@ -26,6 +26,8 @@ from ..core.policy import (
     role_in,
     visible_projects,
 )
+from ..core.refusal import Judgement, judge
+from ..core.request import RunRequest
 from ..core.status import Status
 from .compare import compare, metrics_of
 from .state import ActiveRun, EngineState
@@ -83,6 +85,11 @@ class ReadModel:
         """The queues the user may list, in dispatch order, and the free GPUs (for their usage)."""
         names = listable_queues(self.s.cfg, user)
         return order_queues(self.s.queues[n] for n in names if n in self.s.queues), self.s.free_gpus
+
+    def judge(self, user: str, req: RunRequest) -> Judgement:
+        """The policy's verdict on a request, the platform's GPUs included, with hints it accepts."""
+        s = self.s
+        return judge(s.cfg, user, req, len(s.devices) if s.assigns_devices else None)
 
     def pending_runs(self, user: str, q: QueueState) -> tuple[list[dict[str, Any]], int]:
         """The user's visible pending runs of `q` with positions, and how many others' (not named)."""

@@ -27,6 +27,7 @@ from . import models as m
 from .args import choice, int_arg, names_arg
 from .errors import error_body, parse_json_body
 from .openapi import API
+from .refusals import Refusal, judged_verdict, refusal
 from .views import queue_view, run_detail, run_summary, with_sweep
 
 ID = r"(?P<run_id>[A-Za-z0-9_-]{1,64})"
@@ -70,7 +71,10 @@ class BaseHandler(APIHandler):
             self.set_header("Content-Type", "application/json")
             if isinstance(e, Unavailable):
                 self.set_header("Retry-After", str(e.retry_after_seconds))
-            self.finish(json.dumps(error_body(e)))
+            body = error_body(e)
+            if isinstance(e, Refusal):
+                body["error"].update(e.details())
+            self.finish(json.dumps(body))
             return
         super()._handle_request_exception(e)
 
@@ -256,14 +260,19 @@ class PreviewHandler(RunRequestMixin):
     @web.authenticated
     async def post(self) -> None:
         req = self.run_request()
-        self.send_model(m.Preview, self.engine.preview(self.user_name, req))
+        out = self.engine.preview(self.user_name, req)
+        out["verdict"] = judged_verdict(self.engine.reads.judge(self.user_name, req), out["verdict"])
+        self.send_model(m.Preview, out)
 
 
 class RunsHandler(RunRequestMixin):
     @web.authenticated
     async def post(self) -> None:
         req = self.run_request()
-        row = self.engine.submit(self.user_name, req)
+        try:
+            row = self.engine.submit(self.user_name, req)
+        except GpuPlatError as e:
+            raise refusal(e, lambda: self.engine.reads.judge(self.user_name, req)) from None
         self.set_header("Location", f"{self.base_url}{API}/runs/{row['id']}")
         self.send_model(m.RunSummary, self.summary(row), 201)
 

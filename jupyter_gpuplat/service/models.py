@@ -38,14 +38,35 @@ from .models_runs import (  # noqa: F401  (re-exported: `models.RunSummary` keep
 # ---- errors -------------------------------------------------------------------------------------
 
 
+class RefusingRule(_Out):
+    """One rule that refuses a run request, with its own limit."""
+
+    rule: str = Field(description="The rule's code, e.g. ExceedsQueueQuota, MaxRunResources, NoCapacity")
+    limit: str | None = Field(description="Its own limit, e.g. '2 gpu'; null for a rule without a number")
+    message: str
+
+
+class Alternative(_Out):
+    """Request fields to change so that the policy accepts the run (checked by the policy itself)."""
+
+    changes: dict[str, Any] = Field(description="queue, presets and/or resources, as a request gives them")
+    hint: str
+
+
 class ErrorDetail(_Out):
     code: str = Field(description="A stable code, e.g. InvalidRequest, NotFound, Forbidden")
     message: str
     hint: str
+    rules: list[RefusingRule] | None = Field(
+        default=None, description="A refused run request: every refusing rule, each with its own limit"
+    )
+    alternatives: list[Alternative] | None = Field(
+        default=None, description="A refused run request: variants the policy accepts (what the hints suggest)"
+    )
 
 
 class Error(_Out):
-    """Every refusal: `{"error": {code, message, hint}}`."""
+    """Every refusal: `{"error": {code, message, hint}}` (a refused run request adds rules, alternatives)."""
 
     error: ErrorDetail
 
@@ -262,6 +283,8 @@ class Violation(_Out):
 class Verdict(_Out):
     allowed: bool
     violations: list[Violation]
+    rules: list[RefusingRule] = Field(description="Every refusing rule once, each with its own limit")
+    alternatives: list[Alternative] = Field(description="Variants the policy accepts; the hints come from these")
 
 
 class Preview(_Open):

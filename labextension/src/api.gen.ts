@@ -491,6 +491,21 @@ export interface paths {
 export type webhooks = Record<string, never>;
 export interface components {
     schemas: {
+        /**
+         * Alternative
+         * @description Request fields to change so that the policy accepts the run (checked by the policy itself).
+         */
+        Alternative: {
+            /**
+             * Changes
+             * @description queue, presets and/or resources, as a request gives them
+             */
+            changes: {
+                [key: string]: unknown;
+            };
+            /** Hint */
+            hint: string;
+        };
         /** BestChild */
         BestChild: {
             /** Id */
@@ -859,7 +874,7 @@ export interface components {
         };
         /**
          * Error
-         * @description Every refusal: `{"error": {code, message, hint}}`.
+         * @description Every refusal: `{"error": {code, message, hint}}` (a refused run request adds rules, alternatives).
          */
         Error: {
             error: components["schemas"]["ErrorDetail"];
@@ -875,6 +890,18 @@ export interface components {
             message: string;
             /** Hint */
             hint: string;
+            /**
+             * Rules
+             * @description A refused run request: every refusing rule, each with its own limit
+             * @default null
+             */
+            rules?: components["schemas"]["RefusingRule"][] | null;
+            /**
+             * Alternatives
+             * @description A refused run request: variants the policy accepts (what the hints suggest)
+             * @default null
+             */
+            alternatives?: components["schemas"]["Alternative"][] | null;
         };
         /**
          * Explain
@@ -1837,6 +1864,24 @@ export interface components {
             count: number;
         };
         /**
+         * RefusingRule
+         * @description One rule that refuses a run request, with its own limit.
+         */
+        RefusingRule: {
+            /**
+             * Rule
+             * @description The rule's code, e.g. ExceedsQueueQuota, MaxRunResources, NoCapacity
+             */
+            rule: string;
+            /**
+             * Limit
+             * @description Its own limit, e.g. '2 gpu'; null for a rule without a number
+             */
+            limit: string | null;
+            /** Message */
+            message: string;
+        };
+        /**
          * ResourceAmounts
          * @description Amounts for people: gpu a count, cpu and memory as quantities (`4`, `500m`, `16Gi`).
          */
@@ -2531,6 +2576,16 @@ export interface components {
             allowed: boolean;
             /** Violations */
             violations: components["schemas"]["Violation"][];
+            /**
+             * Rules
+             * @description Every refusing rule once, each with its own limit
+             */
+            rules: components["schemas"]["RefusingRule"][];
+            /**
+             * Alternatives
+             * @description Variants the policy accepts; the hints come from these
+             */
+            alternatives: components["schemas"]["Alternative"][];
         };
         /** Violation */
         Violation: {

@@ -1,0 +1,262 @@
+"""One consistent refusal: every refusing rule with its own limit, and hints the policy accepts.
+
+`judge` resolves a request (core.policy.resolve) and checks the platform's capacity, then
+looks for what would be accepted instead: the same request with its resources lowered to
+the tightest limit, another queue the project may use, an allowed preset in place of a
+refused one. Each candidate is resolved by the same policy functions and kept only if it
+is accepted, so a hint can never suggest what the policy refuses. The hints of the
+violations are then written from those accepted alternatives alone.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass
+from typing import Any
+
+from .config import PlatformConfig, ProjectConfig
+from .errors import GpuPlatError
+from .limits import ATTRS, LimitExceeded
+from .policy import Resolution, allowed_presets, allowed_queues, require_project, resolve
+from .request import RunRequest
+from .resources import Quota, Resources, fmt_amount
+
+RESOURCE_CODES = frozenset({"ExceedsQueueQuota", "MaxRunResources", "NoCapacity"})
+QUEUE_CODES = frozenset({"NoQueue", "UnknownQueue", "QueueNotAllowed"})
+PRESET_CODES = frozenset({"UnknownPreset", "PresetNotAllowed"})
+MAX_ALTERNATIVES = 6  # shown to people: a few good ones, fewest changes first
+
+
+def capacity_violation(res: Resources, platform_gpus: int | None) -> LimitExceeded | None:
+    """The platform's GPUs in all (None: the executor places work itself, no number of ours)."""
+    if platform_gpus is not None and res.gpu > platform_gpus:
+        return LimitExceeded(
+            f"requests {res.gpu} gpu but this platform has {platform_gpus} gpu in all: it could never start",
+            f"ask for at most {platform_gpus} gpu",
+            code="NoCapacity",
+            resource="gpu",
+            limit=platform_gpus,
+            requested=res.gpu,
+        )
+    return None
+
+
+def check(
+    cfg: PlatformConfig, user: str, req: RunRequest, platform_gpus: int | None
+) -> tuple[Resolution, list[GpuPlatError]]:
+    """The policy's verdict on `req`, the platform's capacity included: its resolution and every violation."""
+    res = resolve(cfg, user, req)
+    problems = list(res.violations)
+    cap = capacity_violation(res.resources, platform_gpus)
+    if cap is not None:
+        problems.append(cap)
+    return res, problems
+
+
+@dataclass(frozen=True)
+class Alternative:
+    """Request fields to change (`queue`, `presets`, `resources`) so the policy accepts it."""
+
+    changes: dict[str, Any]
+    hint: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"changes": self.changes, "hint": self.hint}
+
+
+@dataclass(frozen=True)
+class Judgement:
+    resolution: Resolution
+    violations: tuple[GpuPlatError, ...]  # hints written from `alternatives`
+    alternatives: tuple[Alternative, ...]
+
+    @property
+    def rules(self) -> list[dict[str, Any]]:
+        """Every refusing rule once, with its own limit (null for a rule without a number)."""
+        out: list[dict[str, Any]] = []
+        seen: set[tuple[str, str | None]] = set()
+        for v in self.violations:
+            limit = v.limit_text if isinstance(v, LimitExceeded) else None
+            if (v.code, limit) not in seen:
+                seen.add((v.code, limit))
+                out.append({"rule": v.code, "limit": limit, "message": v.message})
+        return out
+
+    def verdict(self, *more: GpuPlatError) -> dict[str, Any]:
+        violations = (*self.violations, *more)
+        return {
+            "allowed": not violations,
+            "violations": [v.to_dict() for v in violations],
+            "rules": self.rules + [{"rule": v.code, "limit": None, "message": v.message} for v in more],
+            "alternatives": [a.to_dict() for a in self.alternatives],
+        }
+
+
+def apply(req: RunRequest, changes: dict[str, Any]) -> RunRequest:
+    """`req` with the changes of an alternative (resources merged into the run's own)."""
+    data = req.model_dump(mode="json", exclude_unset=True)
+    for key, value in changes.items():
+        data[key] = {**(data.get(key) or {}), **value} if key == "resources" else value
+    return RunRequest.model_validate(data)
+
+
+def _caps(cfg: PlatformConfig, pr: ProjectConfig, queue: str | None, platform_gpus: int | None) -> Quota:
+    """The tightest limit per resource for a run in `queue`: its quota, the project's per-run maximum, the GPUs."""
+    q = cfg.queue(queue) if queue else None
+    limits = [q.quota.quota() if q is not None else Quota()]
+    if pr.max_run_resources is not None:
+        limits.append(Quota.parse(pr.max_run_resources.model_dump()))
+    limits.append(Quota(gpu=platform_gpus))
+
+    def tightest(attr: str) -> int | None:
+        values = [v for v in (getattr(x, attr) for x in limits) if v is not None]
+        return min(values) if values else None
+
+    return Quota(gpu=tightest("gpu"), cpu_milli=tightest("cpu_milli"), memory_bytes=tightest("memory_bytes"))
+
+
+def _lowered(res: Resources, caps: Quota) -> dict[str, Any]:
+    """Resources above `caps` set to the cap (in request form): empty when all fit, or when a cap
+    is 0 (a run asking for none of what it wants is no alternative)."""
+    out: dict[str, Any] = {}
+    for name, attr in ATTRS.items():
+        cap, want = getattr(caps, attr), getattr(res, attr)
+        if cap is not None and want > cap:
+            if cap == 0:
+                return {}
+            out[name] = cap if name == "gpu" else fmt_amount(name, cap)
+    return out
+
+
+def _text(changes: dict[str, Any], picked: list[str]) -> str:
+    """An alternative for people: `ask for at most 2 gpu`, `use queue interactive`, `use preset a instead of b`."""
+    parts = []
+    if "resources" in changes:
+        amounts = ", ".join(f"{v} {k}" for k, v in changes["resources"].items())
+        parts.append(f"ask for at most {amounts}")
+    if "queue" in changes:
+        parts.append(f"use queue {changes['queue']}")
+    if "presets" in changes:
+        added = [x for x in changes["presets"] if x not in picked]
+        dropped = [x for x in picked if x not in changes["presets"]]
+        if added:
+            instead = f" instead of {', '.join(dropped)}" if dropped else ""
+            parts.append(f"use preset {', '.join(added)}{instead}")
+        elif dropped:
+            parts.append(f"drop preset {', '.join(dropped)}")
+    return " and ".join(parts)
+
+
+def alternatives(
+    cfg: PlatformConfig,
+    user: str,
+    req: RunRequest,
+    res: Resolution,
+    problems: list[GpuPlatError],
+    platform_gpus: int | None,
+) -> list[Alternative]:
+    """Accepted variants of a refused request, fewest changed fields first; each checked by `check`."""
+    pr = require_project(cfg, user, req.project, "member")
+    codes = {p.code for p in problems}
+    queues: list[str | None] = [None]  # None: keep the queue the request resolves to
+    if codes & (QUEUE_CODES | RESOURCE_CODES):
+        queues += [q for q in allowed_queues(cfg, pr) if cfg.queue(q) is not None and q != res.queue]
+    preset_options: list[list[str] | None] = [None]
+    if codes & PRESET_CODES:
+        ok = allowed_presets(cfg, pr)
+        kept = [p for p in req.presets if p in ok]
+        preset_options = [kept, *([*kept, p] for p in ok if p not in kept)]
+    elif codes & (RESOURCE_CODES | {"FieldLocked"}) and req.presets:
+        # a picked preset may be what sets (or locks) too much: each one left out
+        preset_options += [[x for x in req.presets if x != p] for p in req.presets]
+    found: list[Alternative] = []
+
+    def accepted(changes: dict[str, Any]) -> tuple[Resolution | None, bool]:
+        try:
+            got, left = check(cfg, user, apply(req, changes), platform_gpus)
+        except (GpuPlatError, ValueError):  # ValueError: pydantic's, a variant that is no request
+            return None, False
+        return got, not left
+
+    for queue, presets in itertools.product(queues, preset_options):
+        changes: dict[str, Any] = {}
+        if queue is not None:
+            changes["queue"] = queue
+        if presets is not None:
+            changes["presets"] = presets
+        if _subsumed(changes, found):
+            continue
+        got, ok_as_is = accepted(changes) if changes else (res, False)
+        if ok_as_is:
+            found.append(Alternative(changes, _text(changes, req.presets)))
+            continue
+        if got is None:
+            continue
+        # the same, with each resource lowered to the tightest limit of the queue it lands in
+        low = _lowered(got.resources, _caps(cfg, pr, got.queue, platform_gpus))
+        if not low:
+            continue
+        lowered = {**changes, "resources": low}
+        if not _subsumed(lowered, found) and accepted(lowered)[1]:
+            found.append(Alternative(lowered, _text(lowered, req.presets)))
+    found.sort(key=lambda a: len(a.changes))
+    return found[:MAX_ALTERNATIVES]
+
+
+def _subsumed(changes: dict[str, Any], found: list[Alternative]) -> bool:
+    """An accepted alternative already changes a subset of these fields to the same values."""
+    return any(all(changes.get(k) == v for k, v in a.changes.items()) for a in found)
+
+
+HINTS_SHOWN = 3
+
+
+def _hint(v: GpuPlatError, alts: list[Alternative], pr: ProjectConfig, picked: list[str]) -> str:
+    """The violation's hint, from the accepted alternatives that change what it is about."""
+    if v.code in RESOURCE_CODES:
+        fields = {"resources", "queue", "presets"}
+    elif v.code in QUEUE_CODES:
+        fields = {"queue"}
+    elif v.code in PRESET_CODES:
+        fields = {"presets"}
+    else:
+        return v.hint  # a rule without a value to suggest (a locked field, a connection): its own words
+    mine = [a for a in alts if fields & set(a.changes)]
+    if not mine:
+        what = "queue, preset or amount" if v.code in RESOURCE_CODES else "preset" if "presets" in fields else "queue"
+        return f"no {what} allowed in project {pr.name} makes this run acceptable; ask a platform admin"
+    if v.code in QUEUE_CODES and all(set(a.changes) == {"queue"} for a in mine):
+        names = ", ".join(a.changes["queue"] for a in mine)
+        return f"set queue to one of: {names}" if v.code == "NoQueue" else f"allowed queues: {names}"
+    if v.code in PRESET_CODES and all(set(a.changes) == {"presets"} for a in mine):
+        subs = [x for a in mine for x in a.changes["presets"] if x not in picked]
+        drop = [a for a in mine if not any(x not in picked for x in a.changes["presets"])]
+        text = f"allowed presets: {', '.join(subs)}" if subs else ""
+        if drop:
+            text += (" (or " if text else "") + drop[0].hint + (")" if text else "")
+        return text
+    return "; or ".join(a.hint for a in mine[:HINTS_SHOWN])
+
+
+def judge(cfg: PlatformConfig, user: str, req: RunRequest, platform_gpus: int | None) -> Judgement:
+    """The policy's verdict with every refusing rule and hints that the policy itself accepts.
+
+    Raises like `resolve` for access (an unknown or invisible project: 404; a viewer: 403).
+    """
+    res, problems = check(cfg, user, req, platform_gpus)
+    if not problems:
+        return Judgement(res, (), ())
+    pr = require_project(cfg, user, req.project, "member")
+    alts = alternatives(cfg, user, req, res, problems, platform_gpus)
+    rewritten = []
+    for v in problems:
+        hint = _hint(v, alts, pr, req.presets)
+        if isinstance(v, LimitExceeded):
+            w: GpuPlatError = LimitExceeded(
+                v.message, hint, code=v.code, resource=v.resource, limit=v.limit, requested=v.requested
+            )
+        else:
+            w = type(v)(v.message, hint, code=v.code)
+        w.status = v.status
+        rewritten.append(w)
+    return Judgement(res, tuple(rewritten), tuple(alts))
