@@ -4,7 +4,8 @@
 
 Run as a platform admin. Per project it submits a GPU session, a single-GPU training run, a
 multi-GPU run and a batch command on the project's presets, checks queue limits, access,
-placement, waiting explanations and outputs, stops what it started, and prints one line per
+placement, waiting explanations and outputs, runs one probe per connection the project may use
+(its volume, Secret, bucket or repository must reach the run), stops what it started, and prints one line per
 check (core/rollout.py judges). Exit 1 on any failure. docs/rollout-check.md.
 """
 
@@ -23,6 +24,7 @@ import yaml
 
 from .client import FINAL, Client, GpuPlatAPIError
 from .core import rollout as R
+from .core.connections import ConnectionConfig, allowed_connections
 from .core.rollout import FAIL, PASS, SKIP, Expectations, Result
 
 HOLD = "sleep 600"  # a run that holds its slot until the check stops it
@@ -37,6 +39,19 @@ tracking.log_metrics(step=0, {METRIC}=1.0)
 print("gpus", os.environ.get("CUDA_VISIBLE_DEVICES", ""))
 """
 NODE = re.compile(r"Running on node (\S+)")
+# A connection's run that waits for one of these will not start by itself: its backing object is missing.
+STUCK = {"ConfigError", "VolumeNotBound", "VolumeMountFailed", "Unschedulable", "UntoleratedTaint"}
+# Run inside a connection's run: checks that what the connection provides is there, naming only what is missing.
+PROBE = """
+import json, os, sys
+want = json.loads(sys.argv[1])
+missing = [f"env {v}" for v in want["env"] if not os.environ.get(v)]
+missing += [f"directory {p}" for p in want["dirs"] if not os.path.isdir(os.environ.get(p, "") or "/nonexistent")]
+where = os.environ.get(want["files_in"], "")
+missing += [f"file {k}" for k in want["files"] if not os.path.isfile(os.path.join(where, k))]
+print("rollout connection " + ("missing: " + ", ".join(missing) if missing else "ok"), flush=True)
+sys.exit(1 if missing else 0)
+"""
 
 
 class Checker:
@@ -63,8 +78,11 @@ class Checker:
                 return value
             time.sleep(0.2)  # polling the server's state with a deadline
 
-    def wait(self, run_id: str, statuses: Collection[str]) -> dict[str, Any]:
-        run: dict[str, Any] = self.until(lambda: (r := self.c.get(run_id))["status"] in statuses and r)
+    def wait(self, run_id: str, statuses: Collection[str], stuck: Collection[str] = ()) -> dict[str, Any]:
+        """Until the run reaches one of `statuses`, or waits for a reason in `stuck` (it will not move alone)."""
+        run: dict[str, Any] = self.until(
+            lambda: ((r := self.c.get(run_id))["status"] in statuses or r.get("reason") in stuck) and r
+        )
         return run or self.c.get(run_id)
 
     def why(self, run_id: str) -> str:
@@ -111,6 +129,10 @@ class Checker:
                 self.cleanup()
         self.access(proj, presets, queues)
         self.cleanup()
+        try:
+            self.connections(name)
+        finally:
+            self.cleanup()
 
     def gpu_preset(self, presets: dict[str, Any], want: Callable[[int], bool]) -> str | None:
         jobs = [
@@ -254,6 +276,36 @@ class Checker:
             node = NODE.search(got.get("message") or "")
             where = f"runs on node {node.group(1)}" if node else f"holds GPU(s) {got.get('devices')}"
             self.add("notebook", name, PASS, f"session {run['id']} on {session} {where}")
+
+    def connections(self, name: str) -> None:
+        """Each connection the project may use: a run naming it starts and finds what it provides."""
+        try:
+            cfg = self.c.request("GET", "config")["config"]
+        except GpuPlatAPIError as exc:
+            self.add("connections", name, SKIP, f"reading the platform config needs a platform admin ({exc.status})")
+            return
+        conns = [ConnectionConfig.model_validate(c) for c in cfg.get("connections") or ()]
+        usable = allowed_connections(conns, name, bool(cfg.get("restrict_by_default")))
+        if not usable:
+            self.add("connections", name, SKIP, f"{name} may use no connection")
+            return
+        for conn in conns:
+            if conn.name in usable:
+                self.connection(name, conn)
+
+    def connection(self, name: str, conn: ConnectionConfig) -> None:
+        check, want = f"connection:{conn.name}", R.connection_probe(conn)
+        try:
+            run = self.submit(
+                name, command=["python", "-c", PROBE, json.dumps(want)], resources={"gpu": 0},
+                connections=[conn.name], name=f"rollout-connection-{conn.name}",
+            )  # fmt: skip
+        except GpuPlatAPIError as exc:
+            self.add(check, name, FAIL, f"a run naming connection {conn.name} was refused: {exc}")
+            return
+        got = self.wait(run["id"], FINAL, stuck=STUCK)
+        log = "".join(self.c.logs(run["id"], follow=False)) if got["status"] in FINAL else ""
+        self.results.append(R.judge_connection(name, conn.name, run["id"], got["status"], log, self.why(run["id"])))
 
     def access(self, proj: dict[str, Any], presets: dict[str, Any], queues: dict[str, Any]) -> None:
         name, usable = proj["name"], proj["usable_queues"]

@@ -188,3 +188,54 @@ def test_bad_arguments_are_named(tmp_path: Path, capsys: pytest.CaptureFixture[s
     with pytest.raises(SystemExit):
         rollout.main(["--json"])  # --project or --all
     assert "one of the arguments --project --all is required" in capsys.readouterr().err
+
+
+def test_each_connection_must_reach_a_run(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """team-a may use a volume and a Secret that exist on this machine, and one whose file is gone."""
+    (tmp_path / "datasets").mkdir()
+    (tmp_path / "hf.env").write_text("token=hf-secret-value\n")
+
+    def connect(doc: dict[str, Any]) -> None:
+        doc["connections"] = [
+            {"name": "datasets", "kind": "volume", "host_path": str(tmp_path / "datasets"), "mount_path": "/data",
+             "projects": ["team-a"]},
+            {"name": "hf-token", "kind": "secret", "secret": "hf", "env": {"HF_TOKEN": "token"},
+             "local_file": str(tmp_path / "hf.env"), "projects": ["team-a"]},
+            {"name": "gone", "kind": "secret", "secret": "gone", "env": {"GONE": "key"},
+             "local_file": str(tmp_path / "gone.env"), "projects": ["team-a"]},
+            {"name": "b-only", "kind": "volume", "host_path": str(tmp_path), "mount_path": "/b",
+             "projects": ["team-b"]},
+        ]  # fmt: skip
+
+    srv = ServerProcess(tmp_path, config_file=platform(tmp_path, connect))
+    srv.start()
+    try:
+        rc, report, _ = check(srv, capsys, "--project", "team-a")
+        assert rc == 1
+        got = by_check(report)
+        assert got["connection:datasets"]["result"] == "pass", got["connection:datasets"]
+        assert got["connection:hf-token"]["result"] == "pass", got["connection:hf-token"]
+        assert "connection:b-only" not in got  # team-a may not use it: not probed for team-a
+        gone = got["connection:gone"]
+        assert gone["result"] == "fail" and "naming connection gone is failed" in gone["detail"]
+        assert "gone.env" in gone["detail"]  # the launch's own reason: the file it could not read
+        assert report["failures"] == [f"FAIL connection:gone [team-a]: {gone['detail']}"]
+        assert "hf-secret-value" not in json.dumps(report)
+        no_run_left(srv)
+    finally:
+        srv.stop()
+
+
+def test_a_connection_that_does_not_provide_what_it_says_is_named() -> None:
+    from jupyter_gpuplat.core.connections import ConnectionConfig
+
+    conn = ConnectionConfig.model_validate({"name": "s3", "kind": "bucket", "endpoint": "https://s3", "secret": "c"})
+    assert R.connection_probe(conn)["env"] == [
+        "AWS_ENDPOINT_URL", "GPUPLAT_CONNECTION_S3", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY",
+    ]  # fmt: skip
+    said = "rollout connection missing: env AWS_SECRET_ACCESS_KEY\n"
+    r = R.judge_connection("p", "s3", "r-1", "failed", said, "failed, Error: exit 1")
+    assert (r.result, r.detail) == ("fail", "run r-1: connection s3 did not reach the run: env AWS_SECRET_ACCESS_KEY")
+    r = R.judge_connection("p", "s3", "r-1", "dispatched", "", 'dispatched, ConfigError: secret "c" not found')
+    assert r.detail == 'run r-1 naming connection s3 is dispatched: dispatched, ConfigError: secret "c" not found'
+    assert R.judge_connection("p", "s3", "r-1", "succeeded", "rollout connection ok\n", "").result == "pass"

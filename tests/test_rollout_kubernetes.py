@@ -19,7 +19,7 @@ from kube_emulator import EmulatedCluster
 from jupyter_gpuplat import rollout
 
 from .conftest import EXAMPLE
-from .k8s import GPU_TAINT, TOLERATE_GPU, deployed_cluster, executor_config
+from .k8s import GPU_TAINT, NAMESPACE, TOLERATE_GPU, deployed_cluster, executor_config
 from .server import ServerProcess
 
 
@@ -34,9 +34,18 @@ def cluster() -> Iterator[EmulatedCluster]:
     assert not c.errors, c.errors
 
 
-def serve(tmp_path: Path, cluster: EmulatedCluster, *, tolerate: bool, mount: Path | None = None) -> ServerProcess:
+def serve(
+    tmp_path: Path,
+    cluster: EmulatedCluster,
+    *,
+    tolerate: bool,
+    mount: Path | None = None,
+    connections: list[dict[str, Any]] | None = None,
+) -> ServerProcess:
     """The example platform on the cluster; `tolerate`: its presets tolerate the GPU taint (a fit platform)."""
     doc = yaml.safe_load(EXAMPLE.read_text())
+    if connections:
+        doc["connections"] = connections
     if tolerate:
         for preset in doc["presets"]:
             preset.setdefault("placement", {})["tolerations"] = [TOLERATE_GPU]
@@ -130,6 +139,37 @@ def test_outputs_that_do_not_come_back_fail(
             "output cannot be retrieved: the output outputs/rollout-check/out.txt is not listed"
             in got["outputs"]["detail"]
         )
+        nothing_left(cluster, srv)
+    finally:
+        srv.stop()
+
+
+def test_connections_whose_backing_objects_are_missing_fail(
+    tmp_path: Path, cluster: EmulatedCluster, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A volume claim and a Secret that exist pass; a claim nobody made and a Secret without its key fail
+    with what the cluster says. (Pods run as local processes: the mount path is a real directory here.)"""
+    (tmp_path / "data").mkdir()
+    cluster.add_pvc(NAMESPACE, "datasets")
+    cluster.add_secret(NAMESPACE, "hf-token", {"token": "hf-secret-value"})
+    cluster.add_secret(NAMESPACE, "s3-creds", {"AWS_ACCESS_KEY_ID": "AKIA"})  # no AWS_SECRET_ACCESS_KEY
+    data = str(tmp_path / "data")
+    srv = serve(tmp_path, cluster, tolerate=True, connections=[
+        {"name": "datasets", "kind": "volume", "claim": "datasets", "mount_path": data},
+        {"name": "hf-token", "kind": "secret", "secret": "hf-token", "env": {"HF_TOKEN": "token"}},
+        {"name": "scratch", "kind": "volume", "claim": "scratch", "mount_path": data},
+        {"name": "s3", "kind": "bucket", "endpoint": "http://minio:9000", "secret": "s3-creds"},
+    ])  # fmt: skip
+    try:
+        rc, got = check(srv, capsys, timeout="6")
+        assert rc == 1
+        assert got["connection:datasets"]["result"] == "pass", got["connection:datasets"]
+        assert got["connection:hf-token"]["result"] == "pass", got["connection:hf-token"]
+        scratch, s3 = got["connection:scratch"], got["connection:s3"]
+        assert scratch["result"] == "fail" and "VolumeNotBound" in scratch["detail"]
+        assert '(scheduler: 0/3 nodes are available: persistentvolumeclaim "scratch" not found.' in scratch["detail"]
+        assert s3["result"] == "fail" and "ConfigError" in s3["detail"] and "AWS_SECRET_ACCESS_KEY" in s3["detail"]
+        assert "hf-secret-value" not in json.dumps(got)
         nothing_left(cluster, srv)
     finally:
         srv.stop()

@@ -10,6 +10,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from .connections import ConnectionConfig, env_var, plain_env
 from .reasons import Reason
 
 PASS, FAIL, SKIP = "pass", "fail", "skip"
@@ -28,6 +29,7 @@ CHECKS = {
     "access-preset": "a preset the project may not use is refused with the allowed ones",
     "allowed-queues": "the project may use no queue beyond the expected ones (--expect)",
     "outsider": "a non-member sees none of the project's runs (--as-outsider-token)",
+    "connection:NAME": "a run naming each connection the project may use finds its volume, Secret or env",
 }
 
 # Queue-side reasons that mean "a limit of the queue holds this run".
@@ -202,3 +204,26 @@ def table(results: Sequence[Result]) -> str:
     for row in rows:
         lines.append("  ".join(c.ljust(w) for c, w in zip(row[:3], widths, strict=True)) + "  " + row[3])
     return "\n".join(lines)
+
+
+def connection_probe(conn: ConnectionConfig) -> dict[str, Any]:
+    """What a run naming `conn` must find: env vars set, directories (by the env var naming them), files."""
+    var = env_var(conn.name)
+    env = [*plain_env(conn.reference(), local=False), *conn.secret_env()]  # the names; values differ by executor
+    want: dict[str, Any] = {"env": env, "dirs": [], "files": [], "files_in": var}
+    if conn.kind == "volume" or conn.expose == "files":
+        want["dirs"].append(var)
+    if conn.kind == "secret" and conn.expose == "files":
+        want["files"] = sorted(conn.env.values())
+    return want
+
+
+def judge_connection(project: str, conn: str, run_id: str, status: str, log: str, why: str) -> Result:
+    check = f"connection:{conn}"
+    said = next((ln for ln in log.splitlines() if ln.startswith("rollout connection ")), "")
+    if status == "succeeded" and said == "rollout connection ok":
+        return Result(check, project, PASS, f"run {run_id} found what connection {conn} provides")
+    if said.startswith("rollout connection missing: "):
+        missing = said.removeprefix("rollout connection missing: ")
+        return Result(check, project, FAIL, f"run {run_id}: connection {conn} did not reach the run: {missing}")
+    return Result(check, project, FAIL, f"run {run_id} naming connection {conn} is {status}: {why}")
