@@ -99,3 +99,30 @@ def test_the_command_line_entry_point(tmp_path: Path) -> None:
         timeout=60,
     )
     assert missing.returncode == 1 and "cannot load the Kubernetes configuration" in missing.stderr
+
+
+def test_the_config_flag_checks_its_connections(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`cluster check --config FILE`: each connection's claim and Secret (and the keys it names) must exist."""
+    config = tmp_path / "platform.yaml"
+    config.write_text(
+        "connections:\n"
+        "  - {name: datasets, kind: volume, claim: datasets, mount_path: /data}\n"
+        "  - {name: hf-token, kind: secret, secret: hf-token, env: {HF_TOKEN: token}}\n"
+        "  - {name: s3, kind: bucket, endpoint: 'http://minio:9000', secret: s3-creds}\n"
+    )
+    with deployed_cluster() as cluster:
+        cluster.add_node("gpu-1", gpus=4)
+        cluster.add_pvc(NAMESPACE, "datasets")
+        cluster.add_secret(NAMESPACE, "s3-creds", {"AWS_ACCESS_KEY_ID": "AKIA"})  # no AWS_SECRET_ACCESS_KEY
+        kubeconfig = cluster.write_kubeconfig(tmp_path / "kubeconfig", NAMESPACE)
+        code = main(["--json", "cluster", "check", "--kubeconfig", str(kubeconfig), "--config", str(config)])
+        out = capsys.readouterr().out
+        assert main(["--json", "cluster", "check", "--kubeconfig", str(kubeconfig)]) == 0  # fit, connections aside
+        without = json.loads(capsys.readouterr().out)
+    assert code == 1
+    found = [(f["level"], f["message"]) for f in json.loads(out)["findings"] if f["topic"] == "connections"]
+    assert [level for level, _ in found].count("fail") == 2, found
+    text = " | ".join(m for _, m in found)
+    assert "hf-token" in text and "s3-creds" in text and "AWS_SECRET_ACCESS_KEY" in text, text
+    assert not any("datasets" in m for level, m in found if level == "fail"), found
+    assert not [f for f in without["findings"] if f["topic"] == "connections"]  # no --config: not looked at
