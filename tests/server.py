@@ -67,6 +67,7 @@ class ServerProcess:
             "JUPYTER_PLATFORM_DIRS": "1",
         }
         self.env.pop("GPUPLAT_URL", None)
+        self.env.pop("COLUMNS", None)  # CLI tables wrap to it; tests read them at their natural width
         self.env.pop("GPUPLAT_TOKEN", None)
 
     def start(self, timeout: float = 60) -> None:
