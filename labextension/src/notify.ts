@@ -60,10 +60,17 @@ export class Notifier {
       return;
     }
     this._shown.add(key);
+    if (n.kind !== 'started') {
+      // the run ended: its "started" notice is old news, it need not wait for its timeout
+      this._dismissStarted(ev.run_id);
+    }
     if (n.kind === 'failed') {
       this._failed({ id: ev.run_id, name: ev.name || ev.run_id, message: ev.message });
     } else {
-      this._emit(n.message, n.type, ev.run_id);
+      const id = this._emit(n.message, n.type, ev.run_id);
+      if (n.kind === 'started') {
+        this._started.set(ev.run_id, id);
+      }
     }
   }
 
@@ -118,8 +125,16 @@ export class Notifier {
     this._failureId = Notification.emit(message, 'error', { autoClose: TOAST_MS.error, actions });
   }
 
-  private _emit(message: string, type: 'info' | 'success' | 'error' | 'warning', runId: string): void {
-    Notification.emit(message, type, {
+  private _dismissStarted(runId: string): void {
+    const id = this._started.get(runId);
+    if (id !== undefined) {
+      this._started.delete(runId);
+      Notification.dismiss(id);
+    }
+  }
+
+  private _emit(message: string, type: 'info' | 'success' | 'error' | 'warning', runId: string): string {
+    return Notification.emit(message, type, {
       autoClose: TOAST_MS[type],
       actions: [
         {
@@ -167,5 +182,6 @@ export class Notifier {
   private _shown = new Set<string>();
   private _announced = new Set<string>();
   private _failures: IFailedRun[] = [];
+  private _started = new Map<string, string>();
   private _failureId: string | null = null;
 }

@@ -19,7 +19,8 @@ import { Notifier } from './notify';
 import { PresetsView } from './presets';
 import { QueuesView } from './queues';
 import type { GpuPlatService, IStreamHandle, StreamState } from './request';
-import { IRunActions, RunDetail } from './rundetail';
+import { RunDetail } from './rundetail';
+import { runActions } from './panelactions';
 import { RunList } from './runlist';
 import { RunsModel } from './runsmodel';
 import { SweepControl } from './sweepcontrol';
@@ -60,6 +61,19 @@ export class GpuPlatPanel extends Panel {
     this.addClass('jp-GpuPlat-panel');
     const service = _opts.service;
     this.model = new RunsModel();
+    // One second clock while a shown run counts; it stops when all are final or hidden.
+    this._ticker = new Ticker(
+      () => {
+        this.list.tick();
+        this._detail?.tick();
+        if (this._tab === 'queues') {
+          this.queuesView.tick();
+        }
+      },
+      () => this.isVisible && (this._tab === 'queues' ? this.queuesView.live : this._detail ? this._detail.ticking : this.list.live),
+      on => (this.node.dataset.ticking = String(on))
+    );
+    this.node.dataset.ticking = 'false';
 
     this._header = new PanelHeader(() => _opts.submit());
     const tabs = (this._tabStrip = new TabStrip(TABS, name => this.showTab(name)));
@@ -105,7 +119,8 @@ export class GpuPlatPanel extends Panel {
       isAdmin: () => this._whoami?.platform_admin ?? false,
       oldestWaiting: q => this.model.oldestWaiting(q),
       clockOffset: () => this.clockOffset,
-      onOpen: id => void this.openRun(id)
+      onOpen: id => void this.openRun(id),
+      onRendered: () => this._ticker.poke()
     });
     this.queuesView.addClass('jp-GpuPlat-page');
     this.queuesView.id = 'jp-GpuPlat-page-queues';
@@ -141,16 +156,6 @@ export class GpuPlatPanel extends Panel {
     this.showTab('runs');
 
     this.notifier = new Notifier(service, id => void this.openRun(id, true), () => this.clockOffset);
-    // One second clock while a shown run counts; it stops when all are final or hidden.
-    this._ticker = new Ticker(
-      () => {
-        this.list.tick();
-        this._detail?.tick();
-      },
-      () => this.isVisible && ((this._detail ? this._detail.ticking : this.list.live) || false),
-      on => (this.node.dataset.ticking = String(on))
-    );
-    this.node.dataset.ticking = 'false';
   }
 
   readonly model: RunsModel;
@@ -278,7 +283,7 @@ export class GpuPlatPanel extends Panel {
         onOpen: child => void this.openRun(child),
         mayStop: run => this._mayStop(run),
         clockOffset: () => this.clockOffset,
-        actions: this._actions()
+        actions: runActions(this._opts.commands, error => this._detail?.showError(error))
       });
       this._detail.addClass('jp-GpuPlat-page');
       this._runsPage.addWidget(this._detail);
@@ -291,22 +296,6 @@ export class GpuPlatPanel extends Panel {
     }
     await this._detail.load();
     this._ticker.poke();
-  }
-
-  /** The run detail's buttons: main-area commands, when the plugin gave us the registry. */
-  private _actions(): IRunActions | undefined {
-    const c = this._opts.commands;
-    if (!c) {
-      return undefined;
-    }
-    const run = (command: string, args: Record<string, string>) =>
-      void c.execute(command, args).catch(error => this._detail?.showError(error));
-    return {
-      openInTab: id => run('gpuplat:open-run', { id }),
-      openFolder: id => run('gpuplat:open-run-folder', { id }),
-      resubmit: id => run('gpuplat:resubmit', { id }),
-      openOutput: (id, path) => run('gpuplat:open-output', { id, path })
-    };
   }
 
   private _compare(): void {

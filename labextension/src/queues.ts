@@ -10,7 +10,7 @@ import { Widget } from '@lumino/widgets';
 import { errorBox, h } from './dom';
 import type { GpuPlatService } from './request';
 import type { IQueue } from './types';
-import { hiddenPendingText, pendingRunText, pendingRuns, queueRulesText, queueView } from './viewmodel';
+import { hiddenPendingText, pendingCount, pendingRunText, pendingRuns, queueRulesText, queueView } from './viewmodel';
 
 export interface IQueuesOptions {
   service: GpuPlatService;
@@ -20,6 +20,8 @@ export interface IQueuesOptions {
   clockOffset: () => number;
   /** Open a pending run (its row in the queue). */
   onOpen?: (id: string) => void;
+  /** Rendered anew (the panel's clock may have to start). */
+  onRendered?: () => void;
 }
 
 export class QueuesView extends Widget {
@@ -52,12 +54,18 @@ export class QueuesView extends Widget {
   }
 
   render(): void {
+    this._render();
+    this._opts.onRendered?.();
+  }
+
+  private _render(): void {
     const now = Date.now() / 1000 - this._opts.clockOffset();
     const admin = this._opts.isAdmin();
     if (!this._queues.length) {
       this._list.replaceChildren(h('li', { class: 'jp-GpuPlat-empty' }, 'No queues you may use.'));
       return;
     }
+    this._lines.clear();
     this._list.replaceChildren(
       ...this._queues.map(q => {
         const v = queueView(q, this._opts.oldestWaiting(q.name), now);
@@ -86,18 +94,36 @@ export class QueuesView extends Widget {
           ),
           meter('GPUs', v.gpuText, v.gpuFraction),
           meter('Runs', v.runsText, v.runsFraction),
-          h(
-            'div',
-            { class: 'jp-GpuPlat-queuePending' },
-            v.pendingText,
-            v.oldestWaitText ? ` · ${v.oldestWaitText}` : ''
-          ),
+          this._pendingLine(q.name, pendingLine(v)),
           v.waitText ? h('div', { class: 'jp-GpuPlat-queueWait' }, v.waitText) : null,
           h('div', { class: 'jp-GpuPlat-queueRules jp-GpuPlat-muted' }, queueRulesText(q)),
           this._pending(q)
         );
       })
     );
+  }
+
+  /** Whether a shown queue has waiting runs (their longest wait counts on). */
+  get live(): boolean {
+    return this.isVisible && this._queues.some(q => pendingCount(q) > 0);
+  }
+
+  /** Every second: the longest waits, text only (the links stay clickable). */
+  tick(): void {
+    const now = Date.now() / 1000 - this._opts.clockOffset();
+    for (const q of this._queues) {
+      const el = this._lines.get(q.name);
+      const text = pendingLine(queueView(q, this._opts.oldestWaiting(q.name), now));
+      if (el && el.textContent !== text) {
+        el.textContent = text;
+      }
+    }
+  }
+
+  private _pendingLine(name: string, text: string): HTMLElement {
+    const el = h('div', { class: 'jp-GpuPlat-queuePending' }, text);
+    this._lines.set(name, el);
+    return el;
   }
 
   /** The pending runs in queue order, each a link to the run when we may see it. */
@@ -154,7 +180,12 @@ export class QueuesView extends Widget {
   private _list: HTMLElement;
   private _error: HTMLElement;
   private _queues: IQueue[] = [];
+  private _lines = new Map<string, HTMLElement>();
   private _timer = 0;
+}
+
+function pendingLine(v: { pendingText: string; oldestWaitText: string }): string {
+  return v.oldestWaitText ? `${v.pendingText} · ${v.oldestWaitText}` : v.pendingText;
 }
 
 function meter(label: string, text: string, fraction: number | null): HTMLElement {

@@ -78,6 +78,7 @@ def test_failures_collapse_into_one_notice_with_links(lab: Lab, lab_page: Any, s
     notice.get_by_role("button", name="Open fail-b").click()
     expect(page.locator(f'{SIDEBAR} .jp-GpuPlat-detail[data-run-id="{ids[1]}"]')).to_be_visible()
     expect(notice).to_be_visible()
+    page.mouse.move(5, 5)  # a hovered toast waits for the user; they move on
     # and it does not stay over the notebook for minutes
     expect(notice).to_have_count(0, timeout=25_000)
     back_to_runs(page)
