@@ -58,10 +58,28 @@ def cmd_queues(args: argparse.Namespace) -> int:
         wait = (q["head_wait"] or {}).get("message", "")
         pending = q["pending"] if isinstance(q["pending"], int) else len(q["pending"] or [])
         rows.append((q["name"], q["priority"], conc, gpu, pending, "yes" if q["paused"] else "", wait))
-    emit(
-        args, data, table(rows, ("QUEUE", "PRIORITY", "RUNS", "GPUS", "PENDING", "PAUSED", "HEAD WAITS FOR"), tail=True)
-    )
+    headers = ("QUEUE", "PRIORITY", "RUNS", "GPUS", "PENDING", "PAUSED", "HEAD WAITS FOR")
+    emit(args, data, "\n".join([table(rows, headers, tail=True), *pending_lines(data["queues"])]))
     return 0
+
+
+def pending_lines(queues: list[dict[str, Any]]) -> list[str]:
+    """Your runs waiting in each queue, in their order; other projects' only counted."""
+    lines: list[str] = []
+    for q in queues:
+        mine = q.get("pending_runs") or []
+        hidden = q.get("pending_hidden") or 0
+        if not (mine or hidden):
+            continue
+        limit = f"max_per_user {q['max_per_user']}" if q.get("max_per_user") else None
+        order = ", ".join(x for x in (q.get("ordering"), limit) if x)
+        lines.append(f"\npending in {q['name']}" + (f" ({order})" if order else "") + ":")
+        rows = [(p["position"], p["id"], p.get("name") or "", p["project"], p["user"]) for p in mine]
+        if rows:
+            lines.append(table(rows, ("POSITION", "ID", "NAME", "PROJECT", "USER"), keep=(1,)))
+        if hidden:
+            lines.append(f"and {hidden} of other projects")
+    return lines
 
 
 def cmd_presets(args: argparse.Namespace) -> int:

@@ -261,7 +261,7 @@ def cmd_runs(args: argparse.Namespace) -> int:
                 r["status"],
                 gpus_text(r),
                 ago(r["created_at"]),
-                r["message"],
+                (r.get("waiting") or {}).get("message") or r["message"],  # why it waits, as the sidebar says
             )
             for r in data["runs"]
         ]
@@ -273,6 +273,9 @@ def cmd_runs(args: argparse.Namespace) -> int:
     if action == "show":
         r = c.request("GET", f"runs/{args.run_id}")
         lines = record_lines(r)
+        lines.append("presets: " + (", ".join(r.get("presets_applied") or r.get("presets") or []) or "none"))
+        if r.get("waiting"):
+            lines.append(f"waiting: {r['waiting']['message']} [{r['waiting']['reason']}]")
         lines.append("clocks: " + ", ".join(f"{k} {v}" for k, v in r["clocks"].items()))
         lines += code_lines(r)
         lines.append("timeline:")

@@ -4,6 +4,7 @@ the subcommand, --param, tables at 80 columns, and a run submitted again (CLI an
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -74,6 +75,7 @@ def test_json_goes_before_or_after_the_subcommand(server: ServerProcess) -> None
         b = json.loads(gp(server, "--json", *argv).stdout)
         assert a.keys() == b.keys(), argv
     # --url and --token after the subcommand too (erin sees team-b only).
+    client(server, "erin").submit("team-b", "true")
     runs = json.loads(gp(server, "runs", "list", "--url", server.url, "--token", "tok-erin", "--json").stdout)["runs"]
     assert runs and {r["project"] for r in runs} == {"team-b"}
     # After the command's first word the words are the command's: --json there is an argument of it.
@@ -97,22 +99,27 @@ def test_queues_and_presets_fit_80_columns_and_keep_every_word(server: ServerPro
     erin = client(server, "erin")
     holding = erin.submit("team-b", "sleep 60", queue="interactive", gpus=1)
     try:
-        gp(server, "submit", "-p", "team-b", "--", "true", user="erin")  # heads that wait, with their reasons
+        paused = json.loads(gp(server, "submit", "-p", "team-b", "--json", "--", "true", user="erin").stdout)
         erin.wait(holding["id"], timeout=30, statuses=("running",))
         erin.submit("team-b", "true", queue="interactive", gpus=1)  # over max_per_user 1
         data = json.loads(gp(server, "queues", "--json", user="erin").stdout)
         text = gp(server, "queues", user="erin", COLUMNS="80").stdout
         assert max(len(line) for line in text.splitlines()) <= 80
-        rows = {r[0]: r for r in cells_of(text, 7)}
+        queues, _, pending = text.partition("\n\n")
+        rows = {r[0]: r for r in cells_of(queues, 7)}
         assert rows["QUEUE"][6] == "HEAD WAITS FOR"
         for q in data["queues"]:
             wait = (q["head_wait"] or {}).get("message", "")
             assert rows[q["name"]][6] == wait  # whole, across its wrapped lines
         waits = [(q["head_wait"] or {}).get("message", "") for q in data["queues"]]
         assert "queue team-b-train is paused" in waits and max(len(w) for w in waits) > 40
-        assert len(text.splitlines()) > len(data["queues"]) + 1  # the long ones wrapped
+        assert len(queues.splitlines()) > len(data["queues"]) + 1  # the long ones wrapped
+        # Under the table: your pending runs, in order, with the queue's ordering and per-user limit.
+        assert "pending in team-b-train (strict_fifo, max_per_user 1):" in pending
+        assert re.search(rf"^1 +{paused['id']} +team-b +erin$", pending, re.M), pending
         # Without a terminal and without $COLUMNS (a pipe): one line per row, for grep.
-        assert len(gp(server, "queues", user="erin").stdout.splitlines()) == len(data["queues"]) + 1
+        piped = gp(server, "queues", user="erin").stdout.partition("\n\n")[0]
+        assert len(piped.splitlines()) == len(data["queues"]) + 1
     finally:
         server.ok("POST", "queues/team-b-train/resume", "ops")
         erin.stop(holding["id"])
