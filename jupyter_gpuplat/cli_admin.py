@@ -106,9 +106,9 @@ def cmd_config(args: argparse.Namespace) -> int:
             print(f"  {e}", file=sys.stderr)
         return 2
     if args.action == "validate":
-        print(
-            f"{args.file}: valid ({len(cfg.queues)} queues, {len(cfg.presets)} presets, {len(cfg.projects)} projects)"
-        )
+        counts = {"queues": len(cfg.queues), "presets": len(cfg.presets), "projects": len(cfg.projects)}
+        human = f"{args.file}: valid ({', '.join(f'{n} {k}' for k, n in counts.items())})"
+        emit(args, {"file": args.file, "valid": True, **counts}, human)
         return 0
     c = connect(args)
     import yaml

@@ -251,3 +251,13 @@ def test_resubmit_of_a_magic_run_names_its_new_params() -> None:
     assert resubmit_body(run, {"params": {"lr": 0.03}, "name": "mine"})["name"] == "mine"
     other = {"id": "r-4", "request": {**run["request"], "name": "base"}}  # a name of one's own stays
     assert resubmit_body(other, {"params": {"lr": 0.03}})["name"] == "base"
+
+
+def test_config_validate_answers_json_with_the_flag_before_or_after() -> None:
+    example = str(ROOT / "jupyter_gpuplat" / "platform.example.yaml")
+    plain = cli("config", "validate", example)
+    assert plain.stdout.strip() == f"{example}: valid (3 queues, 3 presets, 2 projects)"
+    for argv in (["--json", "config", "validate", example], ["config", "validate", example, "--json"]):
+        out = cli(*argv)
+        assert out.returncode == 0, out.stderr
+        assert json.loads(out.stdout) == {"file": example, "valid": True, "queues": 3, "presets": 3, "projects": 2}
