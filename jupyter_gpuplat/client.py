@@ -5,6 +5,7 @@
     run = gp.submit("team-a", script="train.py", presets=["single-gpu"])
     gp.explain(run["id"])["message"]
     for line in gp.logs(run["id"]): print(line)
+    gp.resubmit(run["id"], params={"lr": 0.03})  # the same request again, with edits
     lease = gp.start_session("team-a")  # a GPU session: a lease and a notebook whose kernel runs in it
 
 Finding the server: explicit `url`/`token`; else GPUPLAT_URL/GPUPLAT_TOKEN; else
