@@ -135,6 +135,8 @@ def test_monitor_run_time_advances_while_running_and_stops_at_the_final_value(
         later = mon.clocks["run_seconds"]
         assert later is not None and later > 0
         until(lambda: (mon.clocks["run_seconds"] or 0) > later, "it to go on advancing", timeout=10)
+        # "Why is it here?" says how long it runs from the same clock, not the answer's stale "running for 0s".
+        until(lambda: re.search(r"why: running for [2-9]s \[Running\]", mon.explain_text), "explain to tick")
         assert mon.status == "running"
         gates[0].touch()
         gates[1].touch()

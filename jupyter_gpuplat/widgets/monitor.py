@@ -28,7 +28,7 @@ from ..core.reasons import LAYER_TEXT
 from ..explaining import explanation_lines
 from . import _html as h
 from ._metrics import lower_is_better
-from .clocks import LiveClocks
+from .clocks import LiveClocks, duration
 from .live import EventFeed, Streams, Subscription, default_client, stop_following
 
 __all__ = ["RunMonitor"]
@@ -223,8 +223,7 @@ class RunMonitor(widgets.VBox):
         if self._closed.is_set():
             return
         self.explain = explain
-        self.explain_text = _explain_text(explain, self.run)
-        self.explain_html.value = _explain_html(explain, self.run)
+        self._show_explain()
 
     def _refresh_metrics(self) -> None:
         metrics = self._streams.client.metrics(self.run_id, max_points=self.metric_points)
@@ -308,8 +307,7 @@ class RunMonitor(widgets.VBox):
             self._seen_event = max(self._seen_event, max(e["id"] for e in timeline))
         self.header.value = _header_html(run)
         self.timeline.value = _timeline_html(run, self.timeline_rows, self._live.at())
-        self.explain_text = _explain_text(self.explain, run)
-        self.explain_html.value = _explain_html(self.explain, run)
+        self._show_explain()
         self._set_status(run["status"])
 
     def _render_clocks(self) -> None:
@@ -318,6 +316,18 @@ class RunMonitor(widgets.VBox):
         html = _timeline_html(self.run, self.timeline_rows, self._live.at())
         if html != self.timeline.value:
             self.timeline.value = html
+        self._show_explain()
+
+    def _show_explain(self) -> None:
+        """The explain answer; a running run's "running for" from the ticking clock, not the answer's time."""
+        ex = self.explain
+        if ex and ex.get("reason") == "Running" and self.run["status"] in ("running", "stopping"):
+            devices = self.run.get("devices") or []
+            on = f" on GPU {','.join(map(str, devices))}" if devices else ""
+            ex = {**ex, "message": f"running for {duration(self._live.at().get('run_seconds'))}{on}"}
+        text, html = _explain_text(ex, self.run), _explain_html(ex, self.run)
+        if text != self.explain_text or html != self.explain_html.value:
+            self.explain_text, self.explain_html.value = text, html
 
     def _render_logs(self) -> None:
         self._logs_dirty.clear()
