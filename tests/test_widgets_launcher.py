@@ -131,7 +131,10 @@ def test_a_refused_preview_disables_submit_with_the_reason_beside_it(client: Cli
 def test_a_locked_queue_shows_as_locked_and_the_last_choices_are_remembered(client: Client, data_dir: Path) -> None:
     launcher = Launcher(client, project="team-a")
     try:
-        assert launcher.queue_picker.options[0] == ("default (team-a-train)", "")
+        preview_of(launcher)
+        # "default" says what the project and presets make it.
+        until(lambda: launcher.queue_picker.label == "default: team-a-train (project team-a)", "the queue's default")
+        assert launcher.gpu_picker.label == "default: 1 (project default preset single-gpu)"
         assert not launcher.queue_picker.disabled
         launcher.preset_picker.value = ["pinned"]
         assert launcher.locked == {"queue": "pinned"}

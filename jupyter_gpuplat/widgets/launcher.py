@@ -35,6 +35,7 @@ from ..client import Client, GpuPlatAPIError
 from ..core.errors import GpuPlatError
 from . import _html as h
 from .launchview import (
+    default_label,
     load_last,
     lock_label,
     locks,
@@ -63,11 +64,17 @@ PREVIEW_PLACEHOLDER = "true"
 
 
 class Launcher(widgets.VBox):
-    """Submit a run: `Launcher(project="team-a")`."""
+    """Submit a run: `Launcher(project="team-a")`, `Launcher(project="team-a", presets=["single-gpu"])`."""
 
     debounce_seconds = 0.3
 
-    def __init__(self, client: Client | None = None, project: str | None = None, **kwargs: Any) -> None:
+    def __init__(
+        self,
+        client: Client | None = None,
+        project: str | None = None,
+        presets: list[str] | None = None,
+        **kwargs: Any,
+    ) -> None:
         self._lock = threading.Lock()  # first: close() runs from __del__ even if __init__ failed
         self._closed = False
         self._timer: threading.Timer | None = None
@@ -148,6 +155,7 @@ class Launcher(widgets.VBox):
         super().__init__(children=[self.tabs], **kwargs)
         self.add_class("gpuplat-launcher")
         self.last = load_last()  # what was submitted from a Launcher last
+        self._start_presets = list(presets) if presets is not None else None
         last_project = self.last.get("project")
         self.project_picker.value = (
             project or (last_project if last_project in self.projects else None) or next(iter(self.projects))
@@ -270,6 +278,14 @@ class Launcher(widgets.VBox):
         except GpuPlatAPIError:
             self._presets_info = {}
         usable_presets = list(p.get("usable_presets") or [])
+        if restore and self._start_presets is not None:
+            bad = [x for x in self._start_presets if x not in usable_presets]
+            if bad:
+                raise GpuPlatAPIError(
+                    f"preset {bad[0]!r} is not allowed in project {p['name']}",
+                    f"allowed presets: {', '.join(usable_presets) or 'none'}",
+                )
+            self.last = {**self.last, "presets": {p["name"]: self._start_presets}}  # given: they win over memory
         remembered = (
             (self.last.get("presets") or {}).get(p["name"]) if restore or not self.preset_picker.value else None
         )
@@ -291,20 +307,24 @@ class Launcher(widgets.VBox):
         self._apply_locks()
 
     def _apply_locks(self) -> None:
-        """A locked queue or GPU count shows its value, the lock and the preset; it cannot be picked."""
+        """A locked queue or GPU count shows its value, the lock and the preset, and cannot be picked; an
+        unlocked one's "default" says what the project and presets make it (from a current preview)."""
         locked = self.locked
-        resolved = (self.preview or {}).get("resolved") or {}
+        current = self.preview if self.preview_request == self.request(for_preview=True) else None
+        resolved = (current or {}).get("resolved") or {}
+        provenance = (current or {}).get("provenance") or {}
         gpu_lock = locked.get("resources.gpu") or locked.get("resources")
-        for picker, options, lock, value in (
-            (self.queue_picker, self._queue_options, locked.get("queue"), resolved.get("queue")),
-            (self.gpu_picker, self._gpu_options, gpu_lock, (resolved.get("resources") or {}).get("gpu")),
+        for picker, options, lock, path in (
+            (self.queue_picker, self._queue_options, locked.get("queue"), "queue"),
+            (self.gpu_picker, self._gpu_options, gpu_lock, "resources.gpu"),
         ):
+            info = self._presets_info.get(lock or "", {})
+            own = info.get("queue") if path == "queue" else (info.get("resources") or {}).get("gpu")
+            value = resolved.get("queue") if path == "queue" else (resolved.get("resources") or {}).get("gpu")
             if lock is not None:
-                info = self._presets_info.get(lock, {})
-                shown = value if value is not None else info.get("queue" if picker is self.queue_picker else "gpu")
-                if shown is None and picker is self.gpu_picker:
-                    shown = (info.get("resources") or {}).get("gpu")
-                options = [(lock_label(shown, lock, self.default_presets), DEFAULT)]
+                options = [(lock_label(own if own is not None else value, lock, self.default_presets), DEFAULT)]
+            elif value is not None and path in provenance:
+                options = [(default_label(value, provenance[path]), DEFAULT), *options[1:]]
             if list(picker.options) != list(options):
                 keep = picker.value
                 picker.options = options

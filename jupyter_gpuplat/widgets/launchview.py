@@ -20,7 +20,7 @@ from typing import Any
 
 from . import _html as h
 
-__all__ = ["load_last", "locks", "preview_html", "refusal_reason", "save_last"]
+__all__ = ["default_label", "load_last", "locks", "preview_html", "refusal_reason", "save_last"]
 
 LOCK = "🔒"
 
@@ -70,6 +70,19 @@ def locks(order: Iterable[str], presets_info: Mapping[str, Mapping[str, Any]]) -
 def lock_label(value: Any, preset: str, defaults: Iterable[str]) -> str:
     by = f"project default preset {preset}" if preset in defaults else f"preset {preset}"
     return f"{h.value(value)} {LOCK} set by {by}"
+
+
+def layer_text(layer: str) -> str:
+    """`project:team-a/preset:single-gpu` → `project default preset single-gpu`, `preset:x` → `preset x`."""
+    if "/preset:" in layer:
+        return f"project default preset {layer.rsplit('/preset:', 1)[1]}"
+    kind, _, name = layer.partition(":")
+    return {"org": "org default", "run": "this form"}.get(kind, f"{kind} {name}".strip())
+
+
+def default_label(value: Any, layer: str) -> str:
+    """The "leave it to the project and presets" choice, saying what that is: `default: interactive (preset x)`."""
+    return f"default: {h.value(value)} ({layer_text(layer)})"
 
 
 # ---- preview --------------------------------------------------------------------------------------

@@ -1,0 +1,100 @@
+"""The ipywidgets Launcher in JupyterLab (issue 14, item 2), in Chromium.
+
+A platform of its own: team-a's default preset is `single-gpu`; `pinned` locks the queue to
+interactive; `elsewhere` sends runs to team-b-train, which team-a may not use. One Launcher
+with `pinned` shows the queue locked and says nothing is allowed until a command is typed;
+one with `elsewhere` has Submit disabled with the policy's reason beside it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import nbformat
+import pytest
+import yaml
+
+from ..conftest import EXAMPLE
+from .conftest import Lab
+
+CELLS = [
+    "from jupyter_gpuplat.widgets import Launcher\npinned = Launcher(project='team-a', presets=['pinned'])\npinned",
+    "refused = Launcher(project='team-a', presets=['elsewhere'])\nrefused",
+]
+
+
+@pytest.fixture(scope="module")
+def launcher_lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
+    root = tmp_path_factory.mktemp("launcher-lab")
+    cfg = yaml.safe_load(EXAMPLE.read_text())
+    cfg["presets"] += [
+        {"name": "pinned", "kind": "job", "queue": "interactive", "resources": {"gpu": 1}, "locked": ["queue"]},
+        {"name": "elsewhere", "kind": "job", "queue": "team-b-train"},
+    ]
+    team_a = next(p for p in cfg["projects"] if p["name"] == "team-a")
+    team_a["allowed_presets"] += ["pinned", "elsewhere"]
+    team_a["default_presets"] = ["single-gpu"]
+    config = root / "platform.yaml"
+    config.write_text(yaml.safe_dump(cfg))
+    server = Lab(root / "srv", config_file=config)
+    server.start(timeout=90)
+    yield server
+    server.stop()
+
+
+def test_launcher_shows_locks_defaults_and_a_refusing_submit(
+    launcher_lab: Lab, browser_context: Any, screenshots: Path
+) -> None:
+    from playwright.sync_api import expect
+
+    lab = launcher_lab
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(c) for c in CELLS])
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3 (ipykernel)", "language": "python"}
+    nbformat.write(nb, lab.work / "launch.ipynb")
+    page = browser_context.new_page()
+    page.set_default_timeout(60_000)
+    try:
+        page.goto(f"{lab.url}lab/workspaces/gpuplat-launcher/tree/launch.ipynb?token={lab.token}")
+        expect(page.get_by_role("button", name="Python 3 (ipykernel) | Idle")).to_be_visible(timeout=90_000)
+        page.locator(".jp-Cell .jp-InputArea-editor").first.click()
+        for _ in CELLS:
+            page.keyboard.press("Shift+Enter")
+        cells = page.locator(".jp-Notebook .jp-Cell")
+        pinned, refused = cells.nth(0).locator(".gpuplat-launcher"), cells.nth(1).locator(".gpuplat-launcher")
+        expect(pinned).to_be_visible(timeout=90_000)
+
+        # The locked queue: its value, the lock and the preset, and it cannot be changed.
+        queue = pinned.locator(".widget-dropdown", has_text="queue").locator("select")
+        expect(queue).to_be_disabled()
+        expect(queue.locator("option:checked")).to_have_text("interactive 🔒 set by preset pinned")
+        expect(pinned.locator(".gpuplat-default-presets")).to_contain_text(
+            "project defaults, applied first: single-gpu"
+        )
+        # Nothing to run yet: no "allowed"; once typed, the verdict.
+        verdict = pinned.locator(".gpuplat-verdict")
+        expect(verdict).to_contain_text("Enter what to run")
+        expect(pinned).not_to_contain_text("✓ allowed")
+        pinned.locator("textarea").fill("echo pinned")
+        expect(verdict).to_contain_text("✓ allowed — queue interactive, 1 GPU")
+        expect(pinned.get_by_role("button", name="Submit")).to_be_enabled()
+
+        # A refused preview: Submit disabled, the reason beside it.
+        expect(refused.locator(".gpuplat-verdict")).to_contain_text("✗ refused by policy")
+        submit = refused.get_by_role("button", name="Submit")
+        expect(submit).to_be_disabled()
+        reason = refused.locator(".gpuplat-submit-reason")
+        expect(reason).to_have_text("Policy would refuse: queue 'team-b-train' is not allowed in project team-a")
+        # Not locked: its default says what the presets make it, not the project's default queue.
+        refused_queue = refused.locator(".widget-dropdown", has_text="queue").locator("select")
+        expect(refused_queue.locator("option:checked")).to_have_text("default: team-b-train (preset elsewhere)")
+        expect(refused_queue).to_be_enabled()
+        refused.locator("textarea").fill("echo never")
+        expect(refused.locator(".gpuplat-preview")).to_contain_text("echo never")
+        expect(submit).to_be_disabled()
+        submit.scroll_into_view_if_needed()
+        page.screenshot(path=str(screenshots / "launcher-refused.png"), full_page=False)
+        assert lab.ok("GET", "runs")["runs"] == []  # nothing was submitted
+    finally:
+        page.close()
