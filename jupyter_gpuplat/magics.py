@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import argparse
 import html
-import json
 import os
 import posixpath
 import shlex
@@ -38,31 +37,16 @@ from IPython.core.magic import Magics, cell_magic, line_cell_magic, line_magic, 
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
 from IPython.display import HTML, display
 
-from .client import Client, GpuPlatAPIError
+from .client import Client, GpuPlatAPIError, parse_params
 from .core.errors import GpuPlatError
 from .explaining import explanation_lines, waiting_summary
+from .runnames import cell_label, run_name
 from .suggest import did_you_mean
 from .sweeping import children_text, concurrency_text, make_matrix
 from .widgets._html import notebook_link
-from .widgets.naming import cell_label, run_name
 from .widgets.statusline import StatusLine
 
 _VALUE_OPTIONS = {"-p", "--project", "--preset", "-q", "--queue", "--gpus", "-n", "--name", "--param"}
-
-
-def parse_params(items: list[str] | None) -> dict[str, Any]:
-    """`k=v` pairs; values are read as JSON when they parse (numbers, true, lists), else kept as text."""
-    out: dict[str, Any] = {}
-    for item in items or []:
-        key, sep, raw = item.partition("=")
-        if not sep or not key:
-            raise ValueError(f"--param expects key=value, got {item!r}")
-        try:
-            value = json.loads(raw)
-        except ValueError:
-            value = raw
-        out[key] = value
-    return out
 
 
 def unknown_option(parser: argparse.ArgumentParser, words: list[str]) -> str | None:

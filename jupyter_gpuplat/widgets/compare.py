@@ -28,12 +28,12 @@ import requests
 import traitlets
 
 from ..client import Client, GpuPlatAPIError
+from ..runnames import label_runs
 from . import _html as h
 from ._metrics import lower_is_better
 from .clocks import QUEUE_WAIT, RUN, START_WAIT, LiveClocks, duration
 from .comparetable import table_html as _table_html
 from .live import EventFeed, Subscription, default_client
-from .naming import label_runs
 from .sweepcompare import SweepPanel, read_sweep
 
 __all__ = ["Compare", "lower_is_better"]
