@@ -121,6 +121,18 @@ def test_a_refused_preview_disables_submit_with_the_reason_beside_it(client: Cli
         reason = launcher.submit_reason.value
         assert "Policy would refuse: queue &#x27;team-b-train&#x27; is not allowed in project team-a" in reason
         assert launcher.submit_button.tooltip.startswith("Policy would refuse: ")
+        # The refusing rule once, and what the policy would accept as buttons that apply it.
+        assert 'class="gpuplat-rules"' in launcher.preview_html
+        hints = [b.description for b in launcher.alternatives_box.children]
+        assert hints == ["use queue team-a-train", "use queue interactive"]
+        launcher.alternatives_box.children[1].click()
+        assert launcher.queue_picker.value == "interactive"
+        p = preview_of(launcher, presets=["elsewhere"], queue="interactive")
+        assert p["verdict"]["allowed"] and not launcher.submit_button.disabled
+        assert launcher.alternatives_box.children == () and launcher.submit_reason.value == ""
+        launcher.queue_picker.value = ""
+        preview_of(launcher, presets=["elsewhere"], queue=None)
+        assert launcher.submit_button.disabled
         launcher.preset_picker.value = []
         preview_of(launcher, command="echo hi", presets=None)
         assert not launcher.submit_button.disabled and launcher.submit_reason.value == ""

@@ -106,6 +106,7 @@ class Launcher(widgets.VBox):
         self.command_field = widgets.Textarea(layout=widgets.Layout(width="520px", height="5em"))
         self.sweep_form = SweepForm()
         self.preview_box = widgets.HTML()
+        self.alternatives_box = widgets.HBox()  # "use this" buttons: what the policy would accept instead
         self.submit_button = widgets.Button(description="Submit", icon="play", button_style="primary")
         self.submit_reason = widgets.HTML()  # why Submit is disabled (the preview's refusal)
         self.error_box = widgets.HTML()
@@ -125,6 +126,7 @@ class Launcher(widgets.VBox):
             self.command_field,
             self.sweep_form,
             self.preview_box,
+            self.alternatives_box,
             self.submit_button,
             self.submit_reason,
             self.error_box,
@@ -145,6 +147,7 @@ class Launcher(widgets.VBox):
                 self.command_field,
                 self.sweep_form,
                 self.preview_box,
+                self.alternatives_box,
                 actions,
                 self.monitor_box,
             ]
@@ -384,6 +387,32 @@ class Launcher(widgets.VBox):
             self.preview, self.preview_request, self.preview_error = preview, req, error
         self._sync_submit()
         self._apply_locks()
+        self._show_alternatives()
+
+    def apply_alternative(self, changes: dict[str, Any]) -> None:
+        """Put one of the verdict's alternatives into the form (queue, presets, GPUs), as the service gave it."""
+        if "presets" in changes:
+            self.preset_picker.value = [p for p in changes["presets"] if p not in self.default_presets]
+        if "queue" in changes and changes["queue"] in [v for _, v in self.queue_picker.options]:
+            self.queue_picker.value = changes["queue"]
+        gpu = (changes.get("resources") or {}).get("gpu")
+        if gpu is not None and gpu in [v for _, v in self.gpu_picker.options]:
+            self.gpu_picker.value = gpu
+
+    def _show_alternatives(self) -> None:
+        alternatives = ((self.preview or {}).get("verdict") or {}).get("alternatives") or []
+        for old in self.alternatives_box.children:
+            old.close()
+        buttons = []
+        for alt in alternatives[:3]:
+            button = widgets.Button(
+                description=_short(alt.get("hint") or "use this"), tooltip=alt.get("hint") or "", icon="magic"
+            )
+            button.add_class("gpuplat-alternative")
+            changes = dict(alt.get("changes") or {})
+            button.on_click(lambda _, changes=changes: self.apply_alternative(changes))
+            buttons.append(button)
+        self.alternatives_box.children = tuple(buttons)
 
     def _sync_submit(self) -> None:
         """Submit is off while the latest preview refuses, with the reason beside it."""
@@ -393,3 +422,7 @@ class Launcher(widgets.VBox):
         self.submit_reason.value = (
             f'<span class="gpuplat-submit-reason" style="color:{h.BAD}">{h.esc(reason)}</span>' if reason else ""
         )
+
+
+def _short(text: str, n: int = 60) -> str:
+    return text if len(text) <= n else text[: n - 1] + "…"

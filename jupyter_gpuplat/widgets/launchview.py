@@ -138,6 +138,17 @@ def preview_html(p: dict[str, Any], placeholder: bool) -> str:
             h.error_block(f"{v['message']} [{v.get('code', '')}]", v.get("hint", ""))
             for v in verdict.get("violations", [])
         )
+        rules = verdict.get("rules") or []
+        if rules:  # every refusing rule once, each with its own limit
+            items = "".join(
+                f"<li>{h.esc(r.get('message', ''))}"
+                + (f" {h.dim('(limit ' + h.esc(r['limit']) + ')')}" if r.get("limit") else "")
+                + "</li>"
+                for r in rules
+            )
+            head += f'<ul class="gpuplat-rules" style="margin:2px 0">{items}</ul>'
+        if verdict.get("alternatives"):
+            head += f"<div>{h.dim('the policy would accept (buttons below):')}</div>"
     elif placeholder:
         head = (
             f'<div class="gpuplat-verdict gpuplat-verdict-pending" style="color:{h.FG_DIM}">Enter what to run: '
