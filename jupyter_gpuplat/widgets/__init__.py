@@ -2,12 +2,16 @@
 
     from jupyter_gpuplat.widgets import Launcher, RunMonitor, Compare
     Launcher(project="team-a")          # pickers limited to what policy allows, live preview, submit
-    RunMonitor("r-123")                 # status, timeline, why it waits, log tail, metrics, stop
-    Compare("r-1,r-2", metrics=["loss"])  # params, config differences, metrics, curves, baseline
+    Launcher(presets=["single-gpu"])    # (default: the last project and presets submitted from one)
+    RunMonitor("r-123")                 # status, timeline and ticking clocks, why it waits, logs, outputs
+    Compare("r-1,r-2", metrics=["loss"])  # params, config differences, metrics, curves, baseline, live clocks
     SessionLauncher()                   # start a GPU session (also the Launcher's "GPU session" tab)
     SessionView(lease)                  # one session live: its place in line and why, devices, open it
     SweepView(sweep)                    # one sweep live: children by status, concurrency, best child
     Compare("r-sweep")                  # a sweep: params vs objective, parallel coordinates, top curves
+
+Pure helpers without ipywidgets (used by the magics too): `clocks` (live clocks between reads),
+`statusline` (the magics' status line), `naming` (run names and labels). See docs/notebook-live.md.
 
 Submodules load on first use: ipywidgets and plotly are not imported by
 `import jupyter_gpuplat` nor by `import jupyter_gpuplat.widgets`.
