@@ -280,7 +280,9 @@ export class RunList extends Widget {
       r.removeAttribute('aria-expanded');
       const params = row.depth === 1 ? paramsText(run.params) : '';
       // a waiting run says why it waits (reason and numbers) where the others say where they run
-      setText(nodes.meta, v.why || params || `${v.queue} · ${v.presets} · ${v.gpus}`);
+      // (a sweep's child keeps its params first: they are what tells it from its siblings)
+      const where = `${v.queue} · ${v.presets} · ${v.gpus}`;
+      setText(nodes.meta, params ? (v.why ? `${params} · ${v.why}` : params) : v.why || where);
       nodes.meta.classList.toggle('jp-mod-why', v.why !== '');
       setText(nodes.phase, v.phaseText);
     }
