@@ -30,6 +30,7 @@ import html
 import os
 import posixpath
 import shlex
+from collections.abc import Mapping
 from typing import Any
 
 from IPython.core.error import UsageError
@@ -202,8 +203,9 @@ class GpuMagics(Magics):
         from .widgets.sweep import SweepView
 
         self.ns["gpu_last_sweep"] = sweep
-        line = f"{sweep['id']} {sweep['status']} — sweep of {children_text(sweep)} · {concurrency_text(sweep)}"
-        display(HTML(f"<div class='gpuplat-summary'>{html.escape(line)}</div>"))
+        status = StatusLine(sweep, self.client, lambda text: handle.update(_summary_html(text)), text=_sweep_line)
+        handle = display(_summary_html(status.text), display_id=True)
+        status.start()  # kept current until the sweep ends, as a run's line
         display(SweepView(sweep, self.client))
 
     def _show_status(self, run: dict[str, Any]) -> StatusLine:
@@ -396,6 +398,11 @@ class GpuMagics(Magics):
         raise GpuPlatAPIError(
             "which session?", f"give its id: %gpu_session stop ID (yours: {ids})", code="InvalidInput"
         )
+
+
+def _sweep_line(sweep: Mapping[str, Any], _explain: Any, _clocks: Any) -> str:
+    """`r-1 running — sweep of 3 children: 2 running, 1 queued · concurrency 2`."""
+    return f"{sweep['id']} {sweep['status']} — sweep of {children_text(sweep)} · {concurrency_text(sweep)}"
 
 
 def _summary_html(text: str) -> HTML:

@@ -172,3 +172,20 @@ def test_an_unknown_option_says_which_was_meant(notebook: tuple[Kernel, Any]) ->
     assert "unknown option --prest: did you mean --preset?" in out
     out = text(kernel.execute("%gpu_submit --frobnicate x.py"))
     assert "unknown option --frobnicate (options of %gpu_submit: " in out and "did you mean" not in out
+
+
+def test_a_sweeps_status_line_ends_with_its_children_counted(notebook: tuple[Kernel, Any]) -> None:
+    kernel, nb = notebook
+    msgs = kernel.execute("%%gpu_sweep --grid x=1,2 --concurrency 2\nprint('x')", nb.cells[1].id)
+    (shown,) = [m for m in msgs if m["msg_type"] == "display_data" and "gpuplat-summary" in text([m])]
+    display_id = shown["content"]["transient"]["display_id"]
+    assert " — sweep of 2 children" in text([shown])
+
+    def final() -> str | None:
+        for m in kernel.seen:
+            if m["msg_type"] == "update_display_data" and m["content"]["transient"]["display_id"] == display_id:
+                if "succeeded — sweep of 2 children: 2 succeeded · concurrency 2" in text([m]):
+                    return text([m])
+        return None
+
+    until(lambda: final() or (kernel.read() and final()), "the sweep's final line", timeout=60)

@@ -63,8 +63,11 @@ class StatusLine:
         client: Client,
         publish: Callable[[str], None],
         explain: Mapping[str, Any] | None = None,
+        text: Callable[[Mapping[str, Any], Mapping[str, Any] | None, Mapping[str, float | None]], str] = status_text,
     ) -> None:
+        """`text(run, explain, clocks)` makes the line (a sweep's says its children instead)."""
         self.client = client
+        self._text = text
         self.run: dict[str, Any] = dict(run)
         self.explain = dict(explain) if explain else None
         self.clocks = LiveClocks.of(self.run)
@@ -86,7 +89,7 @@ class StatusLine:
         return self.run["status"] in FINAL
 
     def render(self) -> str:
-        return status_text(self.run, self.explain, self.clocks.at())
+        return self._text(self.run, self.explain, self.clocks.at())
 
     def start(self) -> StatusLine:
         """Follow the run in a daemon thread (nothing to follow once it is final)."""
@@ -113,7 +116,7 @@ class StatusLine:
 
     # ---- following -----------------------------------------------------------------------------
     def _on_event(self, ev: dict[str, Any]) -> None:
-        if ev["run_id"] == self.run["id"]:
+        if ev["run_id"] == self.run["id"] or ev.get("parent") == self.run["id"]:  # a sweep's children count too
             self._inbox.put("refresh")
         elif self.run["status"] in WAITING and (ev["queue"] == self.run.get("queue") or ev["status"] in FINAL):
             self._inbox.put("explain")  # its place in line may have changed
@@ -149,7 +152,7 @@ class StatusLine:
                 run = c.get(self.run["id"])
                 self.run, self.clocks = run, LiveClocks.of(run)
             waiting = self.run["status"] in WAITING or self.run["status"] in _BEFORE_START
-            if waiting and (refresh or explain):
+            if waiting and (refresh or explain) and self.run.get("kind") != "sweep":
                 self.explain = c.explain(self.run["id"])
         except (GpuPlatAPIError, requests.RequestException) as exc:  # keep the last line; the next event retries
             log.debug("status line of %s: read failed: %s", self.run["id"], exc)
