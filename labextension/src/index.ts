@@ -3,18 +3,27 @@ import {
   JupyterFrontEnd,
   JupyterFrontEndPlugin
 } from '@jupyterlab/application';
-import { ICommandPalette, Notification } from '@jupyterlab/apputils';
-import { IDefaultFileBrowser } from '@jupyterlab/filebrowser';
+import { ICommandPalette, Notification, WidgetTracker } from '@jupyterlab/apputils';
+import { IDocumentManager } from '@jupyterlab/docmanager';
+import { IDefaultFileBrowser, IFileBrowserFactory } from '@jupyterlab/filebrowser';
 import { ISettingRegistry } from '@jupyterlab/settingregistry';
 import { IStateDB } from '@jupyterlab/statedb';
 import { LabIcon } from '@jupyterlab/ui-components';
 import { ReadonlyPartialJSONObject } from '@lumino/coreutils';
 
+import { CompareTab } from './comparetab';
+import { RunOutputsDrive } from './drive';
+import { addMainAreaStyle } from './mainstyle';
+import { OutputsOpener, readOnlyNotebooks } from './outputs';
 import { GpuPlatPanel, IPanelState } from './panel';
 import { GpuPlatService } from './request';
+import type { IRunActions } from './rundetail';
+import { RunTab } from './runtab';
 import { INotebookLike, SessionsController } from './sessions';
 import { SubmitDialog, SubmitForm } from './submit';
-import { DEFAULT_NOTIFY, INotifySettings } from './viewmodel';
+import { mayStop } from './sweepmodel';
+import type { IRunDetail, IRunRequest } from './types';
+import { DEFAULT_NOTIFY, INotifySettings, ISubmitState, stateFromRun } from './viewmodel';
 
 export { requestAPI, GpuPlatAPIError, GpuPlatService, API_NAMESPACE } from './request';
 export { GpuPlatPanel } from './panel';
@@ -23,15 +32,35 @@ export { GpuPlatPanel } from './panel';
 export const SIDEBAR_ID = 'jupyter-gpuplat-sidebar';
 const PLUGIN_ID = 'jupyter-gpuplat:plugin';
 const STATE_KEY = 'jupyter-gpuplat:panel';
+/** The submit dialog's memory (IStateDB, saved with the workspace): last project, presets per project. */
+const SUBMIT_STATE_KEY = 'jupyter-gpuplat:submit';
 
 export const CommandIDs = {
   submit: 'gpuplat:submit',
   open: 'gpuplat:open',
   openRun: 'gpuplat:open-run',
+  compare: 'gpuplat:compare',
+  openOutput: 'gpuplat:open-output',
+  openRunFolder: 'gpuplat:open-run-folder',
+  resubmit: 'gpuplat:resubmit',
   startSession: 'gpuplat:start-session'
 };
 
 const SUBMITTABLE = /\.(py|ipynb)$/;
+
+interface ISubmitMemory {
+  project?: string;
+  presets?: Record<string, string[]>;
+}
+
+interface IOpenSubmit {
+  path?: string;
+  preset?: string;
+  /** "Submit again…": the form prefilled from a run, and that run's request. */
+  initial?: ISubmitState;
+  base?: IRunRequest | null;
+  title?: string;
+}
 
 export const gpuIcon = new LabIcon({
   name: 'jupyter-gpuplat:gpu',
@@ -44,20 +73,30 @@ export const gpuIcon = new LabIcon({
     '</g></svg>'
 });
 
+/** Run ids from a command's args: `{ids: [...]}` or `{ids: "a,b"}`. */
+function idsArg(v: unknown): string[] {
+  const items = Array.isArray(v) ? v.map(String) : typeof v === 'string' ? v.split(',') : [];
+  return [...new Set(items.map(s => s.trim()).filter(Boolean))];
+}
+
 const plugin: JupyterFrontEndPlugin<void> = {
   id: PLUGIN_ID,
-  description: 'GPU platform sidebar: runs, queues, presets, explain, live logs, submit from the file browser.',
+  description:
+    'GPU platform: the runs sidebar, run and Compare tabs, run outputs as a read-only drive, submit and submit again.',
   autoStart: true,
-  optional: [ILayoutRestorer, ICommandPalette, IDefaultFileBrowser, ISettingRegistry, IStateDB],
+  optional: [ILayoutRestorer, ICommandPalette, IDefaultFileBrowser, ISettingRegistry, IStateDB, IDocumentManager, IFileBrowserFactory],
   activate: (
     app: JupyterFrontEnd,
     restorer: ILayoutRestorer | null,
     palette: ICommandPalette | null,
     browser: IDefaultFileBrowser | null,
     settingRegistry: ISettingRegistry | null,
-    state: IStateDB | null
+    state: IStateDB | null,
+    docManager: IDocumentManager | null,
+    browserFactory: IFileBrowserFactory | null
   ) => {
     const service = new GpuPlatService();
+    addMainAreaStyle();
 
     /** The file selected in the file browser, if it is a .py or .ipynb file. */
     const selectedFile = (): string => {
@@ -69,18 +108,29 @@ const plugin: JupyterFrontEndPlugin<void> = {
       return model.type !== 'directory' && SUBMITTABLE.test(model.path) ? model.path : '';
     };
 
-    const openSubmit = async (path: string, preset?: string) => {
+    const submitMemory = async (): Promise<ISubmitMemory> =>
+      ((await state?.fetch(SUBMIT_STATE_KEY).catch(() => undefined)) ?? {}) as ISubmitMemory;
+
+    const openSubmit = async (o: IOpenSubmit) => {
       await panel.start();
+      const memory = await submitMemory();
+      const usable = panel.projects.filter(p => p.role === 'member' || p.role === 'admin').map(p => p.name);
+      const project = memory.project && usable.includes(memory.project) ? memory.project : panel.currentProject;
       const form = new SubmitForm({
         service,
         projects: panel.projects,
-        project: panel.currentProject,
-        script: path,
-        presets: preset ? [preset] : []
+        project,
+        script: o.path ?? '',
+        presets: o.preset ? [o.preset] : memory.presets?.[project] ?? [],
+        initial: o.initial,
+        base: o.base
       });
-      const result = await new SubmitDialog(form).launch();
+      const result = await new SubmitDialog(form, o.title).launch();
       const run = result.button.accept ? result.value : null;
       if (run) {
+        const s = form.state;
+        const remembered: ISubmitMemory = { project: s.project, presets: { ...memory.presets, [s.project]: [...s.presets] } };
+        void state?.save(SUBMIT_STATE_KEY, remembered as unknown as ReadonlyPartialJSONObject);
         app.shell.activateById(SIDEBAR_ID);
         await panel.openRun(run.id, false);
       }
@@ -98,8 +148,9 @@ const plugin: JupyterFrontEndPlugin<void> = {
 
     const panel = new GpuPlatPanel({
       service,
-      submit: preset => void openSubmit(selectedFile(), preset),
-      startSession
+      submit: preset => void openSubmit({ path: selectedFile(), preset }),
+      startSession,
+      commands: app.commands // the sidebar's buttons execute the main-area commands below
     });
     const sessions = new SessionsController({
       service,
@@ -120,11 +171,102 @@ const plugin: JupyterFrontEndPlugin<void> = {
     app.shell.add(panel, 'left', { rank: 900 });
     restorer?.add(panel, SIDEBAR_ID);
 
+    // Run outputs as a read-only drive: JupyterLab's own viewers open them, a file browser lists them.
+    app.serviceManager.contents.addDrive(new RunOutputsDrive(service));
+    app.docRegistry.addWidgetExtension('Notebook', readOnlyNotebooks());
+    const outputs = new OutputsOpener({ app, docManager, browserFactory, icon: gpuIcon });
+
+    // One dock tab per run and per comparison; reopening activates it; the layout restores them.
+    const runTabs = new WidgetTracker<RunTab>({ namespace: 'gpuplat-run' });
+    const compareTabs = new WidgetTracker<CompareTab>({ namespace: 'gpuplat-compare' });
+    const runActions: IRunActions = {
+      openFolder: id => void app.commands.execute(CommandIDs.openRunFolder, { id }),
+      resubmit: id => void app.commands.execute(CommandIDs.resubmit, { id }),
+      openOutput: (id, path) => void app.commands.execute(CommandIDs.openOutput, { id, path })
+    };
+    const mayStopRun = (run: IRunDetail): boolean => {
+      const who = panel.whoami;
+      if (!who) {
+        return true; // not known yet: the server refuses if it must
+      }
+      const role = panel.projects.find(p => p.name === run.project)?.role;
+      return mayStop(run, who.user, role, who.platform_admin);
+    };
+    const openRunTab = async (id: string, activate = true): Promise<RunTab> => {
+      const open = runTabs.find(w => w.runId === id);
+      if (open) {
+        if (activate) {
+          app.shell.activateById(open.id);
+        }
+        return open;
+      }
+      const tab = new RunTab({
+        service,
+        runId: id,
+        events: panel.eventReceived,
+        clockOffset: () => panel.clockOffset,
+        onOpen: child => void openRunTab(child),
+        mayStop: mayStopRun,
+        actions: runActions
+      });
+      tab.title.icon = gpuIcon;
+      app.shell.add(tab, 'main', { activate });
+      await runTabs.add(tab);
+      return tab;
+    };
+    const openCompare = async (ids: string[]): Promise<CompareTab | undefined> => {
+      if (ids.length < 2) {
+        Notification.warning(`Compare needs two or more runs (got ${ids.length}): select several runs in the list.`);
+        return undefined;
+      }
+      const key = ids.join(',');
+      const open = compareTabs.find(w => w.ids.join(',') === key);
+      if (open) {
+        app.shell.activateById(open.id);
+        return open;
+      }
+      const tab = new CompareTab({ service, ids, events: panel.eventReceived, onOpen: id => void openRunTab(id) });
+      tab.title.icon = gpuIcon;
+      app.shell.add(tab, 'main');
+      await compareTabs.add(tab);
+      return tab;
+    };
+    if (restorer) {
+      void restorer.restore(runTabs, {
+        command: CommandIDs.openRun,
+        args: w => ({ id: w.runId, sidebar: false }),
+        name: w => w.runId
+      });
+      void restorer.restore(compareTabs, {
+        command: CommandIDs.compare,
+        args: w => ({ ids: w.ids }),
+        name: w => w.ids.join(',')
+      });
+    }
+
     app.commands.addCommand(CommandIDs.submit, {
       label: 'Submit to GPU queue…',
       caption: 'Run a .py or .ipynb file on the GPU platform: pick presets and a queue, preview, submit',
       icon: gpuIcon,
-      execute: args => openSubmit((args.path as string) || selectedFile(), args.preset as string | undefined)
+      execute: args => openSubmit({ path: (args.path as string) || selectedFile(), preset: args.preset as string | undefined })
+    });
+    app.commands.addCommand(CommandIDs.resubmit, {
+      label: 'Submit again…',
+      caption: 'The submit dialog prefilled from a run (presets, overrides, params, command) to edit and send (args: id)',
+      icon: gpuIcon,
+      execute: async args => {
+        const id = String(args.id ?? '');
+        try {
+          const run = await service.getRun(id);
+          await openSubmit({
+            initial: stateFromRun(run),
+            base: run.request as IRunRequest | null,
+            title: `Submit again: ${run.name || run.id}`
+          });
+        } catch (error) {
+          Notification.error(`Submit again ${id}: ${(error as Error).message}`, { autoClose: 8000 });
+        }
+      }
     });
     app.commands.addCommand(CommandIDs.startSession, {
       label: 'Start GPU session',
@@ -137,11 +279,35 @@ const plugin: JupyterFrontEndPlugin<void> = {
       execute: () => app.shell.activateById(SIDEBAR_ID)
     });
     app.commands.addCommand(CommandIDs.openRun, {
-      label: 'Open GPU run',
-      execute: args => {
-        app.shell.activateById(SIDEBAR_ID);
-        return panel.openRun(String(args.id));
+      label: 'Open GPU run in a tab',
+      caption: 'The run in a main-area tab: logs, metric charts, timeline, resolved config (args: id)',
+      icon: gpuIcon,
+      execute: async args => {
+        const id = String(args.id);
+        const tab = await openRunTab(id, args.activate !== false);
+        // The sidebar keeps the compact summary of the same run.
+        if (args.sidebar !== false) {
+          void panel.openRun(id, false);
+        }
+        return tab;
       }
+    });
+    app.commands.addCommand(CommandIDs.compare, {
+      label: 'Compare GPU runs',
+      caption: 'Runs side by side in a tab: params, config differences, metrics against a baseline (args: ids)',
+      icon: gpuIcon,
+      execute: args => openCompare(idsArg(args.ids))
+    });
+    app.commands.addCommand(CommandIDs.openOutput, {
+      label: 'Open run output',
+      caption: "One of a run's output files in a tab, read-only (args: id, path)",
+      execute: args => outputs.openOutput(String(args.id), String(args.path ?? ''))
+    });
+    app.commands.addCommand(CommandIDs.openRunFolder, {
+      label: 'Open run folder',
+      caption: "The run's files in a file browser (read-only; args: id)",
+      icon: gpuIcon,
+      execute: args => outputs.openFolder(String(args.id))
     });
     for (const fileType of ['python', 'notebook']) {
       app.contextMenu.addItem({

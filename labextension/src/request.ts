@@ -10,6 +10,7 @@
 import { URLExt } from '@jupyterlab/coreutils';
 import { ServerConnection } from '@jupyterlab/services';
 
+import type { ICompare } from './comparemodel';
 import { SSEParser, ISSEvent } from './sse';
 import type { ISweepPoint } from './sweepmodel';
 import type {
@@ -205,6 +206,11 @@ export class GpuPlatService {
 
   stop(id: string): Promise<IRunDetail> {
     return this._post(`runs/${encodeURIComponent(id)}/stop`);
+  }
+
+  /** `GET compare`: runs side by side (params, config differences, metric summaries, curves). */
+  compare(ids: string[], maxPoints = 500): Promise<ICompare> {
+    return this._get('compare', { runs: ids.join(','), max_points: String(maxPoints) });
   }
 
   /** A sweep's children against its objective (`GET runs/{id}/compare`, no curves: `top=0`). */

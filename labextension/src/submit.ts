@@ -1,16 +1,28 @@
 /**
- * "Submit to GPU queue…": a dialog with project, presets in order, queue and overrides,
- * a live preview (resolved spec with the layer of each field, and the policy verdict),
- * and the service's message and hint when it refuses the submission.
+ * "Submit to GPU queue…" (and "Submit again…"): a dialog with project, presets in order
+ * (the project's default presets first, fixed), queue and overrides, a live preview
+ * (resolved spec with the layer of each field, and the policy verdict), and the service's
+ * message and hint when it refuses. Submit stays disabled while the preview refuses or the
+ * form is incomplete, with the reason beside it; fields a preset locks show as locked.
  */
 
 import { Dialog } from '@jupyterlab/apputils';
+import { ISignal, Signal } from '@lumino/signaling';
 import { Widget } from '@lumino/widgets';
 
 import { configTable, errorBox, h } from './dom';
-import type { GpuPlatService } from './request';
-import type { IPreset, IPreview, IProject, IRun } from './types';
-import { buildRunRequest, configRows, formatResources, ISubmitState } from './viewmodel';
+import { GpuPlatAPIError, GpuPlatService } from './request';
+import type { IPreset, IPreview, IProject, IRun, IRunRequest } from './types';
+import {
+  buildRunRequest,
+  configRows,
+  formatResources,
+  ILock,
+  ISubmitState,
+  layerLabel,
+  lockedFields,
+  noGpuNote
+} from './viewmodel';
 
 const PREVIEW_DELAY_MS = 250;
 
@@ -20,6 +32,16 @@ export interface ISubmitFormOptions {
   project: string;
   script: string;
   presets?: string[];
+  /** The whole form prefilled ("Submit again…" from a run's record); wins over the above. */
+  initial?: ISubmitState;
+  /** The run request being resubmitted: what the form does not edit is sent as it was. */
+  base?: IRunRequest | null;
+}
+
+/** Whether Submit may be pressed now, and why not. */
+export interface ISubmittable {
+  ok: boolean;
+  reason: string;
 }
 
 /** The dialog body. Holds the form state; `submit()` sends it. */
@@ -29,21 +51,26 @@ export class SubmitForm extends Widget {
     this.addClass('jp-GpuPlat-submit');
     const usable = _opts.projects.filter(p => p.role === 'member' || p.role === 'admin');
     this._projects = usable.length ? usable : _opts.projects;
-    const project = this._projects.find(p => p.name === _opts.project)?.name ?? this._projects[0]?.name ?? '';
-    this._state = {
-      script: _opts.script,
-      args: '',
-      name: '',
-      project,
-      presets: [..._opts.presets ?? []],
-      queue: '',
-      gpu: '',
-      cpu: '',
-      memory: '',
-      env: ''
-    };
+    const wanted = _opts.initial?.project ?? _opts.project;
+    const project = this._projects.find(p => p.name === wanted)?.name ?? this._projects[0]?.name ?? '';
+    this._state = _opts.initial
+      ? { ..._opts.initial, project, presets: [..._opts.initial.presets] }
+      : {
+          script: _opts.script,
+          args: '',
+          name: '',
+          project,
+          presets: [...(_opts.presets ?? [])],
+          queue: '',
+          gpu: '',
+          cpu: '',
+          memory: '',
+          env: '',
+          params: ''
+        };
 
     this._script = this._input('script', 'File', 'experiments/train.py', 'A .py or .ipynb file, relative to the file browser root');
+    this._command = this._input('command', 'Command', 'python train.py --lr 0.1', 'A command line (instead of a file)');
     this._args = this._input('args', 'Arguments', '--epochs 3', 'Passed to the script; quotes group words');
     this._name = this._input('name', 'Run name', 'defaults to the file name', '');
     this._project = h('select', { class: 'jp-GpuPlat-select', name: 'project', 'aria-label': 'Project' });
@@ -67,32 +94,26 @@ export class SubmitForm extends Widget {
       this._state.queue = this._queue.value;
       this._changed();
     });
+    this._queueLock = h('span', { class: 'jp-GpuPlat-muted jp-GpuPlat-lockNote' });
     this._gpu = this._input('gpu', 'GPUs', 'from presets', 'Override the number of GPUs', 'number');
     this._gpu.min = '0';
     this._cpu = this._input('cpu', 'CPU', 'from presets', 'Override CPU cores, e.g. 4 or 500m');
     this._memory = this._input('memory', 'Memory', 'from presets', 'Override memory, e.g. 16Gi');
-    this._env = h('textarea', {
-      class: 'jp-GpuPlat-input',
-      name: 'env',
-      rows: 2,
-      placeholder: 'NAME=value, one per line',
-      'aria-label': 'Environment variables'
-    });
-    this._env.addEventListener('input', () => {
-      this._state.env = this._env.value;
-      this._changed();
-    });
+    this._env = this._textarea('env', 'Environment variables', 'NAME=value, one per line');
+    this._params = this._textarea('params', 'Params', 'lr=0.1, one per line (the run and Compare show them)');
     this._defaults = h('div', { class: 'jp-GpuPlat-muted jp-GpuPlat-defaults' });
     this._preview = h('div', { class: 'jp-GpuPlat-preview', 'aria-live': 'polite', 'aria-label': 'Preview' });
     this._refusal = h('div', { class: 'jp-GpuPlat-refusal' });
 
     const field = (label: string, control: HTMLElement, hint?: HTMLElement) =>
       h('label', { class: 'jp-GpuPlat-field' }, h('span', { class: 'jp-GpuPlat-fieldLabel' }, label), control, hint ?? null);
+    // A command run is resubmitted as a command; a file run (and a new run) as a file.
+    const commandRun = this._state.command !== undefined && !this._state.script;
     this.node.append(
       h(
         'div',
         { class: 'jp-GpuPlat-form' },
-        field('File', this._script),
+        commandRun ? field('Command', this._command) : field('File', this._script),
         field('Arguments', this._args),
         field('Run name', this._name),
         field('Project', this._project),
@@ -104,7 +125,7 @@ export class SubmitForm extends Widget {
           this._presetList,
           this._presetAdd
         ),
-        field('Queue', this._queue),
+        field('Queue', this._queue, this._queueLock),
         h(
           'fieldset',
           { class: 'jp-GpuPlat-overrides' },
@@ -112,12 +133,21 @@ export class SubmitForm extends Widget {
           field('GPUs', this._gpu),
           field('CPU', this._cpu),
           field('Memory', this._memory),
-          field('Environment', this._env)
+          field('Environment', this._env),
+          field('Params', this._params)
         )
       ),
       h('div', { class: 'jp-GpuPlat-previewPane' }, h('h3', { class: 'jp-GpuPlat-sectionTitle' }, 'Preview'), this._refusal, this._preview)
     );
     this._script.value = this._state.script;
+    this._command.value = this._state.command ?? '';
+    this._args.value = this._state.args;
+    this._name.value = this._state.name;
+    this._gpu.value = this._state.gpu;
+    this._cpu.value = this._state.cpu;
+    this._memory.value = this._state.memory;
+    this._env.value = this._state.env;
+    this._params.value = this._state.params ?? '';
     this._project.replaceChildren(
       ...this._projects.map(p => h('option', { value: p.name, selected: p.name === project }, p.name))
     );
@@ -128,6 +158,15 @@ export class SubmitForm extends Widget {
     return this._state;
   }
 
+  /** Emitted whenever Submit becomes possible or not (with the reason). */
+  get submittableChanged(): ISignal<this, ISubmittable> {
+    return this._submittableChanged;
+  }
+
+  get submittable(): ISubmittable {
+    return this._submittable;
+  }
+
   /** The run the service created (after a successful `submit`). */
   getValue(): IRun | null {
     return this._created;
@@ -135,7 +174,7 @@ export class SubmitForm extends Widget {
 
   /** Send the request; on refusal show the service's message and hint and return false. */
   async submit(): Promise<boolean> {
-    const { request, errors } = buildRunRequest(this._state);
+    const { request, errors } = buildRunRequest(this._state, this._opts.base);
     if (!request) {
       this._refusal.replaceChildren(errorBox({ message: errors.join(' ') }));
       return false;
@@ -163,26 +202,41 @@ export class SubmitForm extends Widget {
     return el;
   }
 
+  private _textarea(key: 'env' | 'params', label: string, placeholder: string): HTMLTextAreaElement {
+    const el = h('textarea', { class: 'jp-GpuPlat-input', name: key, rows: 2, placeholder, 'aria-label': label });
+    el.addEventListener('input', () => {
+      this._state[key] = el.value;
+      this._changed();
+    });
+    return el;
+  }
+
+  private _currentProject(): IProject | undefined {
+    return this._projects.find(p => p.name === this._state.project);
+  }
+
   private async _loadPresets(): Promise<void> {
-    const project = this._projects.find(p => p.name === this._state.project);
+    const project = this._currentProject();
     try {
-      this._available = project ? await this._opts.service.presets(project.name) : [];
+      this._all = project ? await this._opts.service.presets(project.name) : [];
     } catch (error) {
-      this._available = [];
+      this._all = [];
       this._preview.replaceChildren(errorBox(error));
     }
+    const defaults = new Set(project?.default_presets ?? []);
     const usable = new Set(project?.usable_presets ?? []);
-    this._available = this._available.filter(p => usable.has(p.name));
-    this._state.presets = this._state.presets.filter(p => usable.has(p));
-    this._defaults.textContent = project?.default_presets.length
-      ? `Project defaults first: ${project.default_presets.join(', ')}`
-      : '';
-    this._queue.replaceChildren(
-      h('option', { value: '' }, `project default${project?.default_queue ? ` (${project.default_queue})` : ''}`),
-      ...(project?.usable_queues ?? []).map(q => h('option', { value: q, selected: q === this._state.queue }, q))
-    );
+    // The project's defaults are always applied first: they are not offered again.
+    this._available = this._all.filter(p => usable.has(p.name) && !defaults.has(p.name));
+    this._state.presets = this._state.presets.filter(p => usable.has(p) && !defaults.has(p));
+    this._defaults.textContent = defaults.size ? 'Project default presets are applied first; add more after them.' : '';
     this._renderPresets();
     this._changed();
+  }
+
+  /** The presets applied, in order: the project's defaults, then the chosen ones. */
+  private _applied(): IPreset[] {
+    const names = [...(this._currentProject()?.default_presets ?? []), ...this._state.presets];
+    return names.map(n => this._all.find(p => p.name === n)).filter((p): p is IPreset => !!p);
   }
 
   private _renderPresets(): void {
@@ -193,7 +247,24 @@ export class SubmitForm extends Widget {
       this._renderPresets();
       this._changed();
     };
+    const defaults = (this._currentProject()?.default_presets ?? []).map(name => {
+      const p = this._all.find(x => x.name === name);
+      return h(
+        'li',
+        {
+          class: 'jp-GpuPlat-presetChosen jp-GpuPlat-presetDefault',
+          'data-preset': name,
+          'data-default': 'true',
+          title: `Project ${this._state.project} applies ${name} to every run`
+        },
+        h('span', { class: 'jp-GpuPlat-presetName' }, name),
+        h('span', { class: 'jp-GpuPlat-muted' }, p ? formatResources(p.resources) : ''),
+        h('span', { class: 'jp-GpuPlat-spacer' }),
+        h('span', { class: 'jp-GpuPlat-chip' }, '🔒 project default')
+      );
+    });
     this._presetList.replaceChildren(
+      ...defaults,
       ...chosen.map((name, i) => {
         const p = this._available.find(x => x.name === name);
         return h(
@@ -228,21 +299,84 @@ export class SubmitForm extends Widget {
       ...rest.map(p => h('option', { value: p.name }, `${p.name}: ${p.description || formatResources(p.resources)}`))
     );
     this._presetAdd.value = '';
+    this._renderLocks(null);
+  }
+
+  /**
+   * The queue select (and the resource fields) as the presets leave them: locked fields are
+   * disabled and say which preset set them; otherwise the default option names the queue the
+   * run gets and the layer that chose it (from the preview).
+   */
+  private _renderLocks(p: IPreview | null): void {
+    const locks = lockedFields(this._applied());
+    const project = this._currentProject();
+    const queueLock = locks.get('queue');
+    if (queueLock) {
+      const preset = this._all.find(x => x.name === queueLock.preset);
+      const queue = String(p?.resolved.queue ?? preset?.queue ?? '');
+      this._state.queue = '';
+      this._queue.disabled = true;
+      this._queue.dataset.locked = queueLock.preset;
+      this._queue.title = `Locked: preset ${queueLock.preset} fixes the queue; remove the preset to choose another`;
+      this._queue.replaceChildren(h('option', { value: '' }, `${queue} 🔒 set by preset ${queueLock.preset}`));
+      this._queueLock.textContent = '';
+    } else {
+      this._queue.disabled = false;
+      delete this._queue.dataset.locked;
+      this._queue.title = 'The queue the run waits in';
+      const resolved = p && !this._state.queue ? String(p.resolved.queue ?? '') : '';
+      const label = resolved
+        ? `${resolved} · set by ${layerLabel(p?.provenance.queue)}`
+        : `project default${project?.default_queue ? ` (${project.default_queue})` : ''}`;
+      this._queue.replaceChildren(
+        h('option', { value: '' }, label),
+        ...(project?.usable_queues ?? []).map(q => h('option', { value: q, selected: q === this._state.queue }, q))
+      );
+      this._queue.value = this._state.queue;
+    }
+    this._lockInput(this._gpu, locks.get('resources'), 'gpu');
+    this._lockInput(this._cpu, locks.get('resources'), 'cpu');
+    this._lockInput(this._memory, locks.get('resources'), 'memory');
+    this._lockInput(this._env, locks.get('env'), 'env');
+  }
+
+  private _lockInput(el: HTMLInputElement | HTMLTextAreaElement, lock: ILock | undefined, key: 'gpu' | 'cpu' | 'memory' | 'env'): void {
+    if (lock) {
+      if (this._state[key]) {
+        this._state[key] = '';
+        el.value = '';
+      }
+      el.disabled = true;
+      el.dataset.locked = lock.preset;
+      el.placeholder = `🔒 set by preset ${lock.preset}`;
+    } else if (el.dataset.locked) {
+      el.disabled = false;
+      delete el.dataset.locked;
+      el.placeholder = key === 'env' ? 'NAME=value, one per line' : 'from presets';
+    }
   }
 
   /** Any change: clear the last refusal and preview again shortly. */
   private _changed(): void {
     this._refusal.replaceChildren();
     window.clearTimeout(this._timer);
+    this._setSubmittable(false, 'Checking the policy…');
     this._timer = window.setTimeout(() => void this._updatePreview(), PREVIEW_DELAY_MS);
   }
 
+  private _setSubmittable(ok: boolean, reason: string): void {
+    this._submittable = { ok, reason };
+    this._submittableChanged.emit(this._submittable);
+  }
+
   private async _updatePreview(): Promise<void> {
-    const { request, errors } = buildRunRequest(this._state);
+    const { request, errors } = buildRunRequest(this._state, this._opts.base);
     const seq = ++this._seq;
     if (!request) {
+      // Nothing to judge yet: no verdict, and Submit waits for what is missing.
       this._preview.dataset.verdict = 'incomplete';
-      this._preview.replaceChildren(h('div', { class: 'jp-GpuPlat-muted' }, errors.join(' ')));
+      this._preview.replaceChildren(h('div', { class: 'jp-GpuPlat-muted jp-GpuPlat-incomplete' }, errors.join(' ')));
+      this._setSubmittable(false, errors.join(' '));
       return;
     }
     try {
@@ -254,6 +388,9 @@ export class SubmitForm extends Widget {
       if (seq === this._seq) {
         this._preview.dataset.verdict = 'error';
         this._preview.replaceChildren(errorBox(error));
+        // A 4xx is the service refusing this request (e.g. a session preset with a script).
+        const refused = error instanceof GpuPlatAPIError && error.status >= 400 && error.status < 500;
+        this._setSubmittable(false, `${refused ? 'Refused' : 'The preview failed'}: ${(error as Error).message}`);
       }
     }
   }
@@ -274,49 +411,69 @@ export class SubmitForm extends Widget {
         )
       )
     );
+    const noGpu = noGpuNote(p.resolved);
     const rows = configRows(p.resolved, p.provenance);
     this._preview.replaceChildren(
       verdict,
+      ...(noGpu ? [h('div', { class: 'jp-GpuPlat-noGpu', role: 'note' }, noGpu)] : []),
       h('div', { class: 'jp-GpuPlat-muted' }, `Layers, weakest first: ${p.layers.join(' < ')}`),
       configTable(rows)
     );
+    this._renderLocks(p);
+    const first = p.verdict.violations[0];
+    this._setSubmittable(ok, ok ? '' : `Refused: ${first?.message ?? 'the policy would refuse this run'}`);
   }
 
   private _projects: IProject[];
   private _state: ISubmitState;
+  private _all: IPreset[] = [];
   private _available: IPreset[] = [];
   private _created: IRun | null = null;
   private _script: HTMLInputElement;
+  private _command: HTMLInputElement;
   private _args: HTMLInputElement;
   private _name: HTMLInputElement;
   private _project: HTMLSelectElement;
   private _presetList: HTMLElement;
   private _presetAdd: HTMLSelectElement;
   private _queue: HTMLSelectElement;
+  private _queueLock: HTMLElement;
   private _gpu: HTMLInputElement;
   private _cpu: HTMLInputElement;
   private _memory: HTMLInputElement;
   private _env: HTMLTextAreaElement;
+  private _params: HTMLTextAreaElement;
   private _defaults: HTMLElement;
   private _preview: HTMLElement;
   private _refusal: HTMLElement;
   private _timer = 0;
   private _seq = 0;
+  private _submittable: ISubmittable = { ok: false, reason: 'Checking the policy…' };
+  private _submittableChanged = new Signal<this, ISubmittable>(this);
 }
 
 /**
- * The dialog: Submit sends the request and closes only when the service accepts it;
+ * The dialog: Submit is enabled only while the preview allows the run (the reason sits
+ * beside it otherwise); it sends the request and closes only when the service accepts it;
  * a refusal keeps it open with the service's message and hint.
  */
 export class SubmitDialog extends Dialog<IRun | null> {
-  constructor(private _form: SubmitForm) {
+  constructor(
+    private _form: SubmitForm,
+    title = 'Submit to GPU queue'
+  ) {
     super({
-      title: 'Submit to GPU queue',
+      title,
       body: _form,
       buttons: [Dialog.cancelButton(), Dialog.okButton({ label: 'Submit' })],
-      focusNodeSelector: 'input[name="script"]'
+      focusNodeSelector: 'input[name="script"], input[name="command"]'
     });
     this.addClass('jp-GpuPlat-submitDialog');
+    this._reason = h('span', { class: 'jp-GpuPlat-submitReason', role: 'status', 'aria-live': 'polite' });
+    const footer = this.node.querySelector('.jp-Dialog-footer');
+    footer?.prepend(this._reason);
+    _form.submittableChanged.connect((_, s) => this._show(s));
+    this._show(_form.submittable);
   }
 
   resolve(index?: number): void {
@@ -326,7 +483,7 @@ export class SubmitDialog extends Dialog<IRun | null> {
       super.resolve(i);
       return;
     }
-    if (this._busy) {
+    if (this._busy || !this._form.submittable.ok) {
       return;
     }
     this._busy = true;
@@ -338,5 +495,16 @@ export class SubmitDialog extends Dialog<IRun | null> {
     });
   }
 
+  private _show(s: ISubmittable): void {
+    const button = this.node.querySelector<HTMLButtonElement>('.jp-Dialog-footer .jp-mod-accept');
+    if (button) {
+      button.disabled = !s.ok;
+      button.title = s.ok ? 'Send the run to its queue' : s.reason;
+    }
+    this._reason.textContent = s.ok ? '' : s.reason;
+    this._reason.dataset.ok = String(s.ok);
+  }
+
   private _busy = false;
+  private _reason: HTMLElement;
 }
