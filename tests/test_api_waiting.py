@@ -94,3 +94,20 @@ async def test_queues_list_the_callers_pending_runs_with_positions(api: Any) -> 
     await api.wait_status(a1["id"], "stopped")
     qa = parked(await api.ok("GET", "queues", "carol"))
     assert [(p["id"], p["position"]) for p in qa["pending_runs"]] == [(a2["id"], 2)]
+
+
+async def test_a_waiting_sweep_its_children_say_why_and_its_parent_explains(api: Any) -> None:
+    body = {
+        "project": "team-a",
+        "name": "sw",
+        "queue": "parked",
+        "command": SLEEP,
+        "matrix": {"kind": "grid", "params": {"lr": {"values": [1, 2]}}},
+    }
+    code, parent = await api("POST", "runs", body=body)
+    assert code == 201, parent
+    assert parent["waiting"] is None  # the parent holds no place in the queue: its children do
+    kids = (await api.ok("GET", "runs", parent=parent["id"]))["runs"]
+    assert [k["waiting"]["reason"] for k in kids] == ["QueuePaused", "QueuePaused"]
+    ex = await api.ok("GET", f"runs/{parent['id']}/explain")
+    assert ex["run_id"] == parent["id"] and ex["status"] == parent["status"] and ex["layer"] == "queue"

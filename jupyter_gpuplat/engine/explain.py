@@ -48,7 +48,17 @@ def explain(source: Engine | ReadModel, user: str, run_id: str) -> dict[str, Any
         }
     q = reads.queue_state(a.queue)
     if a.status in (Status.CREATED, Status.QUEUED) and q is not None:
-        return {**base, **_explain_waiting(reads, user, a, q)}
+        if q.pending(a.id) is not None:
+            return {**base, **_explain_waiting(reads, user, a, q)}
+        # a sweep's parent holds no place in the queue: its children wait, each explained on its own
+        return {
+            **base,
+            "layer": Layer.QUEUE.value,
+            "reason": row["reason"],
+            "message": row["message"],
+            "pending_in_queue": q.pending_count,
+            "who_can_act": [{"who": row["user"], "can": "wait, or stop it"}],
+        }
     last = row["timeline"][-1] if row["timeline"] else {"reason": row["reason"], "message": row["message"]}
     if a.status == Status.RUNNING and layer_of(str(last["reason"])) not in (Layer.EXECUTOR, Layer.QUEUE):
         now = reads.now()
