@@ -25,6 +25,8 @@ import {
 } from './viewmodel';
 
 const LONG_WAIT_CHECK_MS = 30_000;
+// A "started" toast waits this long: a run that ended meanwhile is announced by its end only.
+const STARTED_GRACE_MS = 1000;
 
 export class Notifier {
   constructor(
@@ -61,15 +63,23 @@ export class Notifier {
     }
     this._shown.add(key);
     if (n.kind !== 'started') {
-      // the run ended: its "started" notice is old news, it need not wait for its timeout
+      // the run ended: its "started" notice is old news (or never shown, for a quick end)
+      this._ended.add(ev.run_id);
       this._dismissStarted(ev.run_id);
     }
     if (n.kind === 'failed') {
       this._failed({ id: ev.run_id, name: ev.name || ev.run_id, message: ev.message });
     } else {
-      const id = this._emit(n.message, n.type, ev.run_id);
-      if (n.kind === 'started') {
-        this._started.set(ev.run_id, id);
+      if (n.kind !== 'started') {
+        this._emit(n.message, n.type, ev.run_id);
+      } else {
+        // A run that ends at once is announced by its end alone: no toast per start of a burst.
+        const runId = ev.run_id;
+        window.setTimeout(() => {
+          if (!this._ended.has(runId)) {
+            this._started.set(runId, this._emit(n.message, n.type, runId));
+          }
+        }, STARTED_GRACE_MS);
       }
     }
   }
@@ -183,5 +193,6 @@ export class Notifier {
   private _announced = new Set<string>();
   private _failures: IFailedRun[] = [];
   private _started = new Map<string, string>();
+  private _ended = new Set<string>();
   private _failureId: string | null = null;
 }
