@@ -107,9 +107,17 @@ export class Notifier {
     window.clearInterval(this._timer);
   }
 
-  /** Add a failure to the one failure notice (a new one once the last was dismissed). */
+  /**
+   * Add a failure to the one failure notice; a new notice once the last was dismissed or
+   * its toast has closed (a failure an hour later is news, not "4 runs failed").
+   */
   private _failed(run: IFailedRun): void {
-    const id = this.failureNoticeId;
+    const now = Date.now();
+    let id = this.failureNoticeId;
+    if (id !== null && now - this._failureAt > TOAST_MS.error) {
+      id = null;
+    }
+    this._failureAt = now;
     if (id === null) {
       this._failures = [];
     }
@@ -195,4 +203,5 @@ export class Notifier {
   private _started = new Map<string, string>();
   private _ended = new Set<string>();
   private _failureId: string | null = null;
+  private _failureAt = 0;
 }

@@ -5,6 +5,7 @@ import { RunsModel } from '../src/runsmodel';
 import { ServerClock, Ticker } from '../src/ticker';
 import type { IExplain, IQueue, IRun } from '../src/types';
 import {
+  TOAST_MS,
   explainView,
   failureSummary,
   hiddenPendingText,
@@ -167,4 +168,11 @@ test('a run shows the presets that made its spec, project defaults included', ()
   assert.equal(presetsText({ presets: ['single-gpu'] }), 'single-gpu'); // an older server
   assert.equal(presetsText({ presets: undefined }), '…'); // a row made from an event
   assert.equal(runRowView({ ...base, presets: [], presets_applied: ['multi-gpu'] }, 1000).presets, 'multi-gpu');
+});
+
+test('every toast closes by itself within seconds, failures last longest', () => {
+  for (const [type, ms] of Object.entries(TOAST_MS)) {
+    assert.ok(typeof ms === 'number' && ms > 0 && ms <= 15_000, `${type}: ${ms}`);
+  }
+  assert.ok(TOAST_MS.error >= TOAST_MS.warning && TOAST_MS.warning >= TOAST_MS.success);
 });

@@ -46,6 +46,16 @@ def submit_gated(lab: Lab, name: str, gate: str, queue: str | None = None, user:
     return dict(lab.ok("POST", "runs", user=user, body=body))
 
 
+def drain(lab: Lab, queue: str = "team-a-train") -> None:
+    """Free the queue of what earlier tests left active (stopped, as the platform admin) and resume it."""
+    lab.call("POST", f"queues/{queue}/resume", user="ops")
+    active = lab.ok("GET", "runs", user="ops", queue=queue, status="created,queued,dispatched,starting,running")["runs"]
+    for r in active:
+        lab.call("POST", f"runs/{r['id']}/stop", user="ops")
+    for r in active:
+        lab.wait_status(r["id"], "succeeded", "failed", "stopped")
+
+
 def release(lab: Lab, *gates: str) -> None:
     for g in gates:
         (lab.work / g).touch()

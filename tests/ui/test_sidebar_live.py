@@ -13,7 +13,7 @@ from typing import Any
 from playwright.sync_api import expect
 
 from .conftest import Lab
-from .sidebar_helpers import SIDEBAR, back_to_runs, format_duration, open_from_list, release, row, submit_gated
+from .sidebar_helpers import SIDEBAR, back_to_runs, drain, format_duration, open_from_list, release, row, submit_gated
 
 
 def test_the_clock_advances_while_the_run_runs_and_stops_when_it_ends(
@@ -21,6 +21,7 @@ def test_the_clock_advances_while_the_run_runs_and_stops_when_it_ends(
 ) -> None:
     page = lab_page
     panel = page.locator(SIDEBAR)
+    drain(lab)
     run = submit_gated(lab, "clock", "gate-clock")
     try:
         lab.wait_status(run["id"], "running")

@@ -11,7 +11,7 @@ from typing import Any
 from playwright.sync_api import expect
 
 from .conftest import Lab
-from .sidebar_helpers import SIDEBAR, back_to_runs, open_from_list, release, row, show_tab, submit_gated
+from .sidebar_helpers import SIDEBAR, back_to_runs, drain, open_from_list, release, row, show_tab, submit_gated
 
 GATES = ("gate-hold-1", "gate-hold-2", "gate-third")
 
@@ -20,6 +20,7 @@ def test_waiting_rows_queues_and_links(lab: Lab, lab_page: Any, screenshots: Pat
     page = lab_page
     runs: list[dict[str, Any]] = []
     try:
+        drain(lab)
         # team-a-train dispatches 2 runs at a time: two holders, the third waits for a slot
         runs.append(submit_gated(lab, "hold-1", GATES[0]))
         runs.append(submit_gated(lab, "hold-2", GATES[1]))
