@@ -357,6 +357,14 @@ export class RunList extends Widget {
       case 'Enter':
       case ' ': {
         const run = rows[Math.max(0, this._active)]?.run;
+        if (run && ev.key === ' ' && (ev.ctrlKey || ev.metaKey)) {
+          // Ctrl+Space: select the active run to compare (the keyboard's ctrl-click)
+          ev.preventDefault();
+          this._toggleSelected(run.id);
+          this._anchor = this._active;
+          this.render();
+          return;
+        }
         if (run) {
           ev.preventDefault();
           this._opts.onOpen(run.id);

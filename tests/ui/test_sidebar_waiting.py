@@ -83,6 +83,14 @@ def test_waiting_rows_queues_and_links(lab: Lab, lab_page: Any, screenshots: Pat
         expect(page.locator(f"{SIDEBAR} .jp-GpuPlat-detail")).to_have_count(0)
         page.locator(f"{SIDEBAR} .jp-GpuPlat-clearSelection").click()
         expect(compare).to_be_hidden()
+        # from the keyboard: arrows to a run, Ctrl+Space selects it
+        run_list = page.locator(f"{SIDEBAR} .jp-GpuPlat-runList")
+        run_list.focus()
+        page.keyboard.press("Home")
+        page.keyboard.press("Control+Space")
+        expect(compare).to_have_text("Compare (1)")
+        expect(page.locator(f"{SIDEBAR} .jp-GpuPlat-runRow.jp-mod-selected")).to_have_count(1)
+        page.locator(f"{SIDEBAR} .jp-GpuPlat-clearSelection").click()
     finally:
         release(lab, *GATES)
         for r in runs:
