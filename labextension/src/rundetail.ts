@@ -8,6 +8,7 @@ import { Widget } from '@lumino/widgets';
 
 import { configTable, errorBox, h, saveBlob, section } from './dom';
 import { ExplainPart } from './explainpart';
+import { renderOutputs } from './outputspart';
 import { LogView } from './logview';
 import { MetricsView } from './metricsview';
 import type { GpuPlatService } from './request';
@@ -17,7 +18,6 @@ import type { IOutputFile, IRunDetail, IStatusEvent } from './types';
 import {
   clocks,
   configRows,
-  formatBytes,
   formatDuration,
   formatGpus,
   isFinal,
@@ -365,52 +365,11 @@ export class RunDetail extends Widget {
   }
 
   private _renderOutputs(files: IOutputFile[]): void {
-    if (!files.length) {
-      const ended = this._run && isFinal(this._run.status);
-      this._outputs.replaceChildren(
-        h('div', { class: 'jp-GpuPlat-muted' }, ended ? 'The run wrote no output files.' : 'No output files yet.')
-      );
-      return;
-    }
-    const openOutput = this._opts.actions?.openOutput;
-    this._outputs.replaceChildren(
-      h(
-        'ul',
-        { class: 'jp-GpuPlat-outputList' },
-        ...files.map(f =>
-          h(
-            'li',
-            { class: 'jp-GpuPlat-output' },
-            openOutput
-              ? h(
-                  'a',
-                  {
-                    class: 'jp-GpuPlat-outputPath jp-GpuPlat-runLink',
-                    href: '#',
-                    title: `Open ${f.path} in a main-area tab`,
-                    onclick: (e: MouseEvent) => {
-                      e.preventDefault();
-                      openOutput(this._opts.runId, f.path);
-                    }
-                  },
-                  f.path
-                )
-              : h('span', { class: 'jp-GpuPlat-outputPath', title: f.path }, f.path),
-            h('span', { class: 'jp-GpuPlat-muted' }, formatBytes(f.size)),
-            h(
-              'button',
-              {
-                class: 'jp-GpuPlat-button',
-                title: `Download ${f.path}`,
-                'aria-label': `Download ${f.path}`,
-                onclick: () => void this._download(f.path)
-              },
-              'Download'
-            )
-          )
-        )
-      )
-    );
+    renderOutputs(this._outputs, files, {
+      ended: this._run !== null && isFinal(this._run.status),
+      open: this._opts.actions?.openOutput ? path => this._opts.actions?.openOutput?.(this._opts.runId, path) : undefined,
+      download: path => void this._download(path)
+    });
   }
 
   private async _download(path: string): Promise<void> {
