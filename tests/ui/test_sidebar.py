@@ -178,7 +178,7 @@ def test_submit_from_the_file_browser_queued_running_succeeded(lab: Lab, lab_pag
     page.screenshot(path=screenshots / "runs-list.png")
 
 
-def test_a_refused_submission_shows_the_service_message(lab_page: Any, screenshots: Path) -> None:
+def test_a_refused_preview_disables_submit_with_the_reason(lab_page: Any, screenshots: Path) -> None:
     page = lab_page
     page.keyboard.press("Control+Shift+c")
     palette = page.locator("#command-palette")
@@ -191,14 +191,15 @@ def test_a_refused_submission_shows_the_service_message(lab_page: Any, screensho
     preview = dialog.locator(".jp-GpuPlat-preview")
     expect(preview).to_have_attribute("data-verdict", "refused")
     expect(preview).to_contain_text("project team-a allows at most 2 gpu per run")
-    dialog.get_by_role("button", name="Submit").click()
-    refusal = dialog.locator(".jp-GpuPlat-refusal")
-    expect(refusal).to_contain_text("The service refused this run")
-    # the first rule the service checks: the queue's quota, with the numbers and a hint
-    expect(refusal.locator(".jp-GpuPlat-errorMessage")).to_have_text(
+    submit = dialog.get_by_role("button", name="Submit")
+    expect(submit).to_be_disabled()  # no sending a run the policy refuses
+    first = preview.locator(".jp-GpuPlat-violation .jp-GpuPlat-errorMessage").first
+    # the first rule the policy checks: the queue's quota, with the numbers and a hint
+    expect(first).to_have_text(
         "requests 3 gpu but queue team-a-train has a quota of 2 gpu: it could never be dispatched"
     )
-    expect(refusal.locator(".jp-GpuPlat-errorHint")).to_contain_text("ask for at most 2 gpu")
+    expect(preview.locator(".jp-GpuPlat-errorHint").first).to_contain_text("ask for at most 2 gpu")
+    expect(dialog.locator(".jp-GpuPlat-submitReason")).to_have_text("Refused: " + first.inner_text())
     expect(dialog).to_be_visible()  # still open: the user can fix the request
     dialog.locator(".jp-Dialog-content").screenshot(path=screenshots / "submit-refused.png")
     dialog.get_by_role("button", name="Cancel").click()
@@ -258,7 +259,7 @@ def test_stop_asks_first_then_stops_the_run(lab: Lab, lab_page: Any) -> None:
         "runs",
         body={"project": "team-a", "name": "long", "command": [sys.executable, "-c", "import time; time.sleep(60)"]},
     )
-    page.evaluate(f"window.jupyterapp.commands.execute('gpuplat:open-run', {{id: '{run['id']}'}})")
+    page.evaluate(f"window.jupyterapp.commands.execute('gpuplat:open-run', {{id: '{run['id']}'}}).then(() => null)")
     detail = page.locator(f'{SIDEBAR} .jp-GpuPlat-detail[data-run-id="{run["id"]}"]')
     expect(detail).to_have_attribute("data-status", "running")
     detail.get_by_role("button", name="Stop…").click()
