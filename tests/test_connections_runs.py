@@ -111,11 +111,13 @@ async def test_a_local_run_reads_its_connections_and_no_value_leaks(
     code, refused = await api("POST", "runs", "dave", {**body, "project": "team-b"})
     answers.append(refused)
     assert code == 403, refused
-    assert refused["error"] == {
-        "code": "ConnectionNotAllowed",
-        "message": "connection 'datasets' is not allowed in project team-b",
-        "hint": "allowed connections: repo",
-    }
+    err = refused["error"]
+    assert (err["code"], err["hint"]) == ("ConnectionNotAllowed", "allowed connections: repo")
+    # every refusing rule named (one per connection), the first first
+    assert err["message"].startswith("connection 'datasets' is not allowed in project team-b")
+    assert [r["message"] for r in err["rules"]] == [
+        f"connection {c!r} is not allowed in project team-b" for c in ("datasets", "hf-token", "s3", "certs")
+    ]
     code, unknown = await api("POST", "runs/preview", "dave", {**body, "project": "team-b", "presets": [],
                                                                  "connections": ["nope"]})  # fmt: skip
     answers.append(unknown)

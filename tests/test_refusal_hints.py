@@ -210,10 +210,12 @@ def test_every_hint_is_accepted_and_every_rule_named_once_with_its_limit(platfor
         label = f"{body} on {gpus} GPUs"
         seen_codes |= {v.code for v in j.violations}
         # every refusing rule once, each with its own limit
-        rules = [(r["rule"], r["limit"]) for r in j.rules]
+        rules = [(r["rule"], r["limit"], r["message"]) for r in j.rules]
         assert len(rules) == len(set(rules)), (label, rules)
-        assert {(v.code, v.limit_text if isinstance(v, LimitExceeded) else None) for v in j.violations} == set(rules)
-        numeric = {(r, lim) for r, lim in rules if lim is not None}
+        named = {(v.code, v.limit_text if isinstance(v, LimitExceeded) else None, v.message) for v in j.violations}
+        assert named == set(rules), (label, rules)
+        numeric = {(r, lim) for r, lim, _ in rules if lim is not None}
+        assert len(numeric) == len([r for r in rules if r[1] is not None]), (label, rules)  # each limit once
         assert numeric == expected_limit_rules(cfg, j, body["project"], gpus), (label, numeric)
         for v in j.violations:
             if isinstance(v, LimitExceeded):

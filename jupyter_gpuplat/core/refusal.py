@@ -74,11 +74,11 @@ class Judgement:
     def rules(self) -> list[dict[str, Any]]:
         """Every refusing rule once, with its own limit (null for a rule without a number)."""
         out: list[dict[str, Any]] = []
-        seen: set[tuple[str, str | None]] = set()
+        seen: set[tuple[str, str]] = set()
         for v in self.violations:
             limit = v.limit_text if isinstance(v, LimitExceeded) else None
-            if (v.code, limit) not in seen:
-                seen.add((v.code, limit))
+            if (v.code, v.message) not in seen:  # one per rule and subject (each connection, each resource)
+                seen.add((v.code, v.message))
                 out.append({"rule": v.code, "limit": limit, "message": v.message})
         return out
 
