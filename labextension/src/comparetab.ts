@@ -34,7 +34,7 @@ export interface ICompareViewOptions {
 export class CompareView extends Widget {
   constructor(private _opts: ICompareViewOptions) {
     super();
-    this.addClass('jp-GpuPlat-compare');
+    this.addClass('jp-GpuPlat-compareView');
     this.node.dataset.runs = _opts.ids.join(',');
     this._baselineSelect = h('select', { class: 'jp-GpuPlat-select', name: 'baseline', 'aria-label': 'Baseline run' });
     this._baselineSelect.addEventListener('change', () => {
@@ -255,6 +255,7 @@ export class CompareTab extends MainAreaWidget<CompareView> {
     super({ content: new CompareView(opts) });
     this.id = compareTabId(opts.ids);
     this.addClass('jp-GpuPlat-compareTab');
+    this.node.dataset.runs = opts.ids.join(',');
     this.title.label = `Compare ${opts.ids.length} runs`;
     this.title.caption = `Compare ${opts.ids.join(', ')}`;
     this.title.closable = true;
@@ -262,8 +263,6 @@ export class CompareTab extends MainAreaWidget<CompareView> {
   }
 
   get ids(): string[] {
-    return this._ids;
+    return this.node.dataset.runs?.split(',') ?? [];
   }
-
-  private _ids = this.content.node.dataset.runs?.split(',') ?? [];
 }

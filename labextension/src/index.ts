@@ -284,30 +284,29 @@ const plugin: JupyterFrontEndPlugin<void> = {
       icon: gpuIcon,
       execute: async args => {
         const id = String(args.id);
-        const tab = await openRunTab(id, args.activate !== false);
+        await openRunTab(id, args.activate !== false);
         // The sidebar keeps the compact summary of the same run.
         if (args.sidebar !== false) {
           void panel.openRun(id, false);
         }
-        return tab;
       }
     });
     app.commands.addCommand(CommandIDs.compare, {
       label: 'Compare GPU runs',
       caption: 'Runs side by side in a tab: params, config differences, metrics against a baseline (args: ids)',
       icon: gpuIcon,
-      execute: args => openCompare(idsArg(args.ids))
+      execute: async args => void (await openCompare(idsArg(args.ids)))
     });
     app.commands.addCommand(CommandIDs.openOutput, {
       label: 'Open run output',
       caption: "One of a run's output files in a tab, read-only (args: id, path)",
-      execute: args => outputs.openOutput(String(args.id), String(args.path ?? ''))
+      execute: async args => void (await outputs.openOutput(String(args.id), String(args.path ?? '')))
     });
     app.commands.addCommand(CommandIDs.openRunFolder, {
       label: 'Open run folder',
       caption: "The run's files in a file browser (read-only; args: id)",
       icon: gpuIcon,
-      execute: args => outputs.openFolder(String(args.id))
+      execute: async args => void (await outputs.openFolder(String(args.id)))
     });
     for (const fileType of ['python', 'notebook']) {
       app.contextMenu.addItem({

@@ -5,14 +5,14 @@
  */
 
 const CSS = `
-.jp-GpuPlat-runTab .jp-GpuPlat-detail, .jp-GpuPlat-compareTab .jp-GpuPlat-compare {
+.jp-GpuPlat-runTab .jp-GpuPlat-detail, .jp-GpuPlat-compareTab .jp-GpuPlat-compareView {
   overflow: auto; padding: 8px 16px; box-sizing: border-box;
 }
 .jp-GpuPlat-runColumns { display: flex; gap: 24px; align-items: flex-start; }
 .jp-GpuPlat-runColumns > div { flex: 1 1 0; min-width: 0; }
 .jp-GpuPlat-runTab .jp-GpuPlat-logBody { height: 45vh; max-height: none; }
 .jp-GpuPlat-runTab .jp-GpuPlat-metrics { display: grid; grid-template-columns: repeat(auto-fill, minmax(240px, 1fr)); gap: 8px; }
-.jp-GpuPlat-compare .jp-GpuPlat-toolbar { display: flex; align-items: center; gap: 8px; flex-wrap: wrap; }
+.jp-GpuPlat-compareView .jp-GpuPlat-toolbar { display: flex; align-items: center; gap: 8px; flex-wrap: wrap; }
 .jp-GpuPlat-compareLegend { list-style: none; padding: 0; margin: 8px 0; display: flex; flex-direction: column; gap: 4px; }
 .jp-GpuPlat-compareRun { display: flex; align-items: center; gap: 8px; flex-wrap: wrap; }
 .jp-GpuPlat-swatch { display: inline-block; width: 14px; height: 4px; border-radius: 2px; }

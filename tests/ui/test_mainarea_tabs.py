@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import requests
 from playwright.sync_api import expect
 
 from ..waiting import until
@@ -33,6 +34,12 @@ print("trained with K", K, flush=True)
 def execute(page: Any, command: str, args: dict[str, Any]) -> None:
     """Execute a command without waiting for it (a dialog's command resolves when it closes)."""
     page.evaluate(f"void window.jupyterapp.commands.execute({json.dumps(command)}, {json.dumps(args)})")
+
+
+def workspace(lab: Lab) -> Any:
+    return requests.get(
+        f"{lab.url}lab/api/workspaces/default", headers={"Authorization": f"token {lab.token}"}, timeout=30
+    ).json()
 
 
 def close_main_tabs(page: Any) -> None:
@@ -69,6 +76,13 @@ def test_a_run_opens_in_a_dock_tab_once(lab: Lab, lab_page: Any, screenshots: Pa
     execute(page, "gpuplat:open-run", {"id": run["id"]})
     expect(page.locator(f"{MAIN} .jp-GpuPlat-runTab")).to_have_count(1)
     expect(title).to_have_class(re.compile("lm-mod-current"))
+
+    # The layout keeps the tab: after a reload it is back, following the run again.
+    until(lambda: f"gpuplat-run:{run['id']}" in json.dumps(workspace(lab)), "the tab saved in the workspace")
+    page.reload()
+    expect(tab).to_be_visible(timeout=60_000)
+    expect(tab.locator(".jp-GpuPlat-logBody")).to_contain_text("trained with K 3")
+    expect(page.locator(f"{MAIN} .jp-GpuPlat-runTab")).to_have_count(1)
     close_main_tabs(page)
 
 
@@ -80,9 +94,24 @@ def test_two_runs_in_a_compare_tab(lab: Lab, lab_page: Any, screenshots: Path) -
         ids.append(lab.ok("POST", "runs", body=body)["id"])
     for rid in ids:
         lab.wait_status(rid, "succeeded")
-    execute(page, "gpuplat:compare", {"ids": ids})
+    # Select both in the sidebar's list, then "Compare (2)".
+    page.locator(f'{SIDEBAR} .jp-GpuPlat-tab[data-tab="runs"]').click()
+    back = page.locator(f"{SIDEBAR} .jp-GpuPlat-back")
+    if back.is_visible():
+        back.click()
+    for rid in ids:
+        page.locator(f'{SIDEBAR} .jp-GpuPlat-runRow[data-run-id="{rid}"] .jp-GpuPlat-runSelect').check()
+    page.locator(f"{SIDEBAR} button.jp-GpuPlat-compare", has_text="Compare (2)").click()
     tab = page.locator(f"{MAIN} .jp-GpuPlat-compareTab")
     expect(tab).to_be_visible()
+    assert set((tab.get_attribute("data-runs") or "").split(",")) == set(ids)
+    expect(tab.locator(".jp-GpuPlat-compareRun")).to_have_count(2)
+    close_main_tabs(page)
+
+    # The same through the command (in the order given: the first is the baseline).
+    execute(page, "gpuplat:compare", {"ids": ids})
+    expect(tab).to_be_visible()
+    expect(tab).to_have_attribute("data-runs", ",".join(ids))
     expect(page.locator(f"{MAIN} .lm-TabBar-tab", has_text="Compare 2 runs")).to_have_count(1)
     # Both runs have the same name: the legend tells them apart by the param that differs.
     legend = tab.locator(".jp-GpuPlat-compareRun")

@@ -51,7 +51,7 @@ def test_submit_is_disabled_while_the_preview_refuses(lab: Lab, lab_page: Any, s
     first = preview.locator(".jp-GpuPlat-violation .jp-GpuPlat-errorMessage").first.inner_text()
     expect(reason).to_have_text(f"Refused: {first}")
     expect(preview.locator(".jp-GpuPlat-noGpu")).to_have_count(0)
-    dialog.locator(".jp-Dialog-content").screenshot(path=screenshots / "submit-refused.png")
+    dialog.locator(".jp-Dialog-content").screenshot(path=screenshots / "submit-disabled.png")
     # Enter does not send a refused run either.
     dialog.locator('input[name="gpu"]').press("Enter")
     expect(dialog).to_be_visible()
