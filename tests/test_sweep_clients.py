@@ -381,7 +381,8 @@ def test_magic_gpu_sweep_in_a_real_kernel(server: ServerProcess) -> None:
         cwd=work,
     )
     started = texts(outs[1])
-    m = re.search(r"(r-[0-9a-f]+) (queued|running) — sweep of 3 children: [^·]* · concurrency 2", started)
+    # The status line follows the sweep (update_display_data): nbclient keeps its latest state.
+    m = re.search(r"(r-[0-9a-f]+) (queued|running|succeeded) — sweep of 3 children: [^·]* · concurrency 2", started)
     assert m is not None, started
     assert any("application/vnd.jupyter.widget-view+json" in o.get("data", {}) for o in outs[1])
     assert texts(outs[2]).strip() == "succeeded"

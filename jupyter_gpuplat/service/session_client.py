@@ -15,10 +15,12 @@ import time
 from collections.abc import AsyncIterator, Callable
 from typing import Any, Protocol
 
+from ..core.errors import GpuPlatError
 from ..core.request import RunRequest
 from ..core.status import FINAL, Status
 from ..engine.engine import Engine
 from ..engine.explain import explain
+from .refusals import refusal
 
 # How long a kernel's connection file may take to appear once its lease runs (the agent writes
 # it first thing); checked in short steps: it is a file of this machine, written once.
@@ -69,7 +71,11 @@ class InProcessSessionClient:
         # The notebook's directory, where the executor can start there (not off a cluster's shared volume).
         if working_dir and self.engine.executor.check_working_dir(working_dir, self.engine.artifacts_root) is None:
             fields["working_dir"] = working_dir
-        return self.engine.submit(self.user, RunRequest.model_validate(fields))
+        req = RunRequest.model_validate(fields)
+        try:
+            return self.engine.submit(self.user, req)
+        except GpuPlatError as e:  # refused in the words `POST runs` answers (remote mode's text)
+            raise refusal(e, lambda: self.engine.reads.judge(self.user, req)) from None
 
     async def wait_running(self, run_id: str, timeout: float) -> dict[str, Any]:
         deadline = time.monotonic() + timeout

@@ -155,7 +155,11 @@ const plugin: JupyterFrontEndPlugin<void> = {
     const sessions = new SessionsController({
       service,
       kernelspecs: app.serviceManager.kernelspecs,
-      openRun: id => void app.commands.execute(CommandIDs.openRun, { id }),
+      // "Why?" from a notebook's session bar: the lease in the sidebar, the notebook stays in front.
+      openRun: id => {
+        app.shell.activateById(SIDEBAR_ID);
+        void panel.openRun(id, false);
+      },
       clockOffset: () => panel.clockOffset
     });
     panel.eventReceived.connect((_, ev) => sessions.onEvent(ev));

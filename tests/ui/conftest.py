@@ -21,6 +21,7 @@ from typing import Any
 import pytest
 
 from ..server import ServerProcess
+from ..waiting import until
 
 CHROMIUM_FLAGS = [
     "--no-sandbox",
@@ -149,22 +150,43 @@ def widen_left_sidebar(page: Any, width: int) -> None:
     page.mouse.up()
 
 
-@pytest.fixture(scope="package")
+ACTIVE = "created,queued,dispatched,starting,running,stopping"  # every status but the final ones
+
+
+def quiet(lab: Lab) -> None:
+    """What a test file left running stops and paused queues resume: the next file starts on free GPUs."""
+    for q in lab.ok("GET", "queues", user="ops")["queues"]:
+        if q.get("paused"):
+            lab.call("POST", f"queues/{q['name']}/resume", user="ops")
+    for r in lab.ok("GET", "runs", user="ops", status=ACTIVE, limit=1000)["runs"]:
+        lab.call("POST", f"runs/{r['id']}/stop", user="ops")
+    until(lambda: not lab.ok("GET", "runs", user="ops", status=ACTIVE, limit=1000)["runs"], "every run stopped", 60)
+
+
+@pytest.fixture(scope="module")
 def lab_page(lab: Lab, browser_context: Any) -> Iterator[Any]:
-    """JupyterLab loaded once, with the GPU platform sidebar open."""
+    """JupyterLab loaded once per test file, with the GPU platform sidebar open.
+
+    Per file, not per package: a dialog or tab one file leaves open, or the submit dialog's
+    remembered choices, must not change what the next file sees.
+    """
     from playwright.sync_api import expect
 
     page = browser_context.new_page()
     page.set_default_timeout(30_000)
     errors: list[str] = []
     page.on("pageerror", lambda e: errors.append(str(e)))
-    page.goto(lab.lab_url)
+    # The server's token (alice), not the login cookie a page as another user left (ops, bob).
+    browser_context.clear_cookies()
+    # `reset`: not the workspace an earlier page left (e.g. a notebook a widget test ran, unsaved).
+    page.goto(f"{lab.url}lab?reset&token={lab.token}")
     tab = page.locator('li[data-id="jupyter-gpuplat-sidebar"]')
     expect(tab).to_be_visible(timeout=60_000)
-    if not page.locator("#jupyter-gpuplat-sidebar").is_visible():
-        tab.click()
+    # Not a click: a restored layout may show it already (or a moment later), and a click would close it.
+    page.evaluate("window.jupyterapp.shell.activateById('jupyter-gpuplat-sidebar')")
     expect(page.locator("#jupyter-gpuplat-sidebar")).to_be_visible()
     widen_left_sidebar(page, 460)
     page.errors = errors
     yield page
     page.close()
+    quiet(lab)
