@@ -4,12 +4,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
-from collections.abc import Iterable
-from typing import Any, NoReturn
+from typing import Any
 
 from .client import Client
-from .suggest import did_you_mean
+from .suggest import SuggestingParser
 
 
 class CLIError(Exception):
@@ -34,37 +32,8 @@ def global_flags_parent() -> argparse.ArgumentParser:
     return p
 
 
-_INVALID_CHOICE = re.compile(r"invalid choice: '(?P<word>[^']*)' \(choose from (?P<choices>.*)\)$")
-
-
-class Parser(argparse.ArgumentParser):
-    """argparse with "did you mean" for an unknown subcommand, action or flag (Python 3.11 has no suggest_on_error)."""
-
-    def error(self, message: str) -> NoReturn:
-        m = _INVALID_CHOICE.search(message)
-        if m:
-            choices = [c.strip().strip("'") for c in m["choices"].split(",")]
-            near = did_you_mean(m["word"], choices)
-            if near:
-                message = f"{message[: m.start()]}invalid choice: '{m['word']}'; did you mean '{near}'? " + (
-                    f"(choose from {m['choices']})"
-                )
-        super().error(message)
-
-    def flags(self) -> list[str]:
-        return [s for a in self._actions for s in a.option_strings]
-
-    def unrecognized(self, extra: Iterable[str]) -> NoReturn:
-        """Refuse arguments no option took: name the first unknown flag and its nearest known one."""
-        extra = list(extra)
-        flag = next((w for w in extra if w.startswith("-") and w != "-"), None)
-        if flag is None:
-            self.error(f"unrecognized arguments: {' '.join(extra)}")
-        known = self.flags()
-        if flag.startswith("--"):
-            known = [k for k in known if k.startswith("--")]
-        near = did_you_mean(flag.split("=", 1)[0], known)
-        self.error(f"unrecognized argument {flag}" + (f"; did you mean {near}?" if near else ""))
+# The CLI's parser: "did you mean" for an unknown subcommand, action or flag.
+Parser = SuggestingParser
 
 
 def connect(args: argparse.Namespace) -> Client:

@@ -22,6 +22,7 @@ from .core.config import PresetConfig, validation_messages
 from .core.errors import GpuPlatError, InvalidInput
 from .core.polyaxon import TEMPLATE, Note, convert_preset, report_text
 from .core.polyaxon_op import convert_operation
+from .suggest import SuggestingParser
 
 SUFFIXES = (".yaml", ".yml")
 
@@ -113,7 +114,7 @@ def _fill(argv: list[str]) -> int:
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+    p = SuggestingParser(
         prog="gpuplat import polyaxon",
         description="Convert Polyaxon preset files (patchStrategy, runPatch, queue, termination) into "
         "presets of the platform config, with a report of what each field became.",

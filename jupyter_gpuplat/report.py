@@ -21,6 +21,7 @@ from typing import Any
 
 from .client import Client
 from .core.errors import GpuPlatError
+from .suggest import SuggestingParser
 
 CATEGORIES = ("quota", "concurrency", "max_per_user", "capacity", "placement", "other")
 COLUMNS = (
@@ -42,7 +43,7 @@ COLUMNS = (
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="gpuplat report", description="Observed waits, GPU-hours and goodput of a period")
+    p = SuggestingParser(prog="gpuplat report", description="Observed waits, GPU-hours and goodput of a period")
     p.add_argument("--url")
     p.add_argument("--token")
     p.add_argument("--json", action="store_true", help="print the service's answer as JSON")

@@ -26,6 +26,7 @@ from .client import FINAL, Client, GpuPlatAPIError
 from .core import rollout as R
 from .core.connections import ConnectionConfig, allowed_connections
 from .core.rollout import FAIL, PASS, SKIP, Expectations, Result
+from .suggest import SuggestingParser
 
 HOLD = "sleep 600"  # a run that holds its slot until the check stops it
 OUTPUT_NAME = "rollout-check/out.txt"
@@ -353,7 +354,7 @@ class Checker:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="gpuplat rollout-check", description=__doc__.split("\n")[0])
+    p = SuggestingParser(prog="gpuplat rollout-check", description=__doc__.split("\n")[0])
     p.add_argument("--url")
     p.add_argument("--token")
     p.add_argument("--json", action="store_true", help="print the results as JSON")

@@ -18,6 +18,7 @@ from typing import Any
 
 from .client import Client
 from .core.errors import GpuPlatError
+from .suggest import SuggestingParser
 
 KEYS = ("priority", "concurrency", "max_per_user", "ordering", "paused", "quota.gpu", "quota.cpu", "quota.memory")
 _INTS = {"priority", "concurrency", "max_per_user", "quota.gpu"}
@@ -28,7 +29,7 @@ class UsageError(Exception):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="gpuplat whatif", description="Replay a period's arrivals under changed limits")
+    p = SuggestingParser(prog="gpuplat whatif", description="Replay a period's arrivals under changed limits")
     p.add_argument("--url")
     p.add_argument("--token")
     p.add_argument("--json", action="store_true", help="print the service's answer as JSON")

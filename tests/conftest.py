@@ -6,7 +6,7 @@ import asyncio
 import json
 import os
 import signal
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +19,15 @@ pytest_plugins = ("pytest_jupyter.jupyter_server",)
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "jupyter_gpuplat" / "platform.example.yaml"
 TOKENS = {f"tok-{u}": u for u in ("ops", "alice", "bob", "carol", "dave", "erin", "frank", "mallory")}
+
+
+@pytest.fixture(scope="session", autouse=True)
+def own_jupyter_data_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """Not the developer's Jupyter data dir: the Launcher remembers choices there (gpuplat/launcher.json)."""
+    path = tmp_path_factory.mktemp("jupyter-data")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("JUPYTER_DATA_DIR", str(path))
+        yield path
 
 
 @pytest.fixture

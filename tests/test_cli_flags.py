@@ -69,6 +69,11 @@ def test_submit_flags_are_explained_in_its_help() -> None:
         (["subimt", "--", "true"], "invalid choice: 'subimt'; did you mean 'submit'?"),
         (["runs", "lsit"], "invalid choice: 'lsit'; did you mean 'list'?"),
         (["sweep", "list"], "invalid choice: 'sweep'; did you mean 'sweeps'?"),
+        # The commands with their own parsers (report, whatif, rollout-check, import) suggest too.
+        (["report", "--sinse", "7d"], "unrecognized argument --sinse; did you mean --since?"),
+        (["whatif", "--sinse", "3d"], "unrecognized argument --sinse; did you mean --since?"),
+        (["rollout-check", "--all", "--projct", "a"], "unrecognized argument --projct; did you mean --project?"),
+        (["import", "polyaxon", "--outt", "x.yaml", "f.yaml"], "unrecognized argument --outt; did you mean --out?"),
     ],
 )
 def test_did_you_mean_for_unknown_flags_and_subcommands(argv: list[str], message: str) -> None:

@@ -29,6 +29,7 @@ from .kernel_ws import KernelSocket
 from .server import ServerProcess
 from .test_kernel import texts
 from .waiting import until
+from .widget_env import alice, served
 
 SESSIONS = Path(__file__).parent / "fixtures" / "sessions.yaml"
 WAITING = re.compile(
@@ -39,10 +40,7 @@ WAITING = re.compile(
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
-    srv = ServerProcess(tmp_path_factory.mktemp("sessions"))
-    srv.start()
-    yield srv
-    srv.stop()
+    yield from served(tmp_path_factory, "sessions")
 
 
 @pytest.fixture(autouse=True)
@@ -61,9 +59,7 @@ def no_session_left(server: ServerProcess) -> Iterator[None]:
 
 @pytest.fixture
 def client(server: ServerProcess) -> Iterator[Client]:
-    c = Client(url=server.url, token="tok-alice")
-    yield c
-    c.session.close()
+    yield from alice(server)
 
 
 def notebook_kernel(path: Path) -> dict[str, Any]:

@@ -29,6 +29,7 @@ from .server import ServerProcess
 from .test_kernel import texts
 from .test_session_clients import run_cells
 from .waiting import until
+from .widget_env import alice, served
 
 # A child that prints its params, then waits until the test writes `release` beside the Jupyter root.
 CHILD = (
@@ -182,17 +183,12 @@ def test_sweep_form_previews_the_children_it_will_submit() -> None:
 # ---- against a real server ---------------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
-    srv = ServerProcess(tmp_path_factory.mktemp("sweeps"))
-    srv.start()
-    yield srv
-    srv.stop()
+    yield from served(tmp_path_factory, "sweeps")
 
 
 @pytest.fixture
 def client(server: ServerProcess) -> Iterator[Client]:
-    c = Client(url=server.url, token="tok-alice")
-    yield c
-    c.session.close()
+    yield from alice(server)
 
 
 @pytest.fixture

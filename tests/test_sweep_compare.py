@@ -8,7 +8,6 @@ from __future__ import annotations
 import asyncio
 import re
 import sys
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -26,6 +25,7 @@ from jupyter_gpuplat.widgets import Compare
 
 from .fake_engine import Harness, config
 from .server import ServerProcess
+from .widget_env import alice, served, threads_ended
 
 MIN = Objective("loss")
 MAX = Objective("acc", maximize=True)
@@ -171,26 +171,18 @@ BEST_FIRST = [(0.01, "adam"), (0.03, "adam"), (0.05, "sgd"), (0.1, "sgd"), (0.25
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
-    srv = ServerProcess(tmp_path_factory.mktemp("sweep-compare"))
-    srv.start()
-    yield srv
-    srv.stop()
+    yield from served(tmp_path_factory, "sweep-compare")
 
 
 @pytest.fixture
 def client(server: ServerProcess) -> Iterator[Client]:
-    c = Client(url=server.url, token="tok-alice")
-    yield c
-    c.session.close()
+    yield from alice(server)
 
 
 @pytest.fixture(autouse=True)
 def no_thread_left() -> Iterator[None]:
     yield
-    for t in threading.enumerate():
-        if t.name.startswith("gpuplat-compare"):
-            t.join(10)
-            assert not t.is_alive(), f"thread {t.name} still running after the test"
+    threads_ended("gpuplat-compare")
 
 
 def rows_of(html: str) -> list[list[str]]:

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import re
 import sys
-import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -21,6 +20,7 @@ from jupyter_gpuplat.widgets import Compare, EventFeed, Launcher, RunMonitor
 
 from .server import ServerProcess
 from .waiting import until
+from .widget_env import alice, served, threads_ended
 
 PY = sys.executable
 LIFECYCLE = ["created", "queued", "dispatched", "starting", "running", "stopping", "succeeded", "failed", "stopped"]
@@ -44,27 +44,18 @@ print("done", flush=True)
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
-    srv = ServerProcess(tmp_path_factory.mktemp("widgets"))
-    srv.start()
-    yield srv
-    srv.stop()
+    yield from served(tmp_path_factory, "widgets")
 
 
 @pytest.fixture
 def client(server: ServerProcess) -> Iterator[Client]:
-    c = Client(url=server.url, token="tok-alice")
-    yield c
-    c.session.close()
+    yield from alice(server)
 
 
 @pytest.fixture(autouse=True)
 def no_thread_left() -> Iterator[None]:
-    """Every widget thread ends once its run ended or its widget was closed."""
     yield
-    for t in threading.enumerate():
-        if t.name.startswith("gpuplat-"):
-            t.join(10)
-            assert not t.is_alive(), f"thread {t.name} still running after the test"
+    threads_ended()
 
 
 @pytest.fixture

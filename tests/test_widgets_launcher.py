@@ -11,39 +11,27 @@ locked queue as locked.
 from __future__ import annotations
 
 import json
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import nbformat
 import pytest
-import yaml
 
 from jupyter_gpuplat.client import Client
 from jupyter_gpuplat.widgets import Launcher, RunMonitor
 from jupyter_gpuplat.widgets.launchview import state_path
 from jupyter_gpuplat.widgets.naming import cell_label, label_runs, run_name
 
-from .conftest import EXAMPLE
 from .server import ServerProcess
 from .waiting import until
+from .widget_env import alice, launcher_config, threads_ended
 
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
     root = tmp_path_factory.mktemp("launcher")
-    cfg = yaml.safe_load(EXAMPLE.read_text())
-    cfg["presets"] += [
-        {"name": "pinned", "kind": "job", "queue": "interactive", "resources": {"gpu": 1}, "locked": ["queue"]},
-        {"name": "elsewhere", "kind": "job", "queue": "team-b-train"},
-    ]
-    team_a = next(p for p in cfg["projects"] if p["name"] == "team-a")
-    team_a["allowed_presets"] += ["pinned", "elsewhere"]
-    team_a["default_presets"] = ["single-gpu"]
-    config = root / "platform.yaml"
-    config.write_text(yaml.safe_dump(cfg))
-    srv = ServerProcess(root, config_file=config)
+    srv = ServerProcess(root, config_file=launcher_config(root))
     srv.start()
     yield srv
     srv.stop()
@@ -51,9 +39,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
 
 @pytest.fixture
 def client(server: ServerProcess) -> Iterator[Client]:
-    c = Client(url=server.url, token="tok-alice")
-    yield c
-    c.session.close()
+    yield from alice(server)
 
 
 @pytest.fixture(autouse=True)
@@ -62,10 +48,7 @@ def data_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     path = tmp_path / "jupyter-data"
     monkeypatch.setenv("JUPYTER_DATA_DIR", str(path))
     yield path
-    for t in threading.enumerate():
-        if t.name.startswith("gpuplat-"):
-            t.join(10)
-            assert not t.is_alive(), f"thread {t.name} still running after the test"
+    threads_ended()
 
 
 def preview_of(launcher: Launcher, **expect: object) -> dict[str, Any]:

@@ -93,7 +93,10 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
     server = Lab(tmp_path_factory.mktemp("lab"))
     server.start(timeout=90)
     yield server
-    server.stop()
+    try:
+        quiet(server)  # runs hold processes (a session's kernel) that outlive the server
+    finally:
+        server.stop()
 
 
 SESSIONS = Path(__file__).parents[1] / "fixtures" / "sessions.yaml"
@@ -110,7 +113,10 @@ def session_lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
     server = Lab(tmp_path_factory.mktemp("session-lab"), config_file=SESSIONS, extra_config=extra)
     server.start(timeout=90)
     yield server
-    server.stop()
+    try:
+        quiet(server)  # runs hold processes (a session's kernel) that outlive the server
+    finally:
+        server.stop()
 
 
 @pytest.fixture(scope="package")

@@ -14,9 +14,8 @@ from typing import Any
 
 import nbformat
 import pytest
-import yaml
 
-from ..conftest import EXAMPLE
+from ..widget_env import launcher_config
 from .conftest import Lab
 
 CELLS = [
@@ -28,16 +27,7 @@ CELLS = [
 @pytest.fixture(scope="module")
 def launcher_lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
     root = tmp_path_factory.mktemp("launcher-lab")
-    cfg = yaml.safe_load(EXAMPLE.read_text())
-    cfg["presets"] += [
-        {"name": "pinned", "kind": "job", "queue": "interactive", "resources": {"gpu": 1}, "locked": ["queue"]},
-        {"name": "elsewhere", "kind": "job", "queue": "team-b-train"},
-    ]
-    team_a = next(p for p in cfg["projects"] if p["name"] == "team-a")
-    team_a["allowed_presets"] += ["pinned", "elsewhere"]
-    team_a["default_presets"] = ["single-gpu"]
-    config = root / "platform.yaml"
-    config.write_text(yaml.safe_dump(cfg))
+    config = launcher_config(root)
     server = Lab(root / "srv", config_file=config)
     server.start(timeout=90)
     yield server
