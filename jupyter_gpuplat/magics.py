@@ -45,7 +45,7 @@ from .runnames import cell_label, run_name
 from .suggest import did_you_mean
 from .sweeping import children_text, concurrency_text, make_matrix
 from .widgets._html import notebook_link
-from .widgets.statusline import StatusLine
+from .widgets.statusline import StatusLine, status_text
 
 _VALUE_OPTIONS = {"-p", "--project", "--preset", "-q", "--queue", "--gpus", "-n", "--name", "--param"}
 
@@ -211,16 +211,19 @@ class GpuMagics(Magics):
     def _show_status(self, run: dict[str, Any]) -> StatusLine:
         """One line any frontend can show (plain text too): the status and, if waiting, why; then kept
         current in place (a display-handle update) until the run is final."""
-        explain = None
-        if run["status"] in ("created", "queued", "dispatched", "starting"):
-            try:
-                explain = self.client.explain(run["id"])
-            except GpuPlatAPIError:
-                pass
+        explain = self._explain_if_waiting(run)
         status = StatusLine(run, self.client, lambda text: handle.update(_summary_html(text)), explain)
         handle = display(_summary_html(status.text), display_id=True)
         self.ns["gpu_last_status"] = status
         return status.start()
+
+    def _explain_if_waiting(self, run: Mapping[str, Any]) -> dict[str, Any] | None:
+        if run["status"] in ("created", "queued", "dispatched", "starting"):
+            try:
+                return self.client.explain(run["id"])
+            except GpuPlatAPIError:
+                pass
+        return None
 
     def _cell_label(self) -> str:
         """`train.ipynb · cell 3` (see widgets/naming.py for when it is `In [n]`)."""
@@ -344,7 +347,17 @@ class GpuMagics(Magics):
             notebook = posixpath.join(self.client.here(), notebook)  # beside this notebook, as typed here
         run = self.client.start_session(opts.project, opts.preset, notebook)
         self.ns["gpu_last_session"] = run
-        display(self._session_summary(run))
+        nb = (run.get("session") or {}).get("notebook")
+        link = f" — {notebook_link(nb, self.client.here())}" if nb else ""
+
+        def line(text: str) -> HTML:
+            return HTML(f"<div class='gpuplat-session'>{html.escape(text)}{link}</div>")
+
+        explain = self._explain_if_waiting(run)
+        status = StatusLine(run, self.client, lambda text: handle.update(line(text)), explain, text=_session_text)
+        handle = display(line(status.text), display_id=True)
+        self.ns["gpu_last_status"] = status
+        status.start()  # kept current as the lease waits, runs and ends, as a run's line
         display(SessionView(run, self.client))
 
     def _session_status(self) -> None:
@@ -366,12 +379,6 @@ class GpuMagics(Magics):
                 f"<td>{html.escape(self._session_line(r))}</td></tr>"
             )
         display(_table(["id", "project", "preset", "queue", "status", "kernel", "GPUs", "notebook", ""], rows))
-
-    def _session_summary(self, run: dict[str, Any]) -> HTML:
-        """The lease in one line (its place in line and why, or its devices) and the link to its notebook."""
-        nb = (run.get("session") or {}).get("notebook")
-        link = f" — {notebook_link(nb, self.client.here())}" if nb else ""
-        return HTML(f"<div class='gpuplat-session'>{html.escape(self._session_line(run))}{link}</div>")
 
     def _session_line(self, run: dict[str, Any]) -> str:
         line = f"{run['id']} {run['status']} in queue {run['queue']}"
@@ -403,6 +410,15 @@ class GpuMagics(Magics):
 def _sweep_line(sweep: Mapping[str, Any], _explain: Any, _clocks: Any) -> str:
     """`r-1 running — sweep of 3 children: 2 running, 1 queued · concurrency 2`."""
     return f"{sweep['id']} {sweep['status']} — sweep of {children_text(sweep)} · {concurrency_text(sweep)}"
+
+
+def _session_text(run: Mapping[str, Any], explain: Mapping[str, Any] | None, clocks: Mapping[str, float | None]) -> str:
+    """A lease's line: a run's (status_text), and while it waits, that its notebook connects when admitted."""
+    text = status_text(run, explain, clocks)
+    if run["status"] not in ("created", "queued", "dispatched", "starting"):
+        return text
+    head, sep, clock = text.rpartition(" · waiting ")
+    return f"{head}; its notebook connects when admitted{sep}{clock}" if sep else text
 
 
 def _summary_html(text: str) -> HTML:
