@@ -6,22 +6,20 @@
  * form is incomplete, with the reason beside it; fields a preset locks show as locked.
  */
 
-import { Dialog } from '@jupyterlab/apputils';
 import { ISignal, Signal } from '@lumino/signaling';
 import { Widget } from '@lumino/widgets';
 
-import { configTable, errorBox, h } from './dom';
+import { errorBox, h } from './dom';
+import { previewParts } from './previewview';
 import { GpuPlatAPIError, GpuPlatService } from './request';
 import type { IPreset, IPreview, IProject, IRun, IRunRequest } from './types';
 import {
   buildRunRequest,
-  configRows,
   formatResources,
   ILock,
   ISubmitState,
   layerLabel,
-  lockedFields,
-  noGpuNote
+  lockedFields
 } from './viewmodel';
 
 const PREVIEW_DELAY_MS = 250;
@@ -398,27 +396,7 @@ export class SubmitForm extends Widget {
   private _renderPreview(p: IPreview): void {
     const ok = p.verdict.allowed;
     this._preview.dataset.verdict = ok ? 'allowed' : 'refused';
-    const verdict = h(
-      'div',
-      { class: `jp-GpuPlat-verdict ${ok ? 'jp-mod-allowed' : 'jp-mod-refused'}` },
-      h('div', { class: 'jp-GpuPlat-verdictTitle' }, ok ? '✓ Policy allows this run' : '✕ Policy would refuse this run'),
-      ...p.verdict.violations.map(v =>
-        h(
-          'div',
-          { class: 'jp-GpuPlat-violation', 'data-code': v.code },
-          h('div', { class: 'jp-GpuPlat-errorMessage' }, v.message),
-          v.hint ? h('div', { class: 'jp-GpuPlat-errorHint' }, v.hint) : null
-        )
-      )
-    );
-    const noGpu = noGpuNote(p.resolved);
-    const rows = configRows(p.resolved, p.provenance);
-    this._preview.replaceChildren(
-      verdict,
-      ...(noGpu ? [h('div', { class: 'jp-GpuPlat-noGpu', role: 'note' }, noGpu)] : []),
-      h('div', { class: 'jp-GpuPlat-muted' }, `Layers, weakest first: ${p.layers.join(' < ')}`),
-      configTable(rows)
-    );
+    this._preview.replaceChildren(...previewParts(p));
     this._renderLocks(p);
     const first = p.verdict.violations[0];
     this._setSubmittable(ok, ok ? '' : `Refused: ${first?.message ?? 'the policy would refuse this run'}`);
@@ -450,61 +428,4 @@ export class SubmitForm extends Widget {
   private _seq = 0;
   private _submittable: ISubmittable = { ok: false, reason: 'Checking the policy…' };
   private _submittableChanged = new Signal<this, ISubmittable>(this);
-}
-
-/**
- * The dialog: Submit is enabled only while the preview allows the run (the reason sits
- * beside it otherwise); it sends the request and closes only when the service accepts it;
- * a refusal keeps it open with the service's message and hint.
- */
-export class SubmitDialog extends Dialog<IRun | null> {
-  constructor(
-    private _form: SubmitForm,
-    title = 'Submit to GPU queue'
-  ) {
-    super({
-      title,
-      body: _form,
-      buttons: [Dialog.cancelButton(), Dialog.okButton({ label: 'Submit' })],
-      focusNodeSelector: 'input[name="script"], input[name="command"]'
-    });
-    this.addClass('jp-GpuPlat-submitDialog');
-    this._reason = h('span', { class: 'jp-GpuPlat-submitReason', role: 'status', 'aria-live': 'polite' });
-    const footer = this.node.querySelector('.jp-Dialog-footer');
-    footer?.prepend(this._reason);
-    _form.submittableChanged.connect((_, s) => this._show(s));
-    this._show(_form.submittable);
-  }
-
-  resolve(index?: number): void {
-    const i = index ?? 1;
-    const accept = i === 1;
-    if (!accept) {
-      super.resolve(i);
-      return;
-    }
-    if (this._busy || !this._form.submittable.ok) {
-      return;
-    }
-    this._busy = true;
-    void this._form.submit().then(ok => {
-      this._busy = false;
-      if (ok && !this.isDisposed) {
-        super.resolve(i);
-      }
-    });
-  }
-
-  private _show(s: ISubmittable): void {
-    const button = this.node.querySelector<HTMLButtonElement>('.jp-Dialog-footer .jp-mod-accept');
-    if (button) {
-      button.disabled = !s.ok;
-      button.title = s.ok ? 'Send the run to its queue' : s.reason;
-    }
-    this._reason.textContent = s.ok ? '' : s.reason;
-    this._reason.dataset.ok = String(s.ok);
-  }
-
-  private _busy = false;
-  private _reason: HTMLElement;
 }
