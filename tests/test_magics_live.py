@@ -194,23 +194,28 @@ def test_a_sweeps_status_line_ends_with_its_children_counted(notebook: tuple[Ker
 def test_a_sessions_line_follows_the_lease_until_it_ends(notebook: tuple[Kernel, Any]) -> None:
     kernel, nb = notebook
     msgs = kernel.execute("%gpu_session start --notebook live-session.ipynb", nb.cells[1].id)
-    (shown,) = [m for m in msgs if m["msg_type"] == "display_data" and "gpuplat-session" in text([m])]
-    display_id = shown["content"]["transient"]["display_id"]
-    assert 'href="live-session.ipynb"' in text([shown])  # the link to its notebook
+    try:
+        (shown,) = [m for m in msgs if m["msg_type"] == "display_data" and "gpuplat-session" in text([m])]
+        display_id = shown["content"]["transient"]["display_id"]
+        assert 'href="live-session.ipynb"' in text([shown])  # the link to its notebook
 
-    def updated(pattern: str) -> str | None:
-        for m in kernel.seen:
-            if m["msg_type"] == "update_display_data" and m["content"]["transient"]["display_id"] == display_id:
-                if re.search(pattern, text([m])):
-                    return text([m])
-        return None
+        def updated(pattern: str) -> str | None:
+            for m in kernel.seen:
+                if m["msg_type"] == "update_display_data" and m["content"]["transient"]["display_id"] == display_id:
+                    if re.search(pattern, text([m])):
+                        return text([m])
+            return None
 
-    def seen(pattern: str) -> str | None:
-        return updated(pattern) or (kernel.read() and updated(pattern))
+        def seen(pattern: str) -> str | None:
+            return updated(pattern) or (kernel.read() and updated(pattern))
 
-    # Admitted: its GPU and a clock that counts on, the notebook's link kept in every update.
-    running = until(lambda: seen(r"running in queue interactive on GPU \d+ — running for [1-9]"), "a running line", 60)
-    assert 'href="live-session.ipynb"' in running
-    out = text(kernel.execute("%gpu_session stop"))
-    assert "stopped" in out or "stopping" in out, out
-    until(lambda: seen(r"stopped in queue interactive — stopped by alice"), "the lease's final line", 60)
+        # Admitted: its GPU and a clock that counts on, the notebook's link kept in every update.
+        running = until(
+            lambda: seen(r"running in queue interactive on GPU \d+ — running for [1-9]"), "a running line", 60
+        )
+        assert 'href="live-session.ipynb"' in running
+        out = text(kernel.execute("%gpu_session stop"))
+        assert "stopped" in out or "stopping" in out, out
+        until(lambda: seen(r"stopped in queue interactive — stopped by alice"), "the lease's final line", 60)
+    finally:  # its kernel outlives the server otherwise
+        kernel.execute("%gpu_session stop")
