@@ -346,8 +346,8 @@ def test_launcher_previews_provenance_refuses_inline_and_submits(server: ServerP
         launcher.preset_picker.value = ["multi-gpu", "single-gpu"]  # ordered: the later one wins
         p = until(
             lambda: (
-                launcher.preview_request
-                and launcher.preview_request.get("presets") == ["multi-gpu", "single-gpu"]
+                launcher.shown_request
+                and launcher.shown_request.get("presets") == ["multi-gpu", "single-gpu"]
                 and launcher.preview
             ),
             "a preview with presets",
@@ -369,9 +369,7 @@ def test_launcher_previews_provenance_refuses_inline_and_submits(server: ServerP
             launcher.queue_picker.value = "interactive"
             p = until(
                 lambda: (
-                    launcher.preview_request
-                    and launcher.preview_request.get("queue") == "interactive"
-                    and launcher.preview
+                    launcher.shown_request and launcher.shown_request.get("queue") == "interactive" and launcher.preview
                 ),
                 "a preview of the disallowed queue",
             )

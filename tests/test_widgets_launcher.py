@@ -52,10 +52,10 @@ def data_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
 
 
 def preview_of(launcher: Launcher, **expect: object) -> dict[str, Any]:
-    """The first preview whose request has every `expect`ed field."""
+    """The first preview whose request has every `expect`ed field, shown whole (Submit, locks, alternatives)."""
 
     def answered() -> dict[str, Any] | None:
-        req = launcher.preview_request
+        req = launcher.shown_request
         if req is not None and all(req.get(k) == v for k, v in expect.items()):
             return launcher.preview
         return None
@@ -85,7 +85,7 @@ def test_launcher_starts_from_the_default_presets_and_says_nothing_is_allowed_be
         launcher.gpu_picker.value = ""
         launcher.command_field.value = "echo hi"
         preview_of(launcher, command="echo hi")
-        assert "✓ allowed — queue team-a-train, 1 GPU" in launcher.preview_html
+        assert "✓ allowed — queue team-a-train, 1 GPU" in launcher.preview_html, launcher.preview_html
     finally:
         launcher.close()
 

@@ -89,6 +89,7 @@ class Launcher(widgets.VBox):
             raise GpuPlatAPIError(f"project {project!r} not found", f"your projects: {', '.join(self.projects)}")
         self.preview: dict[str, Any] | None = None  # the latest preview answer
         self.preview_request: dict[str, Any] | None = None  # the request it answered
+        self.shown_request: dict[str, Any] | None = None  # ... once Submit, locks and alternatives follow it
         self.preview_error = ""  # why the last preview could not be made
         self.error_html = ""  # the inline error under Submit
         self.submitted: dict[str, Any] | None = None  # the run created by the last Submit
@@ -328,6 +329,12 @@ class Launcher(widgets.VBox):
                 options = [(lock_label(own if own is not None else value, lock, self.default_presets), DEFAULT)]
             elif value is not None and path in provenance:
                 options = [(default_label(value, provenance[path]), DEFAULT), *options[1:]]
+            relabel_only = lock is None and not picker.disabled
+            if relabel_only and picker.value != DEFAULT:
+                # Setting options resets a Dropdown to its first entry for a moment; this runs in the
+                # preview's thread, and a choice the user makes in that moment would be lost. The
+                # "default (…)" label waits until the default is what is picked.
+                continue
             if list(picker.options) != list(options):
                 keep = picker.value
                 picker.options = options
@@ -388,6 +395,9 @@ class Launcher(widgets.VBox):
         self._sync_submit()
         self._apply_locks()
         self._show_alternatives()
+        with self._lock:
+            if generation == self._generation:
+                self.shown_request = req
 
     def apply_alternative(self, changes: dict[str, Any]) -> None:
         """Put one of the verdict's alternatives into the form (queue, presets, GPUs), as the service gave it."""
