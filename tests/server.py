@@ -143,6 +143,18 @@ class ServerProcess:
         assert code < 300, (code, data)
         return data
 
+    def stop_all_runs(self, timeout: float = 60) -> None:
+        """Stop every run not yet final (as the platform admin `ops`) and wait until none is left:
+        a run's processes (a session's kernel) outlive the server otherwise."""
+        active = "created,queued,dispatched,starting,running,stopping"
+        for r in self.ok("GET", "runs", user="ops", status=active, limit=1000)["runs"]:
+            self.call("POST", f"runs/{r['id']}/stop", user="ops")
+        deadline = time.monotonic() + timeout
+        while self.ok("GET", "runs", user="ops", status=active, limit=1000)["runs"]:
+            if time.monotonic() > deadline:
+                raise AssertionError(f"runs still active {timeout}s after they were stopped")
+            time.sleep(POLL_SECONDS)  # polling a condition with a deadline
+
     def wait_status(self, run_id: str, *statuses: str, timeout: float = 30) -> dict[str, Any]:
         deadline = time.monotonic() + timeout
         while True:

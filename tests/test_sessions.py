@@ -305,6 +305,7 @@ def test_a_server_killed_with_a_running_session_keeps_its_record_and_re_adopts_t
         assert ks.execute("print(x + 1)") == ("43\n", "ok")
         ks.close()
     finally:
+        srv.stop_all_runs()  # the sessions' kernels outlive the server (that is what it tests)
         srv.stop()
 
 

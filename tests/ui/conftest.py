@@ -21,7 +21,6 @@ from typing import Any
 import pytest
 
 from ..server import ServerProcess
-from ..waiting import until
 
 CHROMIUM_FLAGS = [
     "--no-sandbox",
@@ -156,17 +155,12 @@ def widen_left_sidebar(page: Any, width: int) -> None:
     page.mouse.up()
 
 
-ACTIVE = "created,queued,dispatched,starting,running,stopping"  # every status but the final ones
-
-
 def quiet(lab: Lab) -> None:
     """What a test file left running stops and paused queues resume: the next file starts on free GPUs."""
     for q in lab.ok("GET", "queues", user="ops")["queues"]:
         if q.get("paused"):
             lab.call("POST", f"queues/{q['name']}/resume", user="ops")
-    for r in lab.ok("GET", "runs", user="ops", status=ACTIVE, limit=1000)["runs"]:
-        lab.call("POST", f"runs/{r['id']}/stop", user="ops")
-    until(lambda: not lab.ok("GET", "runs", user="ops", status=ACTIVE, limit=1000)["runs"], "every run stopped", 60)
+    lab.stop_all_runs()
 
 
 @pytest.fixture(scope="module")
