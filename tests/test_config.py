@@ -15,7 +15,7 @@ EXAMPLE = Path(__file__).resolve().parents[1] / "jupyter_gpuplat" / "platform.ex
 GI = 2**30
 MEM_HINT = "use bytes or a suffix Ki, Mi, Gi, Ti (binary) or k, M, G, T"
 NAME_MSG = "invalid name: use lowercase letters, digits, '.', '_' and '-', 1-63 characters"
-SPEC_FIELDS = "kind, queue, resources, placement, image, env, volumes, connections, termination"
+SPEC_FIELDS = "kind, queue, resources, placement, image, env, volumes, connections, termination, security"
 
 
 def errors_of(data: Any) -> list[str]:

@@ -44,7 +44,18 @@ Text = Annotated[str, AfterValidator(no_nul)]
 MergeStrategy = Literal["post_merge", "pre_merge", "isnull", "replace"]
 
 # Top-level spec fields a layer may set, in display order.
-SPEC_FIELDS = ("kind", "queue", "resources", "placement", "image", "env", "volumes", "connections", "termination")
+SPEC_FIELDS = (
+    "kind",
+    "queue",
+    "resources",
+    "placement",
+    "image",
+    "env",
+    "volumes",
+    "connections",
+    "termination",
+    "security",
+)
 
 
 class _Strict(BaseModel):
@@ -110,6 +121,22 @@ class Termination(_Strict):
     idle_seconds: int | None = Field(default=None, gt=0, le=365 * 86400)
 
 
+class Security(_Strict):
+    """Relaxations of the restricted default every run gets; only platform-admin presets may set them.
+
+    The default (each field unset) is Pod Security `restricted` on Kubernetes: non-root, no
+    privilege escalation, every capability dropped, the RuntimeDefault seccomp profile.
+    """
+
+    run_as_root: bool | None = None
+    run_as_user: int | None = Field(default=None, ge=0, le=2**31 - 1)
+    allow_privilege_escalation: bool | None = None
+    add_capabilities: list[Annotated[str, Field(pattern=r"^[A-Z][A-Z_]{1,31}$")]] | None = Field(
+        default=None, max_length=16
+    )
+    seccomp_profile: Literal["RuntimeDefault", "Unconfined"] | None = None
+
+
 class PartialSpec(_Strict):
     """Every field optional: what one layer contributes."""
 
@@ -123,6 +150,7 @@ class PartialSpec(_Strict):
     # Named connections of the platform config (core/connections.py); a plain list: a later layer's replaces.
     connections: list[Annotated[str, Field(pattern=NAME_PATTERN)]] | None = Field(default=None, max_length=32)
     termination: Termination | None = None
+    security: Security | None = None
 
     @field_validator("kind")
     @classmethod

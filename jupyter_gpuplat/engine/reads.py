@@ -79,6 +79,7 @@ class ReadModel:
             "gpus": len(devices),
             "free_gpus": s.free_gpus,
             "devices": devices,
+            "isolation": s.executor.isolation(),
         }
 
     def queues(self, user: str) -> tuple[list[QueueState], int | None]:

@@ -249,6 +249,14 @@ class Executor(LoggingConfigurable, metaclass=_ExecutorMeta):
     def capture_code(self, req: LaunchRequest) -> dict[str, Any] | None:
         """What the run executes, kept in its artifacts: `{snapshot, git}` (blocking I/O: call it in a thread)."""
 
+    def isolation(self) -> dict[str, Any]:
+        """What this executor enforces between runs, as `capacity.isolation` shows it.
+
+        `{"mode": str, "controls": [{"name", "enforced": bool, "detail"}]}`: each control says
+        plainly whether it holds on this machine or cluster, and why not where it does not.
+        """
+        return {"mode": self.name, "controls": []}
+
     async def kernel_connection(self, run_id: str, handle: Mapping[str, Any]) -> dict[str, Any] | None:
         """A running session's kernel: Jupyter connection info (ip, ports, key, ...), None until it is up.
 

@@ -233,11 +233,23 @@ class DeviceView(_Out):
     run_id: str | None = Field(description="The run holding it, when the caller may see that run")
 
 
+class IsolationControl(_Out):
+    name: str = Field(description="users, environment, files, signals, memory, cpu, pids, gpu_devices, ...")
+    enforced: bool = Field(description="True only where this machine or cluster actually enforces it")
+    detail: str = Field(description="How it is enforced, or why it is not")
+
+
+class Isolation(_Out):
+    mode: str = Field(description="local: server | user (LocalExecutor.run_as); kubernetes: pod")
+    controls: list[IsolationControl]
+
+
 class Capacity(_Out):
     executor: str
     gpus: int
     free_gpus: int | None = Field(description="GPUs free now; null where the executor does not count them")
     devices: list[DeviceView]
+    isolation: Isolation = Field(description="What keeps runs apart here, control by control (docs/security.md)")
 
 
 # ---- admin writes -------------------------------------------------------------------------------

@@ -573,6 +573,8 @@ export interface components {
             free_gpus: number | null;
             /** Devices */
             devices: components["schemas"]["DeviceView"][];
+            /** @description What keeps runs apart here, control by control (docs/security.md) */
+            isolation: components["schemas"]["Isolation"];
         };
         /**
          * Clocks
@@ -1011,6 +1013,34 @@ export interface components {
             /** Refusals */
             refusals: components["schemas"]["RefusalCount"][];
         };
+        /** Isolation */
+        Isolation: {
+            /**
+             * Mode
+             * @description local: server | user (LocalExecutor.run_as); kubernetes: pod
+             */
+            mode: string;
+            /** Controls */
+            controls: components["schemas"]["IsolationControl"][];
+        };
+        /** IsolationControl */
+        IsolationControl: {
+            /**
+             * Name
+             * @description users, environment, files, signals, memory, cpu, pids, gpu_devices, ...
+             */
+            name: string;
+            /**
+             * Enforced
+             * @description True only where this machine or cluster actually enforces it
+             */
+            enforced: boolean;
+            /**
+             * Detail
+             * @description How it is enforced, or why it is not
+             */
+            detail: string;
+        };
         /**
          * KernelConnection
          * @description A running session's kernel: Jupyter connection info (owner only: the key runs code as them).
@@ -1213,6 +1243,8 @@ export interface components {
             connections?: string[] | null;
             /** @default null */
             termination?: components["schemas"]["Termination"] | null;
+            /** @default null */
+            security?: components["schemas"]["Security"] | null;
         };
         /**
          * PendingEntry
@@ -1319,6 +1351,8 @@ export interface components {
             connections?: string[] | null;
             /** @default null */
             termination?: components["schemas"]["Termination"] | null;
+            /** @default null */
+            security?: components["schemas"]["Security"] | null;
             /** Name */
             name: string;
             /**
@@ -1376,6 +1410,8 @@ export interface components {
             connections: string[] | null;
             /** @default null */
             termination: components["schemas"]["Termination"] | null;
+            /** @default null */
+            security: components["schemas"]["Security"] | null;
             /** Name */
             name: string;
             /**
@@ -2091,6 +2127,8 @@ export interface components {
             connections?: string[] | null;
             /** @default null */
             termination?: components["schemas"]["Termination"] | null;
+            /** @default null */
+            security?: components["schemas"]["Security"] | null;
             /** Project */
             project: string;
             /**
@@ -2297,6 +2335,40 @@ export interface components {
              * @description Pass as `before` for the next (older) page; null on the last
              */
             next_before: number | null;
+        };
+        /**
+         * Security
+         * @description Relaxations of the restricted default every run gets; only platform-admin presets may set them.
+         *
+         *     The default (each field unset) is Pod Security `restricted` on Kubernetes: non-root, no
+         *     privilege escalation, every capability dropped, the RuntimeDefault seccomp profile.
+         */
+        Security: {
+            /**
+             * Run As Root
+             * @default null
+             */
+            run_as_root?: boolean | null;
+            /**
+             * Run As User
+             * @default null
+             */
+            run_as_user?: number | null;
+            /**
+             * Allow Privilege Escalation
+             * @default null
+             */
+            allow_privilege_escalation?: boolean | null;
+            /**
+             * Add Capabilities
+             * @default null
+             */
+            add_capabilities?: string[] | null;
+            /**
+             * Seccomp Profile
+             * @default null
+             */
+            seccomp_profile?: ("RuntimeDefault" | "Unconfined") | null;
         };
         /**
          * SessionState
