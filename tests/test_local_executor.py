@@ -394,41 +394,47 @@ def test_notebooks_run_with_their_own_devices_params_env_and_cwd(harness: Harnes
     run_async(scenario())
 
 
-@pytest.mark.parametrize("inherit_env", [True, False])
-def test_spec_env_reaches_the_child_and_server_secrets_do_not(
-    harness: Harness, monkeypatch: pytest.MonkeyPatch, inherit_env: bool
+SERVER_SECRETS = {
+    "JUPYTER_TOKEN": "secret-1",
+    "JPY_API_TOKEN": "secret-2",
+    "GPUPLAT_TOKEN_ADMIN": "secret-3",
+    "GPUPLAT_DB_URL": "postgresql+psycopg://gpuplat:secret-4@db/gpuplat",
+    "JUPYTERHUB_API_TOKEN": "secret-5",
+    "AWS_SECRET_ACCESS_KEY": "secret-6",
+    "TEST_SERVER_ONLY": "not-named-in-env_keep",
+}
+
+
+@pytest.mark.parametrize("keep", [None, ["PATH", "TEST_KEPT"]])
+def test_a_run_env_is_an_allow_list_not_the_server_env_minus_names(
+    harness: Harness, monkeypatch: pytest.MonkeyPatch, keep: list[str] | None
 ) -> None:
-    monkeypatch.setenv("JUPYTER_TOKEN", "secret-1")
-    monkeypatch.setenv("JPY_API_TOKEN", "secret-2")
-    monkeypatch.setenv("GPUPLAT_TOKEN_ADMIN", "secret-3")
-    monkeypatch.setenv("GPUPLAT_TEST_INHERITED", "from-server")
-    names = [
-        "FOO", "CUDA_VISIBLE_DEVICES", "GPUPLAT_RUN_ID", "GPUPLAT_ARTIFACTS_DIR", "PYTHONUNBUFFERED",
-        "JUPYTER_TOKEN", "JPY_API_TOKEN", "GPUPLAT_TOKEN_ADMIN", "GPUPLAT_TEST_INHERITED",
-    ]  # fmt: skip
-    script = (
-        f"import json, os; print(json.dumps({{'cwd': os.getcwd(), **{{n: os.environ.get(n) for n in {names!r}}}}}))"
-    )
+    for name, value in {**SERVER_SECRETS, "TEST_KEPT": "kept"}.items():
+        monkeypatch.setenv(name, value)
+    script = "import json, os; print(json.dumps({'cwd': os.getcwd(), 'env': dict(os.environ)}))"
 
     async def scenario() -> None:
-        executor, seen = harness.executor(inherit_env=inherit_env)
+        executor, seen = harness.executor(**({"env_keep": keep} if keep else {}))
         env = {"FOO": "bar baz", "CUDA_VISIBLE_DEVICES": "0,1,2,3"}  # the spec cannot widen its devices
         req = harness.request("env", [PY, "-c", script], env=env, devices=(2,))
         handle = await harness.submit(executor, req)
         assert (await seen.final("env")).status == "succeeded"
-        seen_env = json.loads(Path(handle["log_path"]).read_text().splitlines()[-1])
-        assert seen_env == {
-            "cwd": req.workdir,
-            "FOO": "bar baz",
-            "CUDA_VISIBLE_DEVICES": "2",
-            "GPUPLAT_RUN_ID": "env",
-            "GPUPLAT_ARTIFACTS_DIR": req.workdir,
-            "PYTHONUNBUFFERED": "1",
-            "JUPYTER_TOKEN": None,
-            "JPY_API_TOKEN": None,
-            "GPUPLAT_TOKEN_ADMIN": None,
-            "GPUPLAT_TEST_INHERITED": "from-server" if inherit_env else None,
-        }
+        seen = json.loads(Path(handle["log_path"]).read_text().splitlines()[-1])
+        run_env = seen["env"]
+        assert seen["cwd"] == req.workdir
+        assert {k: run_env.get(k) for k in SERVER_SECRETS} == dict.fromkeys(SERVER_SECRETS)
+        platform = {"CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER", "GPUPLAT_RUN_ID", "GPUPLAT_ARTIFACTS_DIR"}
+        allowed = set(keep or executor.env_keep) | {"HOME", "USER", "LOGNAME", "SHELL", "PYTHONUNBUFFERED", "FOO"}
+        allowed.add("LC_CTYPE")  # Python's own locale coercion (PEP 538) in the child, not the server's
+        assert set(run_env) - platform <= allowed, "only allow-listed names of the server's environment"
+        assert run_env.get("TEST_KEPT") == ("kept" if keep else None)
+        assert run_env["PATH"] == os.environ["PATH"]
+        assert (run_env["FOO"], run_env["CUDA_VISIBLE_DEVICES"], run_env["CUDA_DEVICE_ORDER"]) == (
+            "bar baz",
+            "2",
+            "PCI_BUS_ID",
+        )
+        assert (run_env["GPUPLAT_RUN_ID"], run_env["GPUPLAT_ARTIFACTS_DIR"]) == ("env", req.workdir)
         await executor.close()
 
     run_async(scenario())
@@ -845,7 +851,7 @@ def test_detect_gpus_runs_nvidia_smi_and_survives_its_absence(tmp_path: Path) ->
 
 def test_declared_gpus_are_labelled_declared() -> None:
     assert LocalExecutor(gpus=2).devices() == [
-        Device(0, "declared GPU 0", None, None, declared=True),
-        Device(1, "declared GPU 1", None, None, declared=True),
+        Device(0, "declared GPU 0", None, None, declared=True, minor=0),
+        Device(1, "declared GPU 1", None, None, declared=True, minor=1),
     ]
     assert LocalExecutor(gpus=0).devices() == []

@@ -1,8 +1,9 @@
 """Run artifacts on the local filesystem: the reader the service uses, and what code ran.
 
 `LocalArtifactReader` serves files of `<artifacts_root>/<run_id>` (layout: core.artifacts).
-Every path is resolved, links included, and must stay inside the run's directory: a log or
-output that is a link to elsewhere is refused, never read, and listings skip links out.
+Every path is resolved beneath a descriptor of the run's directory, links included, and must
+stay inside it: a log or output that is a link to elsewhere is refused, never read, and
+listings skip links out.
 
 `capture_code` records what a run executes when it starts: a copy of its script, notebook or
 cell under `code/`, and, when the directory is in a git repository, the commit, whether the
@@ -11,17 +12,21 @@ tree is dirty and the uncommitted diff (`code/git.diff`).
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import logging
 import os
 import re
 import shutil
 import stat
 import subprocess
+from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Any
 
 from ..core import artifacts as layout
 from ..core.request import Entrypoint
+from . import safefs
 from .base import ArtifactError, ArtifactReader, LaunchRequest, OutputFile
 
 log = logging.getLogger(__name__)
@@ -35,7 +40,12 @@ MAX_PATH_BYTES = 4096  # PATH_MAX
 
 
 class LocalArtifactReader(ArtifactReader):
-    """Artifacts in directories on this machine (or a volume mounted here)."""
+    """Artifacts in directories on this machine (or a volume mounted here).
+
+    Every open starts from a descriptor of the run's directory and resolves the path beneath
+    it (executors/safefs.py): a link is followed only where it stays inside the run, a FIFO
+    or device is never read, and nothing a run swaps in while we read leads us out.
+    """
 
     def __init__(self, artifacts_root: str) -> None:
         self.root = artifacts_root
@@ -43,11 +53,9 @@ class LocalArtifactReader(ArtifactReader):
     def run_root(self, run_id: str) -> Path:
         if not RUN_ID.fullmatch(run_id):
             raise ArtifactError(f"invalid run id {run_id[:80]!r}", "run ids are 1-64 letters, digits, - and _")
-        base = Path(self.root).resolve()
-        return base / run_id
+        return Path(self.root).resolve() / run_id
 
-    def resolve(self, run_id: str, rel: str) -> Path:
-        """The real path of `rel` in the run's directory; ArtifactError when it leads outside."""
+    def _check(self, rel: str) -> None:
         if "\0" in rel:
             raise ArtifactError(f"path {rel!r} contains a NUL byte", "use a path listed by outputs")
         # Longer names are refused by the OS itself (ENAMETOOLONG), which would surface as a 500.
@@ -56,67 +64,129 @@ class LocalArtifactReader(ArtifactReader):
                 f"path {rel[:80]!r}{'...' if len(rel) > 80 else ''} is too long",
                 f"at most {MAX_NAME_BYTES} bytes a name and {MAX_PATH_BYTES} in all; use a path listed by outputs",
             )
+
+    @contextlib.contextmanager
+    def _run_dir(self, run_id: str) -> Iterator[int | None]:
+        """A descriptor of the run's directory (None when it does not exist); never a link."""
         root = self.run_root(run_id)
-        real_root = root.resolve()
-        target = (real_root / rel).resolve() if rel else real_root
-        if real_root != root or (target != real_root and real_root not in target.parents):
-            raise ArtifactError(f"path {rel!r} leaves the directory of run {run_id}", "use a path listed by outputs")
-        return target
+        try:
+            fd: int | None = safefs.open_dir(str(root))
+        except FileNotFoundError:
+            fd = None
+        except OSError as exc:
+            if exc.errno in (errno.ELOOP, errno.ENOTDIR):
+                raise ArtifactError(f"the directory of run {run_id} is not a directory", "") from None
+            raise
+        try:
+            yield fd
+        finally:
+            if fd is not None:
+                os.close(fd)
+
+    def _open(self, run_id: str, rel: str, flags: int) -> int:
+        """`rel` opened beneath the run's directory; FileNotFoundError, or ArtifactError for a way out."""
+        self._check(rel)
+        rel = rel.strip("/") if not rel.startswith("/") else rel
+        with self._run_dir(run_id) as dirfd:
+            if dirfd is None:
+                raise FileNotFoundError(rel)
+            if not rel:
+                return os.dup(dirfd)
+            try:
+                fd = safefs.open_beneath(dirfd, rel, flags, links_inside=True, root=os.path.join(self.root, run_id))
+            except safefs.UnsafePath as exc:
+                raise ArtifactError(
+                    f"path {rel!r} leaves the directory of run {run_id}", "use a path listed by outputs"
+                ) from exc
+            except NotADirectoryError:
+                raise FileNotFoundError(rel) from None
+        return fd
+
+    def _open_file(self, run_id: str, rel: str) -> int | None:
+        """A read descriptor of the regular file `rel`, or None (missing, or a FIFO, device or directory)."""
+        try:
+            fd = self._open(run_id, rel, safefs.READ_FLAGS)
+        except FileNotFoundError:
+            return None
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            os.close(fd)
+            return None
+        os.set_blocking(fd, True)
+        return fd
 
     def size(self, run_id: str, rel: str) -> int:
-        try:
-            st = os.stat(self.resolve(run_id, rel))
-        except FileNotFoundError:
+        fd = self._open_file(run_id, rel)
+        if fd is None:
             return -1
-        return st.st_size if stat.S_ISREG(st.st_mode) else -1
+        try:
+            return os.fstat(fd).st_size
+        finally:
+            os.close(fd)
 
     def read(self, run_id: str, rel: str, offset: int = 0, limit: int = -1) -> bytes:
-        path = self.resolve(run_id, rel)
-        try:
-            with open(path, "rb") as f:
-                st = os.fstat(f.fileno())
-                if not stat.S_ISREG(st.st_mode) or offset >= st.st_size:
-                    return b""  # past the end: nothing (seeking that far can fail: EINVAL beyond the fs's max size)
-                f.seek(offset)
-                return f.read(limit)
-        except (FileNotFoundError, IsADirectoryError):
+        fd = self._open_file(run_id, rel)
+        if fd is None:
             return b""
+        try:
+            size = os.fstat(fd).st_size
+            if offset >= size:
+                return b""  # past the end: nothing (seeking that far can fail: EINVAL beyond the fs's max size)
+            return os.pread(fd, size - offset if limit < 0 else min(limit, size - offset), offset)
+        finally:
+            os.close(fd)
 
     def is_dir(self, run_id: str, rel: str) -> bool:
-        return self.resolve(run_id, rel).is_dir()
+        try:
+            fd = self._open(run_id, rel, os.O_RDONLY | os.O_DIRECTORY)
+        except FileNotFoundError:
+            return False
+        os.close(fd)
+        return True
 
     def list_outputs(self, run_id: str, rel: str = "") -> list[OutputFile]:
-        start = self.resolve(run_id, rel)
-        root = self.run_root(run_id)
+        try:
+            start = self._open(run_id, rel, os.O_RDONLY | os.O_DIRECTORY)
+        except FileNotFoundError:
+            return []
+        prefix = rel.strip("/")
         out: list[OutputFile] = []
-        for dirpath, dirnames, filenames in os.walk(start, followlinks=False):
-            here = Path(dirpath)
-            dirnames[:] = sorted(d for d in dirnames if not layout.is_internal(str((here / d).relative_to(root))))
-            for name in sorted(filenames):
-                path = here / name
-                relpath = path.relative_to(root).as_posix()
-                if layout.is_internal(relpath):
-                    continue
-                try:
-                    if path.is_symlink():
-                        real = path.resolve()
-                        if root not in real.parents:
-                            continue  # a link out of the run: neither followed nor sized
-                        st = real.stat()
-                    else:
-                        st = path.stat()
-                except (OSError, RuntimeError):
-                    continue
-                if stat.S_ISREG(st.st_mode):
-                    out.append(OutputFile(relpath, st.st_size, st.st_mtime))
+        try:
+            for dirpath, dirnames, filenames, dirfd in os.fwalk(".", dir_fd=start):
+                here = dirpath[2:] if dirpath.startswith("./") else ""
+                base = "/".join(p for p in (prefix, here) if p)
+                dirnames[:] = sorted(d for d in dirnames if not layout.is_internal(f"{base}/{d}".lstrip("/")))
+                for name in sorted(filenames):
+                    relpath = f"{base}/{name}".lstrip("/")
+                    if layout.is_internal(relpath):
+                        continue
+                    st = self._stat_output(run_id, dirfd, name, relpath)
+                    if st is not None:
+                        out.append(OutputFile(relpath, st.st_size, st.st_mtime))
+        finally:
+            os.close(start)
         out.sort(key=lambda f: f.path)
         return out
 
+    def _stat_output(self, run_id: str, dirfd: int, name: str, relpath: str) -> os.stat_result | None:
+        try:
+            st = os.stat(name, dir_fd=dirfd, follow_symlinks=False)
+            if stat.S_ISLNK(st.st_mode):  # listed only when it resolves to a file inside the run
+                fd = self._open_file(run_id, relpath)
+                if fd is None:
+                    return None
+                try:
+                    st = os.fstat(fd)
+                finally:
+                    os.close(fd)
+        except (OSError, ArtifactError):
+            return None  # a link out of the run: neither followed nor sized
+        return st if stat.S_ISREG(st.st_mode) else None
+
     def open_output(self, run_id: str, rel: str) -> IO[bytes]:
-        path = self.resolve(run_id, rel)
-        if not path.is_file():
+        fd = self._open_file(run_id, rel)
+        if fd is None:
             raise FileNotFoundError(rel)
-        return open(path, "rb")
+        return os.fdopen(fd, "rb")
 
 
 # -- what code ran --------------------------------------------------------------------------

@@ -162,6 +162,7 @@ class Device:
     memory_mb: int | None
     uuid: str | None
     declared: bool  # True when configured by hand rather than found by nvidia-smi
+    minor: int | None = None  # its /dev/nvidiaN (what a devices cgroup denies); None where unknown
 
 
 def describe_returncode(returncode: int) -> str:

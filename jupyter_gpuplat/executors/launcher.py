@@ -1,6 +1,7 @@
 """Run one command as a child, pass on stop signals, and leave a launch and an exit record.
 
-    python launcher.py --exit-file PATH [--cwd DIR] [--lock-fd N] -- COMMAND [ARG...]
+    python launcher.py --exit-file PATH [--cwd DIR] [--lock-fd N] [--as UID:GID:GIDS] [--cgroup FILE]...
+                       -- COMMAND [ARG...]
 
 The local executor runs this file by path (stdlib only, never imports
 jupyter_gpuplat, so it starts in a few milliseconds) as the leader of a new
@@ -26,6 +27,18 @@ command ends, the launcher writes the exit record atomically (tmp + os.replace):
 `returncode` is negative for a signal, as with Popen. A command that cannot be
 started gets returncode 127 and an "error" message, which is also printed to the
 log. The launcher exits with the command's code (128 + N for signal N).
+
+Records are written beneath a descriptor of the state directory taken before the command
+starts (executors/safefs.py): the run may replace anything in its own directory with a link,
+and the launcher, root when runs run as their users, never writes through one.
+
+With `--as` (LocalExecutor.run_as = "user") or `--cgroup`, the command is forked rather than
+posix_spawn'ed, and between fork and exec the child joins the run's cgroups (each FILE is a
+`cgroup.procs`), drops to the run's account (groups, then gid, then uid, all three ids of each,
+checked; no_new_privs; umask 077), enters its working directory as that account (so it gets
+in only where the account may), and execs; a failure at any step comes back over a close-on-exec
+pipe and is reported as the command not starting. The launcher itself stays what it was
+(root): the run cannot signal it, and it never runs the run's code.
 """
 
 from __future__ import annotations
@@ -42,11 +55,38 @@ if TYPE_CHECKING:
 else:
     import _signal as signal  # the C module: `signal` imports enum, milliseconds on every run
 
-USAGE = "usage: launcher.py --exit-file PATH [--cwd DIR] [--lock-fd N] -- COMMAND [ARG...]"
+if TYPE_CHECKING or __package__:  # imported by the executor or the warm notebook launcher
+    from . import safefs
+else:  # run by path with -I, which leaves the script's directory out: never imports jupyter_gpuplat
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import safefs
+
+    del sys.path[0]
+
+USAGE = (
+    "usage: launcher.py --exit-file PATH [--cwd DIR] [--lock-fd N] [--as UID:GID:GIDS] [--cgroup FILE]... "
+    "-- COMMAND [ARG...]"
+)
 LAUNCH_FILE = "launch.json"  # next to the exit record
 BOOT_ID_FILE = "/proc/sys/kernel/random/boot_id"
 FORWARDED_SIGNALS = (signal.SIGTERM, signal.SIGINT)
 NOT_STARTED = 127
+PR_SET_NO_NEW_PRIVS = 38
+RUN_UMASK = 0o077
+_STAGES = {
+    "cgroup": "cannot join the run's cgroup",
+    "account": "cannot switch to the run's account",
+    "cwd": "cannot enter the working directory",
+    "exec": "cannot run",
+}
+
+
+class SpawnError(OSError):
+    """The command did not start: which step failed (a key of _STAGES) and its errno."""
+
+    def __init__(self, stage: str, err: int) -> None:
+        super().__init__(err, os.strerror(err))
+        self.stage = stage
 
 
 class _Forwarder:
@@ -79,8 +119,34 @@ class _Forwarder:
             pass
 
 
-def parse_args(args: list[str]) -> tuple[str, str | None, int | None, list[str]]:
+class Options:
+    """What the executor asked of this launcher (argv, or the warm launcher's spec)."""
+
+    def __init__(
+        self,
+        exit_file: str,
+        cwd: str | None,
+        lock_fd: int | None,
+        command: list[str],
+        account: dict[str, object] | None = None,
+        cgroups: list[str] | None = None,
+    ) -> None:
+        self.exit_file = exit_file
+        self.cwd = cwd
+        self.lock_fd = lock_fd
+        self.command = command
+        self.account = account
+        self.cgroups = cgroups or []
+
+
+def parse_account(text: str) -> dict[str, object]:
+    uid, gid, groups = text.split(":")
+    return {"uid": int(uid), "gid": int(gid), "groups": [int(g) for g in groups.split(",") if g]}
+
+
+def parse_args(args: list[str]) -> Options:
     options: dict[str, str] = {}
+    cgroups: list[str] = []
     i = 0
     while i < len(args):
         arg = args[i]
@@ -91,8 +157,18 @@ def parse_args(args: list[str]) -> tuple[str, str | None, int | None, list[str]]
             lock = options.get("--lock-fd")
             if lock is not None and not lock.isdigit():
                 break
-            return options["--exit-file"], options.get("--cwd"), int(lock) if lock else None, command
-        if arg in ("--exit-file", "--cwd", "--lock-fd") and i + 1 < len(args):
+            try:
+                account = parse_account(options["--as"]) if "--as" in options else None
+            except ValueError:
+                break
+            return Options(
+                options["--exit-file"], options.get("--cwd"), int(lock) if lock else None, command, account, cgroups
+            )
+        if arg == "--cgroup" and i + 1 < len(args):
+            cgroups.append(args[i + 1])
+            i += 2
+            continue
+        if arg in ("--exit-file", "--cwd", "--lock-fd", "--as") and i + 1 < len(args):
             options[arg] = args[i + 1]
             i += 2
             continue
@@ -113,14 +189,14 @@ def to_json(value: float | str | None) -> str:
 
 
 def write_record(path: str, record: dict[str, float | str | None], durable: bool = True) -> None:
-    tmp = f"{path}.{os.getpid()}.tmp"
+    """Write a record into the run's state directory, beneath its descriptor (never through a link)."""
+    data = ("{" + ", ".join(f"{to_json(k)}: {to_json(v)}" for k, v in record.items()) + "}\n").encode()
     try:
-        with open(tmp, "w", encoding="utf-8") as f:
-            f.write("{" + ", ".join(f"{to_json(k)}: {to_json(v)}" for k, v in record.items()) + "}\n")
-            f.flush()
-            if durable:
-                os.fsync(f.fileno())
-        os.replace(tmp, path)
+        dirfd = safefs.open_dir(os.path.dirname(path))
+        try:
+            safefs.write_atomic(dirfd, os.path.basename(path), data, durable=durable)
+        finally:
+            os.close(dirfd)
     except OSError as exc:
         print(f"gpuplat launcher: could not write the record {path}: {exc}", file=sys.stderr, flush=True)
 
@@ -175,6 +251,76 @@ def spawn_command(command: list[str]) -> int:
     return os.posix_spawnp(command[0], command, os.environ)
 
 
+def no_new_privs() -> None:
+    """prctl(PR_SET_NO_NEW_PRIVS): no setuid binary or file capability raises the run's privileges again."""
+    import ctypes  # the warm launcher imported it already; a direct launcher in user mode pays ~1 ms
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, os.strerror(err))
+
+
+def _become(account: dict[str, object]) -> None:
+    uid, gid, groups = account["uid"], account["gid"], account["groups"]
+    assert isinstance(uid, int) and isinstance(gid, int) and isinstance(groups, list)
+    if uid == 0:
+        raise OSError(1, "refusing to run a command as root")
+    os.setgroups(groups)  # before the gid and the uid: afterwards we could not
+    os.setresgid(gid, gid, gid)
+    os.setresuid(uid, uid, uid)
+    if os.getresuid() != (uid, uid, uid) or os.getresgid() != (gid, gid, gid):
+        raise OSError(1, "the account switch did not take")
+    no_new_privs()
+    os.umask(RUN_UMASK)
+
+
+def spawn_confined(command: list[str], cwd: str | None, account: dict[str, object] | None, cgroups: list[str]) -> int:
+    """Fork the command; in the child join the cgroups, drop to the account, enter cwd, exec (see module doc)."""
+    r, w = os.pipe2(os.O_CLOEXEC)
+    pid = os.fork()
+    if pid == 0:  # the child: no Python beyond this block; every error goes up the pipe
+        stage = "cgroup"
+        try:
+            os.close(r)
+            for signum in FORWARDED_SIGNALS:
+                signal.signal(signum, signal.SIG_DFL)
+            me = str(os.getpid()).encode()
+            for procs in cgroups:
+                fd = os.open(procs, os.O_WRONLY | os.O_CLOEXEC)
+                try:
+                    os.write(fd, me)
+                finally:
+                    os.close(fd)
+            if account is not None:
+                stage = "account"
+                _become(account)
+            if cwd:
+                stage = "cwd"
+                os.chdir(cwd)
+            stage = "exec"
+            os.execvpe(command[0], command, os.environ)
+        except OSError as exc:
+            try:
+                os.write(w, f"{stage}:{exc.errno or 1}".encode())
+            finally:
+                os._exit(NOT_STARTED)
+        except BaseException:
+            os._exit(NOT_STARTED)
+    os.close(w)
+    try:
+        report = b""
+        while chunk := os.read(r, 64):  # EOF: the exec closed our pipe (or the child died trying)
+            report += chunk
+    finally:
+        os.close(r)
+    if report:
+        os.waitpid(pid, 0)
+        stage, _, err = report.decode().partition(":")
+        raise SpawnError(stage, int(err) if err.isdigit() else 1)
+    return pid
+
+
 def launch(
     exit_file: str,
     cwd: str | None,
@@ -182,26 +328,37 @@ def launch(
     lock_fd: int | None = None,
     forwarder: _Forwarder | None = None,
     spawn: Callable[[list[str]], int] = spawn_command,
+    account: dict[str, object] | None = None,
+    cgroups: list[str] | None = None,
 ) -> int:
     """Be the run's launcher: record, start the command with os.environ, wait, leave the exit record.
 
     `spawn` starts the command in our process group and returns its pid (the warm notebook
-    launcher forks it from an interpreter that has nbclient imported already).
+    launcher forks it from an interpreter that has nbclient imported already). With an
+    `account` or `cgroups` the command is started by `spawn_confined` instead.
     """
     if forwarder is None:
         forwarder = forward_stop_signals()
     if lock_fd is not None:
         os.set_inheritable(lock_fd, False)  # held until we exit; the command must not keep the run "alive"
     write_launch_record(exit_file, lock_fd)
+    confined = account is not None or bool(cgroups)
     try:
-        if cwd:
-            os.chdir(cwd)
-    except OSError as exc:
-        return not_started(exit_file, f"cannot enter the working directory {cwd!r}: {exc.strerror or exc}")
-    try:
-        child = spawn(command)
-    except OSError as exc:
-        return not_started(exit_file, f"cannot run {command[0]!r}: {exc.strerror or exc}")
+        if confined:
+            child = spawn_confined(command, cwd, account, cgroups or [])
+        else:
+            try:
+                if cwd:
+                    os.chdir(cwd)
+            except OSError as exc:
+                raise SpawnError("cwd", exc.errno or 1) from None
+            try:
+                child = spawn(command)
+            except OSError as exc:
+                raise SpawnError("exec", exc.errno or 1) from None
+    except SpawnError as exc:
+        what = {"cwd": f" {cwd!r}", "exec": f" {command[0]!r}"}.get(exc.stage, "")
+        return not_started(exit_file, f"{_STAGES.get(exc.stage, exc.stage)}{what}: {exc.strerror}")
     forwarder.child = child
     for pending in forwarder.pending:
         forwarder.forward(pending)
@@ -217,8 +374,8 @@ def launch(
 
 def main(argv: list[str] | None = None) -> int:
     forwarder = forward_stop_signals()  # first: a stop that comes while we start is held, not lost
-    exit_file, cwd, lock_fd, command = parse_args(sys.argv[1:] if argv is None else argv)
-    return launch(exit_file, cwd, command, lock_fd, forwarder)
+    o = parse_args(sys.argv[1:] if argv is None else argv)
+    return launch(o.exit_file, o.cwd, o.command, o.lock_fd, forwarder, account=o.account, cgroups=o.cgroups)
 
 
 if __name__ == "__main__":

@@ -48,10 +48,11 @@ from pathlib import Path
 from typing import Any, Final, Literal
 
 import psutil
-from traitlets import Bool, Float, Integer, Unicode
+from traitlets import Bool, Dict, Enum, Float, Integer, List, Unicode, default
 
 from ..core import artifacts as layout
 from ..core.reasons import Reason
+from . import safefs
 from .artifacts import FilesystemArtifacts, write_cell
 from .base import (
     FAILED,
@@ -63,7 +64,9 @@ from .base import (
     Observation,
 )
 from .gpus import detect_gpus
+from .local_confine import Confinement
 from .local_connections import connection_env, remove_run_secrets, remove_secret_dir
+from .local_env import DEFAULT_ENV_KEEP, kept, make_env
 from .local_process import (
     LAUNCH_FILE,
     LAUNCHER_LOCK_FD,
@@ -78,6 +81,7 @@ from .local_process import (
     read_json,
     spawn_launcher,
 )
+from .local_users import Account, user_mode_problems
 from .local_warm import WarmLaunchers, WarmSlot
 from .warm_client import WarmLauncherError, WarmStart
 
@@ -88,9 +92,6 @@ KILL_WAIT_SECONDS = 5.0
 # how long submit waits for a live launcher (its lock held) to write its launch record
 ADOPT_WAIT_SECONDS = 10.0
 ADOPT_POLL_SECONDS = 0.01
-SECRET_ENV = frozenset({"JUPYTER_TOKEN", "JPY_API_TOKEN"})
-SECRET_ENV_PREFIX = "GPUPLAT_TOKEN"
-PLATFORM_ENV = frozenset({"CUDA_VISIBLE_DEVICES", "GPUPLAT_RUN_ID", "GPUPLAT_ARTIFACTS_DIR", "PYTHONUNBUFFERED"})
 
 
 class _State(enum.Enum):
@@ -100,34 +101,11 @@ class _State(enum.Enum):
 _ALIVE: Final = _State.ALIVE
 
 
-def make_env(base: Mapping[str, str], req: LaunchRequest) -> dict[str, str]:
-    """The run's environment: `base` without server secrets, then the spec's env, then the platform's.
-
-    CUDA_VISIBLE_DEVICES, GPUPLAT_RUN_ID and GPUPLAT_ARTIFACTS_DIR come last so a
-    spec cannot widen its GPU assignment; it is "" for a run without GPUs.
-    """
-    env = {k: v for k, v in base.items() if k not in SECRET_ENV and not k.startswith(SECRET_ENV_PREFIX)}
-    env["PYTHONUNBUFFERED"] = "1"
-    for name, value in req.env.items():
-        if not isinstance(name, str) or not name or "=" in name or "\0" in name:
-            raise ExecutorError(f"run {req.run_id}: invalid environment variable name {name!r}")
-        if not isinstance(value, str) or "\0" in value:
-            raise ExecutorError(
-                f"run {req.run_id}: environment variable {name} must be a string without NUL, "
-                f"got {type(value).__name__}"
-            )
-        env[name] = value
-    env["CUDA_VISIBLE_DEVICES"] = ",".join(str(d) for d in req.devices)
-    env["GPUPLAT_RUN_ID"] = req.run_id
-    env["GPUPLAT_ARTIFACTS_DIR"] = req.workdir
-    return env
-
-
-def kernel_command(workdir: str) -> list[str]:
+def kernel_command(python: str, workdir: str) -> list[str]:
     """A session: the kernel agent (stdlib only) keeping ipykernel alive, ports picked now (after admission)."""
     connection_file = layout.in_run(workdir, layout.KERNEL)
-    kernel = [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"]
-    return [sys.executable, "-I", "-S", KERNEL_AGENT, "--connection-file", connection_file, "--", *kernel]
+    kernel = [python, "-m", "ipykernel_launcher", "-f", "{connection_file}"]
+    return [python, "-I", "-S", KERNEL_AGENT, "--connection-file", connection_file, "--", *kernel]
 
 
 def _python_env(env: Mapping[str, str]) -> dict[str, str]:
@@ -157,6 +135,32 @@ class _Run:
         return os.path.join(os.path.dirname(self.exit_file), layout.STOP_FILE)
 
 
+def _exists(state_dir: str, name: str) -> bool:
+    """Whether the record is there (a link or a FIFO the run put in its place counts as there: never started twice)."""
+    try:
+        dirfd = safefs.open_dir(state_dir)
+    except OSError:
+        return False
+    try:
+        os.stat(name, dir_fd=dirfd, follow_symlinks=False)
+        return True
+    except FileNotFoundError:
+        return False
+    finally:
+        os.close(dirfd)
+
+
+def _remove(workdir: str, rel: str) -> None:
+    try:
+        dirfd = safefs.open_dir(workdir)
+    except FileNotFoundError:
+        return
+    try:
+        safefs.unlink(dirfd, rel)
+    finally:
+        os.close(dirfd)
+
+
 class LocalExecutor(FilesystemArtifacts, Executor):
     """Runs each submission as a process group on this machine."""
 
@@ -176,9 +180,51 @@ class LocalExecutor(FilesystemArtifacts, Executor):
     inherit_env = Bool(
         True,
         help=(
-            "Pass the server's environment to runs, minus JUPYTER_TOKEN, JPY_API_TOKEN and GPUPLAT_TOKEN*. "
-            "When False a run sees only its spec's env and the platform variables."
+            "Pass the server's values of the names in env_keep to runs. When False a run sees only PATH, "
+            "its account's HOME/USER/LOGNAME/SHELL, its spec's env and the platform variables."
         ),
+    ).tag(config=True)
+    env_keep = List(
+        Unicode(),
+        list(DEFAULT_ENV_KEEP),
+        help=(
+            "Names of the server's environment variables a run gets (an allow-list, as JupyterHub's "
+            "Spawner.env_keep): nothing else of the server's environment reaches a run, so no token, database "
+            "URL or cloud key does unless named here. Reserved names (CUDA_VISIBLE_DEVICES, GPUPLAT_*, ...) "
+            "are always the platform's."
+        ),
+    ).tag(config=True)
+    run_as = Enum(
+        ["server", "user"],
+        "server",
+        help=(
+            "server: every run runs as the server's own account (one person's machine; the default for "
+            "`gpuplat lab`). user: each run, session kernel and sweep child runs as the Unix account of its "
+            "platform user (unix_users), with a 0700 directory of its own; the server must run as root, and "
+            "refuses to start saying why when it cannot switch users."
+        ),
+    ).tag(config=True)
+    unix_users = Dict(
+        value_trait=Unicode(),
+        help="run_as = 'user': platform user → Unix account; a user not listed runs as the account of the same name.",
+    ).tag(config=True)
+    python = Unicode(
+        help=(
+            "The interpreter of runs' scripts, notebooks, cells and session kernels (default: the server's own). "
+            "With run_as = 'user' every run account must be able to execute it."
+        ),
+    ).tag(config=True)
+    cgroups = Enum(
+        ["auto", "off"],
+        "auto",
+        help=(
+            "auto: give each run a cgroup limiting its memory and CPU to its resources, its processes to "
+            "pids_max and its GPU device nodes to its own, where this machine lets the server (root, or a "
+            "delegated cgroup); capacity.isolation says what holds. off: none."
+        ),
+    ).tag(config=True)
+    pids_max = Integer(
+        8192, min=0, help="Processes and threads one run may have at once, with a pids cgroup (0: no limit)."
     ).tag(config=True)
     poll_interval_seconds = Float(
         0.5,
@@ -207,8 +253,22 @@ class LocalExecutor(FilesystemArtifacts, Executor):
         config=True
     )
 
+    @default("python")
+    def _python_default(self) -> str:
+        return sys.executable
+
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
+        if self.run_as == "user":
+            problems = user_mode_problems(self.python, [KERNEL_AGENT])
+            if problems:
+                raise ExecutorError(
+                    "LocalExecutor.run_as = 'user' cannot work on this machine: " + "; ".join(problems),
+                    "fix these, or set LocalExecutor.run_as = 'server' (runs then run as the server's account)",
+                )
+        self._confine = Confinement(
+            self.run_as, self.unix_users, self.pids_max or None, self.cgroups == "auto", self._env_keep(), self.log
+        )
         self._runs: dict[str, _Run] = {}
         self._polled: dict[str, _Run] = {}
         self._poll_task: asyncio.Task[None] | None = None
@@ -223,7 +283,7 @@ class LocalExecutor(FilesystemArtifacts, Executor):
     def devices(self) -> list[Device]:
         """Declared GPUs, or those nvidia-smi finds (asked once per executor)."""
         if self.gpus is not None:
-            return [Device(i, f"declared GPU {i}", None, None, declared=True) for i in range(self.gpus)]
+            return [Device(i, f"declared GPU {i}", None, None, declared=True, minor=i) for i in range(self.gpus)]
         if self._detected is None:
             self._detected = detect_gpus(self.nvidia_smi_path)
         return list(self._detected)
@@ -242,27 +302,33 @@ class LocalExecutor(FilesystemArtifacts, Executor):
             raise ExecutorError(f"run {req.run_id}: workdir must be an absolute path, got {req.workdir!r}")
         if req.working_dir is not None and not os.path.isabs(req.working_dir):
             raise ExecutorError(f"run {req.run_id}: working_dir must be an absolute path, got {req.working_dir!r}")
-        if not sys.executable:
+        if not sys.executable or not self.python:
             raise ExecutorError(f"run {req.run_id}: cannot find the Python interpreter to run the launcher")
         if req.entrypoint.kind == "kernel":
-            command = kernel_command(req.workdir)
+            command = kernel_command(self.python, req.workdir)
         else:
-            command = req.entrypoint.argv_with(sys.executable, layout.in_run(req.workdir, layout.CELL))
+            command = req.entrypoint.argv_with(self.python, layout.in_run(req.workdir, layout.CELL))
         if not command or not all(isinstance(arg, str) and arg for arg in command):
             raise ExecutorError(f"run {req.run_id}: the command must be a non-empty list of strings, got {command!r}")
-        env = make_env(os.environ if self.inherit_env else {}, req)
-        extra, secret_dir = connection_env(req)
-        # connections after the spec's env; the platform's own variables stay the platform's
-        env.update({k: v for k, v in extra.items() if k not in PLATFORM_ENV})
+        account = self._confine.account(req)
         state_dir = os.path.dirname(layout.in_run(req.workdir, layout.EXIT))
         try:
-            os.makedirs(state_dir, exist_ok=True)
+            self._confine.prepare(req, account, state_dir)
         except OSError as exc:
             raise ExecutorError(f"run {req.run_id}: cannot prepare {req.workdir}: {exc.strerror or exc}") from exc
+        extra, secret_dir = connection_env(req, account)
+        # connections after the spec's env; the platform's own variables stay the platform's
+        env = make_env(
+            os.environ if self.inherit_env else {"PATH": os.environ.get("PATH", "")},
+            self._env_keep(),
+            account,
+            req,
+            extra,
+        )
         self._submitting.add(req.run_id)
         try:
             for _ in range(3):  # a launcher that ends while we look is looked at again
-                handle = await self._start_or_adopt(req, command, env, state_dir)
+                handle = await self._start_or_adopt(req, command, env, state_dir, account)
                 if handle is not None:
                     if req.run_id in self._runs:
                         secret_dir = None  # the run's now: removed when it ends (_finish)
@@ -273,7 +339,7 @@ class LocalExecutor(FilesystemArtifacts, Executor):
         raise ExecutorError(f"run {req.run_id}: its launcher kept changing while it was being started")
 
     async def _start_or_adopt(
-        self, req: LaunchRequest, command: list[str], env: dict[str, str], state_dir: str
+        self, req: LaunchRequest, command: list[str], env: dict[str, str], state_dir: str, account: Account | None
     ) -> dict[str, Any] | None:
         try:
             lock_fd, locked = open_launch_lock(state_dir)
@@ -283,9 +349,9 @@ class LocalExecutor(FilesystemArtifacts, Executor):
             os.close(lock_fd)
             return await self._adopt(req, state_dir)
         try:
-            if os.path.exists(os.path.join(state_dir, LAUNCH_FILE)) or os.path.exists(self._exit_file(req)):
+            if _exists(state_dir, LAUNCH_FILE) or _exists(state_dir, layout.EXIT_FILE):
                 return self._ended_earlier(req, state_dir)
-            return await self._start(req, command, env, lock_fd)
+            return await self._start(req, command, env, lock_fd, account)
         finally:
             with contextlib.suppress(OSError):
                 os.close(lock_fd)
@@ -295,26 +361,30 @@ class LocalExecutor(FilesystemArtifacts, Executor):
         return layout.in_run(req.workdir, layout.EXIT)
 
     async def _start(
-        self, req: LaunchRequest, command: list[str], env: dict[str, str], lock_fd: int
+        self, req: LaunchRequest, command: list[str], env: dict[str, str], lock_fd: int, account: Account | None
     ) -> dict[str, Any] | None:
         """Start a first launcher for the run (we hold its lock). None: look again (the warm launcher died)."""
         workdir = req.workdir
         exit_file = self._exit_file(req)
         log_path = layout.in_run(workdir, layout.LOG)
         try:
-            with contextlib.suppress(FileNotFoundError):  # a stop of a run that never started
-                os.unlink(layout.in_run(workdir, layout.STOP))
+            _remove(workdir, layout.STOP)  # a stop of a run that never started
             if req.entrypoint.kind == "cell":
                 write_cell(req.entrypoint, workdir)
             log_fd = open_log(log_path)
         except OSError as exc:
             raise ExecutorError(f"run {req.run_id}: cannot prepare {workdir}: {exc.strerror or exc}") from exc
         try:
+            cgroups = self._confine.cgroup(req, self.devices())
             slot = self._warm_for(req, env) if self.warm_launcher else None
             warm = self._warm.client(slot) if slot is not None else None
             future = None
             if warm is not None and slot is not None:
-                spec = {"argv": command, "env": env, "cwd": req.cwd, "exit_file": exit_file}
+                spec: dict[str, Any] = {"argv": command, "env": env, "cwd": req.cwd, "exit_file": exit_file}
+                if account is not None:
+                    spec["account"] = account.credentials()
+                if cgroups:
+                    spec["cgroups"] = cgroups
                 spare = warm.take_spare()
                 handed = spare.hand_over(spec, log_fd, lock_fd) if spare is not None else None
                 if handed is not None:  # no await: the spare's pid is known already
@@ -326,7 +396,12 @@ class LocalExecutor(FilesystemArtifacts, Executor):
             if future is None:
                 # -I -S: the launcher needs only the stdlib and must not see the run's PYTHON* settings
                 argv = [sys.executable, "-I", "-S", LAUNCHER, "--exit-file", exit_file, "--cwd", req.cwd]
-                argv += ["--lock-fd", str(LAUNCHER_LOCK_FD), "--", *command]
+                argv += ["--lock-fd", str(LAUNCHER_LOCK_FD)]
+                if account is not None:
+                    argv += ["--as", f"{account.uid}:{account.gid}:{','.join(map(str, account.groups))}"]
+                for procs in cgroups:
+                    argv += ["--cgroup", procs]
+                argv += ["--", *command]
                 try:
                     pid = spawn_launcher(argv, env, log_fd, lock_fd)
                 except (OSError, ValueError) as exc:
@@ -427,6 +502,7 @@ class LocalExecutor(FilesystemArtifacts, Executor):
     def _ended_earlier(self, req: LaunchRequest, state_dir: str) -> dict[str, Any]:
         """Started before and its launcher has ended (its lock is free): report that end, never restart it."""
         remove_run_secrets(req.run_id)  # its secret files, if it ended while no server watched it
+        self._release(req.run_id)
         launched = read_json(os.path.join(state_dir, LAUNCH_FILE)) or {}
         pid = launched.get("pid") if isinstance(launched.get("pid"), int) else 0
         ticks = launched.get("start_ticks") if isinstance(launched.get("start_ticks"), int) else None
@@ -445,16 +521,18 @@ class LocalExecutor(FilesystemArtifacts, Executor):
         if (
             req.entrypoint.kind == "notebook"
             and self.warm_notebooks
+            and not self._confine.by_user  # it would run the kernel in a fork of a root process: exec'd instead
             and _python_env(env) == _python_env(self._launcher_env())
         ):
             return self._warm.notebook
         return self._warm.command
 
+    def _env_keep(self) -> list[str]:
+        return list(self.env_keep) if self.inherit_env else ["PATH"]
+
     def _launcher_env(self) -> dict[str, str]:
-        base = os.environ if self.inherit_env else {"PATH": os.environ.get("PATH", "")}
-        env = {k: v for k, v in base.items() if k not in SECRET_ENV and not k.startswith(SECRET_ENV_PREFIX)}
-        env["PYTHONUNBUFFERED"] = "1"  # as every run has it: forked runs keep its unbuffered stdio
-        return env
+        # The allow-listed part of every run's env (PYTHONUNBUFFERED included: forked runs keep unbuffered stdio)
+        return kept(os.environ, self._env_keep())
 
     def _watch_pidfd(self, run: _Run) -> None:
         loop = asyncio.get_running_loop()
@@ -472,6 +550,19 @@ class LocalExecutor(FilesystemArtifacts, Executor):
         A final Observation is returned, not sent to the observer. A running process is
         watched from now on and its final Observation goes to the observer.
         """
+        observation = self._attach(run_id, handle)
+        if observation.final:  # it ended while no server watched it: what it left in its cgroup goes too
+            self._release(run_id)
+        return observation
+
+    def _release(self, run_id: str) -> None:
+        try:
+            later: Any = asyncio.get_running_loop().call_later
+        except RuntimeError:
+            later = None
+        self._confine.release(run_id, later)
+
+    def _attach(self, run_id: str, handle: Mapping[str, Any]) -> Observation:
         known = self._runs.get(run_id)
         if known is not None:
             return Observation(run_id, RUNNING, Reason.REATTACHED, f"process {known.pid} is already watched")
@@ -559,17 +650,19 @@ class LocalExecutor(FilesystemArtifacts, Executor):
         run.stop.update(killed=True, grace_seconds=grace)
         self._write_stop(run)
         self._signal(run, signal.SIGKILL, group=True)
+        self._confine.kill(run.run_id)  # what left its process group (setsid) is still in its cgroup
         if not await self._wait_done(run, KILL_WAIT_SECONDS):
             self.log.warning(
                 "gpuplat: run %s (pid %d) still not gone %.0f s after SIGKILL", run.run_id, run.pid, KILL_WAIT_SECONDS
             )
 
     def _write_stop(self, run: _Run) -> None:
-        tmp = f"{run.stop_file}.tmp"
         try:
-            with open(tmp, "w", encoding="utf-8") as f:
-                json.dump(run.stop, f)
-            os.replace(tmp, run.stop_file)
+            dirfd = safefs.open_dir(os.path.dirname(run.stop_file))
+            try:
+                safefs.write_atomic(dirfd, layout.STOP_FILE, json.dumps(run.stop).encode(), durable=False)
+            finally:
+                os.close(dirfd)
         except OSError as exc:  # the stop still happens; only a restart in the middle would miss it
             self.log.warning("gpuplat: cannot record the stop request of run %s: %s", run.run_id, exc)
 
@@ -684,6 +777,7 @@ class LocalExecutor(FilesystemArtifacts, Executor):
             return
         del self._runs[run.run_id]
         remove_run_secrets(run.run_id)
+        self._release(run.run_id)
         if run.warm is not None and run.warm.runs.get(run.pid) is run:
             del run.warm.runs[run.pid]
         self._unwatch(run)
@@ -705,6 +799,9 @@ class LocalExecutor(FilesystemArtifacts, Executor):
             self.log.error("gpuplat: local executor task failed", exc_info=task.exception())
 
     # -- the rest --------------------------------------------------------------------------
+
+    def isolation(self) -> dict[str, Any]:
+        return self._confine.isolation(self.devices())
 
     async def kernel_connection(self, run_id: str, handle: Mapping[str, Any]) -> dict[str, Any] | None:
         """The agent's connection file, with the kernel's pid and generation; None until both are written."""

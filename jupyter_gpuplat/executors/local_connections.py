@@ -18,6 +18,7 @@ from typing import Any
 
 from ..core.connections import BUCKET_KEYS, env_var, plain_env, read_local_file
 from .base import ExecutorError, LaunchRequest
+from .local_users import Account
 
 
 def _values(run_id: str, c: Mapping[str, Any]) -> dict[str, str]:
@@ -40,8 +41,11 @@ def _key(run_id: str, c: Mapping[str, Any], values: Mapping[str, str], key: str)
     return values[key]
 
 
-def connection_env(req: LaunchRequest) -> tuple[dict[str, str], str | None]:
-    """(env to add, a directory of secret files to remove when the run ends, or None)."""
+def connection_env(req: LaunchRequest, account: Account | None = None) -> tuple[dict[str, str], str | None]:
+    """(env to add, a directory of secret files to remove when the run ends, or None).
+
+    With an `account` (run_as = user) the run's secret files are that account's alone.
+    """
     env: dict[str, str] = {}
     secret_dir: str | None = None
     try:
@@ -53,12 +57,16 @@ def connection_env(req: LaunchRequest) -> tuple[dict[str, str], str | None]:
             if c.get("expose") == "files":
                 if secret_dir is None:
                     secret_dir = tempfile.mkdtemp(prefix=_prefix(req.run_id))
+                    _own(secret_dir, account)
                 d = os.path.join(secret_dir, c["name"])
                 os.mkdir(d, 0o700)
+                _own(d, account)
                 for key, value in values.items():
                     if not key or "/" in key or key.startswith("."):
                         continue
-                    fd = os.open(os.path.join(d, key), os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+                    fd = os.open(os.path.join(d, key), os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+                    if account is not None:
+                        os.fchown(fd, account.uid, account.gid)
                     with os.fdopen(fd, "w", encoding="utf-8") as f:
                         f.write(value)
                 env[env_var(c["name"])] = d
@@ -70,6 +78,11 @@ def connection_env(req: LaunchRequest) -> tuple[dict[str, str], str | None]:
         remove_secret_dir(secret_dir)
         raise
     return env, secret_dir
+
+
+def _own(path: str, account: Account | None) -> None:
+    if account is not None:  # we made it a moment ago in our own 0700 directory: nobody else could swap it
+        os.chown(path, account.uid, account.gid, follow_symlinks=False)
 
 
 def _prefix(run_id: str) -> str:

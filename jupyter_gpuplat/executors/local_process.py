@@ -5,6 +5,9 @@ as a process-group leader, the run's launch lock and launch record, and telling 
 process from a reused pid. The executor (local.py) watches and stops; this module knows
 processes and files.
 
+Everything here is read and opened through executors/safefs.py: these files live in the run's
+own directory, where the run may have put links, FIFOs or hard links in their place.
+
 Launch lock: `.gpuplat/launch.lock`, flock'ed by the executor before it starts a launcher and
 handed to it (fd 3), which holds it until it exits. Held means a launcher of this run is alive;
 free with a launch record (`launch.json`) or an exit record means one ran and ended; free and
@@ -13,10 +16,12 @@ neither means the run never started.
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import json
 import os
 import signal
+import stat
 import time
 from collections.abc import Mapping
 from typing import Any
@@ -24,6 +29,7 @@ from typing import Any
 import psutil
 
 from ..core.reasons import Reason
+from . import safefs
 from .base import FAILED, STOPPED, SUCCEEDED, Observation, describe_returncode
 
 # psutil derives create_time from clock ticks; a reused pid starts at another time
@@ -38,10 +44,13 @@ DEFAULT_SIGNALS = frozenset(signal.valid_signals()) - {signal.SIGKILL, signal.SI
 
 
 def read_json(path: str) -> dict[str, Any] | None:
+    """A JSON object a launcher or run left in the run's directory; None when missing, refused or not one."""
+    raw = safefs.read_path(path)
+    if raw is None:
+        return None
     try:
-        with open(path, encoding="utf-8") as f:
-            data = json.load(f)
-    except (OSError, ValueError):
+        data = json.loads(raw)
+    except ValueError:
         return None
     return data if isinstance(data, dict) else None
 
@@ -112,7 +121,12 @@ def make_final_observation(
 
 
 def open_log(path: str) -> int:
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o644)
+    """The run's log, opened for append by us (the run inherits the descriptor, never opens it)."""
+    dirfd = safefs.open_dir(os.path.dirname(path))
+    try:
+        fd = safefs.open_append(dirfd, os.path.basename(path))
+    finally:
+        os.close(dirfd)
     if fd < 3:  # dup2 onto itself would keep O_CLOEXEC and the run would lose its output
         moved = fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 3)
         os.close(fd)
@@ -192,7 +206,7 @@ def identify(pid: int, create_time: float, boot_time: float | None) -> psutil.Pr
 
 def open_launch_lock(state_dir: str) -> tuple[int, bool]:
     """The run's launch lock, opened; True when we took it, False when a live launcher holds it."""
-    fd = os.open(os.path.join(state_dir, LAUNCH_LOCK_FILE), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    fd = _open_lock_file(state_dir, os.O_RDWR | os.O_CREAT)
     if fd <= LAUNCHER_LOCK_FD:  # posix_spawn's dup2 onto 3 would keep O_CLOEXEC
         moved = fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, LAUNCHER_LOCK_FD + 1)
         os.close(fd)
@@ -205,6 +219,23 @@ def open_launch_lock(state_dir: str) -> tuple[int, bool]:
         os.close(fd)
         raise
     return fd, True
+
+
+def _open_lock_file(state_dir: str, flags: int) -> int:
+    dirfd = safefs.open_dir(state_dir)
+    try:
+        fd = safefs.open_beneath(dirfd, LAUNCH_LOCK_FILE, flags | os.O_NONBLOCK, 0o600)
+    finally:
+        os.close(dirfd)
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or st.st_nlink != 1:  # a FIFO, a device or another run's lock linked in
+            raise safefs.UnsafePath(errno.EINVAL, f"{LAUNCH_LOCK_FILE} in {state_dir} is not a file of its own")
+        os.set_blocking(fd, True)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
 
 
 def start_ticks(pid: int) -> int | None:
@@ -237,9 +268,13 @@ def launcher_in_record(state_dir: str) -> tuple[int, int] | None:
         return None
     try:
         held = os.stat(f"/proc/{pid}/fd/{lock_fd}")
-        lock = os.stat(os.path.join(state_dir, LAUNCH_LOCK_FILE))
+        fd = _open_lock_file(state_dir, os.O_RDONLY)
     except OSError:
         return None
+    try:
+        lock = os.fstat(fd)
+    finally:
+        os.close(fd)
     if (held.st_dev, held.st_ino) != (lock.st_dev, lock.st_ino):
         return None
     return pid, ticks

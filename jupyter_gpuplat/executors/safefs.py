@@ -6,9 +6,11 @@ another team's run), a FIFO (a read that never returns), a hard link, or swap a 
 link. The platform (root, when runs run as their users) therefore never opens a path there by
 name. Every open here starts from a directory descriptor and resolves the rest beneath it:
 
-- `openat2(RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS [| RESOLVE_NO_SYMLINKS])` where the kernel has
-  it (Linux >= 5.6): one syscall, links inside the tree allowed only where the caller asks;
-- else a walk, one component at a time, each opened with `O_NOFOLLOW` relative to the last.
+- no link followed: `openat2(RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS)` where
+  the kernel has it (Linux >= 5.6), else a walk, one component at a time, each opened with
+  `O_NOFOLLOW` relative to the last;
+- links that stay inside (served outputs, where the caller asks): resolved here, component by
+  component, with readlinkat, every open O_NOFOLLOW.
 
 Reads are non-blocking opens of regular files only (a planted FIFO or device is refused, not
 read); writes refuse a file with more than one link; atomic writes go through a fresh temporary
@@ -86,19 +88,22 @@ def _probe_openat2() -> object:
     return found
 
 
-def open_beneath(dirfd: int, rel: str, flags: int, mode: int = 0o600, *, links_inside: bool = False) -> int:
+def open_beneath(
+    dirfd: int, rel: str, flags: int, mode: int = 0o600, *, links_inside: bool = False, root: str | None = None
+) -> int:
     """Open `rel` beneath `dirfd`, never leaving it and never following a link out.
 
-    `links_inside=True` lets symbolic links that stay beneath `dirfd` resolve (served outputs:
-    `latest -> ckpt-100`), where openat2 exists; elsewhere, and by default, no link is followed.
+    `links_inside=True` lets symbolic links resolve where they stay beneath `dirfd` (served
+    outputs: `latest -> ckpt-100`); an absolute link counts as inside when it names a path under
+    `root`, the directory `dirfd` is (as the run sees it). By default no link is followed.
     """
     names = parts(rel)
     flags |= os.O_CLOEXEC | os.O_NOFOLLOW
+    if links_inside:
+        return _resolve(dirfd, names, flags, mode, root)
     call = _probe_openat2()
     if call is not None:
-        resolve = _RESOLVE_BENEATH | _RESOLVE_NO_MAGICLINKS | (0 if links_inside else _RESOLVE_NO_SYMLINKS)
-        if links_inside:
-            flags &= ~os.O_NOFOLLOW
+        resolve = _RESOLVE_BENEATH | _RESOLVE_NO_MAGICLINKS | _RESOLVE_NO_SYMLINKS
         try:  # openat2 refuses a mode without O_CREAT
             return call(dirfd, rel, flags, mode if flags & os.O_CREAT else 0, resolve)  # type: ignore[operator]
         except OSError as exc:
@@ -114,6 +119,58 @@ def open_beneath(dirfd: int, rel: str, flags: int, mode: int = 0o600, *, links_i
         raise
     finally:
         os.close(fd)
+
+
+MAX_LINKS = 40  # as the kernel's own limit
+
+
+def _resolve(dirfd: int, names: list[str], flags: int, mode: int, root: str | None) -> int:
+    """Resolve links ourselves, one component at a time, each read with readlinkat, never by the kernel.
+
+    A component swapped for a link between our look and our open fails the O_NOFOLLOW open:
+    refused, never followed.
+    """
+    stack = [os.dup(dirfd)]
+    pending = list(names)
+    hops = 0
+    roots = {r.rstrip("/") for r in (root, os.path.realpath(root) if root else None) if r}
+    try:
+        while pending:
+            name = pending.pop(0)
+            if name in ("", "."):
+                continue
+            if name == "..":
+                if len(stack) == 1:
+                    raise UnsafePath(errno.EXDEV, "refusing a link that leads out of the directory")
+                os.close(stack.pop())
+                continue
+            st = os.stat(name, dir_fd=stack[-1], follow_symlinks=False)
+            if stat.S_ISLNK(st.st_mode):
+                hops += 1
+                if hops > MAX_LINKS:
+                    raise UnsafePath(errno.ELOOP, "too many links")
+                target = os.readlink(name, dir_fd=stack[-1])
+                if target.startswith("/"):
+                    inside = next((r for r in roots if target == r or target.startswith(r + "/")), None)
+                    if inside is None:
+                        raise UnsafePath(errno.EXDEV, f"refusing {name!r}: it links out of the directory")
+                    target = target[len(inside) :]
+                    while len(stack) > 1:
+                        os.close(stack.pop())
+                pending = target.split("/") + pending
+                continue
+            if pending and any(p not in ("", ".") for p in pending):
+                stack.append(os.open(name, DIR_FLAGS, dir_fd=stack[-1]))
+                continue
+            return os.open(name, flags, mode, dir_fd=stack[-1])
+        return os.open(".", flags & ~os.O_NOFOLLOW, mode, dir_fd=stack[-1])  # it named the directory itself
+    except OSError as exc:
+        if exc.errno == errno.ELOOP and not isinstance(exc, UnsafePath):
+            raise UnsafePath(exc.errno, "refusing a component that became a link") from None
+        raise
+    finally:
+        for fd in stack:
+            os.close(fd)
 
 
 def walk(dirfd: int, names: list[str], *, create: bool = False, mode: int = 0o755) -> int:
@@ -154,9 +211,9 @@ def _regular(fd: int, rel: str, single_link: bool) -> os.stat_result:
     return st
 
 
-def open_read(dirfd: int, rel: str, *, links_inside: bool = False) -> int:
+def open_read(dirfd: int, rel: str, *, links_inside: bool = False, root: str | None = None) -> int:
     """A (blocking) read descriptor of the regular file `rel`; a FIFO or device is refused, never waited on."""
-    fd = open_beneath(dirfd, rel, READ_FLAGS, links_inside=links_inside)
+    fd = open_beneath(dirfd, rel, READ_FLAGS, links_inside=links_inside, root=root)
     try:
         _regular(fd, rel, single_link=False)
         os.set_blocking(fd, True)
@@ -187,6 +244,22 @@ def read_text(dirfd: int, rel: str, max_bytes: int = MAX_JSON_BYTES) -> str | No
     if data is None or len(data) > max_bytes:
         return None
     return data.decode("utf-8", "replace")
+
+
+def read_path(path: str, max_bytes: int = MAX_JSON_BYTES) -> bytes | None:
+    """The file at `path`, whose directory the run may write (its parent's parents are the platform's).
+
+    None when missing, refused (a link, a FIFO, a directory swapped for a link) or over `max_bytes`.
+    """
+    try:
+        dirfd = open_dir(os.path.dirname(path))
+    except OSError:
+        return None
+    try:
+        data = read_bytes(dirfd, os.path.basename(path), 0, max_bytes + 1)
+    finally:
+        os.close(dirfd)
+    return None if data is None or len(data) > max_bytes else data
 
 
 def append(dirfd: int, rel: str, data: bytes, mode: int = 0o644) -> None:

@@ -7,7 +7,7 @@ machine; forking this already-started one costs well under a millisecond. Stdlib
 launcher.py (whose `launch` the forked child runs), and never anything that touches a GPU.
 
 FD is a SOCK_SEQPACKET socket to the executor. A run is a JSON object
-`{"argv", "env", "cwd", "exit_file"}` with two descriptors attached, the run's log (opened for
+`{"argv", "env", "cwd", "exit_file", "account"?, "cgroups"?}` with two descriptors attached, the run's log (opened for
 append) and its launch lock (already locked by the executor).
 
 Spares: the warm launcher keeps SPARES (default 1) launchers forked ahead of their runs, each
@@ -109,7 +109,19 @@ def _be_the_run(
     os.environ.update(env)
     cwd = spec.get("cwd")
     command = [str(a) for a in argv]
-    return launcher.launch(str(spec["exit_file"]), str(cwd) if cwd else None, command, LOCK_FD, spawn=spawn)
+    account = spec.get("account")
+    cgroups = spec.get("cgroups") or []
+    assert account is None or isinstance(account, dict)
+    assert isinstance(cgroups, list)
+    return launcher.launch(
+        str(spec["exit_file"]),
+        str(cwd) if cwd else None,
+        command,
+        LOCK_FD,
+        spawn=spawn,
+        account=account,
+        cgroups=[str(c) for c in cgroups],
+    )
 
 
 class WarmLauncher:
@@ -261,6 +273,8 @@ def main(argv: list[str], spawn: Callable[[list[str]], int] = launcher.spawn_com
     if len(argv) not in (1, 2) or not all(a.isdigit() for a in argv):
         print("usage: warm_launcher.py FD [SPARES]", file=sys.stderr)
         return 2
+    if os.geteuid() == 0:
+        import ctypes  # noqa: F401 - once here, not in each run's launcher (its account switch sets no_new_privs)
     WarmLauncher(socket.socket(fileno=int(argv[0])), int(argv[1]) if len(argv) > 1 else 1, spawn).serve()
     return 0
 
