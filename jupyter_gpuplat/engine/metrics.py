@@ -28,10 +28,7 @@ READ_BYTES = 64 * 1024 * 1024
 
 
 def _read(reader: ArtifactReader, run_id: str, rel: str, offset: int, limit: int) -> bytes:
-    try:
-        return reader.read(run_id, rel, offset, limit)
-    except ArtifactError:  # a tracking file that links out of the run is not read
-        return b""
+    return reader.read_bookkeeping(run_id, rel, offset, limit)  # a tracking file that links out is not read
 
 
 def _read_new(reader: ArtifactReader, run_id: str, rel: str, offset: int) -> tuple[bytes, int]:

@@ -17,7 +17,6 @@ import errno
 import logging
 import os
 import re
-import shutil
 import stat
 import subprocess
 from collections.abc import Iterator
@@ -28,6 +27,7 @@ from ..core import artifacts as layout
 from ..core.request import Entrypoint
 from . import safefs
 from .base import ArtifactError, ArtifactReader, LaunchRequest, OutputFile
+from .local_users import Account
 
 log = logging.getLogger(__name__)
 
@@ -192,16 +192,32 @@ class LocalArtifactReader(ArtifactReader):
 # -- what code ran --------------------------------------------------------------------------
 
 
+def _write_in_run(run_directory: str, rel: str, data: bytes) -> None:
+    """Write a file of the run's record beneath its directory (the run may have put links there)."""
+    os.makedirs(run_directory, exist_ok=True)
+    dirfd = safefs.open_dir(run_directory)
+    try:
+        safefs.write_atomic(dirfd, rel, data, durable=False)
+    finally:
+        os.close(dirfd)
+
+
 def write_cell(entrypoint: Entrypoint, run_directory: str) -> str:
     """Write a cell's code to the run's `code/cell.py`; returns its absolute path."""
-    path = layout.in_run(run_directory, layout.CELL)
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    with open(path, "w", encoding="utf-8") as f:
-        f.write(entrypoint.code or "")
-    return path
+    _write_in_run(run_directory, layout.CELL, (entrypoint.code or "").encode())
+    return layout.in_run(run_directory, layout.CELL)
 
 
-def _git(cwd: str, *args: str) -> str | None:
+def _as(account: Account | None) -> dict[str, Any]:
+    """subprocess arguments that run a reader as the run's account (run_as = user): it sees what they may."""
+    if account is None:
+        return {"env": {**os.environ, "GIT_TERMINAL_PROMPT": "0", "GIT_OPTIONAL_LOCKS": "0"}}
+    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": account.home, "LANG": "C.UTF-8"}
+    env.update(GIT_TERMINAL_PROMPT="0", GIT_OPTIONAL_LOCKS="0")
+    return {"user": account.uid, "group": account.gid, "extra_groups": list(account.groups), "env": env}
+
+
+def _git(cwd: str, *args: str, account: Account | None = None) -> str | None:
     try:
         done = subprocess.run(
             ["git", "-C", cwd, *args],
@@ -209,7 +225,7 @@ def _git(cwd: str, *args: str) -> str | None:
             capture_output=True,
             timeout=GIT_TIMEOUT_SECONDS,
             check=False,
-            env={**os.environ, "GIT_TERMINAL_PROMPT": "0", "GIT_OPTIONAL_LOCKS": "0"},
+            **_as(account),
         )
     except (OSError, subprocess.TimeoutExpired) as exc:
         log.info("gpuplat: git %s in %s: %s", args[0], cwd, exc)
@@ -219,49 +235,72 @@ def _git(cwd: str, *args: str) -> str | None:
     return done.stdout.decode("utf-8", "replace")
 
 
-def capture_git(directory: str, run_directory: str) -> dict[str, Any] | None:
+def capture_git(directory: str, run_directory: str, account: Account | None = None) -> dict[str, Any] | None:
     """The commit of the repository holding `directory`, whether it is dirty, and the diff saved in the run."""
-    commit = _git(directory, "rev-parse", "--verify", "HEAD")
+    commit = _git(directory, "rev-parse", "--verify", "HEAD", account=account)
     if commit is None:
         return None
-    status = _git(directory, "status", "--porcelain", "--untracked-files=no")
+    status = _git(directory, "status", "--porcelain", "--untracked-files=no", account=account)
     dirty = bool(status and status.strip())
     diff_path = None
     if dirty:
-        diff = _git(directory, "diff", "HEAD", "--no-color", "--no-ext-diff")
+        diff = _git(directory, "diff", "HEAD", "--no-color", "--no-ext-diff", account=account)
         if diff:
-            target = layout.in_run(run_directory, layout.GIT_DIFF)
-            os.makedirs(os.path.dirname(target), exist_ok=True)
-            with open(target, "w", encoding="utf-8") as f:
-                f.write(diff[:MAX_DIFF_BYTES])
+            _write_in_run(run_directory, layout.GIT_DIFF, diff[:MAX_DIFF_BYTES].encode())
             diff_path = layout.GIT_DIFF
     return {"commit": commit.strip(), "dirty": dirty, "diff_path": diff_path}
 
 
-def _snapshot(source: str, run_directory: str) -> str | None:
+def _read_source(source: str, account: Account | None) -> bytes | None:
+    """The submitted file, read as whoever runs it: a run account gets no file it could not read itself."""
+    if account is None:
+        try:
+            with open(source, "rb") as f:
+                return f.read(MAX_SNAPSHOT_BYTES + 1)
+        except OSError:
+            return None
+    try:
+        done = subprocess.run(
+            ["head", "-c", str(MAX_SNAPSHOT_BYTES + 1), "--", source],
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            timeout=GIT_TIMEOUT_SECONDS,
+            check=False,
+            **_as(account),
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return done.stdout if done.returncode == 0 else None
+
+
+def _snapshot(source: str, run_directory: str, account: Account | None) -> str | None:
     try:
         st = os.stat(source)
     except OSError:
         return None
     if not stat.S_ISREG(st.st_mode) or st.st_size > MAX_SNAPSHOT_BYTES:
         return None
+    data = _read_source(source, account)
+    if data is None or len(data) > MAX_SNAPSHOT_BYTES:
+        return None
     rel = layout.snapshot_path(source)
-    target = layout.in_run(run_directory, rel)
     try:
-        os.makedirs(os.path.dirname(target), exist_ok=True)
-        shutil.copyfile(source, target)
+        _write_in_run(run_directory, rel, data)
     except OSError as exc:
         log.warning("gpuplat: cannot snapshot %s: %s", source, exc)
         return None
     return rel
 
 
-def capture_code(entrypoint: Entrypoint, working_dir: str | None, run_directory: str) -> dict[str, Any] | None:
+def capture_code(
+    entrypoint: Entrypoint, working_dir: str | None, run_directory: str, account: Account | None = None
+) -> dict[str, Any] | None:
     """What the run executes, kept in its directory: `{snapshot, git}`, or None when nothing is known.
 
     `snapshot` is the layout path of the copied script, notebook or cell (a cell's `code/cell.py`
     is written by the executor); `git` is `{commit, dirty, diff_path}` when the run's directory
-    (or the script's, without one) is in a git repository, else None.
+    (or the script's, without one) is in a git repository, else None. With an `account` the
+    files and git are read as that account.
     """
     snapshot = None
     if entrypoint.kind == "cell":
@@ -269,13 +308,13 @@ def capture_code(entrypoint: Entrypoint, working_dir: str | None, run_directory:
     else:
         for name in entrypoint.files():
             source = name if os.path.isabs(name) else os.path.join(working_dir or run_directory, name)
-            snapshot = _snapshot(source, run_directory)
+            snapshot = _snapshot(source, run_directory, account)
             if snapshot:
                 break
     where = working_dir
     if where is None and entrypoint.path:
         where = os.path.dirname(entrypoint.path)
-    git = capture_git(where, run_directory) if where and os.path.isdir(where) else None
+    git = capture_git(where, run_directory, account) if where and os.path.isdir(where) else None
     if snapshot is None and git is None:
         return None
     return {"snapshot": snapshot, "git": git}

@@ -106,6 +106,14 @@ class ArtifactReader(abc.ABC):
     def read(self, run_id: str, rel: str, offset: int = 0, limit: int = -1) -> bytes:
         """Up to `limit` bytes (all when -1) from `offset`; b"" when the file does not exist."""
 
+    def read_bookkeeping(self, run_id: str, rel: str, offset: int = 0, limit: int = -1) -> bytes:
+        """A file the platform keeps in the run's directory (tracking's index, metrics); b"" where the run
+        put a link (or anything but a file) in its place: its own record is what it spoils, nobody else's."""
+        try:
+            return self.read(run_id, rel, offset, limit)
+        except ArtifactError:
+            return b""
+
     def log_size(self, run_id: str) -> int:
         return self.size(run_id, LOG)
 

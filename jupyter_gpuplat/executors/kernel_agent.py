@@ -1,13 +1,16 @@
 """The process a GPU session's lease runs: it keeps one kernel alive inside the lease.
 
-    kernel_agent.py --connection-file PATH [--ip IP] [--ports S,I,STDIN,C,HB] -- KERNEL_ARGV...
+    kernel_agent.py --connection-file PATH [--ip IP] [--ports S,I,STDIN,C,HB] [--transport ipc] -- KERNEL_ARGV...
 
 It writes PATH (a Jupyter connection file, mode 0600) once, then runs KERNEL_ARGV with
 `{connection_file}` replaced by PATH, and starts it again whenever it exits: a kernel
 restart is a `shutdown_request` that makes ipykernel exit, and restarting must not give the
 GPUs back (the lease is this process, not the kernel). After EXIT_LIMIT exits within
 EXIT_WINDOW_SECONDS it gives up with KERNEL_DIED (the run fails with KernelDied).
-SIGTERM ends the kernel and the agent: the lease ends. SIGINT is the kernel's (an interrupt
+With `--transport ipc` (local runs as their users) the kernel listens on Unix sockets beside
+PATH, in the run's 0700 directory, instead of TCP ports on 127.0.0.1: another account's process
+can neither connect to them nor subscribe to the kernel's output (ZMQ PUB over TCP would let
+any local process read it without the key). SIGTERM ends the kernel and the agent: the lease ends. SIGINT is the kernel's (an interrupt
 sent to the whole group must not end the lease); the agent only survives it.
 
 Stdlib only and self-contained: it runs as a file here and as `python -c <this source>` in a
@@ -54,14 +57,14 @@ def write_private(path: str, data: Mapping[str, object]) -> None:
     os.replace(tmp, path)
 
 
-def connection_info(ip: str, ports: list[int], key: str) -> dict[str, object]:
+def connection_info(ip: str, ports: list[int], key: str, transport: str = "tcp") -> dict[str, object]:
     info: dict[str, object] = dict(zip(PORT_NAMES, ports, strict=True))
-    info.update(ip=ip, key=key, transport="tcp", signature_scheme="hmac-sha256", kernel_name="")
+    info.update(ip=ip, key=key, transport=transport, signature_scheme="hmac-sha256", kernel_name="")
     return info
 
 
-def parse(argv: list[str]) -> tuple[str, str, list[int], list[str]]:
-    path, ip, ports = "", "127.0.0.1", [0] * 5
+def parse(argv: list[str]) -> tuple[str, str, list[int], list[str], str]:
+    path, ip, ports, transport = "", "127.0.0.1", [0] * 5, "tcp"
     if "--" not in argv:
         raise SystemExit("usage: kernel_agent.py --connection-file PATH [--ip IP] [--ports a,b,c,d,e] -- KERNEL_ARGV")
     split = argv.index("--")
@@ -73,9 +76,11 @@ def parse(argv: list[str]) -> tuple[str, str, list[int], list[str]]:
             ip = opts[i + 1]
         elif opts[i] == "--ports":
             ports = [int(p) for p in opts[i + 1].split(",")]
-    if not path or not kernel or len(ports) != 5:
+        elif opts[i] == "--transport":
+            transport = opts[i + 1]
+    if not path or not kernel or len(ports) != 5 or transport not in ("tcp", "ipc"):
         raise SystemExit("kernel_agent.py: need --connection-file, five --ports and a kernel command")
-    return path, os.environ.get("GPUPLAT_KERNEL_IP") or ip, ports, kernel
+    return path, os.environ.get("GPUPLAT_KERNEL_IP") or ip, ports, kernel, transport
 
 
 class Agent:
@@ -125,11 +130,13 @@ class Agent:
 
 
 def main(argv: list[str]) -> int:
-    path, ip, ports, kernel = parse(argv)
-    if any(p == 0 for p in ports):
+    path, ip, ports, kernel, transport = parse(argv)
+    if transport == "ipc":  # sockets <dir>/kernel-1..5 beside the connection file
+        ip, ports = os.path.join(os.path.dirname(path), "kernel"), [1, 2, 3, 4, 5]
+    elif any(p == 0 for p in ports):
         ports = free_ports(ip if ip != "0.0.0.0" else "127.0.0.1", 5)
     key = os.environ.get("GPUPLAT_KERNEL_KEY") or secrets.token_hex(32)
-    write_private(path, connection_info(ip, ports, key))
+    write_private(path, connection_info(ip, ports, key, transport))
     agent = Agent(path, kernel)
     signal.signal(signal.SIGTERM, agent.end)
     # A handler, not SIG_IGN: an ignored signal would stay ignored in the kernel after exec.

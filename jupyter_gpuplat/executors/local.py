@@ -53,7 +53,7 @@ from traitlets import Bool, Dict, Enum, Float, Integer, List, Unicode, default
 from ..core import artifacts as layout
 from ..core.reasons import Reason
 from . import safefs
-from .artifacts import FilesystemArtifacts, write_cell
+from .artifacts import FilesystemArtifacts, capture_code, write_cell
 from .base import (
     FAILED,
     RUNNING,
@@ -101,11 +101,22 @@ class _State(enum.Enum):
 _ALIVE: Final = _State.ALIVE
 
 
-def kernel_command(python: str, workdir: str) -> list[str]:
-    """A session: the kernel agent (stdlib only) keeping ipykernel alive, ports picked now (after admission)."""
+# Longest Unix socket path (sun_path holds 108 bytes with its NUL): ipc sockets are <dir>/kernel-N
+MAX_IPC_PATH = 100
+
+
+def kernel_command(python: str, workdir: str, private: bool = False) -> list[str]:
+    """A session: the kernel agent (stdlib only) keeping ipykernel alive, ports picked now (after admission).
+
+    `private` (runs as their users): the kernel listens on Unix sockets in the run's 0700 directory,
+    where no other account reaches it, rather than on TCP ports any local process may connect to.
+    """
     connection_file = layout.in_run(workdir, layout.KERNEL)
     kernel = [python, "-m", "ipykernel_launcher", "-f", "{connection_file}"]
-    return [python, "-I", "-S", KERNEL_AGENT, "--connection-file", connection_file, "--", *kernel]
+    agent = [python, "-I", "-S", KERNEL_AGENT, "--connection-file", connection_file]
+    if private and len(os.path.join(os.path.dirname(connection_file), "kernel-5")) <= MAX_IPC_PATH:
+        agent += ["--transport", "ipc"]
+    return [*agent, "--", *kernel]
 
 
 def _python_env(env: Mapping[str, str]) -> dict[str, str]:
@@ -305,7 +316,7 @@ class LocalExecutor(FilesystemArtifacts, Executor):
         if not sys.executable or not self.python:
             raise ExecutorError(f"run {req.run_id}: cannot find the Python interpreter to run the launcher")
         if req.entrypoint.kind == "kernel":
-            command = kernel_command(self.python, req.workdir)
+            command = kernel_command(self.python, req.workdir, private=self._confine.by_user)
         else:
             command = req.entrypoint.argv_with(self.python, layout.in_run(req.workdir, layout.CELL))
         if not command or not all(isinstance(arg, str) and arg for arg in command):
@@ -802,6 +813,14 @@ class LocalExecutor(FilesystemArtifacts, Executor):
 
     def isolation(self) -> dict[str, Any]:
         return self._confine.isolation(self.devices())
+
+    def capture_code(self, req: LaunchRequest) -> dict[str, Any] | None:
+        """What ran, read as the run's account in `user` mode (no file it could not read reaches its record)."""
+        try:
+            account = self._confine.account(req)
+        except ExecutorError:
+            return None  # submit says why it cannot start
+        return capture_code(req.entrypoint, req.working_dir, req.workdir, account)
 
     async def kernel_connection(self, run_id: str, handle: Mapping[str, Any]) -> dict[str, Any] | None:
         """The agent's connection file, with the kernel's pid and generation; None until both are written."""

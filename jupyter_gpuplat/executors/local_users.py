@@ -72,18 +72,20 @@ def unreachable_by_others(path: str, *, execute: bool) -> str | None:
     """Why an account other than the owner cannot reach `path` (read it, or execute it), or None.
 
     Mode bits only ('other'), since runs are many accounts: a group or ACL that lets some in is
-    not counted. Symbolic links are followed as exec and open would follow them.
+    not counted. Every directory on the way counts, those of the path as given (a link's own
+    directory must be entered too) and those of where its links lead.
     """
     real = os.path.realpath(path)
-    parent = "/"
-    for part in [p for p in real.split("/") if p][:-1]:
-        parent = os.path.join(parent, part)
-        try:
-            mode = os.stat(parent).st_mode
-        except OSError as exc:
-            return f"{parent}: {exc.strerror}"
-        if not mode & stat.S_IXOTH:
-            return f"{parent} is mode {stat.S_IMODE(mode):04o}: other accounts cannot enter it"
+    for way in dict.fromkeys((os.path.abspath(path), real)):
+        parent = "/"
+        for part in [p for p in way.split("/") if p][:-1]:
+            parent = os.path.join(parent, part)
+            try:
+                mode = os.stat(parent).st_mode
+            except OSError as exc:
+                return f"{parent}: {exc.strerror}"
+            if not mode & stat.S_IXOTH:
+                return f"{parent} is mode {stat.S_IMODE(mode):04o}: other accounts cannot enter it"
     try:
         mode = os.stat(real).st_mode
     except OSError as exc:

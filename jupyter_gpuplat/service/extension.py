@@ -25,12 +25,13 @@ from traitlets import Enum, Float, Int, Type, Unicode, default
 from ..core.config import PlatformConfig, load_config_text
 from ..core.errors import Unavailable
 from ..engine.engine import Engine
-from ..executors.base import Executor
+from ..executors.base import Executor, ExecutorError
 from ..executors.local import LocalExecutor
 from ..store import Store
 from ..store.store import DEFAULT_BUSY_TIMEOUT_SECONDS
 from . import session_client
 from .kernelspecs import KernelSpecDir, session_specs
+from .private_files import exposed, make_store_private
 from .provisioner import GpuSessionProvisioner
 from .remote import ControlPlane
 from .remote import make_handlers as make_forwarding_handlers
@@ -91,11 +92,17 @@ class Platform:
             self._started = None
             raise
 
+    @property
+    def runs_as_users(self) -> bool:
+        return getattr(self.executor, "run_as", None) == "user"
+
     async def _start(self) -> None:
         cfg: PlatformConfig | None = None
         if self.app.config_file:
             cfg = load_config_text(Path(self.app.config_file).read_text())
         await self.engine.start(cfg, source=self.app.config_file, by="config_file")
+        if self.runs_as_users:
+            make_store_private(self.app.db_url)  # made by the migrations just now, if it is new
 
     async def close(self) -> None:
         if self._started is not None and self._started.done():
@@ -202,7 +209,19 @@ class GpuPlat(ExtensionApp):
                 self.remote_sessions = offer_remote_session_kernels(self, self.serverapp.kernel_spec_manager)
             return
         Path(self.artifacts_root).mkdir(parents=True, exist_ok=True)
-        self.platform = Platform(self)
+        try:
+            self.platform = Platform(self)
+        except ExecutorError as exc:  # e.g. run_as = user on a server that cannot switch users
+            self.log.critical("gpuplat: %s. %s", exc.message, exc.hint)
+            raise SystemExit(f"gpuplat: {exc.message}. {exc.hint}") from None
+        if self.platform.runs_as_users and self.serverapp is not None:
+            problems = exposed(self.serverapp.loaded_config_files, [self.serverapp.runtime_dir])
+            if problems:
+                message = "LocalExecutor.run_as = 'user', but runs could read the server's secrets: " + "; ".join(
+                    problems
+                )
+                self.log.critical("gpuplat: %s", message)
+                raise SystemExit(f"gpuplat: {message}")
         self.settings["gpuplat"] = self.platform
         if self.serverapp is not None:
             self.platform.offer_session_kernels(self.serverapp.kernel_spec_manager)

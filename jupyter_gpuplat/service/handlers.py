@@ -358,7 +358,7 @@ class OutputsHandler(BaseHandler):
             listed = reader.list_outputs(run_id, path)
             files = [{"path": f.path, "size": f.size, "modified": f.modified} for f in listed]
             # a file kept with log_output from inside the run's directory: listed once, as its copy
-            files = one_per_file(files, logged_names(reader.read(run_id, OUTPUTS_INDEX)))
+            files = one_per_file(files, logged_names(reader.read_bookkeeping(run_id, OUTPUTS_INDEX)))
             self.send_model(m.Outputs, {"run_id": run_id, "outputs": files})
             return
         if is_internal(path):
