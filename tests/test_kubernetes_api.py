@@ -12,9 +12,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from kube_emulator import EmulatedCluster
 
-from .conftest import wait_for
+from .conftest import EXAMPLE, wait_for
 from .k8s import GPU_TAINT, NAMESPACE, TOLERATE_GPU, deployed_cluster, executor_config, run_selector
 
 
@@ -24,6 +25,20 @@ def cluster() -> Iterator[EmulatedCluster]:
     yield c
     c.stop()
     assert not c.errors, c.errors
+
+
+@pytest.fixture
+def platform_config_file(tmp_path: Path) -> Path:
+    """The example, with what members may not set in a run's own fields granted by platform admins:
+    a preset tolerating the GPU taint, and team-a's registry in allowed_images."""
+    cfg = yaml.safe_load(EXAMPLE.read_text())
+    cfg["presets"].append({"name": "tolerate-gpu", "placement": {"tolerations": [TOLERATE_GPU]}})
+    team_a = next(p for p in cfg["projects"] if p["name"] == "team-a")
+    team_a["allowed_presets"].append("tolerate-gpu")
+    team_a["allowed_images"] = ["registry.example.com/team-a/*"]
+    path = tmp_path / "platform.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    return path
 
 
 @pytest.fixture
@@ -119,7 +134,8 @@ async def test_taint_explain_names_the_preset(api: Any, cluster: EmulatedCluster
     await api.ok("POST", f"runs/{run['id']}/stop")
     await api.wait_status(run["id"], "stopped")
 
-    fixed = await api.submit(presets=["single-gpu"], placement={"tolerations": [TOLERATE_GPU]}, command="echo placed")
+    # the toleration from a preset (a run's own fields may not set it: core/member_rules.py)
+    fixed = await api.submit(presets=["single-gpu", "tolerate-gpu"], command="echo placed")
     assert (await api.wait_status(fixed["id"], "succeeded"))["exit_code"] == 0
 
 

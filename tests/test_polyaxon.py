@@ -161,12 +161,21 @@ def test_run_patch_gpu_limit_and_placement_over_a_component() -> None:
             },
         },
     }
-    body, notes = convert_operation("team-a", op, component)
-    assert body["resources"] == {"cpu": 4, "memory": "8Gi", "gpu": 1}
-    assert body["placement"] == {
+    # placement in a submitted operation is a run's own field: refused by name, to move into a preset
+    with pytest.raises(Refused) as exc:
+        convert_operation("team-a", op, component)
+    for key, to in (("nodeSelector", "node_selector"), ("tolerations", "tolerations")):
+        assert (
+            f"component.run.environment.{key}: placement.{to} comes from the platform's presets: move it into a preset"
+        ) in exc.value.message
+    # the same environment in a Polyaxon preset file is what becomes placement (test_a_preset_file...)
+    preset, _ = convert_preset("a100", {"runPatch": {"environment": component["run"].pop("environment")}})
+    assert preset["placement"] == {
         "node_selector": {"pool": "a100"},
         "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "toleration_seconds": 60}],
     }
+    body, notes = convert_operation("team-a", op, component)
+    assert body["resources"] == {"cpu": 4, "memory": "8Gi", "gpu": 1} and "placement" not in body
     assert body["command"] == ["python", "train.py", "--steps=10"] and body["params"] == {"steps": 10}
     assert notes_of(notes)["runPatch.container.resources.limits.nvidia.com/gpu"][0] == "resources.gpu"
     RunRequest.model_validate(body)
@@ -250,3 +259,17 @@ def test_malformed_sections_are_refused_not_crashed(tmp_path: Path) -> None:
     )
     with pytest.raises(Refused, match=r"matrix.params.x.value must be a list"):
         submit_body(str(f), "team-a")
+
+
+def test_a_reserved_env_name_in_an_operation_is_refused_a_preset_keeps_it() -> None:
+    env = [{"name": "NVIDIA_VISIBLE_DEVICES", "value": "all"}, {"name": "WANDB_PROJECT", "value": "p"}]
+    run = {"kind": "job", "container": {"command": ["x"], "env": env}}
+    with pytest.raises(Refused) as exc:
+        convert_operation("team-a", {"kind": "component", "run": run})
+    assert (
+        "run.container.env[0] NVIDIA_VISIBLE_DEVICES: NVIDIA_* is reserved for the platform: move it into a preset"
+        in (exc.value.message)
+    )
+    assert "WANDB_PROJECT" not in exc.value.message
+    preset, _ = convert_preset("p", {"runPatch": {"container": run["container"] | {"command": None}}})
+    assert {"name": "NVIDIA_VISIBLE_DEVICES", "value": "all"} in preset["env"]

@@ -9,6 +9,7 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -38,39 +39,51 @@ def write(server: ServerProcess, name: str, data: object) -> str:
 
 
 def test_component_with_params_resources_and_placement_runs(server: ServerProcess) -> None:
-    f = write(
-        server,
-        "hello.yaml",
-        {
-            "version": 1.1,
-            "kind": "operation",
-            "name": "hello-polyaxon",
-            "queue": "team-a-train",
-            "params": {"greeting": {"value": "hi from polyaxon"}},
-            "component": {
-                "kind": "component",
-                "tags": ["examples"],
-                "inputs": [{"name": "greeting", "type": "str"}],
-                "run": {
-                    "kind": "job",
-                    "environment": {"nodeSelector": {"pool": "gpu"}},
-                    "container": {
-                        "command": [sys.executable, "-c"],
-                        "args": ["print('{{ greeting }}', flush=True)"],
-                        "resources": {"limits": {"nvidia.com/gpu": 1, "memory": "1Gi"}},
-                    },
-                },
+    component: dict[str, Any] = {
+        "kind": "component",
+        "tags": ["examples"],
+        "inputs": [{"name": "greeting", "type": "str"}],
+        "run": {
+            "kind": "job",
+            "environment": {"nodeSelector": {"pool": "gpu"}},
+            "container": {
+                "command": [sys.executable, "-c"],
+                "args": ["print('{{ greeting }}', flush=True)"],
+                "resources": {"limits": {"nvidia.com/gpu": 1, "memory": "1Gi"}},
             },
         },
-    )
+    }
+    op = {
+        "version": 1.1,
+        "kind": "operation",
+        "name": "hello-polyaxon",
+        "queue": "team-a-train",
+        "params": {"greeting": {"value": "hi from polyaxon"}},
+        "component": component,
+    }
+    # placement in the file is a run's own field: refused by name, nothing submitted
+    before = len(server.ok("GET", "runs")["runs"])
+    out = gp(server, "submit", "-p", "team-a", "-f", write(server, "placed.yaml", op), check=False)
+    assert out.returncode == 1 and "component.run.environment.nodeSelector" in out.stderr
+    assert "move it into a preset" in out.stderr
+    assert len(server.ok("GET", "runs")["runs"]) == before
+    # moved into a preset (a platform admin's) the file names, it runs there
+    server.ok("PUT", "presets/gpu-pool", "ops", {"name": "gpu-pool", "placement": {"node_selector": {"pool": "gpu"}}})
+    team_a = next(p for p in server.ok("GET", "projects", "ops")["projects"] if p["name"] == "team-a")
+    record = {k: v for k, v in team_a.items() if k not in ("role", "usable_queues", "usable_presets")}
+    server.ok("PUT", "projects/team-a", "ops", {**record, "allowed_presets": [*record["allowed_presets"], "gpu-pool"]})
+    del component["run"]["environment"]
+    f = write(server, "hello.yaml", {**op, "presets": ["gpu-pool"]})
     out = gp(server, "--json", "submit", "-p", "team-a", "-f", f)
     run = json.loads(out.stdout)
     assert run["name"] == "hello-polyaxon" and run["queue"] == "team-a-train"
     assert "run.container.command" in out.stderr  # the report: stderr, so stdout stays JSON
     done = server.wait_status(run["id"], "succeeded")
-    resolved = server.ok("GET", f"runs/{done['id']}")["resolved"]
+    shown = server.ok("GET", f"runs/{done['id']}")
+    resolved = shown["resolved"]
     assert resolved["resources"]["gpu"] == 1 and resolved["resources"]["memory"] == "1Gi"
     assert resolved["placement"]["node_selector"] == {"pool": "gpu"}
+    assert shown["provenance"]["placement.node_selector.pool"] == "preset:gpu-pool"
     assert resolved["params"] == {"greeting": "hi from polyaxon"}
     logs = gp(server, "runs", "logs", run["id"]).stdout
     assert logs.strip() == "hi from polyaxon"

@@ -6,10 +6,11 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+import re
+from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
 
 from .connections import ConnectionConfig
 from .errors import ConfigErrors
@@ -56,6 +57,42 @@ class PresetConfig(PartialSpec):
         return d
 
 
+def _image_pattern(v: str) -> str:
+    if not v.strip() or any(c.isspace() for c in v) or "\x00" in v:
+        raise ValueError("an image pattern has no spaces (e.g. registry.internal/vision/*, nvcr.io/nvidia/pytorch:2*)")
+    return v
+
+
+# An fnmatch pattern of image references (`*` matches any characters, `/` included).
+ImagePattern = Annotated[str, Field(min_length=1, max_length=512), AfterValidator(_image_pattern)]
+LABEL_PATTERN = r"^[A-Za-z0-9]([A-Za-z0-9._/-]*[A-Za-z0-9])?$"
+LabelName = Annotated[str, Field(min_length=1, max_length=317, pattern=LABEL_PATTERN)]
+
+
+def _toleration_key(v: str) -> str:
+    if "*" in v:
+        raise ValueError("name a taint key: a member never tolerates every taint")
+    if not re.match(LABEL_PATTERN, v):
+        raise ValueError(f"{v!r} is not a taint key (e.g. nvidia.com/gpu, spot)")
+    return v
+
+
+class AllowedPlacement(_Strict):
+    """What members of a project may set in `placement` themselves (platform admins only).
+
+    Everything else in node_selector and tolerations, and affinity always, comes from presets.
+    """
+
+    # label -> the values a member may select ("*": any value, or leaving the label out).
+    node_selector: dict[LabelName, list[Annotated[str, Field(min_length=1, max_length=63)]]] = Field(
+        default_factory=dict
+    )
+    # Taint keys a member may tolerate (any operator, value and effect).
+    tolerations: list[Annotated[str, Field(min_length=1, max_length=317), AfterValidator(_toleration_key)]] = Field(
+        default_factory=list
+    )
+
+
 class ProjectConfig(_Strict):
     name: str = Field(pattern=NAME_PATTERN)
     description: str = ""
@@ -67,6 +104,10 @@ class ProjectConfig(_Strict):
     default_presets: list[str] = Field(default_factory=list)
     allowed_presets: list[str] | None = None
     max_run_resources: ResourcesSpec | None = None
+    # Images a member may name in a run (fnmatch patterns), on top of the platform's allowed_images.
+    allowed_images: list[ImagePattern] | None = None
+    # What members may set in placement themselves; omitted: nothing (only gpu_type).
+    allowed_placement: AllowedPlacement | None = None
 
 
 class PlatformConfig(_Strict):
@@ -75,6 +116,9 @@ class PlatformConfig(_Strict):
     admin_groups: list[str] = Field(default_factory=list)
     # With true, a project without allowed_queues/allowed_presets may use none.
     restrict_by_default: bool = False
+    # Images a member may name in a run's own fields (fnmatch patterns, every project); with
+    # neither this nor a project's allowed_images, only images the admin layers name.
+    allowed_images: list[ImagePattern] | None = None
     # Org-wide defaults: the first layer of every run's spec.
     defaults: PartialSpec = Field(default_factory=PartialSpec)
     queues: list[QueueConfig] = Field(default_factory=list)
@@ -290,6 +334,7 @@ def dump_config(cfg: PlatformConfig) -> dict[str, Any]:
 
 __all__ = [
     "ROLE_RANK",
+    "AllowedPlacement",
     "ConnectionConfig",
     "Kind",
     "PlatformConfig",

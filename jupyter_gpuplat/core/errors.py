@@ -5,6 +5,9 @@ The service maps them to HTTP statuses in one place (service/errors.py).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import Any, Self
+
 
 class GpuPlatError(Exception):
     """Base error: `message` says what was wrong, `hint` what is allowed."""
@@ -19,8 +22,15 @@ class GpuPlatError(Exception):
         if code:
             self.code = code
 
-    def to_dict(self) -> dict[str, str]:
+    def to_dict(self) -> dict[str, Any]:
         return {"code": self.code, "message": self.message, "hint": self.hint}
+
+    def with_hint(self, hint: str) -> Self:
+        """The same error (class, status, code and every extra field) with another hint."""
+        out = type(self).__new__(type(self), *self.args)
+        out.__dict__.update(self.__dict__)
+        out.hint = hint
+        return out
 
 
 class InvalidInput(GpuPlatError):
@@ -38,6 +48,39 @@ class Unprocessable(GpuPlatError):
 class Forbidden(GpuPlatError):
     status = 403
     code = "Forbidden"
+
+
+class FieldNotAllowed(Forbidden):
+    """A field a member may not set in a run's own fields (core/member_rules.py).
+
+    `field` names it (`volumes[data].host_path`, `env.NVIDIA_VISIBLE_DEVICES`), `rule` is the
+    rule's id (`volumes.connection`), `allowed` what is allowed instead. `at` and `wanted` (where in
+    the run's fields, and the value asked for) let refusal.py find a preset that sets it; they are
+    not shown.
+    """
+
+    code = "FieldNotAllowed"
+
+    def __init__(
+        self,
+        message: str,
+        hint: str,
+        *,
+        field: str,
+        rule: str,
+        allowed: Sequence[str],
+        at: tuple[str, ...] = (),
+        wanted: Any = None,
+    ) -> None:
+        super().__init__(message, hint)
+        self.field = field
+        self.rule = rule
+        self.allowed = list(allowed)
+        self.at = at
+        self.wanted = wanted
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**super().to_dict(), "field": self.field, "rule": self.rule, "allowed": list(self.allowed)}
 
 
 class NotFound(GpuPlatError):

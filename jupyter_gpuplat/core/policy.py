@@ -14,6 +14,8 @@ from .connections import allowed_connections
 from .errors import Forbidden, GpuPlatError, NotFound, Unprocessable
 from .identity import groups_of
 from .limits import LimitExceeded
+from .member_rules import MemberContext
+from .member_rules import check as check_member_fields
 from .merge import Layer, Resolved, merge_layers
 from .request import RunRequest
 from .resources import Quota, Resources, fmt_amount
@@ -113,7 +115,13 @@ def require_platform_admin(cfg: PlatformConfig, user: str) -> None:
 
 
 # Restrictions stay with platform admins; project admins manage members and defaults.
-PLATFORM_ONLY_PROJECT_FIELDS = ("allowed_queues", "allowed_presets", "max_run_resources")
+PLATFORM_ONLY_PROJECT_FIELDS = (
+    "allowed_queues",
+    "allowed_presets",
+    "max_run_resources",
+    "allowed_images",
+    "allowed_placement",
+)
 
 
 def require_project_write(cfg: PlatformConfig, user: str, new: ProjectConfig) -> None:
@@ -311,10 +319,31 @@ def _check_connections(cfg: PlatformConfig, pr: ProjectConfig, spec: dict[str, A
     return problems
 
 
+def member_context(cfg: PlatformConfig, pr: ProjectConfig) -> MemberContext:
+    """What platform admins grant the members of `pr`: connections, presets, images, placement."""
+    usable = set(allowed_presets(cfg, pr)) | set(pr.default_presets)
+    presets = {p.name: p.layer_dict() for p in cfg.presets if p.name in usable}
+    images = [cfg.defaults.image, *(p.get("image") for p in presets.values())]
+    patterns = [*(cfg.allowed_images or ()), *(pr.allowed_images or ())]
+    ap = pr.allowed_placement
+    return MemberContext(
+        project=pr.name,
+        connections=tuple(project_connections(cfg, pr)),
+        presets=presets,
+        admin_images=tuple(dict.fromkeys(i for i in images if isinstance(i, str))),
+        image_patterns=tuple(dict.fromkeys(patterns)),
+        node_selector=dict(ap.node_selector) if ap else {},
+        tolerations=tuple(ap.tolerations) if ap else (),
+    )
+
+
 def resolve(cfg: PlatformConfig, user: str, req: RunRequest) -> Resolution:
     """Merge the layers and check every policy rule. Raises only for access (404/403)."""
     pr = require_project(cfg, user, req.project, "member")
     layers, problems = build_layers(cfg, pr, req)
+    # The run layer is the member layer: project admins write only default_queue and
+    # default_presets, which name platform-admin presets, so every other layer is an admin's.
+    problems += check_member_fields(layers[-1].values, member_context(cfg, pr))
     merged: Resolved = merge_layers(layers)
     spec = merged.spec
     for v in merged.violations:

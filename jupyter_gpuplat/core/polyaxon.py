@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .errors import InvalidInput
+from .member_rules import reserved_env
 
 STRATEGIES = ("replace", "isnull", "post_merge", "pre_merge")
 TEMPLATE = re.compile(r"\{\{\s*([A-Za-z_][A-Za-z0-9_.]*)\s*\}\}")
@@ -113,6 +114,13 @@ class Conv:
     def unknown(self, field: str, known: Any) -> None:
         self.refused.append(f"{field} is not a Polyaxon field here (known: {', '.join(sorted(known))})")
 
+    def to_preset(self, field: str, why: str) -> None:
+        """A field a run's own fields may not set (core/member_rules.py): on submit it belongs in a preset."""
+        self.refused.append(
+            f"{field}: {why}: move it into a preset (`gpuplat import polyaxon` converts a Polyaxon preset file; "
+            "a platform admin adds it) and name the preset in presets"
+        )
+
 
 def _quantity(v: Any) -> Any:
     return v if isinstance(v, (int, float)) else str(v)
@@ -150,7 +158,10 @@ def _toleration(t: Mapping[str, Any]) -> dict[str, Any]:
 def _environment(c: Conv, env: Any, at: str) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for key, value in (env or {}).items():
-        if key in ENV_MAP:
+        if key in ENV_MAP and c.strict:
+            # a submitted run: placement comes from the platform's presets, not the run's own fields
+            c.to_preset(f"{at}.{key}", f"placement.{ENV_MAP[key]} comes from the platform's presets")
+        elif key in ENV_MAP:
             if key == "tolerations":
                 value = [_toleration(t) for t in value or []]
             out[ENV_MAP[key]] = value
@@ -167,6 +178,10 @@ def _env_vars(c: Conv, env: Any, at: str) -> list[dict[str, Any]]:
     for i, e in enumerate(env or []):
         if set(e) - {"name", "value"}:
             c.dropped(f"{at}[{i}].{sorted(set(e) - {'name', 'value'})[0]}", "env values are literals here")
+            continue
+        under = reserved_env(str(e.get("name")))
+        if c.strict and under is not None:
+            c.to_preset(f"{at}[{i}] {e['name']}", f"{under} is reserved for the platform")
             continue
         out.append({"name": e["name"], "value": None if e.get("value") is None else str(e["value"])})
     if out:
@@ -215,7 +230,8 @@ def run_patch(c: Conv, run: Any, at: str, spec: dict[str, Any]) -> dict[str, Any
                 field = f"{at}.container.{ck}"
                 if ck == "image":
                     spec["image"] = str(cv)
-                    c.mapped(field, "image")
+                    # on submit the policy checks it: allowed_images, or an image the presets name
+                    c.mapped(field, "image", "an image the platform allows (allowed_images)" if c.strict else "")
                 elif ck == "resources":
                     spec["resources"] = _resources(c, cv, field)
                 elif ck == "env":
@@ -317,7 +333,8 @@ _STRATEGY_NOTES = {
 SUPPORTED = (
     "queue, presets, name, termination.timeout, runPatch.container.{image, resources, env}, "
     "runPatch.environment.{nodeSelector, tolerations, affinity}, patchStrategy (replace|isnull|post_merge|pre_merge); "
-    "an operation adds params, matrix, component/pathRef, run.kind job, container.{command, args, workingDir}"
+    "an operation adds params, matrix, component/pathRef, run.kind job, container.{command, args, workingDir}, "
+    "and takes its placement and reserved env names from presets"
 )
 
 

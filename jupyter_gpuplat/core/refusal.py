@@ -3,27 +3,31 @@
 `judge` resolves a request (core.policy.resolve) and checks the platform's capacity, then
 looks for what would be accepted instead: the same request with its resources lowered to
 the tightest limit, another queue the project may use, an allowed preset in place of a
-refused one. Each candidate is resolved by the same policy functions and kept only if it
-is accepted, so a hint can never suggest what the policy refuses. The hints of the
-violations are then written from those accepted alternatives alone.
+refused one, and for a field a member may not set (FieldNotAllowed) the run without it plus
+a preset or connection that sets what it asked for. Each candidate is resolved by the same
+policy functions and kept only if it is accepted, so a hint can never suggest what the
+policy refuses. The hints of the violations are then written from those accepted alternatives alone.
 """
 
 from __future__ import annotations
 
 import itertools
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from .config import PlatformConfig, ProjectConfig
-from .errors import GpuPlatError
+from .errors import FieldNotAllowed, GpuPlatError
 from .limits import ATTRS, LimitExceeded
-from .policy import Resolution, allowed_presets, allowed_queues, require_project, resolve
+from .member_rules import provides, strip
+from .policy import Resolution, allowed_presets, allowed_queues, project_connections, require_project, resolve
 from .request import RunRequest
 from .resources import Quota, Resources, fmt_amount
 
 RESOURCE_CODES = frozenset({"ExceedsQueueQuota", "MaxRunResources", "NoCapacity"})
 QUEUE_CODES = frozenset({"NoQueue", "UnknownQueue", "QueueNotAllowed"})
 PRESET_CODES = frozenset({"UnknownPreset", "PresetNotAllowed"})
+FIELD_CODES = frozenset({"FieldNotAllowed"})  # core/member_rules.py: what a member may set
 MAX_ALTERNATIVES = 6  # shown to people: a few good ones, fewest changes first
 
 
@@ -55,7 +59,8 @@ def check(
 
 @dataclass(frozen=True)
 class Alternative:
-    """Request fields to change (`queue`, `presets`, `resources`) so the policy accepts it."""
+    """Request fields to change (`queue`, `presets`, `resources`, `connections`; a refused field a
+    member may not set: its new value, null to leave it out) so the policy accepts it."""
 
     changes: dict[str, Any]
     hint: str
@@ -93,11 +98,21 @@ class Judgement:
 
 
 def apply(req: RunRequest, changes: dict[str, Any]) -> RunRequest:
-    """`req` with the changes of an alternative (resources merged into the run's own)."""
+    """`req` with the changes of an alternative (resources merged into the run's own; None leaves a field out)."""
     data = req.model_dump(mode="json", exclude_unset=True)
     for key, value in changes.items():
-        data[key] = {**(data.get(key) or {}), **value} if key == "resources" else value
+        if value is None:
+            data.pop(key, None)
+        else:
+            data[key] = {**(data.get(key) or {}), **value} if key == "resources" else value
     return RunRequest.model_validate(data)
+
+
+def without_refused(req: RunRequest, refused: list[FieldNotAllowed]) -> dict[str, Any]:
+    """The request changes that leave the refused member fields out (None: the whole field)."""
+    layer = req.explicit_layer()
+    kept = strip(layer, refused)
+    return {k: kept.get(k) for k in dict.fromkeys(r.at[0] for r in refused if r.at) if kept.get(k) != layer.get(k)}
 
 
 def _caps(cfg: PlatformConfig, pr: ProjectConfig, queue: str | None, platform_gpus: int | None) -> Quota:
@@ -128,7 +143,7 @@ def _lowered(res: Resources, caps: Quota) -> dict[str, Any]:
     return out
 
 
-def _text(changes: dict[str, Any], picked: list[str]) -> str:
+def _text(changes: dict[str, Any], picked: list[str], dropped: Sequence[str] = (), conns: Sequence[str] = ()) -> str:
     """An alternative for people: `ask for at most 2 gpu`, `use queue interactive`, `use preset a instead of b`."""
     parts = []
     if "resources" in changes:
@@ -138,12 +153,16 @@ def _text(changes: dict[str, Any], picked: list[str]) -> str:
         parts.append(f"use queue {changes['queue']}")
     if "presets" in changes:
         added = [x for x in changes["presets"] if x not in picked]
-        dropped = [x for x in picked if x not in changes["presets"]]
+        gone = [x for x in picked if x not in changes["presets"]]
         if added:
-            instead = f" instead of {', '.join(dropped)}" if dropped else ""
+            instead = f" instead of {', '.join(gone)}" if gone else ""
             parts.append(f"use preset {', '.join(added)}{instead}")
-        elif dropped:
-            parts.append(f"drop preset {', '.join(dropped)}")
+        elif gone:
+            parts.append(f"drop preset {', '.join(gone)}")
+    if "connections" in changes:
+        parts.append(f"use connection {', '.join(x for x in changes['connections'] if x not in conns)}")
+    if dropped:
+        parts.append(f"leave {', '.join(dropped)} out of the run's own fields")
     return " and ".join(parts)
 
 
@@ -169,6 +188,18 @@ def alternatives(
     elif codes & (RESOURCE_CODES | {"FieldLocked"}) and req.presets:
         # a picked preset may be what sets (or locks) too much: each one left out
         preset_options += [[x for x in req.presets if x != p] for p in req.presets]
+    # A field a member may not set: every alternative leaves it out, and offers it only where a
+    # preset or a connection the project may use then sets what the run asked for.
+    refused = [p for p in problems if isinstance(p, FieldNotAllowed)]
+    base = without_refused(req, refused) if refused else {}
+    dropped = list(dict.fromkeys(r.field for r in refused))
+    conn_options: list[list[str] | None] = [None]
+    if refused:
+        ok = allowed_presets(cfg, pr)
+        first = next((x for x in preset_options if x is not None), list(req.presets))
+        preset_options += [o for o in ([*first, p] for p in ok if p not in first) if o not in preset_options]
+        have = list(req.connections or [])
+        conn_options += [[*have, c] for c in _connections_for(cfg, pr, refused) if c not in have]
     found: list[Alternative] = []
 
     def accepted(changes: dict[str, Any]) -> tuple[Resolution | None, bool]:
@@ -176,19 +207,24 @@ def alternatives(
             got, left = check(cfg, user, apply(req, changes), platform_gpus)
         except (GpuPlatError, ValueError):  # ValueError: pydantic's, a variant that is no request
             return None, False
-        return got, not left
+        return got, not left and all(provides(got.resolved, r) for r in refused)
 
-    for queue, presets in itertools.product(queues, preset_options):
-        changes: dict[str, Any] = {}
+    def text(changes: dict[str, Any]) -> str:
+        return _text(changes, req.presets, dropped, req.connections or [])
+
+    for queue, presets, conns in itertools.product(queues, preset_options, conn_options):
+        changes: dict[str, Any] = dict(base)
         if queue is not None:
             changes["queue"] = queue
         if presets is not None:
             changes["presets"] = presets
+        if conns is not None:
+            changes["connections"] = conns
         if _subsumed(changes, found):
             continue
         got, ok_as_is = accepted(changes) if changes else (res, False)
         if ok_as_is:
-            found.append(Alternative(changes, _text(changes, req.presets)))
+            found.append(Alternative(changes, text(changes)))
             continue
         if got is None:
             continue
@@ -198,9 +234,20 @@ def alternatives(
             continue
         lowered = {**changes, "resources": low}
         if not _subsumed(lowered, found) and accepted(lowered)[1]:
-            found.append(Alternative(lowered, _text(lowered, req.presets)))
+            found.append(Alternative(lowered, text(lowered)))
     found.sort(key=lambda a: len(a.changes))
     return found[:MAX_ALTERNATIVES]
+
+
+def _connections_for(cfg: PlatformConfig, pr: ProjectConfig, refused: list[FieldNotAllowed]) -> list[str]:
+    """Connections the project may use that mount a volume source a refused run field named."""
+    wanted = {(r.at[2], r.wanted) for r in refused if len(r.at) == 3 and r.at[0] == "volumes"}
+    out = []
+    for name in project_connections(cfg, pr):
+        c = cfg.connection(name)
+        if c is not None and any(getattr(c, source, None) == value for source, value in wanted):
+            out.append(name)
+    return out
 
 
 def _subsumed(changes: dict[str, Any], found: list[Alternative]) -> bool:
@@ -219,6 +266,10 @@ def _hint(v: GpuPlatError, alts: list[Alternative], pr: ProjectConfig, picked: l
         fields = {"queue"}
     elif v.code in PRESET_CODES:
         fields = {"presets"}
+    elif isinstance(v, FieldNotAllowed):
+        # alternatives here all provide every refused field: the first few, else its own words
+        mine = [a for a in alts if v.at and v.at[0] in a.changes]
+        return "; or ".join(a.hint for a in mine[:HINTS_SHOWN]) or v.hint
     else:
         return v.hint  # a rule without a value to suggest (a locked field, a connection): its own words
     mine = [a for a in alts if fields & set(a.changes)]
@@ -248,15 +299,5 @@ def judge(cfg: PlatformConfig, user: str, req: RunRequest, platform_gpus: int | 
         return Judgement(res, (), ())
     pr = require_project(cfg, user, req.project, "member")
     alts = alternatives(cfg, user, req, res, problems, platform_gpus)
-    rewritten = []
-    for v in problems:
-        hint = _hint(v, alts, pr, req.presets)
-        if isinstance(v, LimitExceeded):
-            w: GpuPlatError = LimitExceeded(
-                v.message, hint, code=v.code, resource=v.resource, limit=v.limit, requested=v.requested
-            )
-        else:
-            w = type(v)(v.message, hint, code=v.code)
-        w.status = v.status
-        rewritten.append(w)
+    rewritten = [v.with_hint(_hint(v, alts, pr, req.presets)) for v in problems]
     return Judgement(res, tuple(rewritten), tuple(alts))

@@ -53,10 +53,18 @@ class Alternative(_Out):
     hint: str
 
 
+FIELD_DOC = "FieldNotAllowed: the run field a member may not set, e.g. volumes[data].host_path, env.HOME"
+RULE_DOC = "FieldNotAllowed: the rule, e.g. volumes.connection, placement.preset, image.allowed, env.reserved"
+ALLOWED_DOC = "FieldNotAllowed: what is allowed instead (connection names, preset:NAME, image patterns, ...)"
+
+
 class ErrorDetail(_Out):
     code: str = Field(description="A stable code, e.g. InvalidRequest, NotFound, Forbidden")
     message: str
     hint: str
+    field: str | None = Field(default=None, description=FIELD_DOC)
+    rule: str | None = Field(default=None, description=RULE_DOC)
+    allowed: list[str] | None = Field(default=None, description=ALLOWED_DOC)
     rules: list[RefusingRule] | None = Field(
         default=None, description="A refused run request: every refusing rule, each with its own limit"
     )
@@ -66,7 +74,8 @@ class ErrorDetail(_Out):
 
 
 class Error(_Out):
-    """Every refusal: `{"error": {code, message, hint}}` (a refused run request adds rules, alternatives)."""
+    """Every refusal: `{"error": {code, message, hint}}` (a refused run request adds rules, alternatives;
+    FieldNotAllowed adds field, rule, allowed)."""
 
     error: ErrorDetail
 
@@ -290,6 +299,9 @@ class Violation(_Out):
     code: str
     message: str
     hint: str
+    field: str | None = Field(default=None, description=FIELD_DOC)
+    rule: str | None = Field(default=None, description=RULE_DOC)
+    allowed: list[str] | None = Field(default=None, description=ALLOWED_DOC)
 
 
 class Verdict(_Out):

@@ -25,7 +25,10 @@ class Refusal(GpuPlatError):
         self.judged = judged
 
     def details(self) -> dict[str, Any]:
-        return {"rules": self.judged.rules, "alternatives": [a.to_dict() for a in self.judged.alternatives]}
+        """rules and alternatives, and the first violation's own fields (FieldNotAllowed: field, rule, allowed)."""
+        first = self.judged.violations[0].to_dict()
+        own = {k: v for k, v in first.items() if k not in ("code", "message", "hint")}
+        return {**own, "rules": self.judged.rules, "alternatives": [a.to_dict() for a in self.judged.alternatives]}
 
 
 def refusal(e: GpuPlatError, judge: Callable[[], Judgement]) -> GpuPlatError:

@@ -492,6 +492,20 @@ export type webhooks = Record<string, never>;
 export interface components {
     schemas: {
         /**
+         * AllowedPlacement
+         * @description What members of a project may set in `placement` themselves (platform admins only).
+         *
+         *     Everything else in node_selector and tolerations, and affinity always, comes from presets.
+         */
+        AllowedPlacement: {
+            /** Node Selector */
+            node_selector?: {
+                [key: string]: string[];
+            };
+            /** Tolerations */
+            tolerations?: string[];
+        };
+        /**
          * Alternative
          * @description Request fields to change so that the policy accepts the run (checked by the policy itself).
          */
@@ -876,7 +890,8 @@ export interface components {
         };
         /**
          * Error
-         * @description Every refusal: `{"error": {code, message, hint}}` (a refused run request adds rules, alternatives).
+         * @description Every refusal: `{"error": {code, message, hint}}` (a refused run request adds rules, alternatives;
+         *     FieldNotAllowed adds field, rule, allowed).
          */
         Error: {
             error: components["schemas"]["ErrorDetail"];
@@ -892,6 +907,24 @@ export interface components {
             message: string;
             /** Hint */
             hint: string;
+            /**
+             * Field
+             * @description FieldNotAllowed: the run field a member may not set, e.g. volumes[data].host_path, env.HOME
+             * @default null
+             */
+            field?: string | null;
+            /**
+             * Rule
+             * @description FieldNotAllowed: the rule, e.g. volumes.connection, placement.preset, image.allowed, env.reserved
+             * @default null
+             */
+            rule?: string | null;
+            /**
+             * Allowed
+             * @description FieldNotAllowed: what is allowed instead (connection names, preset:NAME, image patterns, ...)
+             * @default null
+             */
+            allowed?: string[] | null;
             /**
              * Rules
              * @description A refused run request: every refusing rule, each with its own limit
@@ -1303,6 +1336,11 @@ export interface components {
              * @default false
              */
             restrict_by_default?: boolean;
+            /**
+             * Allowed Images
+             * @default null
+             */
+            allowed_images?: string[] | null;
             defaults?: components["schemas"]["PartialSpec"];
             /** Queues */
             queues?: components["schemas"]["QueueConfig"][];
@@ -1492,6 +1530,13 @@ export interface components {
             allowed_presets?: string[] | null;
             /** @default null */
             max_run_resources?: components["schemas"]["ResourcesSpec"] | null;
+            /**
+             * Allowed Images
+             * @default null
+             */
+            allowed_images?: string[] | null;
+            /** @default null */
+            allowed_placement?: components["schemas"]["AllowedPlacement"] | null;
         };
         /**
          * ProjectRecord
@@ -1532,6 +1577,13 @@ export interface components {
             allowed_presets: string[] | null;
             /** @default null */
             max_run_resources: components["schemas"]["ResourcesSpec"] | null;
+            /**
+             * Allowed Images
+             * @default null
+             */
+            allowed_images: string[] | null;
+            /** @default null */
+            allowed_placement: components["schemas"]["AllowedPlacement"] | null;
         };
         /** ProjectRole */
         ProjectRole: {
@@ -1579,6 +1631,13 @@ export interface components {
             allowed_presets: string[] | null;
             /** @default null */
             max_run_resources: components["schemas"]["ResourcesSpec"] | null;
+            /**
+             * Allowed Images
+             * @default null
+             */
+            allowed_images: string[] | null;
+            /** @default null */
+            allowed_placement: components["schemas"]["AllowedPlacement"] | null;
             /** Role */
             role: ("viewer" | "member" | "admin") | null;
             /** Usable Queues */
@@ -2667,6 +2726,24 @@ export interface components {
             message: string;
             /** Hint */
             hint: string;
+            /**
+             * Field
+             * @description FieldNotAllowed: the run field a member may not set, e.g. volumes[data].host_path, env.HOME
+             * @default null
+             */
+            field?: string | null;
+            /**
+             * Rule
+             * @description FieldNotAllowed: the rule, e.g. volumes.connection, placement.preset, image.allowed, env.reserved
+             * @default null
+             */
+            rule?: string | null;
+            /**
+             * Allowed
+             * @description FieldNotAllowed: what is allowed instead (connection names, preset:NAME, image patterns, ...)
+             * @default null
+             */
+            allowed?: string[] | null;
         };
         /** Volume */
         Volume: {
