@@ -38,11 +38,24 @@ __all__ = ["FINAL", "Client", "GpuPlatAPIError", "parse_params"]
 
 
 class GpuPlatAPIError(GpuPlatError):
-    """The service refused a request, or could not be reached; `message` and `hint` say why."""
+    """The service refused a request, or could not be reached; `message` and `hint` say why.
 
-    def __init__(self, message: str, hint: str = "", *, status: int = 0, code: str = "Error") -> None:
+    `error` is the service's whole error object: a refused run adds `rules` and `alternatives`,
+    and FieldNotAllowed `field`, `rule` and `allowed`.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        hint: str = "",
+        *,
+        status: int = 0,
+        code: str = "Error",
+        error: dict[str, Any] | None = None,
+    ) -> None:
         super().__init__(message, hint, code=code)
         self.status = status
+        self.error = error or {}
 
     def __str__(self) -> str:
         return f"{self.message}" + (f" (hint: {self.hint})" if self.hint else "")
@@ -460,7 +473,9 @@ class Client:
 def _error(r: requests.Response) -> GpuPlatAPIError:
     try:
         err = r.json()["error"]
-        return GpuPlatAPIError(err["message"], err.get("hint", ""), status=r.status_code, code=err.get("code", "Error"))
+        return GpuPlatAPIError(
+            err["message"], err.get("hint", ""), status=r.status_code, code=err.get("code", "Error"), error=dict(err)
+        )
     except (ValueError, KeyError, TypeError):
         return GpuPlatAPIError(f"HTTP {r.status_code}: {r.text[:300]}", status=r.status_code)
 

@@ -9,11 +9,14 @@ creates nothing. The same fields through a preset team-b may use are accepted.
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
+
+from jupyter_gpuplat.client import Client, GpuPlatAPIError
 
 from ..conftest import EXAMPLE
 
@@ -259,3 +262,18 @@ async def test_project_admins_may_not_change_allowed_images_or_placement(api: An
     e = await refused(api, body(placement={"tolerations": TEAM_A_PLACEMENT["tolerations"]}), "placement.tolerations",
                       "placement.preset")  # fmt: skip
     assert "toleration key spot" in e["allowed"], e
+
+
+async def test_the_python_client_gets_the_field_the_rule_and_what_is_allowed(api: Any, jp_serverapp: Any) -> None:
+    client = Client(url=jp_serverapp.connection_url, token="tok-erin")
+    req = {"env": {"NVIDIA_VISIBLE_DEVICES": "all"}}
+    with pytest.raises(GpuPlatAPIError) as exc:
+        await asyncio.to_thread(client.submit, PROJECT, ["true"], **req)
+    err = exc.value
+    assert (err.status, err.code) == (403, "FieldNotAllowed")
+    assert (err.error["field"], err.error["rule"], err.error["allowed"]) == (
+        "env.NVIDIA_VISIBLE_DEVICES",
+        "env.reserved",
+        [],
+    )
+    assert "resources.gpu" in err.hint
