@@ -39,7 +39,7 @@ TEAM_B_IMAGE = "registry.internal/team-b/train:1"
 @pytest.fixture
 def platform_config_file(tmp_path: Path) -> Path:
     cfg = yaml.safe_load(EXAMPLE.read_text())
-    cfg.pop("allowed_images")  # the default: only images the admin layers name
+    cfg.pop("allowed_images", None)  # the default: only images the admin layers name
     cfg["presets"] += [
         {"name": "team-a-reserved", "description": "team-a's reserved nodes", "placement": TEAM_A_PLACEMENT},
         {
