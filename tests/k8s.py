@@ -1,4 +1,9 @@
-"""Shared setup for the Kubernetes tests: an emulated cluster laid out like deploy/kubernetes/."""
+"""Shared setup for the Kubernetes tests: an emulated cluster laid out like deploy/kubernetes/.
+
+Two namespaces as deployed: the runs' (`gpuplat-runs`: Pod Security `restricted` enforced by its
+labels, the default-deny NetworkPolicies, the runs' artifact claim) and the control plane's
+(`gpuplat-system`), whose service account `gpuplat` the Role in the runs' namespace binds.
+"""
 
 from __future__ import annotations
 
@@ -9,9 +14,12 @@ from kube_emulator import EmulatedCluster, Permissions, load_manifests
 
 ROOT = Path(__file__).resolve().parents[1]
 DEPLOY = ROOT / "deploy" / "kubernetes"
-NAMESPACE = "gpuplat"
+NAMESPACE = "gpuplat-runs"  # the runs' namespace: KubernetesExecutor.namespace
+SYSTEM = "gpuplat-system"  # the control plane's
+CONTROL_PLANE_SA = "gpuplat"
 GPU_TAINT = {"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}
 TOLERATE_GPU = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
+LAYOUT = ("namespace.yaml", "priorityclasses.yaml", "storage.yaml", "network-policies.yaml")
 
 
 def deployed_cluster(
@@ -21,17 +29,18 @@ def deployed_cluster(
     rbac: bool = True,
     local_processes: bool = False,
 ) -> EmulatedCluster:
-    """A started cluster with the project's namespace, priority classes, claims and (enforced) Role applied.
+    """A started cluster with the project's namespaces, priority classes, claims, policies and (enforced) Role.
 
     `local_processes`: pods run as real local processes.
     """
     cluster = EmulatedCluster(taint_wording=taint_wording, bookmark_seconds=0.5, local_processes=local_processes)
-    cluster.apply(load_manifests([DEPLOY / "namespace.yaml", DEPLOY / "priorityclasses.yaml", DEPLOY / "storage.yaml"]))
+    cluster.apply(load_manifests([DEPLOY / name for name in LAYOUT]))
     if bound:
         cluster.set_pvc_phase(NAMESPACE, "gpuplat-artifacts", "Bound")
+        cluster.set_pvc_phase(SYSTEM, "gpuplat-artifacts", "Bound")
     if rbac:
         docs = load_manifests([DEPLOY / "rbac.yaml"])
-        cluster.permissions = Permissions.from_manifests(docs, "gpuplat", NAMESPACE)
+        cluster.permissions = Permissions.from_manifests(docs, CONTROL_PLANE_SA, SYSTEM)
     return cluster.start()
 
 

@@ -45,7 +45,10 @@ def one(items: list[dict[str, Any]], kind: str, name: str | None = None) -> dict
 
 @pytest.fixture(scope="module")
 def plane() -> list[dict[str, Any]]:
-    return docs("control-plane.yaml", "postgres.yaml", "rbac.yaml", "storage.yaml", "priorityclasses.yaml")
+    return docs(
+        "control-plane.yaml", "postgres.yaml", "rbac.yaml", "storage.yaml", "priorityclasses.yaml",
+        "network-policies.yaml",
+    )  # fmt: skip
 
 
 @pytest.fixture(scope="module")
@@ -82,8 +85,10 @@ def test_single_leader_does_not_rely_on_one_replica(plane: list[dict[str, Any]])
         if "persistentVolumeClaim" in v
     }
     assert claims == {"gpuplat-artifacts"}, "no SQLite state volume: the state is in PostgreSQL"
-    access = one(plane, "PersistentVolumeClaim", "gpuplat-artifacts")["spec"]["accessModes"]
-    assert access == ["ReadWriteMany"], "every replica (and every run) mounts the artifacts"
+    # The artifact share is claimed in each namespace (the control plane's and the runs'), both ReadWriteMany.
+    pvcs = [d for d in plane if d["kind"] == "PersistentVolumeClaim" and d["metadata"]["name"] == "gpuplat-artifacts"]
+    assert {d["metadata"]["namespace"] for d in pvcs} == {"gpuplat-system", "gpuplat-runs"}
+    assert all(d["spec"]["accessModes"] == ["ReadWriteMany"] for d in pvcs), "every replica and every run mount it"
 
 
 def test_probes_name_the_health_endpoints_under_the_service_prefix(plane: list[dict[str, Any]]) -> None:
@@ -153,7 +158,7 @@ def test_secrets_are_in_env_from_keys_that_exist(plane: list[dict[str, Any]]) ->
     # The sample database URL names the sample PostgreSQL's Service, user and database.
     url = urlparse(secrets_value(plane, "gpuplat-control-plane", "db-url"))
     pg = one(plane, "Service", "gpuplat-postgres")
-    assert url.scheme == "postgresql+psycopg" and url.hostname == "gpuplat-postgres.gpuplat.svc.cluster.local"
+    assert url.scheme == "postgresql+psycopg" and url.hostname == "gpuplat-postgres.gpuplat-system.svc.cluster.local"
     assert url.port == pg["spec"]["ports"][0]["port"]
     pg_env = env_of(one(plane, "StatefulSet", "gpuplat-postgres")["spec"]["template"]["spec"]["containers"][0])
     assert (url.username, url.path.lstrip("/")) == (pg_env["POSTGRES_USER"], pg_env["POSTGRES_DB"])
@@ -231,9 +236,12 @@ def test_network_policies_open_exactly_the_paths_team_mode_uses(
     user_out, kernels = values["singleuser"]["networkPolicy"]["egress"]  # user servers -> control plane
     assert selects_control_plane(user_out["to"][0])
     assert user_out["ports"] == [{"port": container(plane)["ports"][0]["containerPort"]}]
-    # user servers -> their GPU session kernels' pods (ZMQ, the executor's fixed ports)
+    # user servers -> their GPU session kernels' pods (ZMQ, the executor's fixed ports), in the runs' namespace
     (peer,) = kernels["to"]
-    assert peer["namespaceSelector"]["matchLabels"] == {"kubernetes.io/metadata.name": namespace}
+    runs = json.loads(one(plane, "ConfigMap", "gpuplat-config")["data"]["gpuplat_server_config.json"])
+    assert peer["namespaceSelector"]["matchLabels"] == {
+        "kubernetes.io/metadata.name": runs["KubernetesExecutor"]["namespace"]
+    }
     assert peer["podSelector"]["matchLabels"] == {"app.kubernetes.io/managed-by": "jupyter-gpuplat"}
     (ports,) = kernels["ports"]
     assert tuple(range(ports["port"], ports["endPort"] + 1)) == KERNEL_PORTS

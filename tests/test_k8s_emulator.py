@@ -293,26 +293,38 @@ def test_scheduler_messages_and_priority_class_admission(api: Any, cluster: Emul
 
 
 def test_rbac_from_the_project_role_and_access_reviews(cluster: EmulatedCluster, tmp_path: Path) -> None:
-    cluster.add_namespace("gpuplat")
-    cluster.permissions = Permissions.from_manifests(load_manifests([DEPLOY / "rbac.yaml"]), "gpuplat", "gpuplat")
-    a = config.new_client_from_config(str(cluster.write_kubeconfig(tmp_path / "kc", "gpuplat")))
+    """The control plane's account (gpuplat-system) gets the Role's rules in gpuplat-runs, and nothing elsewhere."""
+    cluster.apply(load_manifests([DEPLOY / "namespace.yaml"]))
+    docs = load_manifests([DEPLOY / "rbac.yaml"])
+    cluster.permissions = Permissions.from_manifests(docs, "gpuplat", "gpuplat-system")
+    a = config.new_client_from_config(str(cluster.write_kubeconfig(tmp_path / "kc", "gpuplat-runs")))
     try:
         core = client.CoreV1Api(a)
-        core.list_namespaced_pod("gpuplat")  # granted
+        core.list_namespaced_pod("gpuplat-runs")  # granted
         with pytest.raises(ApiException) as denied:
-            core.list_namespaced_secret("gpuplat")
+            core.list_namespaced_secret("gpuplat-runs")
         assert denied.value.status == 403
         assert (
-            'secrets is forbidden: User \\"system:serviceaccount:gpuplat:gpuplat\\" cannot list resource '
-            '\\"secrets\\" in API group \\"\\" in the namespace \\"gpuplat\\"'
+            'secrets is forbidden: User \\"system:serviceaccount:gpuplat-system:gpuplat\\" cannot list resource '
+            '\\"secrets\\" in API group \\"\\" in the namespace \\"gpuplat-runs\\"'
         ) in denied.value.body
         with pytest.raises(ApiException):
-            client.BatchV1Api(a).list_namespaced_job("other")  # the Role is namespaced
+            client.BatchV1Api(a).list_namespaced_job("gpuplat-system")  # the Role is the runs' namespace's only
+        # A Namespace object is authorized in itself: the Role's resourceNames grant this one, no other.
+        assert core.read_namespace("gpuplat-runs").metadata.labels["pod-security.kubernetes.io/enforce"] == "restricted"
+        with pytest.raises(ApiException) as other:
+            core.read_namespace("gpuplat-system")
+        assert other.value.status == 403
         review = client.AuthorizationV1Api(a).create_self_subject_access_review(
             {"spec": {"resourceAttributes": {"verb": "delete", "group": "batch", "resource": "jobs",
-                                             "namespace": "gpuplat"}}}
+                                             "namespace": "gpuplat-runs"}}}
         )  # fmt: skip
         assert review.status.allowed is True
+        own = client.AuthorizationV1Api(a).create_self_subject_access_review(
+            {"spec": {"resourceAttributes": {"verb": "get", "resource": "namespaces", "namespace": "gpuplat-runs",
+                                             "name": "gpuplat-runs"}}}
+        )  # fmt: skip
+        assert own.status.allowed is True
     finally:
         a.close()
 

@@ -31,15 +31,19 @@ def test_fit_cluster(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None
         code, out = check(cluster, tmp_path, capsys)
     assert code == 0, out
     lines = out.splitlines()
-    assert lines[0] == f"Kubernetes cluster check: {cluster.url}, namespace gpuplat"
+    assert lines[0] == f"Kubernetes cluster check: {cluster.url}, namespace gpuplat-runs"
     assert lines[1:] == [
-        f"  OK    api          Kubernetes v1.34.1-gpuplat-emulator answers at {cluster.url}",
-        "  OK    permissions  the service account may do all 17 things the executor needs",
-        "  OK    gpus         3 of 4 node(s) expose 20 allocatable nvidia.com/gpu",
-        "  OK    gpu types    from node labels: NVIDIA-A100-SXM4-40GB (4 GPUs), NVIDIA-H100-80GB-HBM3 (16 GPUs)",
-        "  WARN  taints       2 GPU node(s) carry nvidia.com/gpu=present:NoSchedule: GPU presets need a matching "
+        f"  OK    api             Kubernetes v1.34.1-gpuplat-emulator answers at {cluster.url}",
+        "  OK    permissions     the service account may do all 20 things the executor needs",
+        "  OK    gpus            3 of 4 node(s) expose 20 allocatable nvidia.com/gpu",
+        "  OK    gpu types       from node labels: NVIDIA-A100-SXM4-40GB (4 GPUs), NVIDIA-H100-80GB-HBM3 (16 GPUs)",
+        "  WARN  taints          2 GPU node(s) carry nvidia.com/gpu=present:NoSchedule: GPU presets need a matching "
         "toleration",
-        '  OK    storage      PersistentVolumeClaim "gpuplat-artifacts" is Bound (500Gi, ReadWriteMany)',
+        '  OK    storage         PersistentVolumeClaim "gpuplat-artifacts" is Bound (500Gi, ReadWriteMany)',
+        "  OK    pod security    namespace gpuplat-runs enforces, audits and warns with Pod Security restricted",
+        "  OK    network policy  NetworkPolicy default-deny denies all ingress and egress in namespace gpuplat-runs by "
+        "default (it holds only where the cluster's network plugin enforces NetworkPolicies)",
+        "  OK    runs namespace  no Secret of the platform and no control-plane or database pod in gpuplat-runs",
         "fit, 1 warning(s)",
     ]
 
@@ -55,10 +59,10 @@ def test_unfit_cluster_names_every_problem(tmp_path: Path, capsys: pytest.Captur
     report = json.loads(out)
     assert report["fit"] is False
     findings = [(f["level"], f["topic"], f["message"]) for f in report["findings"]]
-    assert ("fail", "permissions", "may not delete jobs.batch in namespace gpuplat (needed to stop a run, clean up a "
-            "finished one): apply deploy/kubernetes/rbac.yaml") in findings  # fmt: skip
-    assert ("fail", "permissions", "may not get pods/log in namespace gpuplat (needed to follow and archive logs): "
-            "apply deploy/kubernetes/rbac.yaml") in findings  # fmt: skip
+    assert ("fail", "permissions", "may not delete jobs.batch in namespace gpuplat-runs (needed to stop a run, clean "
+            "up a finished one): apply deploy/kubernetes/rbac.yaml") in findings  # fmt: skip
+    assert ("fail", "permissions", "may not get pods/log in namespace gpuplat-runs (needed to follow and archive "
+            "logs): apply deploy/kubernetes/rbac.yaml") in findings  # fmt: skip
     assert ("warn", "gpus", "1 node(s) have nvidia.com/gpu capacity but none allocatable (device plugin unhealthy?): "
             "gpu-1") in findings  # fmt: skip
     assert ("fail", "gpus", "no node exposes allocatable nvidia.com/gpu (2 node(s)): is the GPU device plugin (e.g. "
@@ -72,7 +76,7 @@ def test_no_permission_to_see_nodes_or_an_unreachable_api(tmp_path: Path, capsys
         cluster.permissions.deny("list", "", "nodes")
         code, out = check(cluster, tmp_path, capsys)
         assert code == 1
-        assert "FAIL  gpus         cannot see nodes (no list permission), so GPUs cannot be checked" in out
+        assert "FAIL  gpus            cannot see nodes (no list permission), so GPUs cannot be checked" in out
         assert "may not list nodes cluster-wide" in out
     # The cluster is gone now: the check says so and fails, without a traceback.
     code, out = check(cluster, tmp_path, capsys)

@@ -42,7 +42,7 @@ def request(**spec: Any) -> LaunchRequest:
     return LaunchRequest(
         run_id="r-0a1b2c3d4e",
         entrypoint=Entrypoint("shell", shell="python train.py"),
-        env={"HF_HOME": "/tmp/hf-cache"},
+        env={"HF_HOME": "/tmp/hf-cache", "NVIDIA_VISIBLE_DEVICES": "all", "CUDA_VISIBLE_DEVICES": "0,1"},
         devices=(),
         workdir="/srv/gpuplat/artifacts/r-0a1b2c3d4e",
         timeout_seconds=7200,
@@ -72,6 +72,7 @@ def test_make_job_literal() -> None:
         ),
         SETTINGS,
     )
+    # The member's env set device variables (the policy refuses them): none reaches the pod.
     labels = {
         "app.kubernetes.io/managed-by": "jupyter-gpuplat",
         "gpuplat.io/instance": "default",
@@ -116,10 +117,18 @@ def test_make_job_literal() -> None:
                                 {"name": "GPUPLAT_ARTIFACTS_DIR", "value": workdir},
                                 {"name": "PYTHONUNBUFFERED", "value": "1"},
                             ],
+                            # The run's own directory of the claim, its code read-only over it; nothing else of it.
                             "volumeMounts": [
-                                {"name": "gpuplat-artifacts", "mountPath": "/srv/gpuplat/artifacts"},
+                                {"name": "gpuplat-artifacts", "mountPath": workdir, "subPath": "r-0a1b2c3d4e"},
+                                {
+                                    "name": "gpuplat-artifacts",
+                                    "mountPath": f"{workdir}/code",
+                                    "subPath": "r-0a1b2c3d4e/code",
+                                    "readOnly": True,
+                                },
                                 {"name": "data", "mountPath": "/data", "readOnly": True},
                             ],
+                            "securityContext": {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}},
                             "resources": {
                                 "requests": {"cpu": "8", "memory": "64Gi", "nvidia.com/gpu": "2"},
                                 "limits": {"memory": "64Gi", "nvidia.com/gpu": "2"},
@@ -132,6 +141,12 @@ def test_make_job_literal() -> None:
                     ],
                     "automountServiceAccountToken": False,
                     "enableServiceLinks": False,
+                    "securityContext": {
+                        "runAsNonRoot": True,
+                        "runAsUser": 1000,
+                        "runAsGroup": 1000,
+                        "seccompProfile": {"type": "RuntimeDefault"},
+                    },
                     "nodeSelector": {"pool": "train", "nvidia.com/gpu.product": "NVIDIA-A100-SXM4-80GB"},
                     "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
                     "priorityClassName": "gpuplat-batch",
@@ -154,7 +169,10 @@ def test_minimal_job_defaults() -> None:
     assert pod["containers"][0]["command"] == ["python", "/srv/x.py"]  # the image's interpreter, not ours
     assert pod["containers"][0]["image"] == "python:3.11-slim"
     assert "resources" not in pod["containers"][0] and "nodeSelector" not in pod
-    assert pod["volumes"] == [{"name": "gpuplat-artifacts", "emptyDir": {}}]
+    assert pod["volumes"] == [{"name": "gpuplat-artifacts", "emptyDir": {}}]  # no claim: the pod's own emptyDir
+    [mount] = pod["containers"][0]["volumeMounts"]
+    assert mount == {"name": "gpuplat-artifacts", "mountPath": "/gpuplat/artifacts/r-1"}
+    assert {"name": "NVIDIA_VISIBLE_DEVICES", "value": "void"} in pod["containers"][0]["env"]  # 0 GPUs
     assert pod["priorityClassName"] == "gpuplat-interactive"
     validate(job)
 
@@ -251,15 +269,16 @@ def test_entrypoints_use_the_images_python_and_the_pods_view_of_the_artifact_vol
     cell = container(Entrypoint("cell", code="print(1)", args=("a",)))
     assert cell["command"] == ["python", "/mnt/art/r-1/code/cell.py", "a"]
     assert cell["workingDir"] == "/mnt/art/r-1"
+    # A script or notebook runs from its snapshot in the run's read-only code/: a pod sees no other copy.
     nb = container(Entrypoint("notebook", path="/data/artifacts/shared/alice/nb.ipynb"))
-    assert nb["command"] == ["python", "-m", "jupyter_gpuplat.nbrun", "/mnt/art/shared/alice/nb.ipynb"]
-    own = container(Entrypoint("command", argv=("python", "train.py")), working_dir="/data/artifacts/shared/alice")
-    assert own["command"] == ["python", "train.py"] and own["workingDir"] == "/mnt/art/shared/alice"
+    assert nb["command"] == ["python", "-m", "jupyter_gpuplat.nbrun", "/mnt/art/r-1/code/nb.ipynb"]
+    script = container(Entrypoint("script", path="/home/alice/train.py", args=("--lr", "0.1")))
+    assert script["command"] == ["python", "/mnt/art/r-1/code/train.py", "--lr", "0.1"]
+    own = container(Entrypoint("command", argv=("python", "train.py")))
+    assert own["command"] == ["python", "train.py"] and own["workingDir"] == "/mnt/art/r-1"
     assert sys.executable not in json.dumps(own)
-    with pytest.raises(ExecutorError, match="not on the shared artifact volume"):
-        container(Entrypoint("command", argv=("true",)), working_dir="/home/alice/project")
-    with pytest.raises(ExecutorError, match="artifacts_claim is empty"):
-        req = LaunchRequest("r-1", Entrypoint("command", argv=("true",)), working_dir="/data/artifacts/x", **base)  # type: ignore[arg-type]
-        make_job(req, JobSettings())
-    assert working_dir_problem("/data/artifacts/x", "/data/artifacts", settings) is None
-    assert "not on the shared" in (working_dir_problem("/data/artifactsX", "/data/artifacts", settings) or "")
+    # A pod sees only its own run's directory: no working_dir of anyone's, on the volume or not.
+    for elsewhere in ("/home/alice/project", "/data/artifacts/shared/alice", "/data/artifacts/r-other"):
+        with pytest.raises(ExecutorError, match="sees only its own run's directory"):
+            container(Entrypoint("command", argv=("true",)), working_dir=elsewhere)
+        assert "leave working_dir out" in (working_dir_problem(elsewhere, "/data/artifacts", settings) or "")

@@ -107,7 +107,8 @@ def test_restart_reattaches_to_running_jobs_and_finishes_their_records(
     ]
     log = (tmp_path / "server.log").read_text()
     assert (
-        "Job gpuplat-r-orphan0001 in namespace gpuplat carries run id r-orphan0001, which has no unfinished run" in log
+        "Job gpuplat-r-orphan0001 in namespace gpuplat-runs carries run id r-orphan0001, which has no unfinished "
+        "run" in log
     )
 
 

@@ -21,6 +21,7 @@ from typing import Any
 
 import yaml
 
+from .admission import admit_job, admit_pod
 from .faults import Faults
 from .jobs import PRIORITY_CLASS, JobController
 from .kubelet import Kubelet
@@ -83,6 +84,7 @@ class EmulatedCluster:
         self._running = False
         self.errors: list[BaseException] = []
         self.store.subscribe(self._queue.append)
+        self.store.admission = self._admit
 
     # -- lifecycle ---------------------------------------------------------------------------
     def start(self) -> EmulatedCluster:
@@ -320,6 +322,13 @@ class EmulatedCluster:
         ns, name = job["metadata"]["namespace"], job["metadata"]["name"]
         self.after(max(0.0, seconds - elapsed), lambda: action(ns, name, uid))
 
+    def _admit(self, rt: ResourceType, namespace: str, obj: dict[str, Any]) -> None:
+        """Validation and Pod Security admission of a new pod or Job (admission.py)."""
+        if rt is POD:
+            admit_pod(self.store.find(NAMESPACE, "", namespace), obj)
+        elif rt is JOB:
+            admit_job(obj)
+
     # -- the test API: building a cluster ----------------------------------------------------
     def apply(self, docs: Iterable[Mapping[str, Any]]) -> None:
         """Create objects as an admin would (`kubectl create -f`)."""
@@ -332,8 +341,23 @@ class EmulatedCluster:
                 continue  # kinds the emulator does not model (Roles, Deployments) are only read, not stored
             self.store.create(rt, doc["metadata"].get("namespace", "default") if rt.namespaced else "", doc)
 
-    def add_namespace(self, name: str) -> None:
-        self.store.create(NAMESPACE, "", {"metadata": {"name": name}, "status": {"phase": "Active"}})
+    def add_namespace(self, name: str, labels: Mapping[str, str] | None = None) -> dict[str, Any]:
+        """A namespace (labelled `kubernetes.io/metadata.name`, as every namespace is, and with `labels`)."""
+        meta = {"name": name, "labels": dict(labels or {})}
+        return self.store.create(NAMESPACE, "", {"metadata": meta, "status": {"phase": "Active"}})
+
+    def label_namespace(self, name: str, labels: Mapping[str, str | None]) -> None:
+        """`kubectl label namespace`: None removes a label."""
+
+        def change(o: dict[str, Any]) -> None:
+            have = o["metadata"].setdefault("labels", {})
+            for k, v in labels.items():
+                if v is None:
+                    have.pop(k, None)
+                else:
+                    have[k] = v
+
+        self.store.update(NAMESPACE, "", name, change)
 
     def add_node(
         self,

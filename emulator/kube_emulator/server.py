@@ -322,11 +322,13 @@ class _Handler(BaseHTTPRequestHandler):
         self.cluster.requests[(verb, label)] += 1
         body = self._body() if method in ("POST", "PUT", "PATCH", "DELETE") else None
         perms = self.cluster.permissions
-        if not perms.allows(verb, rt.group, label, ns):
+        # A Namespace object is authorized in itself (the apiserver's RequestInfo): a Role may grant `get` on it.
+        authz_ns = name if rt.plural == "namespaces" and name is not None else ns
+        if not perms.allows(verb, rt.group, label, authz_ns, name or ""):
             raise ApiError(
                 403,
                 "Forbidden",
-                perms.forbidden_message(verb, rt.group, label, ns, name or ""),
+                perms.forbidden_message(verb, rt.group, label, authz_ns, name or ""),
                 {"name": name or "", "group": rt.group, "kind": rt.plural},
             )
         fault = self.cluster.faults.take(verb, label)
@@ -559,9 +561,9 @@ class _Handler(BaseHTTPRequestHandler):
         resource = attrs.get("resource", "")
         if attrs.get("subresource"):
             resource = f"{resource}/{attrs['subresource']}"
-        allowed = self.cluster.permissions.allows(
-            attrs.get("verb", ""), attrs.get("group", ""), resource, attrs.get("namespace") or None
-        )
+        verb, group = attrs.get("verb", ""), attrs.get("group", "")
+        where, name = attrs.get("namespace") or None, attrs.get("name", "")
+        allowed = self.cluster.permissions.allows(verb, group, resource, where, name)
         out = copy.deepcopy(body)
         out.update(kind="SelfSubjectAccessReview", apiVersion="authorization.k8s.io/v1")
         out.setdefault("metadata", {})["creationTimestamp"] = None

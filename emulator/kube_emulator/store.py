@@ -54,6 +54,8 @@ RESOURCES: dict[tuple[str, str], ResourceType] = {
         ResourceType("", "v1", "serviceaccounts", "ServiceAccount", True),
         ResourceType("batch", "v1", "jobs", "Job", True, default_propagation="Orphan", subresources=("status",)),
         ResourceType("scheduling.k8s.io", "v1", "priorityclasses", "PriorityClass", False),
+        # Stored and served, not enforced: the emulator has no network (docs/kubernetes.md).
+        ResourceType("networking.k8s.io", "v1", "networkpolicies", "NetworkPolicy", True),
     )
 }
 
@@ -154,6 +156,8 @@ class Store:
         self._subscribers: list[Callable[[Change], None]] = []
         # Set by the kubelet model: takes over a pod that needs a graceful end (True: it removes it later).
         self.graceful: Callable[[ResourceType, dict[str, Any]], bool] | None = None
+        # Set by the cluster: validation and admission of a new object (raises ApiError), under the lock.
+        self.admission: Callable[[ResourceType, str, dict[str, Any]], None] | None = None
         self._by_uid: dict[str, tuple[ResourceType, str, str]] = {}
         self._children: dict[str, set[tuple[ResourceType, str, str]]] = {}
 
@@ -254,6 +258,10 @@ class Store:
                     raise ApiError(404, "NotFound", f'namespaces "{ns}" not found', {"name": ns, "kind": "namespaces"})
             if rt is SECRET:
                 admit_secret(obj, None)
+            if rt.plural == "namespaces":  # the apiserver labels every namespace with its name
+                meta.setdefault("labels", {})["kubernetes.io/metadata.name"] = name
+            if self.admission is not None:
+                self.admission(rt, ns, obj)
             self.rv += 1
             if rt.namespaced:
                 meta["namespace"] = ns

@@ -4,8 +4,11 @@ Checks, each a finding (ok / warn / fail): the API answers; the service account 
 do everything the executor needs (SelfSubjectAccessReview per verb); nodes expose
 allocatable GPUs (the device plugin works), with their GPU types from node labels,
 taints and cordons; the artifact volume claim is bound; each named connection's PVC
-and Secret (with its keys) exists. The cluster is fit when no
-finding fails. `assess_*` are pure functions over API objects; `check_cluster` asks.
+and Secret (with its keys) exists; the runs' namespace keeps runs apart: Pod Security
+`restricted` enforced by its labels, a default-deny NetworkPolicy, and no Secret of the
+platform and no control-plane or database pod in it (whoever may create a pod in a
+namespace may mount its Secrets). Each failing finding says how to fix it. The cluster is
+fit when no finding fails. `assess_*` are pure functions over API objects; `check_cluster` asks.
 """
 
 from __future__ import annotations
@@ -17,6 +20,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .connections import backing_objects
+from .isolation import default_deny, label_command, pod_security_levels
+from .manifests import MANAGED_BY, MANAGER
 
 OK, WARN, FAIL = "ok", "warn", "fail"
 
@@ -29,6 +34,7 @@ class Permission:
     subresource: str = ""
     namespaced: bool = True
     why: str = ""
+    on_namespace: bool = False  # the Namespace object itself (authorized in that namespace, by its name)
 
     @property
     def text(self) -> str:
@@ -54,7 +60,15 @@ REQUIRED: tuple[Permission, ...] = (
     Permission("get", "", "secrets", why="read a session's kernel key back after a restart"),
     Permission("patch", "", "secrets", why="make a session's Job own its key"),
     Permission("delete", "", "secrets", why="remove the key of a session that could not start"),
+    Permission("get", "", "namespaces", why="read the runs' namespace's Pod Security labels", on_namespace=True),
+    Permission("list", "networking.k8s.io", "networkpolicies", why="see the namespace's default-deny policy"),
+    Permission("create", "networking.k8s.io", "networkpolicies", why="let only a session's owner reach its kernel"),
 )
+# Secrets of the platform that must never be in the runs' namespace (deploy/kubernetes/: gpuplat-system).
+PLATFORM_SECRETS = ("gpuplat-control-plane", "gpuplat-postgres")
+# Pods that must not run beside the runs: the control plane and its database (deploy/kubernetes/ labels).
+PLATFORM_PODS = ("gpuplat", "gpuplat-postgres")
+NETWORK_FIX = "kubectl apply -f deploy/kubernetes/network-policies.yaml"
 STORAGE_PERMISSION = Permission("get", "", "persistentvolumeclaims", why="check the artifact volume")
 GPU_TYPE_LABELS = ("nvidia.com/gpu.product", "cloud.google.com/gke-accelerator", "karpenter.k8s.aws/instance-gpu-name")
 
@@ -218,6 +232,99 @@ def assess_permissions(report: CheckReport, answers: Sequence[tuple[Permission, 
         )
 
 
+def assess_pod_security(report: CheckReport, namespace: Mapping[str, Any] | None) -> None:
+    """The runs' namespace enforces Pod Security `restricted` (and audits and warns with it)."""
+    ns = report.namespace
+    if namespace is None:
+        report.add(
+            FAIL,
+            "pod security",
+            f"namespace {ns} does not exist (fix: kubectl apply -f deploy/kubernetes/namespace.yaml)",
+        )
+        return
+    levels = pod_security_levels(((namespace.get("metadata") or {}).get("labels")) or {})
+    enforce = levels.get("enforce")
+    if enforce != "restricted":
+        have = f"enforces only {enforce}" if enforce else "has no pod-security.kubernetes.io/enforce label"
+        report.add(
+            FAIL,
+            "pod security",
+            f"namespace {ns} {have}: the cluster would admit a run's pod with hostPath, root or privilege escalation "
+            f"there (fix: {label_command(ns)})",
+        )
+        return
+    lax = [m for m in ("audit", "warn") if levels.get(m) != "restricted"]
+    if lax:
+        report.add(
+            WARN,
+            "pod security",
+            f"namespace {ns} enforces Pod Security restricted but does not {' or '.join(lax)} with it "
+            f"(fix: {label_command(ns)})",
+        )
+        return
+    report.add(OK, "pod security", f"namespace {ns} enforces, audits and warns with Pod Security restricted")
+
+
+def assess_network_policies(report: CheckReport, policies: Sequence[Mapping[str, Any]]) -> None:
+    """A NetworkPolicy denies every pod of the runs' namespace all ingress and egress by default."""
+    ns = report.namespace
+    ingress, egress = default_deny(policies)
+    missing = [d for d, found in (("ingress", ingress), ("egress", egress)) if not found]
+    if missing:
+        report.add(
+            FAIL,
+            "network policy",
+            f"no NetworkPolicy in namespace {ns} denies all {' and '.join(missing)} by default ({len(policies)} "
+            "policies): runs may reach the control plane, the database, cloud metadata (169.254.169.254) and other "
+            f"tenants' kernels (fix: {NETWORK_FIX})",
+        )
+        return
+    names = ingress if ingress == egress else f"{ingress} and {egress}"
+    report.add(
+        OK,
+        "network policy",
+        f"NetworkPolicy {names} denies all ingress and egress in namespace {ns} by default (it holds only where the "
+        "cluster's network plugin enforces NetworkPolicies)",
+    )
+
+
+def assess_runs_namespace(report: CheckReport, secrets: Sequence[str], pods: Sequence[Mapping[str, Any]]) -> None:
+    """No Secret of the platform and no control-plane or database pod in the runs' namespace."""
+    ns = report.namespace
+    for name in secrets:
+        report.add(
+            FAIL,
+            "runs namespace",
+            f"Secret {name} of the platform is in namespace {ns}, where every run's pod could mount it (fix: keep it "
+            f"in the control plane's namespace, gpuplat-system in deploy/kubernetes/, and kubectl -n {ns} delete "
+            f"secret {name})",
+        )
+    for pod in pods:
+        meta = pod.get("metadata") or {}
+        app = (meta.get("labels") or {}).get("app.kubernetes.io/name", "")
+        report.add(
+            FAIL,
+            "runs namespace",
+            f"pod {meta.get('name')} ({app or 'the control plane or its database'}) runs in namespace {ns}, beside "
+            "the runs: its Secrets are theirs to mount and no namespace boundary stands between them (fix: deploy it "
+            "to gpuplat-system: deploy/kubernetes/control-plane.yaml, postgres.yaml)",
+        )
+    if not secrets and not pods:
+        report.add(OK, "runs namespace", f"no Secret of the platform and no control-plane or database pod in {ns}")
+
+
+def platform_pod(pod: Mapping[str, Any]) -> bool:
+    """The control plane or PostgreSQL, by deploy/'s labels or by what it runs."""
+    meta = pod.get("metadata") or {}
+    if (meta.get("labels") or {}).get("app.kubernetes.io/name") in PLATFORM_PODS:
+        return True
+    for c in (pod.get("spec") or {}).get("containers") or ():
+        image = str(c.get("image") or "").rsplit("/", 1)[-1]
+        if image.startswith("postgres") or list(c.get("command") or ())[:2] == ["gpuplat", "server"]:
+            return True
+    return False
+
+
 def check_cluster(
     api: Any,
     namespace: str,
@@ -260,6 +367,8 @@ def check_cluster(
             attrs["subresource"] = p.subresource
         if p.namespaced:
             attrs["namespace"] = namespace
+        if p.on_namespace:
+            attrs["name"] = namespace
         body = {
             "apiVersion": "authorization.k8s.io/v1",
             "kind": "SelfSubjectAccessReview",
@@ -298,7 +407,59 @@ def check_cluster(
     else:
         assess_claim(report, "", None)
     check_connections(report, core, namespace, connections, timeout_seconds)
+    check_runs_namespace(report, api, allowed, timeout_seconds)
     return report
+
+
+def check_runs_namespace(report: CheckReport, api: Any, allowed: set[Permission], timeout: float) -> None:
+    """Pod Security labels, the default-deny NetworkPolicy, and nothing of the platform's beside the runs."""
+    from kubernetes import client
+    from kubernetes.client.exceptions import ApiException
+
+    ns = report.namespace
+    core = client.CoreV1Api(api)
+    granted = {(p.verb, p.resource) for p in allowed}
+
+    def ask(call: Callable[..., Any], *args: Any, **more: Any) -> Any:
+        return json.loads(call(*args, _preload_content=False, _request_timeout=timeout, **more).data)
+
+    if ("get", "namespaces") in granted:
+        try:
+            assess_pod_security(report, ask(core.read_namespace, ns))
+        except ApiException as exc:
+            if exc.status == 404:
+                assess_pod_security(report, None)
+            else:
+                report.add(FAIL, "pod security", f"cannot read namespace {ns}: {exc.status} {exc.reason}")
+    else:
+        report.add(FAIL, "pod security", f"cannot read namespace {ns} (no get permission), so its labels are unknown")
+
+    if ("list", "networkpolicies") in granted:
+        try:
+            got = ask(client.NetworkingV1Api(api).list_namespaced_network_policy, ns)
+            assess_network_policies(report, got.get("items") or [])
+        except ApiException as exc:
+            report.add(FAIL, "network policy", f"cannot list NetworkPolicies in {ns}: {exc.status} {exc.reason}")
+    else:
+        report.add(FAIL, "network policy", f"cannot list NetworkPolicies in {ns} (no list permission)")
+
+    found: list[str] = []
+    for name in PLATFORM_SECRETS:
+        try:
+            ask(core.read_namespaced_secret, name, ns)
+            found.append(name)
+        except ApiException as exc:
+            if exc.status != 404:
+                report.add(
+                    WARN, "runs namespace", f"cannot tell whether Secret {name} is in {ns}: {exc.status} {exc.reason}"
+                )
+    pods: list[dict[str, Any]] = []
+    try:
+        listed = ask(core.list_namespaced_pod, ns, label_selector=f"{MANAGED_BY}!={MANAGER}")
+        pods = [p for p in listed.get("items") or [] if platform_pod(p)]
+    except ApiException as exc:
+        report.add(WARN, "runs namespace", f"cannot list the pods of {ns}: {exc.status} {exc.reason}")
+    assess_runs_namespace(report, found, pods)
 
 
 def check_connections(

@@ -1,12 +1,18 @@
 """The Kubernetes executor: each run is a batch/v1 Job; observed through one shared cache.
 
-`submit` creates the Job and returns its handle (plain JSON); from then on every
+`submit` prepares the run's directory (rundir.py: its code in `code/`, opened without
+following links), creates the Job and returns its handle (plain JSON); from then on every
 change the cache sees to the run's Job, pods or their events is explained by the
 pure functions in `explain.py`, and a change of explanation becomes one
 Observation (a repeated warning after something else is a new episode, never an
 overwrite). Logs are followed from the pod into the run's `output.log` and drained
 before the final Observation, so they survive the pod. The executor never writes
 run state and never deletes a Job it does not have a run for.
+
+What keeps runs apart (`isolation()`, isolation.py): each pod holds only its own run
+(manifests.py, podsecurity.py), a session's kernel admits only its owner's server
+(networkpolicy.py), and the namespace's Pod Security labels and NetworkPolicies are read
+in a thread at start and again after `isolation_refresh_seconds`.
 """
 
 from __future__ import annotations
@@ -16,6 +22,7 @@ import json
 import os
 import secrets
 import threading
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -24,11 +31,12 @@ from traitlets import Bool, Dict, Float, Integer, List, Unicode
 
 from ...core import artifacts as layout
 from ...core.reasons import Reason
-from ..artifacts import FilesystemArtifacts, write_cell
+from ..artifacts import FilesystemArtifacts
 from ..base import FAILED, RUNNING, STOPPED, SUCCEEDED, Device, Executor, ExecutorError, LaunchRequest, Observation
 from .apierror import api_error
 from .cache import ClusterCache, Snapshot, Timeouts
 from .explain import DISRUPTIONS, condition, episode, explain_pod, explain_run
+from .isolation import NamespaceFacts, isolation_controls
 from .logs import LogFollower, LogState
 from .manifests import (
     CONTAINER,
@@ -36,10 +44,12 @@ from .manifests import (
     JobSettings,
     is_session,
     make_job,
+    make_kernel_policy,
     make_kernel_secret,
     selector,
     working_dir_problem,
 )
+from .rundir import prepare
 from .sessions import KernelSecrets, connection_info, kernel_generation, kernel_pod
 
 LOG_NAME = layout.LOG
@@ -94,7 +104,12 @@ class KubernetesExecutor(FilesystemArtifacts, Executor):
     assigns_devices = False
     reports_start = True
 
-    namespace = Unicode("gpuplat", help="Namespace of the runs' Jobs (one the platform owns).").tag(config=True)
+    namespace = Unicode(
+        "gpuplat-runs",
+        help="Namespace of the runs' Jobs: one the platform owns, holding nothing but runs (no control plane, no "
+        "Secret of the platform, no database: whoever may create a pod there may mount its Secrets), with Pod "
+        "Security restricted enforced and a default-deny NetworkPolicy (deploy/kubernetes/).",
+    ).tag(config=True)
     kubeconfig = Unicode(
         "", help="Kubeconfig file; empty: in-cluster config when running in a pod, else the default kubeconfig."
     ).tag(config=True)
@@ -172,8 +187,40 @@ class KubernetesExecutor(FilesystemArtifacts, Executor):
         "its own IP. The control plane must reach them (NetworkPolicy).",
     ).tag(config=True)
 
+    run_as_user = Integer(
+        1000,
+        min=1,
+        help="The uid every run's pod runs as (runAsNonRoot; only a platform preset's security.run_as_user or "
+        "run_as_root changes it). The control plane writes the runs' directories as this uid too (deploy/ runs both "
+        "as 1000); a control plane running as root gives them to it.",
+    ).tag(config=True)
+    run_as_group = Integer(1000, min=0, help="The gid of every run's pod (runAsGroup).").tag(config=True)
+    kernel_network_policy = Bool(
+        True,
+        help="Create a NetworkPolicy with each GPU session admitting only its owner's Jupyter server (KubeSpawner's "
+        "pods in hub_namespace) to the kernel's ports. Needs networkpolicies create/delete (deploy/kubernetes/"
+        "rbac.yaml) and a default-deny ingress policy in the namespace to mean anything.",
+    ).tag(config=True)
+    hub_namespace = Unicode(
+        "jhub", help="Namespace of JupyterHub's user servers (Zero to JupyterHub's release namespace)."
+    ).tag(config=True)
+    nvidia_toolkit_hardened = Bool(
+        False,
+        help="Set True once every GPU node's NVIDIA container toolkit ignores NVIDIA_VISIBLE_DEVICES in unprivileged "
+        "containers (accept-nvidia-visible-devices-envvar-when-unprivileged = false, "
+        "accept-nvidia-visible-devices-as-volume-mounts = true, device plugin DEVICE_LIST_STRATEGY=volume-mounts). "
+        "The API cannot tell; capacity.isolation reports gpu_devices enforced only when this says so.",
+    ).tag(config=True)
+    isolation_refresh_seconds = Float(
+        300.0, min=1.0, help="How old the namespace's labels and NetworkPolicies may be before they are read again."
+    ).tag(config=True)
+
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
+        self._net: Any = None
+        self._facts: NamespaceFacts | None = None
+        self._facts_at = 0.0
+        self._facts_reading = threading.Lock()
         self._runs: dict[str, _Run] = {}
         self._api: Any = None
         self._core: Any = None
@@ -205,6 +252,9 @@ class KubernetesExecutor(FilesystemArtifacts, Executor):
             ttl_seconds_after_finished=self.ttl_seconds_after_finished,
             image_pull_secrets=tuple(self.image_pull_secrets),
             kernel_ports=tuple(self.kernel_ports),
+            run_as_user=self.run_as_user,
+            run_as_group=self.run_as_group,
+            hub_namespace=self.hub_namespace,
         )
 
     def set_observer(self, callback: Any) -> None:
@@ -227,6 +277,7 @@ class KubernetesExecutor(FilesystemArtifacts, Executor):
         self._api = api_client(self.kubeconfig, self.context, self.max_log_streams + 16)
         self._core = client.CoreV1Api(self._api)
         self._batch = client.BatchV1Api(self._api)
+        self._net = client.NetworkingV1Api(self._api)
         self._secrets = KernelSecrets(
             self._core, self.namespace, (self.connect_timeout_seconds, self.request_timeout_seconds), self._count_call
         )
@@ -250,6 +301,7 @@ class KubernetesExecutor(FilesystemArtifacts, Executor):
         cache.gpu_resource = self.gpu_resource
         self._cache = cache
         cache.start()
+        self._refresh_facts()
 
     def _wake(self) -> None:
         # Informer threads: hand the work to the loop (the cache merges wake-ups).
@@ -266,8 +318,64 @@ class KubernetesExecutor(FilesystemArtifacts, Executor):
         return []  # the cluster's scheduler places GPUs; the engine counts them per queue
 
     def check_working_dir(self, working_dir: str, artifacts_root: str) -> str | None:
-        """Pods see only the shared artifact volume: a working_dir elsewhere is refused at submission."""
+        """A pod sees only its own run's directory: any working_dir is refused at submission."""
         return working_dir_problem(working_dir, artifacts_root, self.settings())
+
+    # -- isolation ---------------------------------------------------------------------------
+    def isolation(self) -> dict[str, Any]:
+        """What keeps runs apart on this cluster (never blocks: the namespace's facts are read in a thread)."""
+        if self._cache is not None and time.monotonic() - self._facts_at > self.isolation_refresh_seconds:
+            self._refresh_facts()
+        controls = isolation_controls(
+            self._facts,
+            artifacts_claim=self.artifacts_claim,
+            run_as_user=self.run_as_user,
+            kernel_policies=self.kernel_network_policy,
+            hub_namespace=self.hub_namespace,
+            toolkit_hardened=self.nvidia_toolkit_hardened,
+        )
+        return {"mode": "pod", "controls": controls}
+
+    def _refresh_facts(self) -> None:
+        """Read the namespace's labels and NetworkPolicies again, in a thread (one at a time)."""
+        if not self._facts_reading.acquire(blocking=False):
+            return
+        self._facts_at = time.monotonic()
+        threading.Thread(target=self._read_facts, name="gpuplat-k8s-isolation", daemon=True).start()
+
+    def _read_facts(self) -> None:
+        try:
+            self._facts = self.namespace_facts()
+        except Exception:  # never let a bad answer kill the thread's lock
+            self.log.exception("gpuplat: reading namespace %s for capacity.isolation failed", self.namespace)
+        finally:
+            self._facts_reading.release()
+
+    def namespace_facts(self) -> NamespaceFacts:
+        """The namespace's labels and NetworkPolicies (blocking); what could not be read is None, with why."""
+        from kubernetes.client.exceptions import ApiException
+
+        t = (self.connect_timeout_seconds, self.request_timeout_seconds)
+        labels: dict[str, str] | None = None
+        policies: list[dict[str, Any]] | None = None
+        errors: list[str] = []
+        try:
+            self.api_calls += 1
+            ns = json.loads(self._core.read_namespace(self.namespace, _preload_content=False, _request_timeout=t).data)
+            labels = dict((ns.get("metadata") or {}).get("labels") or {})
+        except ApiException as exc:
+            errors.append(f"namespace: {api_error(exc)}")
+        except Exception as exc:
+            errors.append(f"namespace: {exc}")
+        try:
+            self.api_calls += 1
+            resp = self._net.list_namespaced_network_policy(self.namespace, _preload_content=False, _request_timeout=t)
+            policies = list(json.loads(resp.data).get("items") or [])
+        except ApiException as exc:
+            errors.append(f"networkpolicies: {api_error(exc)}")
+        except Exception as exc:
+            errors.append(f"networkpolicies: {exc}")
+        return NamespaceFacts(self.namespace, labels, policies, tuple(errors))
 
     # -- submit ------------------------------------------------------------------------------
     async def submit(self, req: LaunchRequest) -> dict[str, Any]:
@@ -277,12 +385,8 @@ class KubernetesExecutor(FilesystemArtifacts, Executor):
         manifest = make_job(req, self.settings())
         name = manifest["metadata"]["name"]
         log_path = layout.in_run(req.workdir, layout.LOG)
-        try:
-            os.makedirs(layout.in_run(req.workdir, layout.STATE_DIR), exist_ok=True)
-            if req.entrypoint.kind == "cell":  # the pod runs it from the artifact volume
-                write_cell(req.entrypoint, req.workdir)
-        except OSError as exc:
-            raise ExecutorError(f"run {req.run_id}: cannot prepare {req.workdir}: {exc.strerror or exc}") from exc
+        # The run's directory and the code its pod runs (read-only there), before the Job exists.
+        await asyncio.to_thread(prepare, req, (self.run_as_user, self.run_as_group))
         run = _Run(req.run_id, name, req.workdir, log_path, reattached=False)
         if is_session(req):
             uid = await asyncio.to_thread(self._create_session, req, run, manifest)
@@ -320,11 +424,36 @@ class KubernetesExecutor(FilesystemArtifacts, Executor):
             raise
         try:
             self._secrets.own(name, run.job, uid)
+            if self.kernel_network_policy and self.hub_namespace:
+                self._create_kernel_policy(req, uid)
         except ExecutorError:  # a Job whose submission failed must not keep a GPU
             self._delete_job(run.job, 0, "Background")
             self._secrets.delete(name)
             raise
         return uid
+
+    def _create_kernel_policy(self, req: LaunchRequest, job_uid: str) -> None:
+        """Only the owner's Jupyter server may reach the kernel; the policy goes with the Job (its owner)."""
+        from kubernetes.client.exceptions import ApiException
+
+        policy = make_kernel_policy(req, self.settings(), job_uid)
+        t = (self.connect_timeout_seconds, self.request_timeout_seconds)
+        try:
+            self.api_calls += 1
+            self._net.create_namespaced_network_policy(
+                self.namespace, policy, _preload_content=False, _request_timeout=t
+            )
+        except ApiException as exc:
+            if exc.status == 409:
+                return  # an earlier attempt of this submission made it (only the platform writes them here)
+            raise ExecutorError(
+                f"Kubernetes refused the NetworkPolicy of session {req.run_id} (its owner's server could not reach "
+                f"the kernel): {api_error(exc)}"
+            ) from exc
+        except Exception as exc:
+            raise ExecutorError(
+                f"cannot reach the Kubernetes API to create the NetworkPolicy of {req.run_id}: {exc}"
+            ) from exc
 
     def _create_job(self, run_id: str, manifest: dict[str, Any]) -> str:
         from kubernetes.client.exceptions import ApiException
@@ -461,7 +590,7 @@ class KubernetesExecutor(FilesystemArtifacts, Executor):
             assert self._secrets is not None
             run.kernel_key = await asyncio.to_thread(self._secrets.key, run.secret)
         info = connection_info(str(pod["status"]["podIP"]), run.kernel_ports, run.kernel_key)
-        generation = await asyncio.to_thread(kernel_generation, run.log_path)
+        generation = await asyncio.to_thread(kernel_generation, run.workdir)
         if generation is not None:
             info["gpuplat_generation"] = generation
         return info
@@ -602,7 +731,7 @@ class KubernetesExecutor(FilesystemArtifacts, Executor):
             if name in run.followers or not _pod_container_started(pod):
                 continue
             if run.log_state is None:
-                run.log_state = LogState(run.workdir)
+                run.log_state = LogState(run.workdir, self.log)
             assert self._cache is not None
             pods = self._cache.pods  # read from follower threads: a dict lookup is atomic
 
@@ -617,7 +746,6 @@ class KubernetesExecutor(FilesystemArtifacts, Executor):
                 self._core,
                 self.namespace,
                 name,
-                run.log_path,
                 run.log_state,
                 container_ended=ended,
                 pod_exists=exists,

@@ -4,6 +4,11 @@ Lines are read with timestamps so a resumed stream (after a dropped connection, 
 idle timeout or a server restart) skips what is already in the file; the last
 timestamp written per pod is kept in `.gpuplat/k8s-logs.json` beside the log. The
 file stays after the pod is gone: it is the run's archived log.
+
+Both files lie in the run's directory, which its pod may write: they are opened through
+rundir.py (safefs), never by name, so a link the run planted at `output.log` or `.gpuplat`
+is refused (the lines are then not archived, and the control plane says so once) instead
+of being written through.
 """
 
 from __future__ import annotations
@@ -12,7 +17,6 @@ import contextlib
 import datetime as dt
 import json
 import math
-import os
 import threading
 import time
 from collections.abc import Callable
@@ -21,6 +25,7 @@ from typing import Any
 from kubernetes.client.exceptions import ApiException
 
 from ...core import artifacts as layout
+from . import rundir
 from .manifests import CONTAINER
 
 STATE_FILE = layout.K8S_LOGS
@@ -44,23 +49,39 @@ def parse_timestamp(text: str) -> int | None:
 class LogState:
     """Per run: for each pod, the last timestamp written and how many lines carried it."""
 
-    def __init__(self, workdir: str) -> None:
-        self.path = os.path.join(workdir, STATE_FILE)
+    def __init__(self, workdir: str, log: Any = None) -> None:
+        self.workdir = workdir
+        self.log = log
         self.lock = threading.Lock()
+        self.refused: set[str] = set()  # files of the run the control plane would not open (said once each)
+        text = rundir.read_text(workdir, STATE_FILE)
         try:
-            with open(self.path, encoding="utf-8") as f:
-                data = json.load(f)
-        except (OSError, ValueError):
+            data = json.loads(text) if text else {}
+        except ValueError:
             data = {}
         self.pods: dict[str, dict[str, Any]] = data.get("pods", {}) if isinstance(data, dict) else {}
 
     def save(self) -> None:
-        tmp = f"{self.path}.tmp"
-        with contextlib.suppress(OSError):
-            os.makedirs(os.path.dirname(self.path), exist_ok=True)
-            with open(tmp, "w", encoding="utf-8") as f:
-                json.dump({"pods": self.pods}, f)
-            os.replace(tmp, self.path)
+        body = json.dumps({"pods": self.pods}).encode()
+        self._safely(STATE_FILE, lambda: rundir.write(self.workdir, STATE_FILE, body))
+
+    def append(self, data: bytes) -> None:
+        """Lines for the run's log (`output.log`)."""
+        self._safely(layout.LOG, lambda: rundir.append(self.workdir, layout.LOG, data))
+
+    def _safely(self, rel: str, op: Callable[[], None]) -> None:
+        try:
+            op()
+        except OSError as exc:
+            if rel not in self.refused and self.log is not None:
+                self.log.warning(
+                    "gpuplat: not writing %s of the run in %s: %s (its pod may have replaced it with a link or a "
+                    "FIFO; nothing is written outside the run's directory)",
+                    rel,
+                    self.workdir,
+                    exc,
+                )
+            self.refused.add(rel)
 
 
 class LogFollower:
@@ -71,7 +92,6 @@ class LogFollower:
         core: Any,
         namespace: str,
         pod: str,
-        log_path: str,
         state: LogState,
         *,
         container_ended: Callable[[], bool],
@@ -85,7 +105,6 @@ class LogFollower:
         self.core = core
         self.namespace = namespace
         self.pod = pod
-        self.log_path = log_path
         self.state = state
         self.container_ended = container_ended
         self.pod_exists = pod_exists
@@ -229,5 +248,4 @@ class LogFollower:
                 self.state.save()
 
     def _write(self, data: bytes) -> None:
-        with open(self.log_path, "ab") as f:
-            f.write(data)
+        self.state.append(data)

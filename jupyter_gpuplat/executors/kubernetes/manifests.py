@@ -11,7 +11,14 @@ A GPU session (`kind: session`) is a Job too, but its one pod is never replaced 
 would silently lose the kernel's state): backoffLimit 0, a disruption fails the Job
 (FailJob), and the cluster autoscaler is told not to evict it. Its container runs the kernel agent (its source
 inline, so the image needs only Python and ipykernel) on fixed ports of the pod's own IP,
-with the connection key from a Secret of its own (`make_kernel_secret`), owned by the Job.
+with the connection key from a Secret of its own (`make_kernel_secret`), owned by the Job,
+and only its owner's Jupyter server may reach those ports (`make_kernel_policy`).
+
+A run's pod holds its own run and nothing else: the artifact claim is mounted only as the
+run's own directory (`subPath: <run id>`, at `<artifacts_mount_path>/<run id>`, where the
+run's paths have always been), and that directory's `code/` once more, read-only, over it;
+a restricted security context (podsecurity.py); no service account token, no service links;
+no device variables in its env.
 """
 
 from __future__ import annotations
@@ -29,6 +36,8 @@ from ...core import artifacts as layout
 from ...core.resources import Resources, format_cpu, format_memory
 from ..base import ExecutorError, LaunchRequest
 from .connections import connection_parts
+from .networkpolicy import make_kernel_network_policy
+from .podsecurity import admin_relaxations, make_security_context, scrub_device_env
 
 MANAGED_BY = "app.kubernetes.io/managed-by"
 MANAGER = "jupyter-gpuplat"
@@ -54,7 +63,7 @@ _LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
 class JobSettings:
     """What the platform admin configured (the executor's traits), as plain values."""
 
-    namespace: str = "gpuplat"
+    namespace: str = "gpuplat-runs"
     instance: str = "default"
     default_image: str = "python:3.11-slim"
     python: str = "python"  # the image's interpreter: runs scripts, notebooks and cells
@@ -68,6 +77,9 @@ class JobSettings:
     ttl_seconds_after_finished: int | None = 86400
     image_pull_secrets: tuple[str, ...] = ()
     kernel_ports: tuple[int, ...] = KERNEL_PORTS
+    run_as_user: int = 1000
+    run_as_group: int = 1000
+    hub_namespace: str = "jhub"  # where the users' Jupyter servers run (the kernels' only clients)
 
 
 def job_name(run_id: str) -> str:
@@ -78,6 +90,11 @@ def job_name(run_id: str) -> str:
 
 def kernel_secret_name(run_id: str) -> str:
     """The Secret holding a session's kernel key: named after its Job."""
+    return f"{job_name(run_id)}-kernel"
+
+
+def kernel_policy_name(run_id: str) -> str:
+    """The NetworkPolicy letting a session's owner reach its kernel: named after its Job."""
     return f"{job_name(run_id)}-kernel"
 
 
@@ -173,18 +190,49 @@ def make_node_selector(placement: Mapping[str, Any], gpu_type_label: str) -> dic
     return out
 
 
+RUN_DIR_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$")
+
+
+def make_artifact_volume(req: LaunchRequest, settings: JobSettings) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """(the artifact volume, its mounts): the run's own directory of the claim, its code/ read-only over it.
+
+    The code a run executes (a cell, a script's or notebook's snapshot) is written by the
+    control plane into the run's `code/` before the Job exists, and mounted read-only: no
+    other pod can reach it (no other pod mounts this run's directory) and the run itself
+    cannot change what its record says ran. A read-only subPath, not an immutable ConfigMap
+    `run-code-<run>`: snapshots may be up to 16 MiB (and a git diff beside them), a ConfigMap
+    at most 1 MiB; and the code dir is a mount point in every pod of the run, so no pod can
+    swap it for a link between attempts. Without a claim each pod has an emptyDir of its own.
+    """
+    where = run_pod_dir(req, settings)
+    if not settings.artifacts_claim:
+        return {"name": ARTIFACTS_VOLUME, "emptyDir": {}}, [{"name": ARTIFACTS_VOLUME, "mountPath": where}]
+    sub = posixpath.basename(posixpath.normpath(req.workdir))
+    if sub != req.run_id or not RUN_DIR_NAME.match(sub):
+        raise ExecutorError(
+            f"run {req.run_id}: its directory {req.workdir!r} is not <artifacts_root>/<run id>: it cannot be mounted "
+            "on its own"
+        )
+    claim = {"claimName": settings.artifacts_claim}
+    volume: dict[str, Any] = {"name": ARTIFACTS_VOLUME, "persistentVolumeClaim": claim}
+    mounts: list[dict[str, Any]] = [
+        {"name": ARTIFACTS_VOLUME, "mountPath": where, "subPath": sub},
+        {"name": ARTIFACTS_VOLUME, "mountPath": f"{where}/{layout.CODE_DIR}", "subPath": f"{sub}/{layout.CODE_DIR}",
+         "readOnly": True},
+    ]  # fmt: skip
+    return volume, mounts
+
+
 def make_volumes(
     raw: Sequence[Mapping[str, Any]] | None, settings: JobSettings
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """(pod volumes, container mounts): the artifact volume first, then the spec's."""
-    if settings.artifacts_claim:
-        artifacts: dict[str, Any] = {"persistentVolumeClaim": {"claimName": settings.artifacts_claim}}
-    else:
-        artifacts = {"emptyDir": {}}
-    volumes = [{"name": ARTIFACTS_VOLUME, **artifacts}]
-    mounts = [{"name": ARTIFACTS_VOLUME, "mountPath": settings.artifacts_mount_path}]
+    """(pod volumes, container mounts) of the spec's `volumes` (which only admins' presets may give sources)."""
+    volumes: list[dict[str, Any]] = []
+    mounts: list[dict[str, Any]] = []
     for v in raw or ():
         name = v["name"]
+        if name == ARTIFACTS_VOLUME:
+            raise ExecutorError(f"volume name {name!r} is the platform's own (the run's artifact directory)")
         if v.get("claim"):
             source: dict[str, Any] = {"persistentVolumeClaim": {"claimName": v["claim"]}}
         elif v.get("secret"):
@@ -204,15 +252,12 @@ def make_volumes(
     return volumes, mounts
 
 
-def pod_path(path: str, artifacts_root: str, mount_path: str) -> str | None:
-    """Where a pod sees a path of the control plane's artifact volume; None when it is not on it."""
-    root = posixpath.normpath(artifacts_root)
-    path = posixpath.normpath(path)
-    if path != root and not path.startswith(root.rstrip("/") + "/"):
-        return None
-    rel = posixpath.relpath(path, root)
-    mount = mount_path.rstrip("/") or "/"
-    return mount if rel == "." else posixpath.join(mount, rel)
+def _whole_claim(volumes: Sequence[Mapping[str, Any]], claim: str) -> str | None:
+    """The name of a volume (the spec's, a connection's) that would mount the whole artifact claim."""
+    for v in volumes:
+        if claim and (v.get("persistentVolumeClaim") or {}).get("claimName") == claim:
+            return str(v["name"])
+    return None
 
 
 def run_pod_dir(req: LaunchRequest, settings: JobSettings) -> str:
@@ -225,43 +270,45 @@ def artifacts_root_of(req: LaunchRequest) -> str:
 
 
 def working_dir_problem(working_dir: str, artifacts_root: str, settings: JobSettings) -> str | None:
-    """Why a run cannot start in `working_dir` on this cluster, or None."""
-    if not settings.artifacts_claim:
-        return (
-            f"working_dir {working_dir!r}: runs on Kubernetes can only start in a directory of the shared artifact "
-            "volume, and this platform has none (KubernetesExecutor.artifacts_claim is empty); "
-            "leave working_dir out to start in the run's artifact directory"
-        )
-    if pod_path(working_dir, artifacts_root, settings.artifacts_mount_path) is None:
-        return (
-            f"working_dir {working_dir!r} is not on the shared artifact volume ({artifacts_root}, mounted in runs at "
-            f"{settings.artifacts_mount_path}): pods cannot see it; put the code under {artifacts_root} "
-            "or leave working_dir out"
-        )
+    """Why a run cannot start in `working_dir` on this cluster: a pod sees only its own run's directory."""
+    return (
+        f"working_dir {working_dir!r}: a run's pod on Kubernetes sees only its own run's directory of the artifact "
+        "volume (nothing of other runs, nothing of the users' files), so it cannot start in a directory of your own; "
+        "leave working_dir out: scripts, notebooks and cells are copied into the run's code/ and run from there, "
+        "and data comes through connections"
+    )
+
+
+def code_path(req: LaunchRequest) -> str | None:
+    """Where the file a script or notebook run executes lies in the run's directory (its snapshot), else None."""
+    entry = req.entrypoint
+    if entry.kind in ("script", "notebook") and entry.path:
+        return layout.snapshot_path(entry.path)
+    if entry.kind == "cell":
+        return layout.CELL
     return None
 
 
 def make_command(req: LaunchRequest, settings: JobSettings) -> list[str]:
-    """The run's argv from its entrypoint, with the image's `python`; artifact-volume paths as the pod sees them."""
+    """The run's argv from its entrypoint, with the image's `python`; its code as the pod sees it.
+
+    A script or notebook runs from its snapshot in the run's read-only `code/` (the only copy
+    its pod can see), a cell from `code/cell.py`.
+    """
     entry = req.entrypoint
-    root = artifacts_root_of(req)
-    if entry.kind in ("script", "notebook") and entry.path:
-        seen = pod_path(entry.path, root, settings.artifacts_mount_path)
-        if seen is not None:
-            entry = replace(entry, path=seen)
+    rel = code_path(req)
+    if entry.kind in ("script", "notebook") and rel and settings.artifacts_claim:
+        entry = replace(entry, path=f"{run_pod_dir(req, settings)}/{rel}")
     return entry.argv_with(settings.python, f"{run_pod_dir(req, settings)}/{layout.CELL}")
 
 
 def make_working_dir(req: LaunchRequest, settings: JobSettings) -> str:
-    """The container's workingDir: the user's directory on the artifact volume, else the run's directory."""
-    if req.working_dir is None:
-        return run_pod_dir(req, settings)
-    root = artifacts_root_of(req)
-    problem = working_dir_problem(req.working_dir, root, settings)
-    seen = pod_path(req.working_dir, root, settings.artifacts_mount_path)
-    if problem or seen is None:
-        raise ExecutorError(f"run {req.run_id}: {problem}")
-    return seen
+    """The container's workingDir: the run's own directory (a pod sees no other)."""
+    if req.working_dir is not None:
+        raise ExecutorError(
+            f"run {req.run_id}: {working_dir_problem(req.working_dir, artifacts_root_of(req), settings)}"
+        )
+    return run_pod_dir(req, settings)
 
 
 def make_env(req: LaunchRequest, workdir: str) -> list[dict[str, Any]]:
@@ -328,24 +375,36 @@ def make_pod_spec(req: LaunchRequest, settings: JobSettings) -> dict[str, Any]:
     spec = req.spec
     placement = spec.get("placement") or {}
     workdir = run_pod_dir(req, settings)
-    volumes, mounts = make_volumes(spec.get("volumes"), settings)
+    artifacts, mounts = make_artifact_volume(req, settings)
+    spec_volumes, spec_mounts = make_volumes(spec.get("volumes"), settings)
     conn_volumes, conn_mounts, conn_env = connection_parts(spec.get("connection_refs"))
-    volumes, mounts = volumes + conn_volumes, mounts + conn_mounts
+    whole = _whole_claim(spec_volumes + conn_volumes, settings.artifacts_claim)
+    if whole is not None:
+        raise ExecutorError(
+            f"run {req.run_id}: volume {whole!r} would mount the whole artifact claim {settings.artifacts_claim!r}; "
+            "a run sees only its own directory of it"
+        )
+    volumes = [artifacts, *spec_volumes, *conn_volumes]
+    mounts = mounts + spec_mounts + conn_mounts
     session = is_session(req)
+    resources = make_resources(spec.get("resources"), settings.gpu_resource)
+    gpus = int((resources.get("limits") or {}).get(settings.gpu_resource) or 0)
+    relaxed = admin_relaxations(spec.get("security"), req.provenance, req.run_id)
+    pod_context, container_context = make_security_context(relaxed, settings.run_as_user, settings.run_as_group)
     container: dict[str, Any] = {
         "name": CONTAINER,
         "image": spec.get("image") or settings.default_image,
         "command": make_kernel_command(settings) if session else make_command(req, settings),
         "workingDir": make_working_dir(req, settings),
-        "env": _with_env(make_env(req, workdir), conn_env),
+        "env": scrub_device_env(_with_env(make_env(req, workdir), conn_env), gpus),
         "volumeMounts": mounts,
+        "securityContext": container_context,
     }
     if session:
         container["ports"] = [
             {"name": n, "containerPort": p, "protocol": "TCP"}
             for n, p in zip(KERNEL_PORT_NAMES, settings.kernel_ports, strict=True)
         ]
-    resources = make_resources(spec.get("resources"), settings.gpu_resource)
     if resources:
         container["resources"] = resources
     pod: dict[str, Any] = {
@@ -355,6 +414,7 @@ def make_pod_spec(req: LaunchRequest, settings: JobSettings) -> dict[str, Any]:
         # A run needs no API access of its own, nor the namespace's service links.
         "automountServiceAccountToken": False,
         "enableServiceLinks": False,
+        "securityContext": pod_context,
     }
     node_selector = make_node_selector(placement, settings.gpu_type_label)
     if node_selector:
@@ -372,6 +432,23 @@ def make_pod_spec(req: LaunchRequest, settings: JobSettings) -> dict[str, Any]:
     if settings.image_pull_secrets:
         pod["imagePullSecrets"] = [{"name": s} for s in settings.image_pull_secrets]
     return pod
+
+
+def make_kernel_policy(req: LaunchRequest, settings: JobSettings, job_uid: str) -> dict[str, Any]:
+    """The NetworkPolicy of a session: only its owner's Jupyter servers reach its kernel's ports; owned by its Job."""
+    queue = str(req.spec.get("queue") or "")
+    labels = make_labels(req.run_id, req.project, queue, settings.instance)
+    selector = {MANAGED_BY: MANAGER, LABEL_INSTANCE: settings.instance, LABEL_RUN: req.run_id}
+    return make_kernel_network_policy(
+        kernel_policy_name(req.run_id),
+        settings.namespace,
+        labels,
+        selector,
+        req.user,
+        settings.hub_namespace,
+        settings.kernel_ports,
+        owner_reference(job_name(req.run_id), job_uid),
+    )
 
 
 def make_job(req: LaunchRequest, settings: JobSettings) -> dict[str, Any]:

@@ -17,12 +17,13 @@ from __future__ import annotations
 import base64
 import binascii
 import json
-import os
 import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from ...core.artifacts import LOG
 from ..base import ExecutorError
+from . import rundir
 from .apierror import api_error
 from .manifests import CONTAINER, KERNEL_SECRET_KEY, LABEL_RUN, owner_reference
 
@@ -143,14 +144,13 @@ def connection_info(ip: str, ports: Sequence[int], key: str) -> dict[str, Any]:
     return info
 
 
-def kernel_generation(log_path: str) -> int | None:
-    """The latest kernel start the agent logged ("gpuplat: kernel N started"), None before the first."""
-    try:
-        with open(log_path, "rb") as f:
-            size = f.seek(0, os.SEEK_END)
-            f.seek(max(0, size - LOG_TAIL_BYTES))
-            tail = f.read()
-    except OSError:
+def kernel_generation(workdir: str) -> int | None:
+    """The latest kernel start the agent logged ("gpuplat: kernel N started"), None before the first.
+
+    Read from the run's archived log through rundir (the pod may have made `output.log` a link).
+    """
+    tail = rundir.read_tail(workdir, LOG, LOG_TAIL_BYTES)
+    if tail is None:
         return None
     found = _STARTED.findall(tail)
     return int(found[-1]) if found else None
