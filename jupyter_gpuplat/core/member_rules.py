@@ -193,7 +193,7 @@ def _placement(member: Mapping[str, Any], ctx: MemberContext) -> list[FieldNotAl
     pl = member["placement"]
     gpu_type = "placement.gpu_type stays yours to set"
     if pl is None:
-        presets = _presets_setting(ctx, "placement")
+        presets = list(dict.fromkeys(p for k in PLACEMENT_FIELDS for p in _presets_setting(ctx, "placement", k)))
         return [
             FieldNotAllowed(
                 "placement: null would delete the node selector, tolerations and affinity the presets set; "
@@ -224,16 +224,15 @@ def _placement(member: Mapping[str, Any], ctx: MemberContext) -> list[FieldNotAl
             wanted = [t for t in value if not (isinstance(t, Mapping) and t.get("key") in ctx.tolerations)]
             if not wanted:
                 continue
-        elif key in ("node_selector", "tolerations") and value is None:
-            allow = []
         presets = _presets_setting(ctx, "placement", key)
         allowed = [*presets, *allow]
         f = f"placement.{key}"
+        own = f"; or set only what the project allows ({', '.join(allow)})" if allow else ""
         out.append(
             FieldNotAllowed(
                 f"{f} comes from platform-admin presets, not a run's own fields (rule placement.preset; "
                 f"the run asked for {_asked(key, wanted)}); allowed: {', '.join(allowed) or 'none'}",
-                f"{_pick(presets)}; {gpu_type}",
+                f"{_pick(presets)}{own}; {gpu_type}",
                 field=f,
                 rule="placement.preset",
                 allowed=allowed,

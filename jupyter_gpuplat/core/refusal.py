@@ -6,7 +6,8 @@ the tightest limit, another queue the project may use, an allowed preset in plac
 refused one, and for a field a member may not set (FieldNotAllowed) the run without it plus
 a preset or connection that sets what it asked for. Each candidate is resolved by the same
 policy functions and kept only if it is accepted, so a hint can never suggest what the
-policy refuses. The hints of the violations are then written from those accepted alternatives alone.
+policy refuses. The hints of the violations are then written from those accepted
+alternatives alone.
 """
 
 from __future__ import annotations
@@ -190,7 +191,7 @@ def alternatives(
         preset_options += [[x for x in req.presets if x != p] for p in req.presets]
     # A field a member may not set: every alternative leaves it out, and offers it only where a
     # preset or a connection the project may use then sets what the run asked for.
-    refused = [p for p in problems if isinstance(p, FieldNotAllowed)]
+    refused = [p for p in problems if p.code in FIELD_CODES and isinstance(p, FieldNotAllowed)]
     base = without_refused(req, refused) if refused else {}
     dropped = list(dict.fromkeys(r.field for r in refused))
     conn_options: list[list[str] | None] = [None]
