@@ -32,10 +32,16 @@ def add_platform(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
     k = sub.add_parser(
         "cluster", parents=parents, help="check that a Kubernetes cluster can run the platform's GPU Jobs"
     )
-    k.add_argument("action", choices=["check"], help="check: report what the cluster lacks (exit 1 if unfit)")
+    k.add_argument(
+        "action",
+        choices=["check"],
+        help="check: report what the cluster lacks, the runs' namespace's isolation included (exit 1 if unfit)",
+    )
     k.add_argument("--kubeconfig", help="kubeconfig file (default: in-cluster config, else ~/.kube/config)")
     k.add_argument("--context", help="kubeconfig context (default: the current one)")
-    k.add_argument("-n", "--namespace", help="the platform's namespace (default: gpuplat)")
+    k.add_argument(
+        "-n", "--namespace", help="the runs' namespace, KubernetesExecutor.namespace (default: gpuplat-runs)"
+    )
     k.add_argument("--artifacts-claim", help="the artifact PersistentVolumeClaim to check (e.g. gpuplat-artifacts)")
     k.add_argument("--config", help="platform config whose connections' PVCs and Secrets to check")
     k.add_argument("--gpu-resource", help="the GPU extended resource (default: nvidia.com/gpu)")

@@ -431,7 +431,7 @@ def test_a_notebook_kernel_runs_in_a_pod_and_an_unplaceable_one_says_why(tmp_pat
     try:
         (tmp_path / NB).mkdir(parents=True)
         srv.start()
-        # Notebooks on the artifact volume: a session starts in its notebook's folder, which pods see only there.
+        # A session's pod sees only its own run's directory: the notebook's folder is not its working_dir there.
         first = start_kernel(srv, NB + "pod.ipynb", "gpuplat-notebook")
         assert first.status_code == 201, first.text
         lease = session_of(srv, NB + "pod.ipynb")

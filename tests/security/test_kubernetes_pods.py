@@ -14,6 +14,7 @@ control plane follows no link or FIFO a pod planted in its run's directory.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import os
 import posixpath
 from collections.abc import Iterator
@@ -428,5 +429,12 @@ async def test_a_sessions_kernel_admits_only_its_owners_server(cluster: Emulated
         await ex.stop(req.run_id, handle)
         gone = lambda: not cluster.store.select(NETWORK_POLICIES, NAMESPACE, run_selector(req.run_id))[0]  # noqa: E731
         await wait_for(lambda: asyncio.sleep(0, gone()), 10, "the policy gone with its Job")
+        # Without its policy nobody could reach the kernel: a session whose policy is refused does not start.
+        cluster.faults.fail_next("create", "networkpolicies", code=403, message="networkpolicies is forbidden")
+        unreachable = dataclasses.replace(req, run_id="s-nopolicy1", workdir=str(artifacts / "s-nopolicy1"))
+        with pytest.raises(ExecutorError, match="refused the NetworkPolicy of session s-nopolicy1"):
+            await ex.submit(unreachable)
+        assert not cluster.jobs_in(NAMESPACE, run_selector("s-nopolicy1"))
+        assert not cluster.store.select(RESOURCES[("", "secrets")], NAMESPACE, run_selector("s-nopolicy1"))[0]
     finally:
         await ex.close()
