@@ -133,6 +133,7 @@ class Server:
         *,
         tokens: dict[str, str] | None = None,
         server_token: str = SERVER_TOKEN,
+        artifacts_root: str | None = None,
     ) -> None:
         self.tmp = tmp
         self.server_token = server_token
@@ -175,7 +176,7 @@ class Server:
             f"--ServerApp.root_dir={tmp}",
             f"--GpuPlat.config_file={EXAMPLE}",
             f"--GpuPlat.db_url={db_url}",
-            f"--GpuPlat.artifacts_root={Path(tmp, 'art')}",
+            f"--GpuPlat.artifacts_root={artifacts_root or Path(tmp, 'art')}",
             "--GpuPlat.default_user=ops",
             "--LocalExecutor.gpus=4",
             *extra_args,

@@ -10,7 +10,9 @@ EXIT_WINDOW_SECONDS it gives up with KERNEL_DIED (the run fails with KernelDied)
 With `--transport ipc` (local runs as their users) the kernel listens on Unix sockets beside
 PATH, in the run's 0700 directory, instead of TCP ports on 127.0.0.1: another account's process
 can neither connect to them nor subscribe to the kernel's output (ZMQ PUB over TCP would let
-any local process read it without the key). SIGTERM ends the kernel and the agent: the lease ends. SIGINT is the kernel's (an interrupt
+any local process read it without the key).
+
+SIGTERM ends the kernel and the agent: the lease ends. SIGINT is the kernel's (an interrupt
 sent to the whole group must not end the lease); the agent only survives it.
 
 Stdlib only and self-contained: it runs as a file here and as `python -c <this source>` in a

@@ -28,6 +28,7 @@ import contextlib
 import errno
 import os
 import signal
+import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
@@ -38,6 +39,7 @@ V2_CONTROLLERS = ("memory", "cpu", "pids")
 RUNS_DIR = "gpuplat-runs"
 GPU_MAJOR = 195  # /dev/nvidiaN; nvidiactl is 195:255, left allowed as nvidia-smi needs it
 CFS_PERIOD_US = 100_000
+STALE_SECONDS = 600.0  # an empty run cgroup this old is left over (a start takes milliseconds)
 
 
 def _write(path: str, text: str) -> None:
@@ -275,14 +277,24 @@ class Cgroups:
             with contextlib.suppress(OSError):
                 _write(os.path.join(freezer, "freezer.state"), "THAWED")
 
-    def remove_empty(self) -> None:
-        """Remove every run cgroup that holds no process (an ended run's, left by a server that was gone)."""
+    def remove_empty(self, min_age_seconds: float = STALE_SECONDS) -> None:
+        """Remove every run cgroup that holds no process and is older than `min_age_seconds`.
+
+        An ended run's, left by a server that was gone when it ended. A young empty one is a run
+        being started (made, its command not yet in it), perhaps by another executor: left alone.
+        """
+        now = time.time()
         for base in [*self.v1.values(), *([self.v2] if self.v2 else [])]:
             try:
-                names = [e.name for e in os.scandir(base) if e.is_dir(follow_symlinks=False)]
+                old = [
+                    e.name
+                    for e in os.scandir(base)
+                    if e.is_dir(follow_symlinks=False)
+                    and now - e.stat(follow_symlinks=False).st_mtime > min_age_seconds
+                ]
             except OSError:
                 continue
-            for name in names:
+            for name in old:
                 with contextlib.suppress(OSError):  # EBUSY: a live run's
                     os.rmdir(os.path.join(base, name))
 

@@ -231,8 +231,8 @@ test('the resolved config lists each leaf with the layer that set it', () => {
 });
 
 test('a preset card says what it requests and where it places work', () => {
-  // spread, not listed: PresetView gains `connections` in issue 13 (no excess-property check on a spread)
-  const later = { connections: null };
+  // spread, not listed: PresetView gains `connections` in issue 13, `security` in 21 (no excess-property check on a spread)
+  const later = { connections: null, security: null };
   const p: IPreset = {
     ...later,
     name: 'notebook',
