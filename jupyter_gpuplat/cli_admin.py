@@ -30,7 +30,9 @@ def add_platform(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
     pr.add_argument("--project", help="only the presets this project may use")
 
     k = sub.add_parser(
-        "cluster", parents=parents, help="check that a Kubernetes cluster can run the platform's GPU Jobs"
+        "cluster",
+        parents=parents,
+        help="check that a Kubernetes cluster can run the platform's GPU Jobs (--local: what this machine enforces)",
     )
     k.add_argument(
         "action",
@@ -46,6 +48,18 @@ def add_platform(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
     k.add_argument("--config", help="platform config whose connections' PVCs and Secrets to check")
     k.add_argument("--gpu-resource", help="the GPU extended resource (default: nvidia.com/gpu)")
     k.add_argument("--gpu-type-label", help="node label naming the GPU type (default: nvidia.com/gpu.product)")
+    k.add_argument(
+        "--local",
+        action="store_true",
+        help="check this machine for the local executor instead: users, environment, cgroups, GPU device nodes",
+    )
+    k.add_argument(
+        "--run-as",
+        choices=["server", "user"],
+        default="user",
+        help="--local: the LocalExecutor.run_as to check (default: user, runs as their users' accounts)",
+    )
+    k.add_argument("--python", help="--local: LocalExecutor.python, the runs' interpreter (default: this one)")
 
     c = sub.add_parser("config", parents=parents, help="validate or apply a platform config")
     c.add_argument("action", choices=["validate", "apply"], help="validate: check the file; apply: send it")
@@ -163,6 +177,12 @@ def _connections_of(path: str | None) -> list[dict[str, Any]]:
 
 def cmd_cluster(args: argparse.Namespace) -> int:
     """Check a Kubernetes cluster directly (not through the server): exit 1 when it is not fit."""
+    if args.local:
+        from .executors.local_check import check_local, to_text
+
+        local = check_local(args.run_as, args.python)
+        emit(args, local, to_text(local))
+        return 0 if local["fit"] else 1
     try:
         from .executors.kubernetes.check import check_cluster
         from .executors.kubernetes.executor import KubernetesExecutor, api_client

@@ -21,7 +21,7 @@ import requests
 from jupyter_client.asynchronous.client import AsyncKernelClient
 
 from jupyter_gpuplat.client import Client
-from jupyter_gpuplat.core.errors import Forbidden, NotFound, NotLeader, Unprocessable
+from jupyter_gpuplat.core.errors import FieldNotAllowed, Forbidden, NotFound, NotLeader, Unprocessable
 from jupyter_gpuplat.service.control_plane_api import ControlPlaneAPI, SSEParser, remote_error
 from jupyter_gpuplat.service.errors import error_body
 from jupyter_gpuplat.service.http_session_client import HttpSessionClient
@@ -192,6 +192,16 @@ def test_a_standby_s_503_is_a_not_leader_error_with_its_words() -> None:
     assert remote_error(502, b"<html>bad gateway</html>").message == "the control plane answered 502"
     login = remote_error(302, b"")  # the Hub sends a token it did not take to its login page
     assert isinstance(login, Forbidden) and login.code == "NotAuthenticated" and "server_token_scopes" in login.hint
+
+
+def test_a_member_rule_refusal_keeps_its_field_rule_and_allowed_values_through_remote_mode() -> None:
+    refused = FieldNotAllowed(
+        "env.NVIDIA_VISIBLE_DEVICES is reserved", "GPUs come from resources.gpu", field="env.NVIDIA_VISIBLE_DEVICES",
+        rule="env.reserved", allowed=["preset:gpu"],
+    )  # fmt: skip
+    err = remote_error(403, json.dumps(error_body(refused)).encode())
+    assert isinstance(err, FieldNotAllowed) and err.status == 403
+    assert err.to_dict() == refused.to_dict()
 
 
 def test_sse_parser_takes_chunks_cut_anywhere() -> None:

@@ -31,8 +31,12 @@ def check_local(run_as: str, python: str | None = None, gpus: int | None = None)
 
 
 def to_text(report: dict[str, Any]) -> str:
-    lines = [f"local executor, run_as = {report['run_as']}: {'fit' if report['fit'] else 'NOT FIT'}"]
-    lines += [f"  fail  {p}" for p in report["problems"]]
+    if report["fit"]:
+        lines = [f"local executor, run_as = {report['run_as']}: fit; what this machine enforces between runs:"]
+    else:
+        lines = [f"local executor, run_as = {report['run_as']}: NOT FIT, a server with it refuses to start:"]
+        lines += [f"  fail  {p}" for p in report["problems"]]
+        lines.append("what run_as = server would enforce instead:")
     for c in report["controls"]:
         lines.append(f"  {'ok  ' if c['enforced'] else 'warn'}  {c['name']}: {c['detail']}")
     return "\n".join(lines)

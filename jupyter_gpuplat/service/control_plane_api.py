@@ -23,6 +23,7 @@ from tornado.simple_httpclient import HTTPTimeoutError
 
 from ..core.errors import (
     Conflict,
+    FieldNotAllowed,
     Forbidden,
     GpuPlatError,
     InvalidInput,
@@ -70,9 +71,15 @@ def remote_error(status: int, body: bytes) -> GpuPlatError:
         )
         exc.status = status
         return exc
-    cls = NotLeader if code == "NotLeader" else _BY_STATUS.get(status, GpuPlatError)
     message = err.get("message") or f"the control plane answered {status}"
-    exc = cls(message, err.get("hint") or "", code=code)
+    if code == "FieldNotAllowed" and isinstance(err.get("field"), str):  # keep what the member rule named
+        allowed = [str(a) for a in err.get("allowed") or [] if isinstance(a, str)]
+        exc = FieldNotAllowed(
+            message, err.get("hint") or "", field=err["field"], rule=str(err.get("rule")), allowed=allowed
+        )
+    else:
+        cls = NotLeader if code == "NotLeader" else _BY_STATUS.get(status, GpuPlatError)
+        exc = cls(message, err.get("hint") or "", code=code)
     exc.status = status
     return exc
 

@@ -100,3 +100,22 @@ def test_a_token_map_other_accounts_could_read_keeps_the_server_from_starting(
         exited.value
     )
     srv.stop()
+
+
+def _check(*args: str) -> subprocess.CompletedProcess[str]:
+    argv = [sys.executable, "-m", "jupyter_gpuplat.cli", "cluster", "check", "--local", *args]
+    return subprocess.run(argv, capture_output=True, text=True, timeout=60, check=False)
+
+
+def test_cluster_check_local_says_what_this_machine_enforces(tmp_path: Path) -> None:
+    server = _check("--run-as", "server", "--json")
+    assert server.returncode == 0, server.stderr
+    controls = {c["name"]: c for c in json.loads(server.stdout)["controls"]}
+    assert not controls["users"]["enforced"] and "server's account" in controls["users"]["detail"]
+    assert controls["environment"]["enforced"] and not controls["network"]["enforced"]
+    hidden = tmp_path / "private"
+    hidden.mkdir(mode=0o700)
+    refused = _check("--python", str(hidden / "python3"))
+    assert refused.returncode == 1, refused.stdout + refused.stderr
+    assert "NOT FIT, a server with it refuses to start" in refused.stdout
+    assert f"LocalExecutor.python ({hidden / 'python3'})" in refused.stdout
