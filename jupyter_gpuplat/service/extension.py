@@ -27,6 +27,7 @@ from ..core.errors import Unavailable
 from ..engine.engine import Engine
 from ..executors.base import Executor, ExecutorError
 from ..executors.local import LocalExecutor
+from ..executors.local_users import unreachable_by_others
 from ..store import Store
 from ..store.store import DEFAULT_BUSY_TIMEOUT_SECONDS
 from . import session_client
@@ -216,10 +217,11 @@ class GpuPlat(ExtensionApp):
             raise SystemExit(f"gpuplat: {exc.message}. {exc.hint}") from None
         if self.platform.runs_as_users and self.serverapp is not None:
             problems = exposed(self.serverapp.loaded_config_files, [self.serverapp.runtime_dir])
+            unreachable = unreachable_by_others(self.artifacts_root, execute=True)
+            if unreachable:  # every run would fail to enter its own directory
+                problems.append(f"runs' accounts cannot reach GpuPlat.artifacts_root ({unreachable})")
             if problems:
-                message = "LocalExecutor.run_as = 'user', but runs could read the server's secrets: " + "; ".join(
-                    problems
-                )
+                message = "LocalExecutor.run_as = 'user' cannot hold here: " + "; ".join(problems)
                 self.log.critical("gpuplat: %s", message)
                 raise SystemExit(f"gpuplat: {message}")
         self.settings["gpuplat"] = self.platform

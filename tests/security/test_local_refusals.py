@@ -119,3 +119,20 @@ def test_cluster_check_local_says_what_this_machine_enforces(tmp_path: Path) -> 
     assert refused.returncode == 1, refused.stdout + refused.stderr
     assert "NOT FIT, a server with it refuses to start" in refused.stdout
     assert f"LocalExecutor.python ({hidden / 'python3'})" in refused.stdout
+
+
+def test_an_artifacts_root_the_runs_cannot_reach_keeps_the_server_from_starting(
+    accounts: dict[str, str] | None, reachable: None, machine: Machine, tmp_path: Path
+) -> None:
+    if accounts is None:
+        return  # without root run_as = user refuses before this (the first test)
+    # pytest's tmp_path lies under a 0700 directory of root's: no run could enter its own directory there
+    srv = ServerProcess(
+        tmp_path, gpus=1, extra_config={"LocalExecutor": user_mode_config(machine, accounts)["LocalExecutor"]}
+    )
+    with pytest.raises(RuntimeError) as exited:
+        srv.start(timeout=60)
+    text = str(exited.value)
+    assert "LocalExecutor.run_as = 'user' cannot hold here" in text, text[-2000:]
+    assert "runs' accounts cannot reach GpuPlat.artifacts_root (" in text and "other accounts cannot enter it" in text
+    srv.stop()

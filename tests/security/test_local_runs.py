@@ -117,6 +117,21 @@ def test_each_run_runs_as_its_users_account_in_a_directory_of_its_own(srv: Serve
     assert (root.st_uid, stat.S_IMODE(root.st_mode)) == (0, 0o711)
 
 
+def test_a_sweeps_children_run_as_its_users_account_too(srv: ServerProcess) -> None:
+    body = {
+        "project": "team-b",
+        "code": "import json, os; print('REPORT', json.dumps({'uid': os.getuid()}), flush=True)",
+        "matrix": {"kind": "grid", "params": {"lr": {"values": [0.1, 0.2]}}, "concurrency": 2},
+    }
+    parent = srv.ok("POST", "runs", user="erin", body=body)
+    assert wait_final(srv, parent["id"])["status"] == "succeeded"
+    kids = srv.ok("GET", "runs", user="erin", parent=parent["id"])["runs"]
+    assert len(kids) == 2
+    uids = {report(srv, k["id"])["uid"] for k in kids}
+    expected = pwd.getpwnam("gpt-erin").pw_uid if runs_as_users(srv) else os.geteuid()
+    assert uids == {expected}
+
+
 def test_a_run_cannot_read_or_forge_another_teams_run(srv: ServerProcess, machine: Machine) -> None:
     alice = submit(srv, "alice", "team-a", VICTIM_CODE)
     assert wait_final(srv, alice)["status"] == "succeeded"
