@@ -275,8 +275,20 @@ def _become(account: dict[str, object]) -> None:
     os.umask(RUN_UMASK)
 
 
+def _which(name: str) -> str:
+    """The command's path by PATH, looked up here: os.execvpe in the child would import warnings (~5 ms)."""
+    if "/" in name:
+        return name
+    for d in os.environ.get("PATH", os.defpath).split(os.pathsep):
+        path = os.path.join(d or ".", name)
+        if os.path.isfile(path) and os.access(path, os.X_OK):
+            return path
+    return name  # not found: the exec says so (ENOENT)
+
+
 def spawn_confined(command: list[str], cwd: str | None, account: dict[str, object] | None, cgroups: list[str]) -> int:
     """Fork the command; in the child join the cgroups, drop to the account, enter cwd, exec (see module doc)."""
+    executable = _which(command[0])
     r, w = os.pipe2(os.O_CLOEXEC)
     pid = os.fork()
     if pid == 0:  # the child: no Python beyond this block; every error goes up the pipe
@@ -299,7 +311,7 @@ def spawn_confined(command: list[str], cwd: str | None, account: dict[str, objec
                 stage = "cwd"
                 os.chdir(cwd)
             stage = "exec"
-            os.execvpe(command[0], command, os.environ)
+            os.execve(executable, command, os.environ)
         except OSError as exc:
             try:
                 os.write(w, f"{stage}:{exc.errno or 1}".encode())
