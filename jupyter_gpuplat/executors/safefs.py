@@ -264,20 +264,13 @@ def read_path(path: str, max_bytes: int = MAX_JSON_BYTES) -> bytes | None:
 
 def append(dirfd: int, rel: str, data: bytes, mode: int = 0o644) -> None:
     """Append to `rel` (created if missing, its directories too) without following links."""
-    *dirs, name = parts(rel)
-    dfd = walk(dirfd, dirs, create=True)
+    fd = open_append(dirfd, rel, mode)
     try:
-        flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
-        fd = os.open(name, flags, mode, dir_fd=dfd)
-        try:
-            _regular(fd, rel, single_link=True)
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view) :]
-        finally:
-            os.close(fd)
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
     finally:
-        os.close(dfd)
+        os.close(fd)
 
 
 def open_append(dirfd: int, rel: str, mode: int = 0o644) -> int:
