@@ -17,6 +17,10 @@ What each controller enforces (as Slurm's task/cgroup does):
 - membership: stopping a run kills every process of its cgroup (v2 `cgroup.kill`, else a v1
   freezer: freeze, kill each, thaw), including those that left its process group with setsid.
 
+Joining costs the run's command one RCU grace period on its way to exec (cgroup v1's
+threadgroup lock; the first join only, ~10 ms on a busy 2-core machine, benchmarks/README.md),
+so a run joins only the hierarchies with something to do for it.
+
 Where a hierarchy is missing or not writable, `problems` says why, and `capacity.isolation`
 reports that control as not enforced. Files are written with os.write: an EACCES must raise,
 not vanish at garbage collection.
@@ -204,10 +208,18 @@ class Cgroups:
         pids_max: int | None,
         deny_gpu_minors: Iterable[int] = (),
     ) -> list[str]:
-        """Make the run's cgroups with its limits; returns the `cgroup.procs` files its command joins."""
+        """Make the run's cgroups with its limits; returns the `cgroup.procs` files its command joins.
+
+        Only hierarchies with something to do for this run: memory and cpu where it has a limit,
+        devices where a GPU is to be denied, pids (and v2) always: they hold its processes.
+        """
         procs: list[str] = []
+        deny_gpu_minors = list(deny_gpu_minors)
+        needed = {"memory": bool(memory_bytes), "cpu": bool(cpu_milli), "devices": bool(deny_gpu_minors)}
         try:
             for controller, directory in self._dirs(run_id):
+                if not needed.get(controller, True):
+                    continue
                 with contextlib.suppress(FileExistsError):
                     os.mkdir(directory, 0o755)
                 self._limit(controller, directory, memory_bytes, cpu_milli, pids_max, deny_gpu_minors)
