@@ -143,6 +143,10 @@ def browser_context(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
         ctx.close()
 
 
+# After the layout's restore: activated before it, a workspace's saved layout could hide it again (seen once).
+SHOW_SIDEBAR = "window.jupyterapp.restored.then(() => window.jupyterapp.shell.activateById('jupyter-gpuplat-sidebar'))"
+
+
 def widen_left_sidebar(page: Any, width: int) -> None:
     """Drag the handle between the left sidebar and the main area (as a user would)."""
     handle = page.locator("#jp-main-split-panel > .lm-SplitPanel-handle").first
@@ -183,7 +187,7 @@ def lab_page(lab: Lab, browser_context: Any) -> Iterator[Any]:
     tab = page.locator('li[data-id="jupyter-gpuplat-sidebar"]')
     expect(tab).to_be_visible(timeout=60_000)
     # Not a click: a restored layout may show it already (or a moment later), and a click would close it.
-    page.evaluate("window.jupyterapp.shell.activateById('jupyter-gpuplat-sidebar')")
+    page.evaluate(SHOW_SIDEBAR)
     expect(page.locator("#jupyter-gpuplat-sidebar")).to_be_visible()
     widen_left_sidebar(page, 460)
     page.errors = errors

@@ -17,7 +17,7 @@ import pytest
 from playwright.sync_api import expect
 
 from ..waiting import until
-from .conftest import Lab, widen_left_sidebar
+from .conftest import SHOW_SIDEBAR, Lab, widen_left_sidebar
 
 SIDEBAR = "#jupyter-gpuplat-sidebar"
 BAR = ".jp-NotebookPanel:not(.lm-mod-hidden) .jp-GpuPlat-sessionBar"
@@ -35,7 +35,7 @@ def page(session_lab: Lab, browser_context: Any) -> Iterator[Any]:
     tab = page.locator('li[data-id="jupyter-gpuplat-sidebar"]')
     expect(tab).to_be_visible(timeout=60_000)
     # Not a click: the restored layout may show it already, and a click would close it.
-    page.evaluate("window.jupyterapp.shell.activateById('jupyter-gpuplat-sidebar')")
+    page.evaluate(SHOW_SIDEBAR)
     expect(page.locator(SIDEBAR)).to_be_visible()
     widen_left_sidebar(page, 420)
     yield page

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from playwright.sync_api import expect
 
-from .conftest import Lab
+from .conftest import SHOW_SIDEBAR, Lab
 from .sidebar_helpers import SIDEBAR, back_to_runs, open_from_list
 
 # What must never render 0 px wide (or spill out of the sidebar).
@@ -70,8 +70,8 @@ def narrow_page(lab: Lab, browser_context: Any) -> Iterator[Any]:
     tab = page.locator('li[data-id="jupyter-gpuplat-sidebar"]')
     expect(tab).to_be_visible(timeout=60_000)
     # Not a click: a restored layout may show it already (or a moment later), and a click would close it.
-    page.evaluate("window.jupyterapp.shell.activateById('jupyter-gpuplat-sidebar')")
-    expect(page.locator(SIDEBAR)).to_be_visible()
+    page.evaluate(SHOW_SIDEBAR)
+    expect(page.locator(SIDEBAR)).to_be_visible(timeout=15_000)
     yield page
     page.close()
 
