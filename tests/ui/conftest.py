@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from playwright.sync_api import expect
 
 from ..server import ServerProcess
 
@@ -145,6 +146,18 @@ def browser_context(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
 
 # After the layout's restore: activated before it, a workspace's saved layout could hide it again (seen once).
 SHOW_SIDEBAR = "window.jupyterapp.restored.then(() => window.jupyterapp.shell.activateById('jupyter-gpuplat-sidebar'))"
+
+
+def submit_dialog(page: Any) -> Any:
+    """The open submit dialog, once it has focused its first field.
+
+    JupyterLab's Dialog moves the focus a frame after it opens: a field filled before
+    that loses the focus midway and the text lands in the command field (seen under CI
+    load)."""
+    dialog = page.locator(".jp-GpuPlat-submitDialog")
+    expect(dialog).to_be_visible()
+    expect(dialog.locator('input[name="script"], input[name="command"]').first).to_be_focused()
+    return dialog
 
 
 def widen_left_sidebar(page: Any, width: int) -> None:

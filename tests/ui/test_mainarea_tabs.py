@@ -18,7 +18,7 @@ import requests
 from playwright.sync_api import expect
 
 from ..waiting import until
-from .conftest import Lab
+from .conftest import Lab, submit_dialog
 
 MAIN = "#jp-main-dock-panel"
 SIDEBAR = "#jupyter-gpuplat-sidebar"
@@ -168,8 +168,7 @@ def test_submit_again_prefilled_and_submitted(lab: Lab, lab_page: Any, screensho
     )
     lab.wait_status(original["id"], "succeeded")
     execute(page, "gpuplat:resubmit", {"id": original["id"]})
-    dialog = page.locator(".jp-GpuPlat-submitDialog")
-    expect(dialog).to_be_visible()
+    dialog = submit_dialog(page)
     expect(dialog.locator(".jp-Dialog-header")).to_contain_text("Submit again: again")
     # Prefilled from the record: command, name, presets, overrides, params.
     command_field = dialog.locator('input[name="command"]')

@@ -14,7 +14,7 @@ import requests
 from playwright.sync_api import expect
 
 from ..waiting import POLL_SECONDS
-from .conftest import Lab, widen_left_sidebar
+from .conftest import Lab, widen_left_sidebar, submit_dialog
 
 SIDEBAR = "#jupyter-gpuplat-sidebar"
 # Text checked for contrast against the panel in both themes.
@@ -96,8 +96,7 @@ def test_submit_from_the_file_browser_queued_running_succeeded(lab: Lab, lab_pag
     item.click(button="right")
     page.get_by_role("menuitem", name="Submit to GPU queue…").click()
 
-    dialog = page.locator(".jp-GpuPlat-submitDialog")
-    expect(dialog).to_be_visible()
+    dialog = submit_dialog(page)
     expect(dialog.locator('input[name="script"]')).to_have_value("train.py")
     dialog.locator('input[name="args"]').fill("gate-1")
     dialog.locator('select[name="preset-add"]').select_option("single-gpu")
@@ -184,8 +183,7 @@ def test_a_refused_preview_disables_submit_with_the_reason(lab_page: Any, screen
     palette = page.locator("#command-palette")
     palette.locator("input").fill("Submit to GPU queue")
     palette.locator(".lm-CommandPalette-item", has_text="Submit to GPU queue…").first.click()
-    dialog = page.locator(".jp-GpuPlat-submitDialog")
-    expect(dialog).to_be_visible()
+    dialog = submit_dialog(page)
     dialog.locator('input[name="script"]').fill("train.py")
     dialog.locator('input[name="gpu"]').fill("3")
     preview = dialog.locator(".jp-GpuPlat-preview")

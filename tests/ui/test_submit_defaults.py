@@ -15,7 +15,7 @@ from playwright.sync_api import expect
 
 from ..server import EXAMPLE
 from ..waiting import until
-from .conftest import Lab
+from .conftest import Lab, submit_dialog
 
 SIDEBAR = "#jupyter-gpuplat-sidebar"
 
@@ -50,8 +50,7 @@ def page(defaults_lab: Lab, browser_context: Any) -> Iterator[Any]:
 
 def open_dialog(page: Any) -> Any:
     page.evaluate("void window.jupyterapp.commands.execute('gpuplat:submit', {path: 'train.py'})")
-    dialog = page.locator(".jp-GpuPlat-submitDialog")
-    expect(dialog).to_be_visible()
+    dialog = submit_dialog(page)
     return dialog
 
 

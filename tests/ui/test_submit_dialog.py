@@ -11,13 +11,12 @@ from typing import Any
 
 from playwright.sync_api import expect
 
-from .conftest import Lab
+from .conftest import Lab, submit_dialog
 
 
 def open_dialog(page: Any, path: str = "train.py") -> Any:
     page.evaluate(f"void window.jupyterapp.commands.execute('gpuplat:submit', {json.dumps({'path': path})})")
-    dialog = page.locator(".jp-GpuPlat-submitDialog")
-    expect(dialog).to_be_visible()
+    dialog = submit_dialog(page)
     # The dialog remembers the last presets: start each test from none.
     removes = dialog.locator('.jp-GpuPlat-presetChosen:not([data-default]) button[aria-label^="Remove"]')
     while removes.count():
