@@ -510,6 +510,26 @@ def test_list_runs_newest_first_with_filters(store: Store) -> None:
     assert rows[-1]["seq"] == r1["seq"] and rows[-1]["status"] == "running" and rows[-1]["resolved"]["kind"] == "job"
 
 
+def test_list_runs_by_notebook_lists_a_notebooks_sessions_ended_ones_too(store: Store) -> None:
+    """`GET runs?notebook=`: what a reopened notebook asks (has its lease ended, and why)."""
+
+    def session(notebook: str | None, status: str) -> str:
+        row = run_row(status=status)
+        row["kind"] = "session"
+        row["resolved"] = {**row["resolved"], "kind": "session", "session": {"notebook": notebook}}
+        return store.create_run(row, submit_events(row["user"], row["queue"]))[0] and row["id"]
+
+    old = session("exp/a.ipynb", "stopped")
+    new = session("exp/a.ipynb", "queued")
+    session("exp/b.ipynb", "queued")
+    session(None, "queued")
+    create(store, name="exp/a.ipynb")  # a job named like the notebook is not its session
+
+    assert [r["id"] for r in store.list_runs(["team-a"], notebook="exp/a.ipynb")] == [new, old]
+    assert [r["id"] for r in store.list_runs(["team-a"], notebook="exp/a.ipynb", limit=1)] == [new]
+    assert store.list_runs(["team-a"], notebook="a.ipynb") == []
+
+
 def test_list_runs_name_contains_matches_wildcards_literally(store: Store) -> None:
     names = ["50%_done", "50x_done", "a_b", "axb", "100%", "1000", "x/y", "xy", "back\\slash", "backslash"]
     by_name = {n: create(store, name=n)["id"] for n in names}

@@ -150,6 +150,7 @@ class ReadModel:
         name_contains: str | None = None,
         kind: str | None = None,
         parent: str | None = None,
+        notebook: str | None = None,
         before_seq: int | None = None,
         limit: int = 100,
     ) -> tuple[list[dict[str, Any]], int | None]:
@@ -167,6 +168,7 @@ class ReadModel:
             name_contains=name_contains,
             kind=kind,
             parent=parent,
+            notebook=notebook,
             before_seq=before_seq,
             limit=limit,
         )

@@ -288,6 +288,7 @@ class RunsHandler(RunRequestMixin):
             name_contains=self.get_argument("q", None),
             kind=_kind_arg(self),
             parent=self.get_argument("parent", None),
+            notebook=self.get_argument("notebook", None),
             before_seq=int_arg(self, "before", 0, 0, 2**62) if before else None,
             limit=int_arg(self, "limit", 100, 1, 1000),
         )

@@ -133,6 +133,7 @@ _QUERY: dict[tuple[str, str], list[dict[str, Any]]] = {
         _q("q", _STR, "Name contains"),
         _q("kind", {"type": "string", "enum": ["job", "session", "sweep"]}, "Only runs of this kind"),
         _q("parent", _STR, "Only this sweep's children (without it, sweeps' children are left out: one row per sweep)"),
+        _q("notebook", _STR, "Only the GPU sessions of this notebook (path relative to the root), ended ones too"),
         _q("before", _int(0, 2**62), "Runs older than this seq (next_before of the previous page)"),
         _q("limit", _int(1, 1000, 100), "Page size"),
     ],

@@ -279,6 +279,7 @@ class Store:
         name_contains: str | None = None,
         kind: str | None = None,
         parent: str | None = None,
+        notebook: str | None = None,
         before_seq: int | None = None,
         limit: int = 100,
     ) -> list[dict[str, Any]]:
@@ -297,6 +298,8 @@ class Store:
             q = q.where(r.name.contains(name_contains, autoescape=True))
         if kind:
             q = q.where(r.kind == kind)
+        if notebook:  # a session's notebook (the lease's `session.notebook`)
+            q = q.where(r.resolved["session"]["notebook"].as_string() == notebook)
         # A sweep is one row; its children are listed by it.
         q = q.where(r.parent == parent) if parent else q.where(r.parent.is_(None))
         if before_seq is not None:

@@ -3418,6 +3418,8 @@ export interface operations {
                 kind?: "job" | "session" | "sweep";
                 /** @description Only this sweep's children (without it, sweeps' children are left out: one row per sweep) */
                 parent?: string;
+                /** @description Only the GPU sessions of this notebook (path relative to the root), ended ones too */
+                notebook?: string;
                 /** @description Runs older than this seq (next_before of the previous page) */
                 before?: number;
                 /** @description Page size */
