@@ -2,17 +2,21 @@
 
 `execute(server, kernel_id, code)` sends one execute_request on /api/kernels/{id}/channels
 (the JSON protocol) and returns the text the cell printed and its final status.
+`a_cell_sent_at_once_is_not_culled` is the check every session setup passes (embedded,
+remote, Kubernetes): a long cell sent the moment the kernel exists keeps its lease.
 """
 
 from __future__ import annotations
 
 import json
+import time
 import uuid
 from typing import Any
 
 import websocket  # websocket-client, a jupyter_server dependency
 
 from .server import ServerProcess
+from .waiting import until
 
 
 def _msg(msg_type: str, content: dict[str, Any], session: str) -> dict[str, Any]:
@@ -76,3 +80,34 @@ class KernelSocket:
 
     def close(self) -> None:
         self.ws.close()
+
+
+def a_cell_sent_at_once_is_not_culled(
+    kernels: ServerProcess, platform: ServerProcess, kernel_id: str, run_id: str, idle_seconds: float
+) -> None:
+    """A cell sent before the platform reports the kernel ready ("Run All", a headless client)
+    that runs past the idle limit: the lease is busy throughout, not culled mid-cell, and idle
+    is counted from the cell's end.
+
+    `kernels` serves the kernel's websocket; `platform` holds the lease (the same server in
+    embedded mode, the control plane in remote mode)."""
+    ks = KernelSocket(kernels, kernel_id)
+    try:
+        msg = ks.send_execute(f"import time; time.sleep({2 * idle_seconds + 1})")
+
+        def lease() -> dict[str, Any]:
+            return dict(platform.ok("GET", f"runs/{run_id}"))
+
+        until(
+            lambda: (lease().get("session") or {}).get("busy"), "the early cell to be seen busy", timeout=idle_seconds
+        )
+        assert ks.wait_reply(msg) == "ok"
+        ended_cell = time.time()
+        now = lease()
+        assert now["status"] == "running", (now["status"], now["reason"], now["message"])
+        assert "IdleTimeout" not in [e["reason"] for e in now["timeline"]]
+        ended = platform.wait_status(run_id, "stopped", timeout=30 + 2 * idle_seconds)
+        assert ended["reason"] == "IdleTimeout"
+        assert ended["finished_at"] >= ended_cell + idle_seconds - 0.5  # idle from the end of the cell
+    finally:
+        ks.close()

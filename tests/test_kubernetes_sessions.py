@@ -39,7 +39,7 @@ from jupyter_gpuplat.executors.kubernetes.manifests import (
 
 from .conftest import wait_for
 from .k8s import NAMESPACE, deployed_cluster, executor_config, run_selector
-from .kernel_ws import KernelSocket
+from .kernel_ws import KernelSocket, a_cell_sent_at_once_is_not_culled
 from .server import ServerProcess
 from .waiting import until
 
@@ -470,6 +470,30 @@ def test_a_notebook_kernel_runs_in_a_pod_and_an_unplaceable_one_says_why(tmp_pat
         srv.wait_status(later["id"], "stopped")
         assert not cluster.jobs_in(NAMESPACE) and not cluster.pods(NAMESPACE)
         assert not secrets_of(cluster, lease["id"]) and not secrets_of(cluster, later["id"])
+    finally:
+        srv.stop()
+        cluster.stop()
+    assert not cluster.errors, cluster.errors
+
+
+def test_a_pod_kernel_s_cell_sent_before_ready_keeps_the_lease_busy(tmp_path: Path) -> None:
+    cluster = deployed_cluster(local_processes=True)
+    cluster.add_node("gpu-1", gpus=1)
+    srv = ServerProcess(
+        tmp_path,
+        config_file=SESSIONS_CONFIG,
+        extra_config={
+            "GpuPlat": {"executor_class": "jupyter_gpuplat.executors.kubernetes.KubernetesExecutor"},
+            "KubernetesExecutor": executor_config(cluster, tmp_path, tmp_path / "artifacts"),
+        },
+    )
+    try:
+        (tmp_path / NB).mkdir(parents=True)
+        srv.start()
+        answer = start_kernel(srv, NB + "run-all.ipynb", "gpuplat-quick")  # idle limit 3 s
+        assert answer.status_code == 201, answer.text
+        lease = session_of(srv, NB + "run-all.ipynb")
+        a_cell_sent_at_once_is_not_culled(srv, srv, answer.json()["kernel"]["id"], lease["id"], 3)
     finally:
         srv.stop()
         cluster.stop()

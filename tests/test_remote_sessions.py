@@ -27,7 +27,7 @@ from jupyter_gpuplat.service.errors import error_body
 from jupyter_gpuplat.service.http_session_client import HttpSessionClient
 from jupyter_gpuplat.service.kernelspecs import remote_session_specs
 
-from .kernel_ws import KernelSocket
+from .kernel_ws import KernelSocket, a_cell_sent_at_once_is_not_culled
 from .server import ServerProcess
 from .test_sessions import add_kernelspec, headers, kernel_ids, start_kernel
 from .waiting import until
@@ -391,6 +391,16 @@ def test_a_restarted_user_server_re_adopts_the_running_kernel(remote: ServerProc
     assert ks.execute("print(x)") == ("42\n", "ok")
     ks.close()
     end(upstream, lease["id"])
+
+
+def test_a_remote_cell_sent_before_the_kernel_is_reported_ready_keeps_the_lease_busy(
+    remote: ServerProcess, upstream: ServerProcess
+) -> None:
+    until(lambda: "gpuplat-quick" in specs(remote), "the session kernelspecs")
+    answer = start_kernel(remote, "remote-run-all.ipynb", "gpuplat-quick")  # idle limit 3 s
+    assert answer.status_code == 201, answer.text
+    lease = lease_of(upstream, "remote-run-all.ipynb")
+    a_cell_sent_at_once_is_not_culled(remote, upstream, answer.json()["kernel"]["id"], lease["id"], 3)
 
 
 def test_after_a_control_plane_restart_the_remote_kernel_is_reported_up_and_busy_again(

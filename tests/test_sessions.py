@@ -20,7 +20,7 @@ import requests
 
 from jupyter_gpuplat.executors import kernel_agent
 
-from .kernel_ws import KernelSocket
+from .kernel_ws import KernelSocket, a_cell_sent_at_once_is_not_culled
 from .server import ServerProcess
 from .waiting import until
 
@@ -143,17 +143,22 @@ def test_a_session_waits_in_its_queue_and_connects_when_the_gpu_frees(srv: Serve
 
 
 def test_concurrent_sessions_never_share_a_device(srv: ServerProcess) -> None:
-    kernels = [start_kernel(srv, f"par{i}.ipynb", "gpuplat-quick") for i in range(3)]
-    assert all(k.status_code == 201 for k in kernels), [k.text for k in kernels]
-    leases = [session_of(srv, f"par{i}.ipynb") for i in range(3)]
-    seen = []
-    for k in kernels:
+    # Each kernel is kept busy once it has said its devices: the 3 s idle limit must not free a
+    # GPU for the next session before all three hold theirs at once.
+    seen, sockets, leases = [], [], []
+    for i in range(3):
+        k = start_kernel(srv, f"par{i}.ipynb", "gpuplat-quick")
+        assert k.status_code == 201, k.text
+        leases.append(session_of(srv, f"par{i}.ipynb"))
         ks = KernelSocket(srv, k.json()["kernel"]["id"])
         seen.append(ks.execute("import os; print(os.environ['CUDA_VISIBLE_DEVICES'])")[0].strip())
-        ks.close()
+        ks.send_execute("import time; time.sleep(120)")
+        sockets.append(ks)
+    assert all(srv.ok("GET", f"runs/{x['id']}")["status"] == "running" for x in leases)
     assert len(set(seen)) == 3 and sorted(seen) == sorted(str(x["devices"][0]) for x in leases)
-    for lease in leases:
+    for lease, ks in zip(leases, sockets, strict=True):
         end(srv, lease["id"])
+        ks.close()
 
 
 def test_a_lease_still_queued_after_the_launch_wait_fails_the_start_with_its_position_and_stays_queued(
@@ -236,6 +241,13 @@ def test_a_busy_kernel_is_never_idle_and_keep_session_postpones_the_cull(srv: Se
     assert ended["reason"] == "IdleTimeout" and ended["finished_at"] >= warned + 0.2
     assert "KeepAlive" in reasons(srv, lease["id"])
     ks.close()
+
+
+def test_a_cell_sent_before_the_kernel_is_reported_ready_keeps_the_lease_busy(srv: ServerProcess) -> None:
+    answer = start_kernel(srv, "run-all.ipynb", "gpuplat-quick")  # idle limit 3 s
+    assert answer.status_code == 201, answer.text
+    lease = session_of(srv, "run-all.ipynb")
+    a_cell_sent_at_once_is_not_culled(srv, srv, answer.json()["kernel"]["id"], lease["id"], 3)
 
 
 def test_restart_and_interrupt_stay_inside_the_lease_and_shutdown_ends_it(srv: ServerProcess) -> None:

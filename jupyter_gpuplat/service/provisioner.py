@@ -11,7 +11,9 @@ provisioner launches no process itself:
 - the lease's end (stopped in the sidebar or CLI, idle, timeout) shuts the kernel down through
   the kernel manager, so its restarter does not try to bring it back;
 - shutting the kernel down ends the lease (final reason KernelShutdown);
-- kernel activity (IOPub status of requests a user makes) feeds the session's idle clock.
+- kernel activity (IOPub status of requests a user makes) feeds the session's idle clock,
+  followed from before the kernel is handed out (service/kernel_activity.py), so a cell sent
+  at once is never missed.
 
 The wait for admission is bounded (`launch_wait_seconds`, under common 60 s proxy timeouts);
 a lease still queued then fails the start with its position and why, and stays queued: the
@@ -27,7 +29,6 @@ import signal
 from typing import Any, cast
 
 import psutil
-from jupyter_client.asynchronous.client import AsyncKernelClient
 from jupyter_client.connect import KernelConnectionInfo
 from jupyter_client.provisioning.provisioner_base import KernelProvisionerBase
 from traitlets import Float, Unicode
@@ -35,11 +36,9 @@ from traitlets import Float, Unicode
 from ..core.errors import GpuPlatError, Unavailable
 from ..core.reasons import Reason
 from ..core.status import FINAL, Status
+from .kernel_activity import Activity, KernelReport, follow, subscribe
 from .session_client import WAITING, SessionClient, session_client
 
-# Requests that are not someone using the kernel: the frontend's pings and comm listings.
-UNTRACKED_PARENTS = frozenset({"kernel_info_request", "comm_info_request", "usage_request", "debug_request"})
-KERNEL_READY_TIMEOUT_SECONDS = 60.0
 ENDING = frozenset({Status.STOPPING.value, *(s.value for s in FINAL)})
 
 
@@ -117,7 +116,9 @@ class GpuSessionProvisioner(KernelProvisionerBase):
         self._connected = True
         if self._follower is not None:
             self._follower.cancel()
-        self._follower = asyncio.ensure_future(self._follow_kernel(dict(info), restarted=restart and self._restarting))
+        # Subscribed before this returns: the kernel manager hands the kernel out only after.
+        kc = subscribe(dict(info))
+        self._follower = asyncio.ensure_future(self._follow_kernel(kc, restarted=restart and self._restarting))
         if self._lease_task is None:
             self._lease_task = asyncio.ensure_future(self._watch_lease(run_id))
         self._restarting = False
@@ -238,32 +239,23 @@ class GpuSessionProvisioner(KernelProvisionerBase):
             with contextlib.suppress(Exception):
                 await manager.shutdown_kernel(self.kernel_id, now=True)
 
-    async def _follow_kernel(self, info: dict[str, Any], *, restarted: bool) -> None:
-        """Report the kernel ready once it answers, then each busy/idle turn of a user's request."""
+    async def _follow_kernel(self, kc: Any, *, restarted: bool) -> None:
+        """Report the kernel ready once it shows it is up, then each busy/idle turn of a user's request."""
         assert self.run_id is not None
         run_id = self.run_id
-        kc = AsyncKernelClient()
-        kc.load_connection_info(cast(KernelConnectionInfo, info))
-        kc.start_channels(shell=True, iopub=True, stdin=False, hb=False, control=False)
+        activity = Activity("restarted" if restarted else "ready")
+        self._ready = self._busy = False
+
+        async def report(event: KernelReport) -> None:
+            if event in ("ready", "restarted"):
+                await self.client.report(run_id, event, self.kernel_id)
+                self._ready = True
+            else:
+                self._busy = event == "busy"
+                await self._report_turn(run_id, event)
+
         try:
-            await kc.wait_for_ready(timeout=KERNEL_READY_TIMEOUT_SECONDS)
-            self._busy = False
-            await self.client.report(run_id, "restarted" if restarted else "ready", self.kernel_id)
-            self._ready = True
-            while not self._ending:
-                msg = await kc.get_iopub_msg()
-                if msg["msg_type"] != "status":
-                    continue
-                parent = (msg.get("parent_header") or {}).get("msg_type")
-                if parent in UNTRACKED_PARENTS:
-                    continue
-                state = msg["content"].get("execution_state")
-                if state == "busy" and not self._busy:
-                    self._busy = True
-                    await self._report_turn(run_id, "busy")
-                elif state == "idle":
-                    self._busy = False
-                    await self._report_turn(run_id, "idle")
+            await follow(kc, activity, report)
         except (GpuPlatError, RuntimeError) as exc:
             self.log.info("gpuplat: session %s: stopped following its kernel: %s", run_id, exc)
         finally:
