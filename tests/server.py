@@ -70,7 +70,8 @@ class ServerProcess:
         self.env.pop("COLUMNS", None)  # CLI tables wrap to it; tests read them at their natural width
         self.env.pop("GPUPLAT_TOKEN", None)
 
-    def start(self, timeout: float = 60) -> None:
+    def start(self, timeout: float = 60, ready_status: int = 200) -> None:
+        """Start and wait until GET whoami answers `ready_status` (a server refusing the platform answers 409)."""
         self._close_log()
         self._log = log = open(self.root / "server.log", "ab")  # closed in stop()/kill()
         self.proc = subprocess.Popen(
@@ -86,7 +87,7 @@ class ServerProcess:
                 raise RuntimeError(f"server exited: {(self.root / 'server.log').read_text()[-3000:]}")
             with socket.socket() as probe:
                 listening = probe.connect_ex(("127.0.0.1", self.port)) == 0
-            if listening and self.call("GET", "whoami")[0] == 200:
+            if listening and self.call("GET", "whoami")[0] == ready_status:
                 return
             time.sleep(POLL_SECONDS)  # polling a condition with a deadline
         raise RuntimeError("server did not answer in time")

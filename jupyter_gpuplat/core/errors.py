@@ -93,6 +93,16 @@ class Conflict(GpuPlatError):
     code = "Conflict"
 
 
+class StoreInUse(Conflict):
+    """Embedded mode: another Jupyter server owns this store and this one cannot be its client.
+
+    409, not 503: waiting does not clear it (the owner keeps the store for its whole life); the
+    message names the owner (pid, URL, root dir), the hint another store or the owner's Lab.
+    """
+
+    code = "StoreInUse"
+
+
 class ConfigErrors(InvalidInput):
     """A platform config refused whole; `errors` lists every problem by path."""
 

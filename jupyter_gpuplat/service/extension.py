@@ -5,6 +5,10 @@ server process. The engine starts when the server's loop runs (or on the first
 request, whichever comes first) and stops without killing runs, so a restarted
 server re-attaches to them.
 
+One server owns an embedded SQLite store (service/store_owner.py): a second server started on
+it (another folder, the same default store) runs no engine and applies no config_file; it
+forwards `/gpuplat/api/*` to the owner as remote mode does, or answers 409 `StoreInUse`.
+
 Remote mode (`GpuPlat.mode = "remote"`, team mode): the server builds no store, engine or
 executor and holds no database URL or cluster credentials; `/gpuplat/api/*` is forwarded to
 `GpuPlat.control_plane_url` as the visiting user (service/remote.py).
@@ -39,13 +43,15 @@ from .remote import make_handlers as make_forwarding_handlers
 from .remote_kernels import RemoteSessionKernels, offer_remote_session_kernels
 from .routes import make_handlers
 from .session_client import InProcessSessionClient
+from .store_owner import Client, Owner, Refused, claim, forwarding_handlers, me_of, refusing_handlers
 
 
 class Platform:
     """The running platform: store, executor, engine; shared by every handler."""
 
-    def __init__(self, app: GpuPlat) -> None:
+    def __init__(self, app: GpuPlat, owner: Owner) -> None:
         self.app = app
+        self.owner = owner  # the store's owner lock, taken before anything below opens the store
         self.store = Store(app.db_url, busy_timeout_seconds=app.db_busy_timeout_seconds)
         self.executor: Executor = app.executor_class(parent=app, config=app.config)  # type: ignore[abstract]
         self.engine = Engine(
@@ -98,6 +104,7 @@ class Platform:
         return getattr(self.executor, "run_as", None) == "user"
 
     async def _start(self) -> None:
+        self.owner.require()  # no engine and no config_file without the store's owner lock
         cfg: PlatformConfig | None = None
         if self.app.config_file:
             cfg = load_config_text(Path(self.app.config_file).read_text())
@@ -112,6 +119,7 @@ class Platform:
         if self.kernelspecs is not None:
             self.kernelspecs.remove()
             session_client.register(None)
+        self.owner.release()  # last: the engine is closed, another server may own the store now
 
 
 class GpuPlat(ExtensionApp):
@@ -176,6 +184,12 @@ class GpuPlat(ExtensionApp):
         "(StoreUnavailable) and the engine keeps the write to retry. The store runs on the server's loop, so a "
         "locked database stalls the server at most this long per write.",
     )
+    store_owner_wait_seconds = Float(
+        30.0,
+        config=True,
+        help="Seconds a server whose SQLite store another server owns waits at start-up for that server to listen "
+        "(two started at once), to become its client; past it, /gpuplat/api answers 409 StoreInUse.",
+    )
 
     @default("db_url")
     def _db_url_default(self) -> str:
@@ -195,6 +209,7 @@ class GpuPlat(ExtensionApp):
     platform: Platform | None = None
     control_plane: ControlPlane | None = None
     remote_sessions: RemoteSessionKernels | None = None
+    store_claim: Owner | Client | Refused | None = None
 
     def initialize_settings(self) -> None:
         if self.mode == "remote":
@@ -209,9 +224,24 @@ class GpuPlat(ExtensionApp):
             if self.serverapp is not None:
                 self.remote_sessions = offer_remote_session_kernels(self, self.serverapp.kernel_spec_manager)
             return
+        # Before any Store, executor or engine: a second server on this store must own none of it.
+        claimed = self.store_claim = claim(self.db_url, me_of(self), wait_seconds=self.store_owner_wait_seconds)
+        if isinstance(claimed, Client):
+            self.log.warning("gpuplat: %s", claimed.describe())
+            self.control_plane = ControlPlane(claimed.url, claimed.token, self.control_plane_timeout_seconds)
+            self.settings.update(gpuplat_remote=self.control_plane, gpuplat_store_client=claimed)
+            if self.serverapp is not None:
+                self.remote_sessions = RemoteSessionKernels(
+                    claimed.url, claimed.token, self.serverapp.kernel_spec_manager, user=self.default_user, parent=self
+                )
+            return
+        if isinstance(claimed, Refused):
+            self.log.error("gpuplat: %s. %s", claimed.error.message, claimed.error.hint)
+            self.settings["gpuplat_store_in_use"] = claimed.error
+            return
         Path(self.artifacts_root).mkdir(parents=True, exist_ok=True)
         try:
-            self.platform = Platform(self)
+            self.platform = Platform(self, claimed)
         except ExecutorError as exc:  # e.g. run_as = user on a server that cannot switch users
             self.log.critical("gpuplat: %s. %s", exc.message, exc.hint)
             raise SystemExit(f"gpuplat: {exc.message}. {exc.hint}") from None
@@ -229,10 +259,18 @@ class GpuPlat(ExtensionApp):
             self.platform.offer_session_kernels(self.serverapp.kernel_spec_manager)
 
     def initialize_handlers(self) -> None:
-        self.handlers.extend(make_forwarding_handlers() if self.mode == "remote" else make_handlers())
+        if self.mode == "remote":
+            self.handlers.extend(make_forwarding_handlers())
+        elif isinstance(self.store_claim, Client):
+            self.handlers.extend(forwarding_handlers())
+        elif isinstance(self.store_claim, Refused):
+            self.handlers.extend(refusing_handlers())
+        else:
+            self.handlers.extend(make_handlers())
 
     async def _start_jupyter_server_extension(self, serverapp: Any) -> None:
         if self.platform is not None:
+            self.platform.owner.listening(serverapp)  # its URL known now: a second server becomes its client
             await self.platform.ensure_started()
 
     async def stop_extension(self) -> None:
