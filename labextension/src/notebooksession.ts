@@ -1,19 +1,24 @@
 /** One notebook on a GPU session kernel and the lease it follows (see sessions.ts). */
 
-import { ISessionContext, Notification } from '@jupyterlab/apputils';
+import { Dialog, ISessionContext, Notification, SessionContextDialogs, showDialog } from '@jupyterlab/apputils';
 import type { DocumentRegistry } from '@jupyterlab/docregistry';
 
 import { isFinal } from './lifecycle';
 import { SessionBar } from './sessionbar';
 import {
+  ISessionNotice,
   ISessionRun,
-  devicesText,
-  endedText,
-  idleWarningText,
+  NoticeStage,
+  devicesKnown,
+  isAdmitted,
+  isSessionKernelName,
   isWaiting,
   leaseActions,
-  queuedText,
+  newSessionPrompt,
+  noticeDelayMs,
+  restoreDecision,
   sessionBarView,
+  sessionNotice,
   shouldConnect,
   specOfRun
 } from './sessionmodel';
@@ -31,6 +36,7 @@ export class NotebookSession {
     private _context: DocumentRegistry.IContext<DocumentRegistry.IModel>
   ) {
     this.bar = new SessionBar({
+      start: () => this.startNew(),
       cancel: () => this._act(id => this._ctrl.service.stop(id)),
       keep: () => this._act(id => this._ctrl.service.keepalive(id)),
       why: () => this.run && this._ctrl.openRun(this.run.id)
@@ -39,7 +45,13 @@ export class NotebookSession {
     if (!panel.toolbar.insertBefore('spacer', TOOLBAR_ITEM, this.bar)) {
       panel.toolbar.addItem(TOOLBAR_ITEM, this.bar);
     }
+    this.bar.node.dataset.notebook = _context.path;
     const sc = this._sc;
+    // A kernel named when the notebook was opened (launcher, Start GPU session) is the user's
+    // choice; otherwise the kernel comes from the notebook's metadata and waits for the gate.
+    this._chosen = isSessionKernelName(sc.kernelPreference.name, []);
+    // Before the context's own `ready` continuation reads the preference and starts a kernel.
+    void _context.ready.then(() => this._gate());
     sc.kernelChanged.connect(this._onKernel, this);
     sc.statusChanged.connect(this.update, this);
     sc.connectionStatusChanged.connect(this.update, this);
@@ -65,12 +77,59 @@ export class NotebookSession {
     return this.run !== null && !isFinal(this.run.status);
   }
 
+  /** The lease ended and the notebook offers a new one (it leases only when asked). */
+  get offering(): boolean {
+    return this._held && this._offer;
+  }
+
+  /** The kernel picker the user asked for from our prompt: let it through. */
+  get pickerAllowed(): boolean {
+    return this._pickerAllowed;
+  }
+
+  /** The user asks for a new session: the notebook's session kernel starts (a new lease). */
+  startNew(): void {
+    const name = this._gpuSpec();
+    if (!name) {
+      return;
+    }
+    this._release();
+    this._askedFor = null;
+    this._render();
+    this._sc.changeKernel({ name }).catch(error => console.warn(`gpuplat: ${this.name}: kernel start failed`, error));
+  }
+
+  /** A cell was run in a notebook whose session ended: ask before leasing again. */
+  async promptNewSession(): Promise<void> {
+    if (this._prompting) {
+      return;
+    }
+    this._prompting = true;
+    try {
+      const other = Dialog.createButton({ label: 'Choose another kernel…', accept: false, displayType: 'default' });
+      const result = await showDialog({
+        title: 'GPU session ended',
+        body: newSessionPrompt(this.run),
+        buttons: [Dialog.cancelButton(), other, Dialog.okButton({ label: 'Start a new GPU session' })]
+      });
+      if (result.button.accept) {
+        this.startNew();
+      } else if (result.button.label === other.label) {
+        this._pickerAllowed = true;
+        await new SessionContextDialogs().selectKernel(this._sc).finally(() => (this._pickerAllowed = false));
+      }
+    } finally {
+      this._prompting = false;
+    }
+  }
+
   dispose(): void {
     if (this._disposed) {
       return;
     }
     this._disposed = true;
     window.clearInterval(this._ticker);
+    window.clearTimeout(this._noteTimer);
     this.bar.dispose();
   }
 
@@ -92,7 +151,7 @@ export class NotebookSession {
   }
 
   adoptFrom(runs: ISessionRun[]): void {
-    if (!this.looking) {
+    if (!this.looking || this.offering) {
       return;
     }
     const mine = runs.find(r => r.session?.notebook === this._context.path && r.id !== this.run?.id);
@@ -133,10 +192,10 @@ export class NotebookSession {
           this._idleWarning((ev.details?.deadline as number | undefined) ?? null);
           break;
         case 'idleCleared':
-          this._clearIdle();
+          this._clearIdle(true);
           break;
         case 'admitted':
-          this._admitted();
+          this._admitPending = true; // said once the re-read knows its devices
           break;
         case 'ended':
           this._ended();
@@ -158,11 +217,10 @@ export class NotebookSession {
   }
 
   private _adopt(run: ISessionRun): void {
-    this._clearIdle();
+    this._clearIdle(false);
     this.run = run;
     this.explain = null;
-    this._waitingNote = null;
-    this._endNote = null;
+    this._admitPending = false;
     this._render();
     this._ctrl.dismissStale();
     if (isWaiting(run.status)) {
@@ -187,9 +245,16 @@ export class NotebookSession {
       .getRun(run.id)
       .then(r => {
         if (this.run?.id === r.id) {
-          this.run = r;
+          // The event shown meanwhile may be newer than this read (an end): keep the final status.
+          this.run = isFinal(this.run.status) && !isFinal(r.status) ? { ...r, ...pickStatus(this.run) } : r;
           if (isWaiting(r.status)) {
             this._refreshExplain();
+          }
+          if (this._admitPending && isAdmitted(r.status) && devicesKnown(r)) {
+            this._admitPending = false;
+            if (this._note !== null && this._noteRun === r.id && this._noteStage === 'waiting') {
+              this._notify('admitted');
+            }
           }
           this._render();
           this._maybeConnect();
@@ -250,6 +315,9 @@ export class NotebookSession {
 
   private _onKernel(): void {
     const kernel = this._sc.session?.kernel;
+    if (kernel && this._held) {
+      this._release(); // a kernel the user chose (the picker, our prompt): no longer held
+    }
     if (!kernel && this.followsLease) {
       this._ctrl.dismissStale(); // a start that gave up waiting, or its kernel picker
     }
@@ -285,7 +353,7 @@ export class NotebookSession {
 
   /** Admitted while the notebook has no kernel (its start gave up waiting): start it again. */
   private _maybeConnect(): void {
-    if (!shouldConnect(this.run, this._kernelState(), this._triedFor) || !this.run) {
+    if (this.offering || !shouldConnect(this.run, this._kernelState(), this._triedFor) || !this.run) {
       return;
     }
     const name = this._lastSpec ?? specOfRun(this._ctrl.specs(), this.run)?.name;
@@ -307,69 +375,107 @@ export class NotebookSession {
       spec,
       submitting,
       idleDeadline: this._idleDeadline,
-      now: this._ctrl.now()
+      now: this._ctrl.now(),
+      offer: this.offering
     });
     this.bar.render(view);
-    // Once explain answered: a toast updated right after it is first shown may keep its
-    // first text (JupyterLab loads its toast library on the first toast).
     if (run && isWaiting(run.status) && this.explain !== null) {
-      this._noteWaiting(run);
+      this._notify('waiting');
     }
   }
 
-  private _noteWaiting(run: ISessionRun): void {
-    const message = `GPU session for ${this.name}: ${queuedText(run, this.explain)}`;
-    const actions: Notification.IAction[] = [
-      { label: 'Cancel', caption: `Stop session ${run.id}: it leaves the queue`, callback: () => this._act(id => this._ctrl.service.stop(id)) },
-      { label: 'Why?', caption: `Show ${run.id} in the GPU platform sidebar`, callback: () => this._ctrl.openRun(run.id) }
-    ];
-    if (this._waitingNote === null) {
-      this._waitingNote = Notification.emit(message, 'in-progress', { autoClose: false, actions });
-      this._waitingText = message;
-    } else if (message !== this._waitingText) {
-      this._waitingText = message;
-      Notification.update({ id: this._waitingNote, message, type: 'in-progress', autoClose: false, actions });
-    }
-  }
-
-  private _admitted(): void {
-    if (this._waitingNote !== null && this.run) {
-      Notification.update({
-        id: this._waitingNote,
-        message: `GPU session for ${this.name}: admitted on ${devicesText(this.run.devices)}`,
-        type: 'success',
-        autoClose: 5000,
-        actions: []
-      });
-      this._waitingNote = null;
-    }
-  }
-
-  private _idleWarning(deadline: number | null): void {
+  /**
+   * The session's one notice, at `stage`: emitted once per lease, then updated in place (an
+   * update soon after it was shown waits, see NOTICE_SETTLE_MS); a toast closed meanwhile
+   * comes back with the news.
+   */
+  private _notify(stage: NoticeStage): void {
     const run = this.run;
     if (!run) {
       return;
     }
-    this._idleDeadline = deadline;
-    const message = `${idleWarningText(deadline, this._ctrl.now())} (${this.name})`;
-    const actions: Notification.IAction[] = [
-      { label: 'Keep session', caption: 'Start the idle clock again', callback: () => this._act(id => this._ctrl.service.keepalive(id)) }
-    ];
-    if (this._idleNote !== null) {
-      Notification.dismiss(this._idleNote);
+    const n = sessionNotice(stage, run, this.name, {
+      explain: this.explain,
+      idleDeadline: this._idleDeadline,
+      now: this._ctrl.now()
+    });
+    if (!n) {
+      return;
     }
-    this._idleNote = Notification.warning(message, { autoClose: false, actions });
-    this._idleText = message;
+    if (this._note === null || this._noteRun !== run.id) {
+      window.clearTimeout(this._noteTimer);
+      this._noteTimer = 0;
+      this._pending = null;
+      this._note = Notification.emit(n.message, n.type, { autoClose: n.autoClose, actions: this._actions(n, run.id) });
+      this._noteRun = run.id;
+      this._noteStage = n.stage;
+      this._noteText = n.message;
+      this._noteAt = Date.now();
+      return;
+    }
+    if (n.message === this._noteText && n.stage === this._noteStage && this._pending === null) {
+      return;
+    }
+    this._pending = n;
+    this._noteStage = n.stage; // what the notice says (or is about to)
+    const wait = noticeDelayMs(this._noteAt, Date.now());
+    if (wait > 0) {
+      if (!this._noteTimer) {
+        this._noteTimer = window.setTimeout(() => {
+          this._noteTimer = 0;
+          this._flushNotice();
+        }, wait);
+      }
+      return;
+    }
+    this._flushNotice();
+  }
+
+  private _flushNotice(): void {
+    const n = this._pending;
+    const id = this._note;
+    const runId = this._noteRun;
+    if (!n || id === null || runId === null || this._disposed) {
+      return;
+    }
+    this._pending = null;
+    const actions = this._actions(n, runId);
+    if (!Notification.update({ id, message: n.message, type: n.type, autoClose: n.autoClose, actions })) {
+      this._note = Notification.emit(n.message, n.type, { autoClose: n.autoClose, actions }); // dismissed from the list
+    }
+    this._noteText = n.message;
+    this._noteAt = Date.now();
+  }
+
+  private _actions(n: ISessionNotice, runId: string): Notification.IAction[] {
+    return n.actions.map(a => {
+      switch (a) {
+        case 'cancel':
+          return { label: 'Cancel', caption: `Stop session ${runId}: it leaves the queue`, callback: () => this._act(id => this._ctrl.service.stop(id)) };
+        case 'keep':
+          return { label: 'Keep session', caption: 'Start the idle clock again', callback: () => this._act(id => this._ctrl.service.keepalive(id)) };
+        case 'why':
+          return { label: 'Why?', caption: `Show ${runId} in the GPU platform sidebar`, callback: () => this._ctrl.openRun(runId) };
+      }
+    });
+  }
+
+  private _idleWarning(deadline: number | null): void {
+    if (!this.run) {
+      return;
+    }
+    this._idleDeadline = deadline;
+    this._notify('idle');
     window.clearInterval(this._ticker);
     this._ticker = window.setInterval(() => this._render(), 1000); // the toolbar's countdown
   }
 
-  private _clearIdle(): void {
+  /** The idle warning no longer stands; `kept`: say so where it was (the session was kept or used). */
+  private _clearIdle(kept: boolean): void {
     this._idleDeadline = null;
     window.clearInterval(this._ticker);
-    if (this._idleNote !== null) {
-      Notification.dismiss(this._idleNote);
-      this._idleNote = null;
+    if (kept && this._noteStage === 'idle' && this._noteRun === this.run?.id) {
+      this._notify('kept');
     }
   }
 
@@ -380,26 +486,84 @@ export class NotebookSession {
     }
     this._idleDeadline = null;
     window.clearInterval(this._ticker);
-    if (this._idleNote !== null) {
-      // It stays in the notification list (it said what was coming), without its action.
-      Notification.update({ id: this._idleNote, message: this._idleText, type: 'warning', autoClose: 5000, actions: [] });
-      this._idleNote = null;
-    }
-    if (this._endNote !== null) {
+    this._admitPending = false;
+    // The notice it had (waiting, idle) ends with it; a session that ended quietly says so once.
+    this._notify('ended');
+    // From now on nothing leases again by itself: the bar offers a new session, a cell run asks.
+    this._hold();
+    this._offer = true;
+    // The kernel the lease's end shut down: JupyterLab learns it from its session list.
+    void this._sc.sessionManager.refreshRunning().catch(() => undefined);
+  }
+
+  // ---- leasing only when asked ------------------------------------------------------------
+  /** The session kernel this notebook runs on or is saved with (null if none). */
+  private _gpuSpec(): string | null {
+    const name = this._specName() ?? this._lastSpec ?? this._context.model.defaultKernelName;
+    return isSessionKernelName(name, this._ctrl.specs()) ? name : null;
+  }
+
+  /**
+   * The notebook was opened: if it is saved with a session kernel nobody just chose, hold
+   * JupyterLab's own start (its preference's shouldStart, read by `sessionContext.initialize`
+   * and by the cell executor's `startKernel`) until the server says what its newest lease is.
+   */
+  private _gate(): void {
+    if (this._disposed || this._chosen) {
       return;
     }
-    const message = `${endedText(run)} (${this.name})`;
-    const type = run.status === 'failed' ? 'error' : run.reason === 'IdleTimeout' ? 'warning' : 'info';
-    const actions: Notification.IAction[] = [
-      { label: 'Why?', caption: `Show ${run.id} in the GPU platform sidebar`, callback: () => this._ctrl.openRun(run.id) }
-    ];
-    if (this._waitingNote !== null) {
-      Notification.update({ id: this._waitingNote, message, type, autoClose: false, actions });
-      this._endNote = this._waitingNote;
-      this._waitingNote = null;
-    } else {
-      this._endNote = Notification.emit(message, type, { autoClose: false, actions });
+    const name = this._context.model.defaultKernelName;
+    if (!isSessionKernelName(name, this._ctrl.specs())) {
+      return;
     }
+    this._hold();
+    void this._decide(name);
+  }
+
+  private async _decide(name: string): Promise<void> {
+    let latest: ISessionRun | null = null;
+    try {
+      const user = await this._ctrl.whenUser();
+      latest = user ? await this._ctrl.service.latestSession(this._context.path, user) : null;
+    } catch {
+      latest = null; // not reachable: as before (the kernel start says what is wrong)
+    }
+    await this._sc.ready;
+    if (this._disposed) {
+      return;
+    }
+    const decision = restoreDecision(latest);
+    if (latest && decision !== 'attach') {
+      this._hold(); // again: a session of the ended lease that JupyterLab reconnected to is stale
+      this._adopt(latest);
+      this._offer = true; // `ending`: offered once its end is known (its events follow)
+      this._render();
+      return;
+    }
+    this._release();
+    if (!this._sc.session?.kernel && !STARTING.has(this._sc.kernelDisplayStatus)) {
+      this._sc.changeKernel({ name }).catch(error => console.warn(`gpuplat: ${this.name}: kernel start failed`, error));
+    }
+  }
+
+  /** JupyterLab starts no kernel for this notebook by itself (restored, or a cell run with none). */
+  private _hold(): void {
+    const sc = this._sc;
+    if (!this._held) {
+      this._saved = { shouldStart: sc.kernelPreference.shouldStart, autoStartDefault: sc.kernelPreference.autoStartDefault };
+      this._held = true;
+    }
+    sc.kernelPreference = { ...sc.kernelPreference, shouldStart: false, autoStartDefault: false };
+  }
+
+  private _release(): void {
+    this._offer = false;
+    if (!this._held) {
+      return;
+    }
+    this._held = false;
+    const sc = this._sc;
+    sc.kernelPreference = { ...sc.kernelPreference, ...this._saved };
   }
 
   explain: IExplain | null = null;
@@ -413,9 +577,25 @@ export class NotebookSession {
   private _reexplain = false;
   private _idleDeadline: number | null = null;
   private _ticker = 0;
-  private _waitingNote: string | null = null;
-  private _waitingText = '';
-  private _idleNote: string | null = null;
-  private _idleText = '';
-  private _endNote: string | null = null;
+  private _admitPending = false;
+  // The session's one notice.
+  private _note: string | null = null;
+  private _noteRun: string | null = null;
+  private _noteStage: NoticeStage | null = null;
+  private _noteText = '';
+  private _noteAt = 0;
+  private _noteTimer = 0;
+  private _pending: ISessionNotice | null = null;
+  // Leasing only when asked.
+  private _chosen = false;
+  private _held = false;
+  private _offer = false;
+  private _saved: { shouldStart?: boolean; autoStartDefault?: boolean } = {};
+  private _prompting = false;
+  private _pickerAllowed = false;
+}
+
+/** What an event said of a run that a slower re-read must not undo. */
+function pickStatus(run: ISessionRun): Pick<ISessionRun, 'status' | 'reason' | 'message'> {
+  return { status: run.status, reason: run.reason, message: run.message };
 }

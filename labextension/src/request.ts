@@ -233,6 +233,12 @@ export class GpuPlatService {
     return (await this._get<{ sessions: IRun[] }>('sessions', q)).sessions;
   }
 
+  /** `user`'s newest GPU session of `notebook`, ended ones too (`GET runs?notebook=`); null if it never had one. */
+  async latestSession(notebook: string, user: string): Promise<IRun | null> {
+    const page = await this.listRuns({ kind: 'session', notebook, user }, null, 1);
+    return page.runs[0] ?? null;
+  }
+
   /** "Keep session": the session's idle clock starts again. */
   keepalive(id: string): Promise<IRun> {
     return this._post(`runs/${encodeURIComponent(id)}/keepalive`);

@@ -13,6 +13,7 @@ import { LogView } from './logview';
 import { MetricsView } from './metricsview';
 import type { GpuPlatService } from './request';
 import { isSweep } from './sweepmodel';
+import { stopConfirmation } from './sessionmodel';
 import { SweepPart } from './sweepview';
 import type { IOutputFile, IRunDetail, IStatusEvent } from './types';
 import {
@@ -395,10 +396,11 @@ export class RunDetail extends Widget {
     if (!run) {
       return;
     }
+    const ask = stopConfirmation(run);
     const result = await showDialog({
-      title: 'Stop this run?',
-      body: `${run.name || run.id} (${run.id}) is ${run.status}. Stopping ends it for good; its logs and outputs are kept.`,
-      buttons: [Dialog.cancelButton({ label: 'Keep running' }), Dialog.warnButton({ label: 'Stop run' })]
+      title: ask.title,
+      body: ask.body,
+      buttons: [Dialog.cancelButton({ label: 'Keep running' }), Dialog.warnButton({ label: ask.button })]
     });
     if (!result.button.accept) {
       return;

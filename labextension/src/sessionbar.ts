@@ -7,6 +7,7 @@ import { sessionBarView } from './sessionmodel';
 
 export interface ISessionBarActions {
   cancel: () => void;
+  start: () => void;
   keep: () => void;
   why: () => void;
 }
@@ -24,7 +25,13 @@ export class SessionBar extends Widget {
     this._cancel = button('Cancel', 'jp-GpuPlat-sessionCancel', 'Stop this GPU session: it leaves the queue', actions.cancel);
     this._keep = button('Keep session', 'jp-GpuPlat-sessionKeep', 'Start the idle clock again', actions.keep);
     this._why = button('Why?', 'jp-GpuPlat-sessionWhy', 'Show the session in the GPU platform sidebar', actions.why);
-    this.node.append(this._text, this._keep, this._cancel, this._why);
+    this._start = button(
+      'Start a new session',
+      'jp-GpuPlat-sessionStart',
+      "Lease a GPU again for this notebook: a new kernel (the last one's state is gone)",
+      actions.start
+    );
+    this.node.append(this._text, this._start, this._keep, this._cancel, this._why);
     this.hide();
   }
 
@@ -35,6 +42,7 @@ export class SessionBar extends Widget {
     this._cancel.hidden = !view.cancel;
     this._keep.hidden = !view.keep;
     this._why.hidden = !view.why;
+    this._start.hidden = !view.start;
     this.setHidden(view.state === 'none');
   }
 
@@ -42,4 +50,5 @@ export class SessionBar extends Widget {
   private _cancel: HTMLButtonElement;
   private _keep: HTMLButtonElement;
   private _why: HTMLButtonElement;
+  private _start: HTMLButtonElement;
 }

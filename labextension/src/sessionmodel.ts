@@ -6,6 +6,7 @@
  */
 
 import { isFinal } from './lifecycle';
+import { TOAST_MS } from './notices';
 import type { IExplain, IRun, IStatusEvent } from './types';
 
 /** The provisioner fails a kernel start still queued after its wait with this text. */
@@ -81,7 +82,7 @@ export function isAdmitted(status: string): boolean {
 
 /** A lease as the notebook follows it: the run record (with its `session` part). */
 export type ISessionRun = Pick<IRun, 'id' | 'project' | 'queue' | 'status' | 'reason' | 'message' | 'devices'> &
-  Partial<Pick<IRun, 'presets' | 'session' | 'user'>>;
+  Partial<Pick<IRun, 'presets' | 'session' | 'user' | 'resources' | 'name'>>;
 
 /** "UserLimit 1/1": the reason code and its used/limit numbers when explain gives them. */
 export function reasonWithNumbers(reason: string, numbers: { [k: string]: number | null } | null | undefined): string {
@@ -141,6 +142,8 @@ export interface ISessionBarView {
   cancel: boolean;
   why: boolean;
   keep: boolean;
+  /** Start a new session (the lease ended and the notebook does not lease again by itself). */
+  start: boolean;
 }
 
 export interface ISessionBarInput {
@@ -153,11 +156,16 @@ export interface ISessionBarInput {
   idleDeadline: number | null;
   /** Now, on the server's clock. */
   now: number;
+  /** The lease ended and the notebook waits for the user to ask for a new one. */
+  offer?: boolean;
 }
+
+/** The bar's words after the end of a lease the notebook no longer leases again by itself. */
+export const STATE_GONE = "the kernel's state is gone";
 
 /** What the notebook toolbar shows for its lease. */
 export function sessionBarView(i: ISessionBarInput): ISessionBarView {
-  const off = { cancel: false, why: false, keep: false };
+  const off = { cancel: false, why: false, keep: false, start: false };
   const run = i.run;
   if (!run) {
     return i.submitting
@@ -166,18 +174,19 @@ export function sessionBarView(i: ISessionBarInput): ISessionBarView {
   }
   const preset = presetOf(run, i.spec);
   if (isFinal(run.status)) {
-    return { state: 'ended', text: endedText(run), ...off, why: true };
+    const text = i.offer ? `${endedText(run)} — ${STATE_GONE}` : endedText(run);
+    return { state: 'ended', text, ...off, why: true, start: !!i.offer };
   }
   if (run.status === 'stopping') {
     return { state: 'ending', text: `GPU: session ending · ${run.message || run.reason}`, ...off, why: true };
   }
   if (isWaiting(run.status)) {
-    return { state: 'waiting', text: `GPU: ${queuedText(run, i.explain)}`, cancel: true, why: true, keep: false };
+    return { state: 'waiting', text: `GPU: ${queuedText(run, i.explain)}`, ...off, cancel: true, why: true };
   }
   const where = `${devicesText(run.devices)} · ${preset}`;
   const kernel = run.session?.kernel;
   if (run.status !== 'running' || (kernel !== 'ready' && kernel !== undefined)) {
-    return { state: 'starting', text: `${where} · kernel starting…`, cancel: true, why: true, keep: false };
+    return { state: 'starting', text: `${where} · kernel starting…`, ...off, cancel: true, why: true };
   }
   let text = where;
   if (run.session?.busy) {
@@ -185,7 +194,7 @@ export function sessionBarView(i: ISessionBarInput): ISessionBarView {
   } else if (i.idleDeadline !== null) {
     text += ` · idle: ends in ${Math.max(0, Math.round(i.idleDeadline - i.now))} s`;
   }
-  return { state: 'running', text, cancel: false, why: true, keep: i.idleDeadline !== null };
+  return { state: 'running', text, ...off, why: true, keep: i.idleDeadline !== null };
 }
 
 // ---- what each event of the lease asks for ---------------------------------------------------
@@ -249,4 +258,123 @@ export interface IKernelState {
  */
 export function shouldConnect(run: { id: string; status: string } | null, k: IKernelState, triedFor: string | null): boolean {
   return !!run && isAdmitted(run.status) && !k.hasKernel && !k.starting && triedFor !== run.id;
+}
+
+// ---- reopening a notebook: lease again only when asked ------------------------------------------
+
+/** A session kernel's name: one the server offers now, or its naming (specs may not be loaded yet). */
+export function isSessionKernelName(name: string | null | undefined, specs: ISessionSpec[]): boolean {
+  return !!name && (name.startsWith('gpuplat-') || specs.some(s => s.name === name));
+}
+
+/**
+ * What a notebook reopened on a session kernel (not one the user just chose) does, from the
+ * newest lease the server has for it (`GET runs?notebook=`, ended ones too):
+ * - `start`: it never had one: opening it is asking (as a kernel choice is);
+ * - `attach`: its lease is unfinished: its kernel attaches to it (re-adopted as it is);
+ * - `ending`: its lease is stopping: nothing attaches to an ending lease; it offers a new one once ended;
+ * - `offer`: its lease ended: say why and offer a new session, no lease until the user asks.
+ */
+export type RestoreDecision = 'start' | 'attach' | 'ending' | 'offer';
+
+export function restoreDecision(latest: Pick<ISessionRun, 'status'> | null | undefined): RestoreDecision {
+  if (!latest) {
+    return 'start';
+  }
+  if (isFinal(latest.status)) {
+    return 'offer';
+  }
+  return latest.status === 'stopping' ? 'ending' : 'attach';
+}
+
+/** The question before a cell runs in a notebook whose session ended (nothing leases before the answer). */
+export function newSessionPrompt(run: Pick<ISessionRun, 'reason' | 'status'> | null): string {
+  const why = run ? ` (${run.reason || run.status})` : '';
+  return `The GPU session ended${why}; its kernel and variables are gone. Start a new GPU session?`;
+}
+
+/** The sidebar's stop confirmation; a session's stop ends its kernel and the variables in it. */
+export function stopConfirmation(run: Pick<IRun, 'id' | 'name' | 'status' | 'kind' | 'devices'>): {
+  title: string;
+  body: string;
+  button: string;
+} {
+  const who = `${run.name || run.id} (${run.id})`;
+  if (run.kind === 'session') {
+    return {
+      title: 'Stop this GPU session?',
+      body:
+        `${who} is ${run.status}. Stopping ends the session: its kernel and the variables in it go away ` +
+        `(save what you need first) and ${run.devices?.length ? devicesText(run.devices) : 'its GPUs'} returned.`,
+      button: 'Stop session'
+    };
+  }
+  return {
+    title: 'Stop this run?',
+    body: `${who} is ${run.status}. Stopping ends it for good; its logs and outputs are kept.`,
+    button: 'Stop run'
+  };
+}
+
+// ---- one notice per session ---------------------------------------------------------------------
+
+export type NoticeStage = 'waiting' | 'admitted' | 'idle' | 'kept' | 'ended';
+export type NoticeAction = 'cancel' | 'why' | 'keep';
+
+export interface ISessionNotice {
+  stage: NoticeStage;
+  message: string;
+  type: 'in-progress' | 'success' | 'info' | 'warning' | 'error';
+  /** ms, or false while it asks something of the user (waiting: Cancel; idle: Keep session). */
+  autoClose: number | false;
+  actions: NoticeAction[];
+}
+
+/** Whether the lease's devices are known (a record read after admission), so "admitted on" can name them. */
+export function devicesKnown(run: Pick<ISessionRun, 'devices' | 'resources'>): boolean {
+  return !!run.devices?.length || run.resources?.gpu === 0;
+}
+
+/**
+ * The one notice of a session at `stage` (the same notification, updated in place). Only the
+ * stages that ask something stay until they are replaced: the wait (Cancel) and the idle
+ * warning (Keep session); admitted, kept and ended close by themselves like run notices.
+ * Admitted waits for a record whose devices are known (null until then).
+ */
+export function sessionNotice(
+  stage: NoticeStage,
+  run: ISessionRun,
+  notebook: string,
+  ctx: { explain: IExplain | null; idleDeadline: number | null; now: number }
+): ISessionNotice | null {
+  const on = `GPU session for ${notebook}`;
+  switch (stage) {
+    case 'waiting':
+      return { stage, message: `${on}: ${queuedText(run, ctx.explain)}`, type: 'in-progress', autoClose: false, actions: ['cancel', 'why'] };
+    case 'admitted':
+      if (!devicesKnown(run)) {
+        return null;
+      }
+      return { stage, message: `${on}: admitted on ${devicesText(run.devices)}`, type: 'success', autoClose: TOAST_MS.success, actions: [] };
+    case 'idle':
+      return { stage, message: `${idleWarningText(ctx.idleDeadline, ctx.now)} (${notebook})`, type: 'warning', autoClose: false, actions: ['keep'] };
+    case 'kept':
+      return { stage, message: `${on} kept: its idle clock restarted`, type: 'info', autoClose: TOAST_MS.info, actions: [] };
+    case 'ended': {
+      const type = run.status === 'failed' ? 'error' : run.reason === 'IdleTimeout' ? 'warning' : 'info';
+      return { stage, message: `${endedText(run)} (${notebook})`, type, autoClose: TOAST_MS[type], actions: ['why'] };
+    }
+  }
+}
+
+/**
+ * A notice updated this soon after it was (re)shown can lose the update: the toast is not
+ * displayed yet, so JupyterLab re-creates it under the same id and the toast library drops
+ * the duplicate, leaving the first text and its autoClose (an idle warning that stayed).
+ */
+export const NOTICE_SETTLE_MS = 1000;
+
+/** How long an update of a notice shown at `shownAt` waits (ms; 0: now). */
+export function noticeDelayMs(shownAt: number, now: number): number {
+  return Math.max(0, shownAt + NOTICE_SETTLE_MS - now);
 }

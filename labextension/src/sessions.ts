@@ -8,6 +8,11 @@
  * wait) leaves the lease queued and the notebook without a kernel; when the stream says the
  * lease is admitted, the notebook starts its kernel again by itself and attaches to it.
  * Nothing here polls: every re-read follows an event (or the stream reconnecting).
+ *
+ * A lease starts only when the user asks (a kernel choice, Start GPU session, the bar's
+ * "Start a new session", the answer to the prompt a cell run gets): a notebook reopened or
+ * restored on a session kernel asks the server for its newest lease first and, if it ended,
+ * says so instead of leasing again (see notebooksession.ts).
  */
 
 import { Dialog } from '@jupyterlab/apputils';
@@ -52,6 +57,12 @@ export class SessionsController {
   /** Whose sessions these are; empty until `whoami` answered. */
   set user(name: string) {
     this._user = name;
+    this._userKnown(name);
+  }
+
+  /** Whose sessions these are, once `whoami` answered. */
+  whenUser(): Promise<string> {
+    return this._userPromise;
   }
 
   get user(): string {
@@ -170,8 +181,20 @@ export class SessionsController {
     // The kernel picker JupyterLab opens after that error ('Select kernel for: "x.ipynb"'),
     // for a notebook whose lease we follow.
     const picker = !!body?.querySelector('select');
-    if (picker && [...this._notebooks].some(n => n.followsLease && text.includes(`"${n.name}"`))) {
+    if (!picker) {
+      return;
+    }
+    const notebooks = [...this._notebooks].filter(n => text.includes(`"${n.name}"`));
+    if (notebooks.some(n => n.followsLease)) {
       dialog.reject();
+      return;
+    }
+    // A cell run in a notebook whose session ended asks for a kernel (JupyterLab's executor
+    // opens the picker when the notebook does not start one by itself): ask our question instead.
+    const ended = notebooks.find(n => n.offering && !n.pickerAllowed);
+    if (ended) {
+      dialog.reject();
+      void ended.promptNewSession();
     }
   }
 
@@ -182,6 +205,8 @@ export class SessionsController {
   }
 
   private _user = '';
+  private _userKnown: (name: string) => void = () => undefined;
+  private _userPromise = new Promise<string>(resolve => (this._userKnown = resolve));
   private _notebooks = new Set<NotebookSession>();
   private _seen = new Set<string>();
   private _discovering = false;

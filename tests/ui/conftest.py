@@ -6,7 +6,9 @@ JUPYTER_* directories; one browser for these tests. Both are package-scoped: Pla
 sync API holds an event loop while it lives, which pytest-jupyter's loop fixtures in the
 tests after this package must not meet. Screenshots go to
 GPUPLAT_SCREENSHOT_DIR (docs/screenshots/ to refresh the committed ones), else to a
-temporary directory.
+temporary directory. GPUPLAT_UI_LABEXTENSIONS names a folder holding `jupyter-gpuplat/` (a link
+to a built jupyter_gpuplat/labextension: this tree's after `jlpm build`, or an old worktree's)
+to serve instead of the installed one.
 """
 
 from __future__ import annotations
@@ -81,6 +83,10 @@ class Lab(ServerProcess):
             "workspaces_dir": str(root / "workspaces"),
             "expose_app_in_browser": True,
         }
+        # A folder holding jupyter-gpuplat/ (a built labextension: this tree's, or an old worktree's
+        # to see a test fail on the old frontend), served before the installed one.
+        if os.environ.get("GPUPLAT_UI_LABEXTENSIONS"):
+            conf["LabApp"]["extra_labextensions_path"] = [os.environ["GPUPLAT_UI_LABEXTENSIONS"]]
         conf_file.write_text(json.dumps(conf))
 
     @property
