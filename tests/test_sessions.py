@@ -7,6 +7,7 @@ kernelspec) and used over their websocket; the platform is read through its REST
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
 import sys
 import threading
@@ -318,6 +319,60 @@ def test_a_server_killed_with_a_running_session_keeps_its_record_and_re_adopts_t
         ks.close()
     finally:
         srv.stop_all_runs()  # the sessions' kernels outlive the server (that is what it tests)
+        srv.stop()
+
+
+def gpuplat_lab(srv: ServerProcess) -> subprocess.Popen[bytes]:
+    """`gpuplat lab` (it execs `jupyter lab`) on the test server's config, port and root; up when it answers."""
+    argv = [sys.executable, "-m", "jupyter_gpuplat.cli", "lab", "--config", str(SESSIONS), "--user", "alice"]
+    argv += ["--gpus", "2", "--no-browser", "--ip=127.0.0.1", f"--port={srv.port}", "--ServerApp.port_retries=0"]
+    with open(srv.root / "lab.log", "ab") as log:  # the child has its own copy of the descriptor
+        proc = subprocess.Popen(argv, env=srv.env, stdout=log, stderr=subprocess.STDOUT, cwd=srv.root)
+    srv.proc = proc
+
+    def answers() -> bool:
+        assert proc.poll() is None, (srv.root / "lab.log").read_text()[-3000:]
+        try:
+            return srv.call("GET", "whoami")[0] == 200
+        except requests.ConnectionError:
+            return False
+
+    until(answers, "gpuplat lab to answer", timeout=60)
+    return proc
+
+
+def test_gpuplat_lab_exits_on_one_sigterm_and_its_session_outlives_it(tmp_path: Path) -> None:
+    """One SIGTERM stops the server promptly, also after a session start that failed (jupyter_client
+    keeps a failed start among its pending kernels: the cleanup's 404 for it kept the process alive);
+    the lease is not ended and the next server re-attaches its kernel, state intact."""
+    srv = ServerProcess(tmp_path, gpus=2, config_file=SESSIONS)
+    proc = gpuplat_lab(srv)
+    try:
+        answer = start_kernel(srv, "keep.ipynb")
+        assert answer.status_code == 201, answer.text
+        lease = session_of(srv, "keep.ipynb")
+        ks = KernelSocket(srv, answer.json()["kernel"]["id"])
+        assert ks.execute("x = 42")[1] == "ok"
+        ks.close()
+        # A second notebook on the interactive queue waits (one session per user there): its start fails.
+        add_kernelspec(srv, "gpuplat-wait", project="team-a", preset="notebook", launch_wait_seconds=0.5)
+        assert start_kernel(srv, "waits.ipynb", "gpuplat-wait").status_code >= 400
+        assert start_kernel(srv, "plain.ipynb", "python3").status_code == 201  # a kernel of no lease
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(10) == 0, (srv.root / "lab.log").read_text()[-3000:]
+
+        srv.start()
+        kept = srv.ok("GET", f"runs/{lease['id']}")
+        assert (kept["status"], kept["devices"]) == ("running", lease["devices"])
+        assert not [e for e in kept["timeline"] if e["status"] in ("stopping", "stopped")]
+        again = start_kernel(srv, "keep.ipynb")
+        assert again.status_code == 201, again.text
+        assert session_of(srv, "keep.ipynb")["id"] == lease["id"]
+        ks = KernelSocket(srv, again.json()["kernel"]["id"])
+        assert ks.execute("print(x)") == ("42\n", "ok")
+        ks.close()
+    finally:
+        srv.stop_all_runs()
         srv.stop()
 
 

@@ -37,7 +37,7 @@ from ..store.store import DEFAULT_BUSY_TIMEOUT_SECONDS
 from . import session_client
 from .kernelspecs import KernelSpecDir, session_specs
 from .private_files import exposed, make_store_private
-from .provisioner import GpuSessionProvisioner
+from .provisioner import detach_session_kernels
 from .remote import ControlPlane
 from .remote import make_handlers as make_forwarding_handlers
 from .remote_kernels import RemoteSessionKernels, offer_remote_session_kernels
@@ -81,13 +81,6 @@ class Platform:
         self.engine.state.config_listeners.append(refresh)
         refresh(self.engine.cfg)
         session_client.register(lambda: InProcessSessionClient(self.engine, self.session_user))
-
-    def detach_sessions(self, kernel_manager: Any) -> None:
-        for kernel_id in list(kernel_manager.list_kernel_ids()):
-            provisioner = getattr(kernel_manager.get_kernel(kernel_id), "provisioner", None)
-            if isinstance(provisioner, GpuSessionProvisioner):
-                provisioner.detach()
-                kernel_manager.remove_kernel(kernel_id)
 
     async def ensure_started(self) -> None:
         if self._started is None:
@@ -284,5 +277,5 @@ class GpuPlat(ExtensionApp):
             return
         # Before the server shuts its kernels down (extensions stop first): sessions keep running.
         if self.serverapp is not None:
-            self.platform.detach_sessions(self.serverapp.kernel_manager)
+            detach_session_kernels(self.serverapp.kernel_manager)
         await self.platform.close()

@@ -278,12 +278,22 @@ class GpuSessionProvisioner(KernelProvisionerBase):
 
 
 def detach_session_kernels(kernel_manager: Any) -> None:
-    """The server stops: its session kernels keep running in their leases (re-adopted by the next server)."""
+    """The server stops: its session kernels keep running in their leases (re-adopted by the next server).
+
+    Also forgets the kernel starts that failed (a session still waiting for its GPU, a refused
+    one): jupyter_client keeps a failed start in `_pending_kernels` (`_add_kernel_when_ready`
+    pops it only on success), and the server's `shutdown_all` then answers 404 for it, which
+    aborts the server's cleanup: the process stopped serving but never exited.
+    """
     for kernel_id in list(kernel_manager.list_kernel_ids()):
         provisioner = getattr(kernel_manager.get_kernel(kernel_id), "provisioner", None)
         if isinstance(provisioner, GpuSessionProvisioner):
             provisioner.detach()
             kernel_manager.remove_kernel(kernel_id)
+    pending = getattr(kernel_manager, "_pending_kernels", {})
+    for kernel_id, start in list(pending.items()):
+        if start.done() and kernel_id not in kernel_manager:
+            del pending[kernel_id]
 
 
 def _alive(pid: int) -> bool:
