@@ -4,6 +4,14 @@ import assert from 'node:assert/strict';
 import type { IExplain, IStatusEvent } from '../src/types';
 import {
   ISessionRun,
+  NOTICE_SETTLE_MS,
+  devicesKnown,
+  isSessionKernelName,
+  newSessionPrompt,
+  noticeDelayMs,
+  restoreDecision,
+  sessionNotice,
+  stopConfirmation,
   endedText,
   idleWarningText,
   isLaunchWait,
@@ -118,7 +126,7 @@ test('the toolbar follows the lease: submitting, starting, running on its GPU, i
   assert.equal(starting.text, 'GPU 2 · notebook · kernel starting…');
   const session = { notebook: 'a.ipynb', kernel: 'ready' as const, kernel_id: 'k', busy: false, idle_seconds: 3, idle_deadline: 1003, last_activity: 1000 };
   const running = { ...queued, status: 'running' as const, reason: 'KernelReady', devices: [0], session };
-  assert.deepEqual(sessionBarView({ ...base, run: running }), { state: 'running', text: 'GPU 0 · notebook', cancel: false, why: true, keep: false });
+  assert.deepEqual(sessionBarView({ ...base, run: running }), { state: 'running', text: 'GPU 0 · notebook', cancel: false, why: true, keep: false, start: false });
   assert.equal(sessionBarView({ ...base, run: { ...running, session: { ...session, kernel: 'starting' } } }).state, 'starting');
   assert.equal(sessionBarView({ ...base, run: { ...running, session: { ...session, busy: true } } }).text, 'GPU 0 · notebook · busy');
   const idle = sessionBarView({ ...base, run: running, idleDeadline: 1002.6 });
@@ -130,8 +138,14 @@ test('the toolbar follows the lease: submitting, starting, running on its GPU, i
   const v = sessionBarView({ ...base, run: ended, idleDeadline: 1003 });
   assert.equal(v.state, 'ended');
   assert.equal(v.text, 'GPU session ended (IdleTimeout): no kernel activity for 3 s; GPU 0 returned');
-  assert.equal(v.keep || v.cancel, false);
+  assert.equal(v.keep || v.cancel || v.start, false);
   assert.equal(endedText({ status: 'failed', reason: '', message: '' }), 'GPU session ended: failed');
+  // Ended and not leasing again by itself: it says so and offers a new session.
+  const offered = sessionBarView({ ...base, run: ended, offer: true });
+  assert.equal(offered.text, "GPU session ended (IdleTimeout): no kernel activity for 3 s; GPU 0 returned — the kernel's state is gone");
+  assert.deepEqual([offered.start, offered.why, offered.cancel], [true, true, false]);
+  // `offer` only matters once the lease is over.
+  assert.equal(sessionBarView({ ...base, run: running, offer: true }).start, false);
 });
 
 test('idle warning text counts down to the deadline, never below zero', () => {
@@ -185,4 +199,72 @@ test('the notebook starts its kernel again once per admitted lease, never over a
   assert.equal(shouldConnect({ id: 'r-2', status: 'queued' }, free, null), false);
   assert.equal(shouldConnect({ id: 'r-2', status: 'stopped' }, free, null), false);
   assert.equal(shouldConnect(null, free, null), false);
+});
+
+test('a reopened notebook leases only when its newest lease says so', () => {
+  assert.equal(restoreDecision(null), 'start'); // never had one: opening it is asking
+  for (const status of ['created', 'queued', 'dispatched', 'starting', 'running'] as const) {
+    assert.equal(restoreDecision({ status }), 'attach', status);
+  }
+  assert.equal(restoreDecision({ status: 'stopping' }), 'ending'); // nothing attaches to an ending lease
+  for (const status of ['stopped', 'failed', 'succeeded'] as const) {
+    assert.equal(restoreDecision({ status }), 'offer', status);
+  }
+  assert.equal(isSessionKernelName('gpuplat-notebook', []), true); // before the specs loaded
+  assert.equal(isSessionKernelName('python3', []), false);
+  assert.equal(isSessionKernelName('', []), false);
+  assert.equal(isSessionKernelName(null, []), false);
+  assert.equal(
+    newSessionPrompt({ status: 'stopped', reason: 'IdleTimeout' }),
+    'The GPU session ended (IdleTimeout); its kernel and variables are gone. Start a new GPU session?'
+  );
+  assert.equal(newSessionPrompt({ status: 'failed', reason: '' }), 'The GPU session ended (failed); its kernel and variables are gone. Start a new GPU session?');
+});
+
+test('one notice per session: what each stage says, which close by themselves, admitted only with devices', () => {
+  const ctx = { explain, idleDeadline: 1009, now: 1000 };
+  const waiting = sessionNotice('waiting', queued, 'a.ipynb', ctx);
+  assert.match(waiting?.message ?? '', /^GPU session for a\.ipynb: queued — position 1 of 1 in interactive/);
+  assert.deepEqual([waiting?.type, waiting?.autoClose, waiting?.actions], ['in-progress', false, ['cancel', 'why']]);
+  // Admitted from a record read before its devices are known: nothing yet (not "no GPU").
+  assert.equal(sessionNotice('admitted', { ...queued, status: 'dispatched', devices: [] }, 'a.ipynb', ctx), null);
+  const admitted = sessionNotice('admitted', { ...queued, status: 'running', devices: [0] }, 'a.ipynb', ctx);
+  assert.deepEqual(
+    [admitted?.message, admitted?.type, admitted?.autoClose],
+    ['GPU session for a.ipynb: admitted on GPU 0', 'success', 5000]
+  );
+  const cpu = { ...queued, status: 'running' as const, devices: [], resources: { gpu: 0 } };
+  assert.equal(devicesKnown(cpu), true);
+  assert.equal(sessionNotice('admitted', cpu, 'a.ipynb', ctx)?.message, 'GPU session for a.ipynb: admitted on no GPU');
+  const idle = sessionNotice('idle', { ...queued, status: 'running' }, 'a.ipynb', ctx);
+  assert.deepEqual([idle?.message, idle?.autoClose, idle?.actions], ['Idle GPU session: it ends in 9 s (a.ipynb)', false, ['keep']]);
+  const kept = sessionNotice('kept', { ...queued, status: 'running' }, 'a.ipynb', ctx);
+  assert.deepEqual([kept?.type, kept?.autoClose, kept?.actions], ['info', 5000, []]);
+  const idleEnd = { ...queued, status: 'stopped' as const, reason: 'IdleTimeout', message: 'no kernel activity for 3 s; GPU 0 returned' };
+  const ended = sessionNotice('ended', idleEnd, 'a.ipynb', ctx);
+  assert.deepEqual(
+    [ended?.message, ended?.type, ended?.autoClose, ended?.actions],
+    ['GPU session ended (IdleTimeout): no kernel activity for 3 s; GPU 0 returned (a.ipynb)', 'warning', 10000, ['why']]
+  );
+  assert.deepEqual(
+    [sessionNotice('ended', { ...idleEnd, status: 'failed', reason: 'KernelDied' }, 'a.ipynb', ctx)?.type, sessionNotice('ended', { ...idleEnd, reason: 'Stopped' }, 'a.ipynb', ctx)?.autoClose],
+    ['error', 5000]
+  );
+  // Every stage that does not ask something closes by itself.
+  for (const n of [admitted, kept, ended]) {
+    assert.equal(typeof n?.autoClose, 'number');
+  }
+  // An update right after the notice was (re)shown waits until it settled.
+  assert.equal(noticeDelayMs(1000, 1000), NOTICE_SETTLE_MS);
+  assert.equal(noticeDelayMs(1000, 1000 + NOTICE_SETTLE_MS + 1), 0);
+  assert.equal(noticeDelayMs(1000, 1300), NOTICE_SETTLE_MS - 300);
+});
+
+test("a session's stop confirmation says its kernel and variables go away", () => {
+  const s = stopConfirmation({ id: 'r-1', name: 'a.ipynb', status: 'running', kind: 'session', devices: [0] });
+  assert.equal(s.title, 'Stop this GPU session?');
+  assert.match(s.body, /its kernel and the variables in it go away .* GPU 0 returned\.$/);
+  assert.equal(s.button, 'Stop session');
+  const job = stopConfirmation({ id: 'r-2', name: 'train', status: 'running', kind: 'job', devices: [1] });
+  assert.deepEqual([job.title, job.button], ['Stop this run?', 'Stop run']);
 });
