@@ -49,9 +49,11 @@ from .store_owner import Client, Owner, Refused, claim, forwarding_handlers, me_
 class Platform:
     """The running platform: store, executor, engine; shared by every handler."""
 
-    def __init__(self, app: GpuPlat, owner: Owner) -> None:
+    def __init__(self, app: GpuPlat, owner: Owner | None = None) -> None:
         self.app = app
-        self.owner = owner  # the store's owner lock, taken before anything below opens the store
+        # The store's owner lock, taken before anything below opens the store; None: the caller
+        # answers for one engine per store (team mode's control plane: the leader lock).
+        self.owner = owner
         self.store = Store(app.db_url, busy_timeout_seconds=app.db_busy_timeout_seconds)
         self.executor: Executor = app.executor_class(parent=app, config=app.config)  # type: ignore[abstract]
         self.engine = Engine(
@@ -97,7 +99,8 @@ class Platform:
         return getattr(self.executor, "run_as", None) == "user"
 
     async def _start(self) -> None:
-        self.owner.require()  # no engine and no config_file without the store's owner lock
+        if self.owner is not None:
+            self.owner.require()  # no engine and no config_file without the store's owner lock
         cfg: PlatformConfig | None = None
         if self.app.config_file:
             cfg = load_config_text(Path(self.app.config_file).read_text())
@@ -112,7 +115,8 @@ class Platform:
         if self.kernelspecs is not None:
             self.kernelspecs.remove()
             session_client.register(None)
-        self.owner.release()  # last: the engine is closed, another server may own the store now
+        if self.owner is not None:
+            self.owner.release()  # last: the engine is closed, another server may own the store now
 
 
 class GpuPlat(ExtensionApp):
@@ -263,7 +267,8 @@ class GpuPlat(ExtensionApp):
 
     async def _start_jupyter_server_extension(self, serverapp: Any) -> None:
         if self.platform is not None:
-            self.platform.owner.listening(serverapp)  # its URL known now: a second server becomes its client
+            if self.platform.owner is not None:  # its URL is known now: a second server becomes its client
+                self.platform.owner.listening(serverapp)
             await self.platform.ensure_started()
 
     async def stop_extension(self) -> None:
