@@ -22,6 +22,9 @@ from .session_client import CONNECTION_WAIT_SECONDS
 
 CONNECTION_STEP_MAX_SECONDS = 0.1
 ENDED = frozenset({Status.STOPPING.value, *(s.value for s in FINAL)})
+# One lease start at a time per notebook in this server (see `HttpSessionClient.start`); a lock
+# per notebook started, for the server's life.
+_STARTS: dict[tuple[int, str, str | None, str, str], asyncio.Lock] = {}
 
 
 class HttpSessionClient:
@@ -32,16 +35,19 @@ class HttpSessionClient:
         self.user = user
 
     async def start(self, project: str, preset: str, notebook: str | None, working_dir: str | None) -> dict[str, Any]:
-        page = await self.plane.call("GET", "sessions", notebook=notebook)
-        for row in page["sessions"]:
-            same = row["project"] == project and preset in (row.get("presets") or [])
-            if same and row["status"] != Status.STOPPING.value:  # an ending lease is not attached to
-                return dict(row)
-        fields: dict[str, Any] = {"project": project, "presets": [preset]}
-        if notebook:
-            fields["notebook"] = notebook
-        # No working_dir: it is a path of this server's machine, which the control plane must not resolve.
-        return dict(await self.plane.call("POST", "runs", fields))
+        # Two kernel starts of one notebook at once (a reload racing a start, two tabs) would both
+        # find no lease between the GET and the POST and lease twice: one at a time per notebook.
+        async with _STARTS.setdefault((id(self.plane), self.user, notebook, project, preset), asyncio.Lock()):
+            page = await self.plane.call("GET", "sessions", notebook=notebook)
+            for row in page["sessions"]:
+                same = row["project"] == project and preset in (row.get("presets") or [])
+                if same and row["status"] != Status.STOPPING.value:  # an ending lease is not attached to
+                    return dict(row)
+            fields: dict[str, Any] = {"project": project, "presets": [preset]}
+            if notebook:
+                fields["notebook"] = notebook
+            # No working_dir: it is a path of this server's machine, which the control plane must not resolve.
+            return dict(await self.plane.call("POST", "runs", fields))
 
     async def wait_running(self, run_id: str, timeout: float) -> dict[str, Any]:
         deadline = time.monotonic() + timeout

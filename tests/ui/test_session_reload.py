@@ -15,8 +15,11 @@ from typing import Any
 import nbformat
 from playwright.sync_api import expect
 
+from . import test_sessions
 from .conftest import SHOW_SIDEBAR, Lab
-from .test_sessions import BAR, FINAL, SIDEBAR, page, stop_all  # noqa: F401  (the `page` fixture)
+from .test_sessions import BAR, FINAL, SIDEBAR, stop_all
+
+session_page = test_sessions.page  # its `page` fixture (JupyterLab on the session server, ?reset)
 
 TOASTS = ".Toastify__toast"
 
@@ -24,7 +27,11 @@ TOASTS = ".Toastify__toast"
 def write_notebook(lab: Lab, name: str, preset: str) -> None:
     nb = nbformat.v4.new_notebook()
     nb.cells.append(nbformat.v4.new_code_cell(""))
-    nb.metadata["kernelspec"] = {"name": f"gpuplat-{preset}", "display_name": f"Python 3 (GPU · {preset})", "language": "python"}
+    nb.metadata["kernelspec"] = {
+        "name": f"gpuplat-{preset}",
+        "display_name": f"Python 3 (GPU · {preset})",
+        "language": "python",
+    }
     nbformat.write(nb, lab.work / name)
 
 
