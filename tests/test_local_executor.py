@@ -735,8 +735,10 @@ def test_submit_after_a_crash_adopts_the_running_launcher_instead_of_starting_ag
         first = await crashed_after_submit(harness, req)
         executor, seen = harness.executor()
         second = await harness.submit(executor, req)  # the restarted engine launches it again
-        assert second == {**first, "create_time": second["create_time"]}
+        assert second == {**first, "create_time": second["create_time"], "started_at": second["started_at"]}
         assert second["create_time"] == pytest.approx(first["create_time"], abs=0.05)
+        # Adopted: the launcher's own start, which a spare launcher had before its run's.
+        assert second["started_at"] <= first["started_at"] + 0.05
         gate.write_text("0")
         assert await seen.final("once") == Observation("once", "succeeded", "Completed", "exited with code 0", 0)
         await executor.close()
@@ -855,3 +857,42 @@ def test_declared_gpus_are_labelled_declared() -> None:
         Device(1, "declared GPU 1", None, None, declared=True, minor=1),
     ]
     assert LocalExecutor(gpus=0).devices() == []
+
+
+def test_a_run_from_a_spare_launcher_counts_its_time_from_its_own_launch(tmp_path: Path) -> None:
+    """A spare launcher is forked ahead of its run: its age is not the run's (timeout, re-attach's "running for")."""
+    harness = Harness(tmp_path, warm_launcher=True)
+
+    def aged_spare() -> bool:
+        warm = [p for p in psutil.Process().children() if "warm_launcher" in " ".join(p.cmdline())]
+        return any(time.time() - s.create_time() >= 2.5 for w in warm for s in w.children())
+
+    async def scenario() -> None:
+        executor, seen = harness.executor()
+        await harness.submit(executor, harness.request("a", [PY, "-c", "pass"]))  # the warm launcher forks spares
+        assert (await seen.final("a")).status == "succeeded"
+        deadline = time.monotonic() + DEADLINE
+        while not aged_spare():  # the case itself: a spare that has waited for its run
+            assert time.monotonic() < deadline, "no spare launcher waiting"
+            await asyncio.sleep(POLL_SECONDS)
+        before = time.time()
+        b = await harness.submit(
+            executor, harness.request("b", [PY, "-c", "import time; time.sleep(1)"], timeout_seconds=2)
+        )
+        assert (await seen.final("b")).status == "succeeded"  # its 2 s count from its launch, not the spare's fork
+        assert b["started_at"] >= before > b["create_time"] + 2
+        while not aged_spare():
+            assert time.monotonic() < deadline + DEADLINE, "no spare launcher waiting"
+            await asyncio.sleep(POLL_SECONDS)
+        c = await harness.submit(executor, harness.request("c", [PY, "-c", SLEEPER]))
+        await executor.close()
+        again, _ = harness.executor()
+        seen_again = again.attach("c", c)
+        assert seen_again.reason == "Reattached"
+        assert int(seen_again.message.split("running for ")[1].split(" s")[0]) < 2, seen_again.message
+        await again.close()
+
+    try:
+        run_async(scenario())
+    finally:
+        harness.cleanup()

@@ -295,6 +295,8 @@ def test_a_server_killed_with_a_running_session_keeps_its_record_and_re_adopts_t
         srv.start()
         run = srv.ok("GET", f"runs/{lease['id']}")
         assert (run["status"], run["devices"]) == ("running", lease["devices"])
+        # Its kernel kept running in the agent: up, before any notebook has connected again.
+        until(lambda: session_of(srv, "keep.ipynb")["session"]["kernel"] == "ready", "the kept kernel to read ready")
         in_use = {d["index"] for d in srv.ok("GET", "capacity")["devices"] if d.get("run_id") == lease["id"]}
         assert in_use == set(lease["devices"])
         # The other GPU is the only one left for a new session.

@@ -15,7 +15,7 @@ from ..core.errors import Conflict
 from ..core.policy import require_can_stop
 from ..core.resources import Resources
 from ..core.status import FINAL, Reason, Status
-from ..executors.base import Observation
+from ..executors.base import ExecutorError, Observation
 from .dispatcher import Dispatcher
 from .sessions import KERNEL_DIED_EXIT, Sessions, gpus_text, is_session
 from .state import ActiveRun, EngineState, log
@@ -94,10 +94,22 @@ class Reconciler:
             s.deferred.apply(f"re-attach of {a.id}", lambda: s.record(a, a.status, Reason.REATTACHED, message))
             if a.status == Status.RUNNING and is_session(a):
                 self.sessions.started(a)  # its idle clock starts again from the restart
+                s.spawn(self._kernel_kept(a))
             if a.stop_requested_by:
                 s.spawn(self.stop_in_executor(a))
         else:
             s.deferred.apply(f"{obs.status} of {a.id}", lambda: self.observe(obs))
+
+    async def _kernel_kept(self, a: ActiveRun) -> None:
+        """A re-attached session's kernel kept running in its agent: up (not "starting") before a notebook connects."""
+        assert a.handle is not None
+        try:
+            info = await self.s.executor.kernel_connection(a.id, a.handle)
+        except ExecutorError as exc:
+            log.info("session %s: its kernel's connection is not readable yet: %s", a.id, exc.message)
+            return
+        if info is not None:
+            self.sessions.kept(a.id)
 
     # ---- observations ---------------------------------------------------------
     def observe(self, obs: Observation) -> None:

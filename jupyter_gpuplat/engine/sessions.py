@@ -92,6 +92,12 @@ class Sessions:
         self.leases[a.id] = lease
         self._arm(lease)
 
+    def kept(self, run_id: str) -> None:
+        """Re-attached after a restart, its kernel still up in the agent (no notebook has connected yet)."""
+        lease = self.leases.get(run_id)
+        if lease is not None and lease.kernel == "starting":
+            lease.kernel = "ready"
+
     def ended(self, run_id: str) -> None:
         lease = self.leases.pop(run_id, None)
         if lease is not None:

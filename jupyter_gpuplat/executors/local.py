@@ -132,6 +132,9 @@ class _Run:
     exit_file: str
     own: bool  # our child: watched through a pidfd and reaped here
     timeout_seconds: float | None
+    # When the run's command was launched: a spare warm launcher is forked ahead of its run, so
+    # its create_time (the process's identity) is not the run's start.
+    started_at: float | None = None
     warm: WarmSlot[_Run] | None = None  # the warm launcher whose child it is: it reports the end; pidfd for signals
     process: psutil.Process | None = None  # for re-attached runs: identity-checked
     stop: dict[str, Any] | None = None  # the stop request, as written to stop.json
@@ -448,7 +451,7 @@ class LocalExecutor(FilesystemArtifacts, Executor):
         )
         if self._closed:  # closed while the warm launcher answered: a restarted server attaches to it
             os.close(started.pidfd)
-            return self._handle(req, run.pid, run.create_time)
+            return self._handle(req, run.pid, run.create_time, time.time())
         self._runs[run.run_id] = run
         tracked, code = self._warm.track(slot, run.pid, run)
         if not tracked:
@@ -458,16 +461,20 @@ class LocalExecutor(FilesystemArtifacts, Executor):
         return self._started(run, req)
 
     def _started(self, run: _Run, req: LaunchRequest) -> dict[str, Any]:
+        run.started_at = time.time()
         if req.timeout_seconds:
-            self._arm_timeout(run, run.create_time + req.timeout_seconds - time.time())
+            self._arm_timeout(run, req.timeout_seconds)
         # No await after this point: the final Observation cannot reach the observer before the handle is returned.
-        return self._handle(req, run.pid, run.create_time)
+        return self._handle(req, run.pid, run.create_time, run.started_at)
 
-    def _handle(self, req: LaunchRequest, pid: int, create_time: float) -> dict[str, Any]:
+    def _handle(
+        self, req: LaunchRequest, pid: int, create_time: float, started_at: float | None = None
+    ) -> dict[str, Any]:
         return {
             "executor": self.name,
             "pid": pid,
             "create_time": create_time,
+            "started_at": started_at or create_time,
             "boot_time": psutil.boot_time(),
             "boot_id": current_boot_id(),
             "workdir": req.workdir,
@@ -506,6 +513,7 @@ class LocalExecutor(FilesystemArtifacts, Executor):
         self.log.info("gpuplat: run %s was started before (pid %d): adopting it, not starting again", req.run_id, pid)
         self._runs[run.run_id] = run
         self._poll(run)
+        # The launch moment died with the crashed server: the launcher's start (earlier, for a spare) stands for it.
         if req.timeout_seconds and run.stop is None:
             self._arm_timeout(run, create_time + req.timeout_seconds - time.time())
         return self._handle(req, pid, create_time)
@@ -580,6 +588,7 @@ class LocalExecutor(FilesystemArtifacts, Executor):
         try:
             pid = int(handle["pid"])
             create_time = float(handle["create_time"])
+            started_at = float(handle.get("started_at") or create_time)  # handles of earlier versions: the process's
             exit_file = str(handle["exit_file"])
             timeout = handle.get("timeout_seconds")
             timeout_seconds = float(timeout) if timeout else None
@@ -590,7 +599,9 @@ class LocalExecutor(FilesystemArtifacts, Executor):
                 run_id, FAILED, Reason.LOST, f"the run's handle is unusable ({exc!r}); nothing to re-attach to"
             )
         gone = f"process {pid} is gone and left no exit record (the machine may have restarted)"
-        run = _Run(run_id, pid, create_time, exit_file, own=False, timeout_seconds=timeout_seconds)
+        run = _Run(
+            run_id, pid, create_time, exit_file, own=False, timeout_seconds=timeout_seconds, started_at=started_at
+        )
         run.stop = read_json(run.stop_file)
         record = read_json(exit_file)
         if record is not None:
@@ -614,12 +625,12 @@ class LocalExecutor(FilesystemArtifacts, Executor):
         self._runs[run_id] = run
         self._poll(run)
         if timeout_seconds and run.stop is None:
-            self._arm_timeout(run, create_time + timeout_seconds - time.time())
+            self._arm_timeout(run, started_at + timeout_seconds - time.time())
         return Observation(
             run_id,
             RUNNING,
             Reason.REATTACHED,
-            f"re-attached to process {pid}, running for {time.time() - create_time:.0f} s",
+            f"re-attached to process {pid}, running for {time.time() - started_at:.0f} s",
         )
 
     # -- stop ------------------------------------------------------------------------------

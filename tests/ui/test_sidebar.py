@@ -14,7 +14,7 @@ import requests
 from playwright.sync_api import expect
 
 from ..waiting import POLL_SECONDS
-from .conftest import Lab, widen_left_sidebar, submit_dialog
+from .conftest import Lab, submit_dialog, widen_left_sidebar
 
 SIDEBAR = "#jupyter-gpuplat-sidebar"
 # Text checked for contrast against the panel in both themes.
