@@ -21,6 +21,8 @@ import pytest
 import requests
 import yaml
 
+from jupyter_gpuplat.service.store_owner import Me, client_of
+
 from .conftest import EXAMPLE
 from .server import ServerProcess
 from .waiting import POLL_SECONDS
@@ -251,3 +253,38 @@ def test_an_owner_that_never_listens_is_refused_after_the_wait(store: Store) -> 
             assert "not listening yet" in err["message"] and "within 1 s" in err["message"], err
         finally:
             proc.kill()
+
+
+ME = Me(pid=2, uid=1000, host="box", root_dir="/home/me/b", default_user="alice", runtime_file="/rt/jpserver-2.json")
+OWNER = {
+    "pid": 1,
+    "uid": 1000,
+    "host": "box",
+    "root_dir": "/home/me/a",
+    "default_user": "alice",
+    "runtime_file": "/rt/jpserver-1.json",
+    "url": "http://localhost:8888/lab-a/",
+    "local_url": "http://127.0.0.1:8888/lab-a/",
+    "sock": None,
+}
+RUNTIME = {"pid": 1, "token": "owner-token"}
+
+
+@pytest.mark.parametrize(
+    ("record", "runtime", "answer"),
+    [
+        ({}, RUNTIME, ("http://127.0.0.1:8888/lab-a/", "owner-token")),
+        ({"uid": 1001}, RUNTIME, "another account (uid 1001"),
+        ({"host": "other"}, RUNTIME, "another machine (other)"),
+        ({"url": None}, RUNTIME, "not listening yet"),
+        ({"sock": "/tmp/j.sock", "local_url": ""}, RUNTIME, "Unix socket (/tmp/j.sock)"),
+        ({"local_url": "https://127.0.0.1:8888/"}, RUNTIME, "serves HTTPS"),
+        ({"default_user": "bob"}, RUNTIME, "platform user 'bob' and this server's is 'alice'"),
+        ({}, "its runtime file /rt/jpserver-1.json cannot be read (denied)", "cannot be read (denied)"),
+        ({}, {"pid": 7, "token": "t"}, "belongs to pid 7"),
+        ({}, {"pid": 1, "token": ""}, "no token (a password-only login)"),
+    ],
+)
+def test_client_of(record: dict[str, Any], runtime: Any, answer: Any) -> None:
+    got = client_of({**OWNER, **record}, runtime, ME)
+    assert got == answer if isinstance(answer, tuple) else (isinstance(got, str) and answer in got), got
