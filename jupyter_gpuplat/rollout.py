@@ -11,7 +11,6 @@ check (core/rollout.py judges). Exit 1 on any failure. docs/rollout-check.md.
 
 from __future__ import annotations
 
-import argparse
 import json
 import re
 import sys
@@ -139,7 +138,7 @@ class Checker:
         jobs = [
             (int((p.get("resources") or {}).get("gpu") or 0), n)
             for n, p in presets.items()
-            if p.get("kind", "job") == "job"
+            if p.get("kind") == "job"  # GET presets answers the resolved kind (a preset without one is a job)
         ]
         fit = sorted((g, n) for g, n in jobs if want(g))
         return fit[0][1] if fit else None
@@ -151,7 +150,10 @@ class Checker:
         if qname is None or preset is None:
             self.add("queue-limit", name, SKIP, "the project has no default queue or no single-GPU job preset")
             return
-        limit, why = R.queue_limit(queues[qname], self.expect.queues.get(qname, {}), 1)
+        expected = self.expect.queues.get(qname, {})
+        if expected:
+            self.results.append(R.judge_expected(name, qname, queues[qname], expected))
+        limit, why = R.queue_limit(queues[qname], expected, 1)
         if limit is None:
             self.add("queue-limit", name, SKIP, f"queue {qname}: {why}")
             return
@@ -168,7 +170,10 @@ class Checker:
         extra = now[-1]  # submitted last: the one over the limit (the queue dispatches in order)
         ex = self.c.explain(extra["id"])
         stuck = self.why(waiting[0]["id"]) if waiting and len(running) < limit else ""
-        self.results.append(R.judge_limit(name, qname, limit, why, len(running), extra["status"], ex["reason"], stuck))
+        reasons = R.limit_reasons(queues[qname], expected, 1)
+        self.results.append(
+            R.judge_limit(name, qname, limit, why, len(running), extra["status"], ex["reason"], stuck, reasons)
+        )
         # Waiting states: every run not running has an answer.
         missing = [r["id"] for r in waiting if not self.c.explain(r["id"]).get("message")]
         if not waiting:
@@ -353,12 +358,13 @@ class Checker:
             self.add("outsider", name, PASS, f"a non-member sees no run of {name} (listed or by id)")
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser() -> SuggestingParser:
     p = SuggestingParser(prog="gpuplat rollout-check", description=__doc__.split("\n")[0])
     p.add_argument("--url")
     p.add_argument("--token")
     p.add_argument("--json", action="store_true", help="print the results as JSON")
-    which = p.add_mutually_exclusive_group(required=True)
+    # Not required=True: argparse would refuse a missing --project before naming a mistyped --projcet.
+    which = p.add_mutually_exclusive_group()
     which.add_argument("--project", action="append", help="a project to check (repeat)")
     which.add_argument("--all", action="store_true", help="every project")
     p.add_argument("--expect", type=Path, help="YAML: expected queue limits and each project's queues")
@@ -368,7 +374,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(list(sys.argv[1:] if argv is None else argv))
+    parser = build_parser()
+    args, extra = parser.parse_known_args(list(sys.argv[1:] if argv is None else argv))
+    if extra:
+        parser.unrecognized(extra)
+    if not (args.all or args.project):
+        parser.error("one of the arguments --project --all is required")
     try:
         expect = Expectations.parse(yaml.safe_load(args.expect.read_text())) if args.expect else Expectations()
     except (OSError, ValueError, yaml.YAMLError) as exc:

@@ -79,6 +79,29 @@ def test_the_binding_limit_and_its_source() -> None:
     )
 
 
+def test_an_expectation_other_than_the_config_and_a_reason_of_another_limit_fail() -> None:
+    """--expect concurrency 3 on a queue configured at 2 (GPU quota 2): the quota binds, but the run waits
+    for concurrency; neither passes as "the limit held"."""
+    q = {"concurrency": 2, "quota": {"gpu": 2}, "max_per_user": None}
+    expected = {"concurrency": 3}
+    assert R.judge_expected("p", "q", q, expected) == R.Result(
+        "expected-limits", "p", "fail", "queue q: concurrency 3 expected, 2 configured"
+    )
+    assert R.judge_expected("p", "q", q, {"concurrency": 2}).result == "pass"
+    assert "max_per_user 1 expected, unlimited configured" in R.judge_expected("p", "q", q, {"max_per_user": 1}).detail
+    limit, why = R.queue_limit(q, expected, 1)
+    assert (limit, why) == (2, "gpu_quota 2 (configured)")
+    reasons = R.limit_reasons(q, expected, 1)
+    assert reasons == {"QueueQuota"}
+    wrong = R.judge_limit("p", "q", limit, why, 2, "queued", "QueueConcurrency", reasons=reasons)
+    assert wrong.result == "fail" and wrong.detail == (
+        "queue q: the run over gpu_quota 2 (configured) waits for QueueConcurrency, so another limit binds first "
+        "(expected QueueQuota)"
+    )
+    # Tied limits (the example's concurrency 2 and quota 2 GPUs): either reason is the limit.
+    assert R.limit_reasons(q, {}, 1) == {"QueueConcurrency", "QueueQuota"}
+
+
 def test_refusals_must_be_4xx_and_name_the_allowed_values() -> None:
     assert R.judge_refusal("access-queue", "p", "queue", "x", 403, "may use a, b", ["a", "b"]).result == "pass"
     assert R.judge_refusal("access-queue", "p", "queue", "x", 200, "", ["a"]).detail == (
@@ -135,12 +158,16 @@ def test_a_limit_the_queue_does_not_enforce_and_a_queue_the_project_should_not_h
 ) -> None:
     """Injected by config: the expectations say team-a-train runs at most 2 at once and team-a uses only
     team-a-train and interactive; the platform's config lifts team-a-train's limits (concurrency 10,
-    quota 8 GPUs) and lets team-a use team-b-train too. The server itself is unchanged."""
+    quota 8 GPUs) and lets team-a use team-b-train too. The server itself is unchanged. Its presets
+    name no `kind` (a job by default): the job checks still run on them."""
 
     def loosen(doc: dict[str, Any]) -> None:
         queue = next(q for q in doc["queues"] if q["name"] == "team-a-train")
         queue.update(concurrency=10, quota={"gpu": 8})
         doc["projects"][0]["allowed_queues"].append("team-b-train")
+        for preset in doc["presets"]:
+            if preset.get("kind") == "job":
+                del preset["kind"]
 
     expect = tmp_path / "expect.yaml"
     expect.write_text(
@@ -171,7 +198,9 @@ def test_a_limit_the_queue_does_not_enforce_and_a_queue_the_project_should_not_h
             c for c, r in got.items() if r["result"] == "pass"
         }
         assert err == ""  # --json: the failures are in the report
+        assert got["expected-limits"]["detail"] == "queue team-a-train: concurrency 2 expected, 10 configured"
         assert report["failures"] == [
+            f"FAIL expected-limits [team-a]: {got['expected-limits']['detail']}",
             f"FAIL queue-limit [team-a]: {got['queue-limit']['detail']}",
             f"FAIL allowed-queues [team-a]: {got['allowed-queues']['detail']}",
         ]
@@ -188,6 +217,9 @@ def test_bad_arguments_are_named(tmp_path: Path, capsys: pytest.CaptureFixture[s
     with pytest.raises(SystemExit):
         rollout.main(["--json"])  # --project or --all
     assert "one of the arguments --project --all is required" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        rollout.main(["--projcet", "team-a"])
+    assert "unrecognized argument --projcet; did you mean --project?" in capsys.readouterr().err
 
 
 def test_each_connection_must_reach_a_run(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -19,6 +19,7 @@ from .member_rules import check as check_member_fields
 from .merge import Layer, Resolved, merge_layers
 from .request import RunRequest
 from .resources import Quota, Resources, fmt_amount
+from .spec import DEFAULT_KIND
 
 
 # ---- roles -----------------------------------------------------------------
@@ -352,7 +353,7 @@ def resolve(cfg: PlatformConfig, user: str, req: RunRequest) -> Resolution:
                 v.message(), "remove the override or pick presets that do not lock this field", code="FieldLocked"
             )
         )
-    spec.setdefault("kind", "job")
+    spec.setdefault("kind", DEFAULT_KIND)
     # Which presets made the spec (the project's defaults included): run views show these.
     applied = _applied_presets(layers)
     if applied:

@@ -6,7 +6,7 @@ so the verdicts can be tested without a server.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -21,7 +21,8 @@ CHECKS = {
     "training": "a single-GPU run writes an output file and a metric and succeeds",
     "multi-gpu": "a run on the project's largest GPU preset gets that many GPUs and succeeds",
     "batch": "a plain command (a batch script) runs and its log comes back",
-    "queue-limit": "one run over the queue's concurrency/quota waits, with the limit as its reason",
+    "expected-limits": "each queue limit in --expect is the one the queue is configured with",
+    "queue-limit": "one run over the binding concurrency/quota/per-user limit waits, with that limit as its reason",
     "waiting": "every waiting run has an explanation (GET runs/{id}/explain)",
     "placement": "concurrent runs get disjoint GPUs (local) or a node (Kubernetes)",
     "outputs": "the run's output file and metric come back (GET runs/{id}/outputs, metrics)",
@@ -34,6 +35,12 @@ CHECKS = {
 
 # Queue-side reasons that mean "a limit of the queue holds this run".
 LIMIT_REASONS = {Reason.QUEUE_CONCURRENCY, Reason.QUEUE_QUOTA, Reason.USER_LIMIT}
+# The reason each limit of the expectations file waits with.
+LIMIT_REASON = {
+    "concurrency": Reason.QUEUE_CONCURRENCY,
+    "gpu_quota": Reason.QUEUE_QUOTA,
+    "max_per_user": Reason.USER_LIMIT,
+}
 
 
 @dataclass
@@ -91,27 +98,66 @@ class Expectations:
         return cls(queues, projects)
 
 
-def queue_limit(queue: Mapping[str, Any], expected: Mapping[str, int], gpus_each: int) -> tuple[int | None, str]:
-    """How many `gpus_each`-GPU runs of one user the queue should run at once, and which limit says so."""
+def configured_limits(queue: Mapping[str, Any]) -> dict[str, int | None]:
+    """The queue's limits as `GET queues` answers them, named as in the expectations file."""
     quota = (queue.get("quota") or {}).get("gpu")
-    configured = {
+    return {
         "concurrency": queue.get("concurrency"),
         "gpu_quota": int(quota) if quota is not None else None,
         "max_per_user": queue.get("max_per_user"),
     }
-    limits = {**{k: v for k, v in configured.items() if v is not None}, **expected}
-    runs = {k: (v // gpus_each if k == "gpu_quota" and gpus_each else v) for k, v in limits.items() if v is not None}
+
+
+def _binding(queue: Mapping[str, Any], expected: Mapping[str, int], gpus_each: int) -> dict[str, int]:
+    limits = {**{k: v for k, v in configured_limits(queue).items() if v is not None}, **expected}
+    return {k: (v // gpus_each if k == "gpu_quota" and gpus_each else v) for k, v in limits.items() if v is not None}
+
+
+def queue_limit(queue: Mapping[str, Any], expected: Mapping[str, int], gpus_each: int) -> tuple[int | None, str]:
+    """How many `gpus_each`-GPU runs of one user the queue should run at once, and which limit says so."""
+    runs = _binding(queue, expected, gpus_each)
     if not runs:
         return None, "the queue declares no concurrency, GPU quota or per-user limit"
     name = min(runs, key=lambda k: runs[k])
+    limits = {**configured_limits(queue), **expected}
     source = "expected" if name in expected else "configured"
     return int(runs[name]), f"{name} {limits[name]} ({source})"
 
 
+def limit_reasons(queue: Mapping[str, Any], expected: Mapping[str, int], gpus_each: int) -> set[str]:
+    """The reasons the run over the binding limit may wait with: those of every limit tied at the lowest."""
+    runs = _binding(queue, expected, gpus_each)
+    low = min(runs.values(), default=None)
+    return {str(LIMIT_REASON[k]) for k, v in runs.items() if v == low}
+
+
+def judge_expected(project: str, name: str, queue: Mapping[str, Any], expected: Mapping[str, int]) -> Result:
+    """An expectation is a claim about the config: one that differs from what the queue is configured with fails."""
+    configured = configured_limits(queue)
+    wrong = [
+        f"{k} {v} expected, {configured[k] if configured[k] is not None else 'unlimited'} configured"
+        for k, v in sorted(expected.items())
+        if configured.get(k) != v
+    ]
+    if wrong:
+        return Result("expected-limits", project, FAIL, f"queue {name}: " + "; ".join(wrong))
+    shown = ", ".join(f"{k} {v}" for k, v in sorted(expected.items())) or "no limit"
+    return Result("expected-limits", project, PASS, f"queue {name}: {shown} as configured")
+
+
 def judge_limit(
-    project: str, queue: str, limit: int, why: str, running: int, extra_status: str, extra_reason: str, stuck: str = ""
+    project: str,
+    queue: str,
+    limit: int,
+    why: str,
+    running: int,
+    extra_status: str,
+    extra_reason: str,
+    stuck: str = "",
+    reasons: Collection[str] = LIMIT_REASONS,
 ) -> Result:
-    """`limit` runs should run and one more wait with a limit as its reason; `stuck`: why a run did not start."""
+    """`limit` runs should run and one more wait with the binding limit's reason (one of `reasons`);
+    `stuck`: why a run did not start."""
     if running < limit:
         return Result(
             "queue-limit",
@@ -135,6 +181,14 @@ def judge_limit(
             FAIL,
             f"queue {queue}: the run over {why} waits for {extra_reason}, not for a queue limit "
             f"({', '.join(sorted(LIMIT_REASONS))})",
+        )
+    if extra_reason not in reasons:
+        return Result(
+            "queue-limit",
+            project,
+            FAIL,
+            f"queue {queue}: the run over {why} waits for {extra_reason}, so another limit binds first "
+            f"(expected {' or '.join(sorted(reasons))})",
         )
     return Result("queue-limit", project, PASS, f"queue {queue}: {limit} ran, the next waits ({extra_reason}; {why})")
 

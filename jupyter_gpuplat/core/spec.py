@@ -16,6 +16,7 @@ from .resources import MAX_GPU, Resources, parse_cpu, parse_memory
 NAME_PATTERN = r"^[a-z0-9]([a-z0-9._-]{0,61}[a-z0-9])?$"
 NAME_HINT = "lowercase letters, digits, '.', '_' and '-', 1-63 characters, starting and ending alphanumeric"
 Kind = Literal["job", "session", "sweep"]
+DEFAULT_KIND = "job"  # a spec, preset or request that names no kind is a job
 # What runs today. A kind or field the platform would silently ignore is refused instead
 # (error type NOT_IMPLEMENTED, a 422), until the release that implements it.
 IMPLEMENTED_KINDS: tuple[str, ...] = ("job", "session")

@@ -28,6 +28,7 @@ from ..core.policy import (
 )
 from ..core.refusal import Judgement, judge
 from ..core.request import RunRequest
+from ..core.spec import DEFAULT_KIND
 from ..core.status import Status
 from .compare import compare, metrics_of
 from .state import ActiveRun, EngineState
@@ -125,7 +126,12 @@ class ReadModel:
     def presets(self, user: str, project: str | None = None) -> dict[str, Any]:
         cfg = self.s.cfg
         names = set(listable_presets(cfg, user, project))
-        return {"presets": [p.model_dump(mode="json") for p in cfg.presets if p.name in names]}
+        # The resolved kind, not null: clients filter on it and must not re-derive the default.
+        return {
+            "presets": [
+                {**p.model_dump(mode="json"), "kind": p.kind or DEFAULT_KIND} for p in cfg.presets if p.name in names
+            ]
+        }
 
     def config(self, user: str) -> dict[str, Any]:
         require_platform_admin(self.s.cfg, user)
