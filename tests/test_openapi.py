@@ -89,7 +89,7 @@ def test_every_operation_documents_its_answers_and_parameters() -> None:
     runs = params[("/gpuplat/api/runs", "get")]
     assert runs["limit"]["schema"] | {} == {"type": "integer", "minimum": 1, "maximum": 1000, "default": 100}
     assert set(runs["status"]["schema"]["items"]["enum"]) == {s.value for s in m.Status}
-    assert set(runs) == {"project", "status", "queue", "user", "q", "kind", "parent", "before", "limit"}
+    assert set(runs) == {"project", "status", "queue", "user", "q", "kind", "parent", "notebook", "before", "limit"}
     assert set(params[("/gpuplat/api/runs/{run_id}/logs", "get")]) == {"run_id", "follow", "offset", "format"}
     assert set(params[("/gpuplat/api/events", "get")]) == {"since", "limit", "heartbeat"}
     assert set(params[("/gpuplat/api/compare", "get")]) == {"runs", "metrics", "max_points"}
