@@ -11,13 +11,15 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
+import signal
 import sys
 from collections.abc import Callable, Sequence
 
 from pydantic import ValidationError
 
 from .cli_admin import add_lab, add_platform, cmd_cluster, cmd_config, cmd_lab, cmd_presets, cmd_queues
-from .cli_base import GLOBAL_FLAGS, CLIError, Parser, add_global_flags, global_flags_parent
+from .cli_base import GLOBAL_FLAGS, CLIError, Parser, add_global_flags, global_flags_parent, refusal_text
 from .cli_runs import add_runs, add_submit, cmd_runs, cmd_submit
 from .cli_sweeps import add_sessions, add_sweeps, cmd_sessions, cmd_sweeps
 from .core.config import validation_messages
@@ -123,13 +125,19 @@ def main(argv: Sequence[str] | None = None) -> int:
             args.file = args.file_opt or args.file
             if not args.file:
                 parser.error("config needs a file: gpuplat config validate FILE / gpuplat config apply -f FILE")
-        return HANDLERS[args.cmd](args)
+        rc = HANDLERS[args.cmd](args)
+        sys.stdout.flush()  # here, not at exit: a closed pipe (gpuplat runs list | head) is answered below
+        return rc
+    except BrokenPipeError:
+        # The reader stopped (head, less): stop quietly as Unix tools do. Python's own flush at exit would
+        # fail again on the closed pipe, so stdout goes to /dev/null first.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 128 + signal.SIGPIPE
     except CLIError as exc:
         print(f"gpuplat: {exc}", file=sys.stderr)
         return 1
     except GpuPlatError as exc:  # the service's refusals (GpuPlatAPIError) and the options' own
-        hint = f"\n  hint: {exc.hint}" if exc.hint else ""
-        print(f"gpuplat: {exc.message}{hint}", file=sys.stderr)
+        print(f"gpuplat: {refusal_text(exc, args)}", file=sys.stderr)
         return 1
     except ValidationError as exc:  # a request checked against the service's schema before it is sent
         print("gpuplat: invalid request: " + "; ".join(validation_messages(exc)), file=sys.stderr)

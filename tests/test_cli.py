@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -107,3 +108,42 @@ def test_preview_presets_and_config(server: ServerProcess, tmp_path: Path) -> No
     applied = gp(server, "--url", server.url, "--token", "tok-ops", "config", "apply", "-f", str(path)).stdout
     assert "applied as config version" in applied
     assert server.ok("GET", "config", "ops")["config"]["queues"][2]["concurrency"] == 6
+
+
+def test_a_closed_pipe_ends_quietly_as_unix_tools_do(server: ServerProcess) -> None:
+    gp(server, "submit", "-p", "team-a", "--", "true")  # a row to print
+    read_end, write_end = os.pipe()
+    os.close(read_end)  # `gpuplat runs list | head -0`: the reader is gone before the first line
+    try:
+        out = subprocess.run(
+            [sys.executable, "-m", "jupyter_gpuplat.cli", "runs", "list"],
+            env=server.env,
+            cwd=server.root,
+            stdout=write_end,
+            stderr=subprocess.PIPE,
+            text=True,
+            timeout=60,
+        )
+    finally:
+        os.close(write_end)
+    assert (out.returncode, out.stderr) == (141, "")  # 128 + SIGPIPE, no traceback
+
+
+def test_hints_name_the_cli_command_not_the_api(server: ServerProcess) -> None:
+    out = gp(server, "runs", "show", "r-0000000000", check=False)
+    assert out.returncode == 1 and "hint: list your runs with gpuplat runs list" in out.stderr
+    assert "/gpuplat/api" not in out.stderr
+
+
+@pytest.mark.parametrize(
+    ("option", "near"),
+    [
+        (["--preset", "singel-gpu"], "unknown preset 'singel-gpu'; did you mean single-gpu?"),
+        (["-q", "team-a-trian"], "unknown queue 'team-a-trian'; did you mean team-a-train?"),
+        (["-p", "team-aa"], "project 'team-aa' not found; did you mean team-a?"),
+    ],
+)
+def test_did_you_mean_for_the_names_the_server_offers(server: ServerProcess, option: list[str], near: str) -> None:
+    args = option if option[0] == "-p" else ["-p", "team-a", *option]
+    out = gp(server, "submit", *args, "--", "true", check=False)
+    assert out.returncode == 1 and f"gpuplat: {near}\n" in out.stderr

@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 from jupyter_gpuplat.cli import HANDED_OVER, build_parser
+from jupyter_gpuplat.cli_base import cli_words
 from jupyter_gpuplat.cli_tables import resources_text, table
 from jupyter_gpuplat.runedits import parse_params, resubmit_body
 
@@ -266,3 +267,9 @@ def test_config_validate_answers_json_with_the_flag_before_or_after() -> None:
         out = cli(*argv)
         assert out.returncode == 0, out.stderr
         assert json.loads(out.stdout) == {"file": example, "valid": True, "queues": 3, "presets": 3, "projects": 2}
+
+
+def test_api_calls_in_hints_read_as_cli_commands() -> None:
+    assert cli_words("list your runs with GET /gpuplat/api/runs") == "list your runs with gpuplat runs list"
+    assert cli_words("see GET runs/{id}/explain; GET queues") == "see gpuplat runs explain ID; gpuplat queues"
+    assert cli_words("list outputs with GET runs/{id}/outputs") == "list outputs with GET runs/{id}/outputs"
