@@ -166,7 +166,11 @@ const plugin: JupyterFrontEndPlugin<void> = {
     panel.eventReceived.connect((_, ev) => sessions.onEvent(ev));
     panel.streamReady.connect(() => sessions.onReady());
     panel.notifier.ignore = id => sessions.owns(id);
-    void panel.start().then(() => (sessions.user = panel.whoami?.user ?? ''));
+    // Also when it failed: a notebook reopened on a session kernel waits for the user to decide.
+    void panel.start().then(
+      () => (sessions.user = panel.whoami?.user ?? ''),
+      () => (sessions.user = '')
+    );
     app.docRegistry.addWidgetExtension('Notebook', {
       createNew: (widget, context) => sessions.createNew(widget as unknown as INotebookLike, context)
     });

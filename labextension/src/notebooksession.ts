@@ -79,7 +79,7 @@ export class NotebookSession {
 
   /** The lease ended and the notebook offers a new one (it leases only when asked). */
   get offering(): boolean {
-    return this._held && this._offer;
+    return this._held && this._offer && this.run !== null && isFinal(this.run.status);
   }
 
   /** The kernel picker the user asked for from our prompt: let it through. */
@@ -96,7 +96,7 @@ export class NotebookSession {
     this._release();
     this._askedFor = null;
     this._render();
-    this._sc.changeKernel({ name }).catch(error => console.warn(`gpuplat: ${this.name}: kernel start failed`, error));
+    this._startKernel(name);
   }
 
   /** A cell was run in a notebook whose session ended: ask before leasing again. */
@@ -353,7 +353,7 @@ export class NotebookSession {
 
   /** Admitted while the notebook has no kernel (its start gave up waiting): start it again. */
   private _maybeConnect(): void {
-    if (this.offering || !shouldConnect(this.run, this._kernelState(), this._triedFor) || !this.run) {
+    if (this._deciding || this.offering || !shouldConnect(this.run, this._kernelState(), this._triedFor) || !this.run) {
       return;
     }
     const name = this._lastSpec ?? specOfRun(this._ctrl.specs(), this.run)?.name;
@@ -361,7 +361,7 @@ export class NotebookSession {
       return;
     }
     this._triedFor = this.run.id;
-    this._sc.changeKernel({ name }).catch(error => console.warn(`gpuplat: ${this.name}: kernel start failed`, error));
+    this._startKernel(name);
   }
 
   // ---- notifications ----------------------------------------------------------------------
@@ -517,6 +517,7 @@ export class NotebookSession {
       return;
     }
     this._hold();
+    this._deciding = true;
     void this._decide(name);
   }
 
@@ -529,6 +530,7 @@ export class NotebookSession {
       latest = null; // not reachable: as before (the kernel start says what is wrong)
     }
     await this._sc.ready;
+    this._deciding = false;
     if (this._disposed) {
       return;
     }
@@ -542,8 +544,24 @@ export class NotebookSession {
     }
     this._release();
     if (!this._sc.session?.kernel && !STARTING.has(this._sc.kernelDisplayStatus)) {
-      this._sc.changeKernel({ name }).catch(error => console.warn(`gpuplat: ${this.name}: kernel start failed`, error));
+      this._startKernel(name);
     }
+  }
+
+  /**
+   * One kernel start at a time from here: JupyterLab shuts down the session of a start another
+   * one pre-empted, and shutting a session kernel down ends its lease (KernelShutdown), which
+   * the kernel of the other start shares.
+   */
+  private _startKernel(name: string): void {
+    if (this._startInFlight) {
+      return;
+    }
+    this._startInFlight = true;
+    this._sc
+      .changeKernel({ name })
+      .catch(error => console.warn(`gpuplat: ${this.name}: kernel start failed`, error))
+      .finally(() => (this._startInFlight = false));
   }
 
   /** JupyterLab starts no kernel for this notebook by itself (restored, or a cell run with none). */
@@ -593,6 +611,8 @@ export class NotebookSession {
   private _saved: { shouldStart?: boolean; autoStartDefault?: boolean } = {};
   private _prompting = false;
   private _pickerAllowed = false;
+  private _deciding = false;
+  private _startInFlight = false;
 }
 
 /** What an event said of a run that a slower re-read must not undo. */

@@ -19,7 +19,7 @@ from . import test_sessions
 from .conftest import SHOW_SIDEBAR, Lab
 from .test_sessions import BAR, FINAL, SIDEBAR, stop_all
 
-session_page = test_sessions.page  # its `page` fixture (JupyterLab on the session server, ?reset)
+session_page = test_sessions.page  # its `page` fixture, here by this name (JupyterLab on the session server, ?reset)
 
 TOASTS = ".Toastify__toast"
 
@@ -57,7 +57,10 @@ def run_in_first_cell(page: Any, code: str) -> None:
     page.keyboard.press("Control+Enter")
 
 
-def test_a_reload_leases_nothing_for_an_ended_session_and_reattaches_a_live_one(session_lab: Lab, page: Any) -> None:
+def test_a_reload_leases_nothing_for_an_ended_session_and_reattaches_a_live_one(
+    session_lab: Lab, session_page: Any
+) -> None:
+    page = session_page
     lab = session_lab
     stop_all(lab)
     write_notebook(lab, "ended.ipynb", "quick")
@@ -100,7 +103,8 @@ def test_a_reload_leases_nothing_for_an_ended_session_and_reattaches_a_live_one(
     stop_all(lab)
 
 
-def test_a_cell_run_after_the_session_ended_asks_before_leasing(session_lab: Lab, page: Any) -> None:
+def test_a_cell_run_after_the_session_ended_asks_before_leasing(session_lab: Lab, session_page: Any) -> None:
+    page = session_page
     lab = session_lab
     stop_all(lab)
     write_notebook(lab, "cell.ipynb", "notebook")
@@ -136,7 +140,8 @@ def test_a_cell_run_after_the_session_ended_asks_before_leasing(session_lab: Lab
     stop_all(lab)
 
 
-def test_one_notice_per_session_updated_in_place_that_closes_itself(session_lab: Lab, page: Any) -> None:
+def test_one_notice_per_session_updated_in_place_that_closes_itself(session_lab: Lab, session_page: Any) -> None:
+    page = session_page
     lab = session_lab
     stop_all(lab)
     # alice may hold one interactive session: the notebook's lease waits behind this one.
