@@ -101,7 +101,7 @@ def sweep_lines(r: dict[str, Any]) -> list[str]:
     lines = record_lines(r)
     params = ", ".join(matrix.get("params") or {}) or f"{len(matrix.get('values') or [])} given param sets"
     lines.append(f"matrix: {matrix.get('kind')} over {params}")
-    lines.append(f"children: {children_text(r)}")
+    lines.append(children_text(r))  # "6 children: 4 succeeded, 2 running"
     lines.append(
         concurrency_text(r)
         + (f", max_failures {matrix['max_failures']}" if matrix.get("max_failures") is not None else "")

@@ -25,13 +25,14 @@ import os
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-__all__ = ["SEP", "cell_label", "label_runs", "params_text", "run_name"]
+__all__ = ["SEP", "cell_label", "label_runs", "params_text", "run_name", "value_text"]
 
 SEP = " · "
 MAX_NAME = 128  # the service's limit on a run name
 
 
-def _value(v: Any) -> str:
+def value_text(v: Any) -> str:
+    """A param or metric value as people read it: floats to 6 significant digits (0.3, not 0.30000000000000004)."""
     if isinstance(v, str):
         return v
     if isinstance(v, float):
@@ -43,7 +44,7 @@ def params_text(params: Mapping[str, Any] | None, keys: Sequence[str] | None = N
     """`lr=0.03, batch=64` (only `keys`, when given)."""
     items = params or {}
     chosen = [k for k in (keys if keys is not None else list(items)) if k in items]
-    return ", ".join(f"{k}={_value(items[k])}" for k in chosen)
+    return ", ".join(f"{k}={value_text(items[k])}" for k in chosen)
 
 
 def cell_index(notebook: str, cell_id: str) -> int | None:
@@ -92,7 +93,7 @@ def label_runs(runs: Sequence[Mapping[str, Any]], differ: Sequence[str] | None =
     """
     if differ is None:
         keys = sorted({k for r in runs for k in (r.get("params") or {})})
-        differ = [k for k in keys if len({_value((r.get("params") or {}).get(k)) for r in runs}) > 1]
+        differ = [k for k in keys if len({value_text((r.get("params") or {}).get(k)) for r in runs}) > 1]
     out: dict[str, str] = {}
     for r in runs:
         params = r.get("params") or {}

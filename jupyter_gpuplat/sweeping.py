@@ -14,6 +14,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from . import runnames
 from .core.errors import InvalidInput
 from .core.status import Status
 
@@ -110,7 +111,7 @@ def done_count(run: Mapping[str, Any]) -> int:
 
 
 def params_text(params: Mapping[str, Any] | None) -> str:
-    return ", ".join(f"{k}={v}" for k, v in (params or {}).items())
+    return runnames.params_text(params)  # the magics' names format values the same way
 
 
 def best_text(run: Mapping[str, Any]) -> str:
@@ -119,7 +120,7 @@ def best_text(run: Mapping[str, Any]) -> str:
     if not best:
         return ""
     metric = ((run.get("matrix") or {}).get("objective") or {}).get("metric") or "value"
-    return f"best {best['id']} {metric}={best.get('value')} ({params_text(best.get('params'))})"
+    return f"best {best['id']} {metric}={runnames.value_text(best.get('value'))} ({params_text(best.get('params'))})"
 
 
 def concurrency_text(run: Mapping[str, Any]) -> str:

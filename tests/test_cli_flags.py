@@ -17,8 +17,10 @@ import pytest
 
 from jupyter_gpuplat.cli import HANDED_OVER, build_parser
 from jupyter_gpuplat.cli_base import cli_words
+from jupyter_gpuplat.cli_sweeps import sweep_lines
 from jupyter_gpuplat.cli_tables import resources_text, table
 from jupyter_gpuplat.runedits import parse_params, resubmit_body
+from jupyter_gpuplat.sweeping import params_text as sweep_params_text
 
 ROOT = Path(__file__).resolve().parents[1]
 # Nothing listens here: each case below must be decided before any request.
@@ -273,3 +275,18 @@ def test_api_calls_in_hints_read_as_cli_commands() -> None:
     assert cli_words("list your runs with GET /gpuplat/api/runs") == "list your runs with gpuplat runs list"
     assert cli_words("see GET runs/{id}/explain; GET queues") == "see gpuplat runs explain ID; gpuplat queues"
     assert cli_words("list outputs with GET runs/{id}/outputs") == "list outputs with GET runs/{id}/outputs"
+
+
+def test_sweeps_show_says_children_once_and_reads_numbers_as_people_do() -> None:
+    sweep = {
+        "id": "r-1",
+        "status": "running",
+        "children": {"total": 6, "by_status": {"succeeded": 4, "running": 2}},
+        "matrix": {"kind": "grid", "params": {"lr": {}}, "objective": {"metric": "val_loss"}},
+        "concurrency": 2,
+        "best": {"id": "r-2", "params": {"lr": 0.30000000000000004}, "value": 0.12345678912},
+    }
+    lines = sweep_lines(sweep)
+    assert "6 children: 2 running, 4 succeeded" in lines and not any("children: 6" in x for x in lines)
+    assert "best r-2 val_loss=0.123457 (lr=0.3)" in lines
+    assert sweep_params_text({"lr": 0.1 + 0.2, "k": 2, "tag": "v1"}) == "lr=0.3, k=2, tag=v1"

@@ -294,7 +294,7 @@ def test_cli_submit_grid_then_sweeps_update_show_stop(server: ServerProcess, gat
 
         show = server.gpuplat("sweeps", "show", sweep_id).stdout
         assert f"id: {sweep_id}" in show and "matrix: grid over lr, batch" in show
-        assert re.search(r"children: 4 children: 2 queued, .*2 (dispatched|starting|running)", show), show
+        assert re.search(r"\n4 children: 2 queued, .*2 (dispatched|starting|running)", show), show
         assert "concurrency 2, max_failures 2" in show and "best: none yet" in show
         assert "ConcurrencyChanged" in show and "SweepPaused" in show and "SweepResumed" in show
 
@@ -345,7 +345,7 @@ def test_cli_mapping_sweep_with_an_objective_shows_its_best_child(server: Server
     assert best["params"] == {"lr": 0.01} and best["value"] == pytest.approx(0.1)
     show = server.gpuplat("sweeps", "show", sweep["id"]).stdout
     assert f"best {best['id']} loss={best['value']} (lr=0.01)" in show
-    assert "children: 3 children: 3 succeeded" in show and "matrix: mapping over 3 given param sets" in show
+    assert "\n3 children: 3 succeeded" in show and "matrix: mapping over 3 given param sets" in show
     table = show[show.index("\nchildren:\n") :].splitlines()[2:]
     assert table[0].split() == ["ID", "STATUS", "PARAMS", "MESSAGE"]
     assert sorted(line.split()[1:3] for line in table[1:]) == [["succeeded", f"lr={v}"] for v in (0.01, 0.1, 0.3)]
