@@ -147,3 +147,9 @@ def test_did_you_mean_for_the_names_the_server_offers(server: ServerProcess, opt
     args = option if option[0] == "-p" else ["-p", "team-a", *option]
     out = gp(server, "submit", *args, "--", "true", check=False)
     assert out.returncode == 1 and f"gpuplat: {near}\n" in out.stderr
+
+
+def test_a_value_out_of_range_is_told_its_limit_not_every_field(server: ServerProcess) -> None:
+    out = gp(server, "submit", "-p", "team-a", "--gpus", "1000000", "--", "true", check=False)
+    assert out.returncode == 1 and "resources.gpu: must be <= 1024" in out.stderr
+    assert "hint: resources.gpu: at most 1024 (asked 1000000)" in out.stderr and "fields allowed" not in out.stderr

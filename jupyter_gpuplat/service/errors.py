@@ -122,7 +122,30 @@ def from_validation(exc: ValidationError, model: Any) -> GpuPlatError:
     hint = f"fields allowed: {fields}"
     if all(e["loc"] and e["loc"][0] == "matrix" for e in exc.errors()):
         hint = MATRIX_HINT  # the matrix's own vocabulary says more than the request's field list
+    bounds = bound_hints(exc)
+    if bounds and not any(e["type"] == "extra_forbidden" for e in exc.errors()):
+        hint = "; ".join(bounds)  # a value out of range: the limit that refused it, not the list of fields
     return InvalidInput("invalid request: " + "; ".join(msgs), hint, code="InvalidRequest")
+
+
+# pydantic's bound errors: the ctx key holding the limit, and how the hint says it
+BOUNDS = {
+    "less_than_equal": ("le", "at most"),
+    "less_than": ("lt", "less than"),
+    "greater_than_equal": ("ge", "at least"),
+    "greater_than": ("gt", "more than"),
+}
+
+
+def bound_hints(exc: ValidationError) -> list[str]:
+    """`resources.gpu: at most 1024 (asked 1000000)` for each value outside its field's bounds."""
+    out = []
+    for e in exc.errors():
+        if e["type"] in BOUNDS and e.get("ctx"):
+            key, words = BOUNDS[e["type"]]
+            loc = tuple(p for p in e["loc"] if not (isinstance(p, str) and "function-" in p))
+            out.append(f"{format_loc(loc)}: {words} {e['ctx'][key]} (asked {e['input']!r})")
+    return out
 
 
 MATRIX_HINT = (
