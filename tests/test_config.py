@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from jupyter_gpuplat.core.config import PlatformConfig, dump_config, load_config_text, parse_config
+from jupyter_gpuplat.core.config import PlatformConfig, dump_config, load_config_text, named_paths, parse_config
 from jupyter_gpuplat.core.errors import ConfigErrors
 from jupyter_gpuplat.core.resources import Quota
 
@@ -167,7 +167,7 @@ SHAPE_CASES = [
     pytest.param(
         {"presets": [{"name": "p", "kind": "thing", "resources": {"cpu": "abc", "memory": "1Zi"}}]},
         [
-            "presets[0].kind: must be one of 'job', 'session' or 'sweep'",
+            "presets[0].kind: must be one of 'job' or 'session'",
             "presets[0].resources.cpu: invalid cpu quantity 'abc': use cores (2, 0.5) or millicores ('500m')",
             f"presets[0].resources.memory: invalid memory quantity '1Zi': {MEM_HINT}",
         ],
@@ -350,12 +350,28 @@ def test_cross_reference_errors(data: dict[str, Any], expected: list[str]) -> No
     assert errors_of(data) == expected
 
 
-def test_cross_references_checked_only_after_shape_is_valid() -> None:
-    # A shape error stops before cross-checks: the unknown queue is not reported yet.
-    errors = errors_of(
-        {"queues": [{"name": "a", "priority": "high"}], "projects": [{"name": "x", "default_queue": "b"}]}
-    )
-    assert errors == ["queues[0].priority: Input should be a valid integer, unable to parse string as an integer"]
+def test_every_error_at_once_shape_roles_and_references() -> None:
+    """One validation names every problem (docs/platform-config.md), not schema errors first and the
+    references on the next try; a broken item's other fields are still checked, and a name stays known."""
+    data = {
+        "queues": [{"name": "a", "priority": "high"}],
+        "presets": [{"name": "p", "queue": "nope", "resources": {"gpu": -1}}],
+        "projects": [
+            {"name": "x", "default_queue": "b", "members": {"u": "boss"}},
+            {"name": "y", "allowed_queues": ["a"], "allowed_presets": ["p", "q"]},
+        ],
+    }
+    errors = errors_of(data)
+    assert errors == [
+        "queues[0].priority: Input should be a valid integer, unable to parse string as an integer",
+        "presets[0].resources.gpu: must be >= 0",
+        "projects[0].members.u: must be one of 'viewer', 'member' or 'admin'",
+        "presets[0].queue: unknown queue 'nope' (known: a)",
+        "projects[0].default_queue: unknown queue 'b' (known: a)",
+        "projects[1].allowed_presets[1]: unknown preset 'q' (known: p)",
+    ]
+    assert named_paths(errors, data)[2] == "projects[0] (x).members.u: must be one of 'viewer', 'member' or 'admin'"
+    assert named_paths(["(yaml): bad", "queues[5].x: y"], data) == ["(yaml): bad", "queues[5].x: y"]
 
 
 @pytest.mark.parametrize(
@@ -371,3 +387,37 @@ def test_cross_references_checked_only_after_shape_is_valid() -> None:
 )
 def test_valid_documents(data: dict[str, Any]) -> None:
     assert isinstance(parse_config(data), PlatformConfig)
+
+
+def test_a_preset_pinned_to_a_queue_the_project_may_not_use() -> None:
+    """Listed for the project but on another team's queue: refused by validation when the project names it,
+    and never among the project's usable presets (what submit accepts), so hints and listings agree."""
+    from jupyter_gpuplat.core.policy import allowed_presets
+
+    base = {
+        "queues": [{"name": "a"}, {"name": "b"}],
+        "presets": [{"name": "on-b", "queue": "b"}, {"name": "free"}],
+    }
+    errors = errors_of({**base, "projects": [{"name": "x", "allowed_queues": ["a"], "allowed_presets": ["on-b"]}]})
+    assert errors == [
+        "projects[0].allowed_presets[0]: preset 'on-b' runs on queue 'b', which project x may not use "
+        "(allowed queues: a); allow the queue or drop the preset"
+    ]
+    cfg = parse_config({**base, "projects": [{"name": "x", "allowed_queues": ["a"]}]})  # every preset, one queue
+    pr = cfg.project("x")
+    assert pr is not None and allowed_presets(cfg, pr) == ["free"]
+
+
+def test_kind_sweep_is_refused_in_a_config_and_not_offered() -> None:
+    """A sweep is made by a sweep request (docs/sweeps.md), never by a preset's kind: the refusal says so,
+    and the list of kinds a preset may name leaves it out."""
+    with pytest.raises(ConfigErrors) as err:
+        parse_config({"presets": [{"name": "p", "kind": "sweep"}]})
+    assert (err.value.status, err.value.code) == (422, "NotImplemented")
+    assert err.value.errors == [
+        "presets[0].kind: kind 'sweep' is made by a run request with a `matrix` (docs/sweeps.md), "
+        "not by a preset, the defaults or a run's kind; remove it"
+    ]
+    assert errors_of({"presets": [{"name": "p", "kind": "batch"}]}) == [
+        "presets[0].kind: must be one of 'job' or 'session'"
+    ]

@@ -13,7 +13,7 @@ from jupyter_gpuplat.core.errors import ConfigErrors
 @pytest.mark.parametrize(
     ("preset", "named"),
     [
-        ({"name": "w", "kind": "sweep"}, "presets[0].kind: kind 'sweep' is not implemented in this release"),
+        ({"name": "w", "kind": "sweep"}, "presets[0].kind: kind 'sweep' is made by a run request with a `matrix`"),
     ],
 )
 def test_config_refuses_unimplemented_with_422(preset: dict[str, Any], named: str) -> None:
@@ -27,13 +27,13 @@ def test_a_shape_error_beside_it_stays_a_400() -> None:
     with pytest.raises(ConfigErrors) as err:
         parse_config({"presets": [{"name": "s", "kind": "sweep", "resources": {"gpu": -1}}]})
     assert err.value.status == 400
-    assert "kind 'sweep' is not implemented" in err.value.message and "resources.gpu" in err.value.message
+    assert "kind 'sweep' is made by a run request" in err.value.message and "resources.gpu" in err.value.message
 
 
 @pytest.mark.parametrize(
     ("field", "named"),
     [
-        ({"kind": "sweep"}, "kind 'sweep' is not implemented in this release (it comes with sweeps)"),
+        ({"kind": "sweep"}, "kind 'sweep' is made by a run request with a `matrix` (docs/sweeps.md)"),
     ],
 )
 async def test_runs_and_previews_refuse_unimplemented(api: Any, field: dict[str, Any], named: str) -> None:
@@ -48,7 +48,7 @@ async def test_runs_and_previews_refuse_unimplemented(api: Any, field: dict[str,
 async def test_admin_preset_write_refuses_unimplemented_and_changes_nothing(api: Any) -> None:
     before = await api.ok("GET", "config", "ops")
     code, err = await api("PUT", "presets/sw", "ops", {"name": "sw", "kind": "sweep"})
-    assert code == 422 and "kind 'sweep' is not implemented" in err["error"]["message"]
+    assert code == 422 and "kind 'sweep' is made by a run request" in err["error"]["message"]
     config = dict(before["config"])
     config["presets"] = [*config["presets"], {"name": "sw2", "kind": "sweep"}]
     code, err = await api("PUT", "config", "ops", {"config": config})

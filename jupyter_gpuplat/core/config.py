@@ -210,8 +210,13 @@ def validation_messages(exc: ValidationError, model: type[BaseModel] | None = No
     return list(seen.values())
 
 
+SECTIONS = ("queues", "presets", "projects", "connections")
+# A stand-in for an item with schema errors: its name stays known to the reference checks, nothing else.
+_STAND_IN: dict[str, dict[str, Any]] = {"connections": {"kind": "git", "url": "-"}}
+
+
 def parse_config(data: Any) -> PlatformConfig:
-    """Validate a loaded YAML document: shape first, then cross-references."""
+    """Validate a loaded YAML document: every error at once, the shape's and the cross-references'."""
     if data is None:
         data = {}
     if not isinstance(data, dict):
@@ -219,8 +224,13 @@ def parse_config(data: Any) -> PlatformConfig:
     try:
         cfg = PlatformConfig.model_validate(data)
     except ValidationError as exc:
-        err = ConfigErrors(validation_messages(exc))
-        if all(e["type"] == NOT_IMPLEMENTED for e in exc.errors()):
+        schema = validation_messages(exc)
+        # The references are checked too, on the document with each broken item replaced by its name
+        # alone: one run of `config validate` names every problem, not one round at a time.
+        patched = _without_broken(data, exc)
+        refs = [e for e in cross_check(patched) if e not in schema] if patched is not None else []
+        err = ConfigErrors(schema + refs)
+        if all(e["type"] == NOT_IMPLEMENTED for e in exc.errors()) and not refs:
             # well-formed, but asks for what this release does not do
             err.status, err.code = 422, "NotImplemented"
         raise err from None
@@ -228,6 +238,59 @@ def parse_config(data: Any) -> PlatformConfig:
     if errors:
         raise ConfigErrors(errors)
     return cfg
+
+
+def _without_broken(data: dict[str, Any], exc: ValidationError) -> PlatformConfig | None:
+    """`data` without what has schema errors: an item's broken fields dropped (the item reduced to its name
+    if it still does not validate), other top-level keys with errors dropped."""
+    doc = dict(data)
+    models: dict[str, type[BaseModel]] = {
+        "queues": QueueConfig,
+        "presets": PresetConfig,
+        "projects": ProjectConfig,
+        "connections": ConnectionConfig,
+    }
+    touched: set[tuple[str, int]] = set()
+    for section in SECTIONS:
+        if isinstance(doc.get(section), list):
+            doc[section] = [dict(x) if isinstance(x, dict) else x for x in doc[section]]
+    for e in exc.errors():
+        loc = e["loc"]
+        top = loc[0] if loc else None
+        if top in SECTIONS and isinstance(doc.get(top), list) and len(loc) > 1 and isinstance(loc[1], int):
+            item = doc[str(top)][loc[1]]
+            touched.add((str(top), loc[1]))
+            if isinstance(item, dict) and len(loc) > 2 and isinstance(loc[2], str) and loc[2] != "name":
+                item.pop(loc[2], None)
+        elif isinstance(top, str):
+            doc.pop(top, None)
+    for section, i in touched:
+        item = doc[section][i]
+        try:
+            models[section].model_validate(item)
+        except ValidationError:
+            name = item.get("name") if isinstance(item, dict) else None
+            if not (isinstance(name, str) and re.match(NAME_PATTERN, name)):
+                name = f"invalid.item.{i}"  # an item without a usable name: a placeholder keeps the indexes
+            doc[section][i] = {"name": name, **_STAND_IN.get(section, {})}
+    try:
+        return PlatformConfig.model_validate(doc)
+    except ValidationError:
+        return None
+
+
+def named_paths(errors: list[str], data: Any) -> list[str]:
+    """Each `queues[0].…` path with the item's name after its index (`queues[0] (team-a-train).quota.gpu`)."""
+    out = []
+    for e in errors:
+        m = re.match(r"^(queues|presets|projects|connections)\[(\d+)\]", e)
+        items = data.get(m[1]) if m and isinstance(data, dict) else None
+        i = int(m[2]) if m else 0
+        name = (
+            items[i].get("name") if isinstance(items, list) and i < len(items) and isinstance(items[i], dict) else None
+        )
+        out.append(f"{e[: m.end()]} ({name}){e[m.end() :]}" if m and isinstance(name, str) and name else e)
+    return out
 
 
 def load_config_text(text: str) -> PlatformConfig:
@@ -291,6 +354,20 @@ def cross_check(cfg: PlatformConfig) -> list[str]:
                 errors.append(
                     f"{where}.default_presets[{j}]: {p!r} is not in the project's allowed presets {allowed_p}"
                 )
+        # A preset the project names (allowed or default) but pinned to a queue it may not use: every run
+        # on it would be refused at submit. (policy.allowed_presets drops the unnamed ones.)
+        allowed_q = (
+            pr.allowed_queues if pr.allowed_queues is not None else (None if not cfg.restrict_by_default else [])
+        )
+        for field, names in (("allowed_presets", pr.allowed_presets or []), ("default_presets", pr.default_presets)):
+            for j, p in enumerate(names):
+                pinned = cfg.preset(p)
+                if pinned and pinned.queue in queues and allowed_q is not None and pinned.queue not in allowed_q:
+                    errors.append(
+                        f"{where}.{field}[{j}]: preset {p!r} runs on queue {pinned.queue!r}, which project "
+                        f"{pr.name} may not use (allowed queues: {', '.join(allowed_q) or 'none'}); "
+                        f"allow the queue or drop the preset"
+                    )
         if pr.default_queue and pr.allowed_queues is None and cfg.restrict_by_default:
             errors.append(
                 f"{where}.default_queue: restrict_by_default is true and the project lists no allowed_queues, "

@@ -200,9 +200,17 @@ def allowed_queues(cfg: PlatformConfig, pr: ProjectConfig) -> list[str]:
 
 
 def allowed_presets(cfg: PlatformConfig, pr: ProjectConfig) -> list[str]:
+    """The presets a project may use (its `usable_presets`, what submit accepts and what hints offer).
+
+    A preset pinned to a queue the project may not use is not among them: a run on it could only be
+    refused. (Config validation refuses one a project lists or defaults to; this drops the rest.)
+    """
     if pr.allowed_presets is not None:
-        return list(pr.allowed_presets)
-    return [] if cfg.restrict_by_default else [p.name for p in cfg.presets]
+        names = list(pr.allowed_presets)
+    else:
+        names = [] if cfg.restrict_by_default else [p.name for p in cfg.presets]
+    queues = set(allowed_queues(cfg, pr))
+    return [n for n in names if (p := cfg.preset(n)) is None or not p.queue or p.queue in queues]
 
 
 # ---- resolution ------------------------------------------------------------

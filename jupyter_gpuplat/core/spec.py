@@ -15,13 +15,14 @@ from .resources import MAX_GPU, Resources, parse_cpu, parse_memory
 
 NAME_PATTERN = r"^[a-z0-9]([a-z0-9._-]{0,61}[a-z0-9])?$"
 NAME_HINT = "lowercase letters, digits, '.', '_' and '-', 1-63 characters, starting and ending alphanumeric"
-Kind = Literal["job", "session", "sweep"]
+Kind = Literal["job", "session", "sweep"]  # a run record's kind
+# The kinds a spec layer (org defaults, a preset, a run request's `kind`) may name. A sweep is a run
+# record's kind too, but only a request with a `matrix` makes one (docs/sweeps.md): named as a
+# layer's kind it is refused (NOT_IMPLEMENTED's 422), never accepted and ignored.
+SpecKind = Literal["job", "session"]
 DEFAULT_KIND = "job"  # a spec, preset or request that names no kind is a job
-# What runs today. A kind or field the platform would silently ignore is refused instead
-# (error type NOT_IMPLEMENTED, a 422), until the release that implements it.
 IMPLEMENTED_KINDS: tuple[str, ...] = ("job", "session")
 NOT_IMPLEMENTED = "not_implemented"
-_COMING = {"sweep": "sweeps"}
 
 
 def not_implemented(what: str, comes_with: str) -> PydanticCustomError:
@@ -141,7 +142,7 @@ class Security(_Strict):
 class PartialSpec(_Strict):
     """Every field optional: what one layer contributes."""
 
-    kind: Kind | None = None
+    kind: SpecKind | None = None
     queue: Text | None = Field(default=None, max_length=63)
     resources: ResourcesSpec | None = None
     placement: Placement | None = None
@@ -153,11 +154,15 @@ class PartialSpec(_Strict):
     termination: Termination | None = None
     security: Security | None = None
 
-    @field_validator("kind")
+    @field_validator("kind", mode="before")
     @classmethod
-    def _kind_implemented(cls, v: str | None) -> str | None:
-        if v is not None and v not in IMPLEMENTED_KINDS:
-            raise not_implemented(f"kind {v!r}", _COMING.get(v, "a later release"))
+    def _kind_of_a_layer(cls, v: Any) -> Any:
+        if v == "sweep":
+            raise PydanticCustomError(
+                NOT_IMPLEMENTED,
+                "kind 'sweep' is made by a run request with a `matrix` (docs/sweeps.md), not by a preset, "
+                "the defaults or a run's kind; remove it",
+            )
         return v
 
     @field_validator("env", mode="before")
