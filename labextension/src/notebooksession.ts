@@ -45,7 +45,6 @@ export class NotebookSession {
     if (!panel.toolbar.insertBefore('spacer', TOOLBAR_ITEM, this.bar)) {
       panel.toolbar.addItem(TOOLBAR_ITEM, this.bar);
     }
-    this.bar.node.dataset.notebook = _context.path;
     const sc = this._sc;
     // A kernel named when the notebook was opened (launcher, Start GPU session) is the user's
     // choice; otherwise the kernel comes from the notebook's metadata and waits for the gate.
@@ -379,6 +378,7 @@ export class NotebookSession {
       offer: this.offering
     });
     this.bar.render(view);
+    this.bar.node.dataset.notebook = this._context.path; // which notebook's bar (it follows a rename)
     if (run && isWaiting(run.status) && this.explain !== null) {
       this._notify('waiting');
     }
