@@ -97,7 +97,13 @@ def test_preview_presets_and_config(server: ServerProcess, tmp_path: Path) -> No
     path.write_text(yaml.safe_dump(bad))
     out = gp(server, "config", "validate", str(path), check=False)
     assert out.returncode == 2
-    assert "queues[1].quota.gpu: must be >= 0" in out.stderr and "queues[0].ordering: must be one of" in out.stderr
+    assert "queues[1] (team-b-train).quota.gpu: must be >= 0" in out.stderr
+    assert "queues[0] (team-a-train).ordering: must be one of" in out.stderr
+    missing = gp(server, "config", "validate", str(tmp_path / "nope.yaml"), check=False)
+    assert missing.returncode == 2 and "Traceback" not in missing.stderr
+    assert missing.stderr.strip().splitlines() == [
+        f"gpuplat config: {tmp_path / 'nope.yaml'}: cannot read it (No such file or directory)"
+    ]
     out = gp(server, "--url", server.url, "--token", "tok-ops", "config", "apply", "-f", str(path), check=False)
     assert out.returncode == 2  # refused before it reaches the server
     good = yaml.safe_load(EXAMPLE.read_text())
@@ -105,8 +111,18 @@ def test_preview_presets_and_config(server: ServerProcess, tmp_path: Path) -> No
     path.write_text(yaml.safe_dump(good))
     denied = gp(server, "config", "apply", "-f", str(path), check=False)  # alice is not a platform admin
     assert denied.returncode == 1 and "not a platform admin" in denied.stderr
-    applied = gp(server, "--url", server.url, "--token", "tok-ops", "config", "apply", "-f", str(path)).stdout
-    assert "applied as config version" in applied
+    version = server.ok("GET", "config", "ops")["version"]
+    ops = ("--url", server.url, "--token", "tok-ops")
+    plan = gp(server, *ops, "config", "plan", "-f", str(path)).stdout
+    assert plan.splitlines() == [
+        f"{path}: plan against config version {version} (nothing applied)",
+        "  ~ queue interactive: changed",
+        "      concurrency: 4 -> 6",
+    ]
+    assert gp(server, *ops, "config", "apply", "--dry-run", "-f", str(path)).stdout == plan
+    assert server.ok("GET", "config", "ops")["version"] == version  # a plan applies nothing
+    applied = gp(server, *ops, "config", "apply", "-f", str(path)).stdout
+    assert "applied as config version" in applied and "      concurrency: 4 -> 6" in applied
     assert server.ok("GET", "config", "ops")["config"]["queues"][2]["concurrency"] == 6
 
 

@@ -251,6 +251,20 @@ def test_a_cell_sent_before_the_kernel_is_reported_ready_keeps_the_lease_busy(sr
     a_cell_sent_at_once_is_not_culled(srv, srv, answer.json()["kernel"]["id"], lease["id"], 3)
 
 
+def test_only_the_lease_s_own_kernel_ends_it_by_shutting_down(srv: ServerProcess) -> None:
+    """Shutting down a kernel the lease has moved on from (an older start for the same notebook) leaves it running."""
+    answer = start_kernel(srv, "owned.ipynb", "gpuplat-notebook")
+    assert answer.status_code == 201, answer.text
+    kid = answer.json()["kernel"]["id"]
+    lease = session_of(srv, "owned.ipynb")
+    until(lambda: session_of(srv, "owned.ipynb")["session"]["kernel_id"] == kid, "the kernel reported ready")
+    srv.ok("POST", f"runs/{lease['id']}/kernel", body={"event": "shutdown", "kernel_id": "an-older-kernel"})
+    assert srv.ok("GET", f"runs/{lease['id']}")["status"] == "running"
+    r = requests.delete(srv.url + f"api/kernels/{kid}", headers=headers(srv), timeout=60)
+    assert r.status_code == 204
+    assert srv.wait_status(lease["id"], "stopped")["reason"] == "KernelShutdown"
+
+
 def test_restart_and_interrupt_stay_inside_the_lease_and_shutdown_ends_it(srv: ServerProcess) -> None:
     answer = start_kernel(srv, "restart.ipynb")
     assert answer.status_code == 201

@@ -123,6 +123,8 @@ class Sessions:
         elif event == "idle":
             lease.busy, lease.last_activity, lease.warned = False, now, False
         elif event == "shutdown":
+            if kernel_id and lease.kernel_id and kernel_id != lease.kernel_id:
+                return  # a kernel the lease has moved on from (the notebook's newer kernel holds it now)
             self.ender.end(a, Reason.KERNEL_SHUTDOWN, f"the kernel was shut down; {devices} returned", a.user)
             return
         self._arm(lease)
