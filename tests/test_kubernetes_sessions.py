@@ -417,7 +417,8 @@ def session_of(srv: ServerProcess, notebook: str) -> dict[str, Any]:
     return found[0]
 
 
-def test_a_notebook_kernel_runs_in_a_pod_and_an_unplaceable_one_says_why(tmp_path: Path) -> None:
+def pod_kernel_server(tmp_path: Path) -> tuple[EmulatedCluster, ServerProcess]:
+    """An emulated cluster with one 1-GPU node and a real server whose sessions run there (not started)."""
     cluster = deployed_cluster(local_processes=True)
     cluster.add_node("gpu-1", gpus=1)
     srv = ServerProcess(
@@ -428,6 +429,11 @@ def test_a_notebook_kernel_runs_in_a_pod_and_an_unplaceable_one_says_why(tmp_pat
             "KubernetesExecutor": executor_config(cluster, tmp_path, tmp_path / "artifacts"),
         },
     )
+    return cluster, srv
+
+
+def test_a_notebook_kernel_runs_in_a_pod_and_an_unplaceable_one_says_why(tmp_path: Path) -> None:
+    cluster, srv = pod_kernel_server(tmp_path)
     try:
         (tmp_path / NB).mkdir(parents=True)
         srv.start()
@@ -477,16 +483,7 @@ def test_a_notebook_kernel_runs_in_a_pod_and_an_unplaceable_one_says_why(tmp_pat
 
 
 def test_a_pod_kernel_s_cell_sent_before_ready_keeps_the_lease_busy(tmp_path: Path) -> None:
-    cluster = deployed_cluster(local_processes=True)
-    cluster.add_node("gpu-1", gpus=1)
-    srv = ServerProcess(
-        tmp_path,
-        config_file=SESSIONS_CONFIG,
-        extra_config={
-            "GpuPlat": {"executor_class": "jupyter_gpuplat.executors.kubernetes.KubernetesExecutor"},
-            "KubernetesExecutor": executor_config(cluster, tmp_path, tmp_path / "artifacts"),
-        },
-    )
+    cluster, srv = pod_kernel_server(tmp_path)
     try:
         (tmp_path / NB).mkdir(parents=True)
         srv.start()

@@ -11,7 +11,6 @@ import json
 import os
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -25,7 +24,6 @@ from jupyter_gpuplat.service.store_owner import Me, client_of
 
 from .conftest import EXAMPLE
 from .server import ServerProcess
-from .waiting import POLL_SECONDS
 
 
 class Store:
@@ -90,17 +88,6 @@ def own_token_call(srv: ServerProcess, path: str) -> tuple[int, Any]:
     """A request with the server's own token (kernels, the CLI): the server's owner."""
     r = requests.get(f"{srv.url}gpuplat/api/{path}", headers={"Authorization": f"token {srv.token}"}, timeout=30)
     return r.status_code, r.json()
-
-
-def wait_until(cond: Any, timeout: float, what: str) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = cond()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(POLL_SECONDS)  # polling a condition with a deadline
 
 
 def test_two_servers_started_at_once_have_one_dispatcher(store: Store) -> None:
