@@ -124,7 +124,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.cmd == "config":
             args.file = args.file_opt or args.file
             if not args.file:
-                parser.error("config needs a file: gpuplat config validate FILE / gpuplat config apply -f FILE")
+                parser.error("config needs a file: gpuplat config validate|plan|apply -f FILE")
         rc = HANDLERS[args.cmd](args)
         sys.stdout.flush()  # here, not at exit: a closed pipe (gpuplat runs list | head) is answered below
         return rc

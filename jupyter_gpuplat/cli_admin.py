@@ -61,11 +61,16 @@ def add_platform(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
     )
     k.add_argument("--python", help="--local: LocalExecutor.python, the runs' interpreter (default: this one)")
 
-    c = sub.add_parser("config", parents=parents, help="validate or apply a platform config")
-    c.add_argument("action", choices=["validate", "apply"], help="validate: check the file; apply: send it")
+    c = sub.add_parser("config", parents=parents, help="validate, plan or apply a platform config")
+    c.add_argument(
+        "action",
+        choices=["validate", "plan", "apply"],
+        help="validate: check the file here; plan: what applying it would change, and the runs it affects "
+        "(on the server, nothing applied); apply: send it, and print what changed",
+    )
     c.add_argument("file", nargs="?", help="the platform config (YAML)")
     c.add_argument("-f", "--file", dest="file_opt", help="the platform config (YAML), as an option")
-    c.add_argument("--dry-run", action="store_true", help="apply: check it on the server, apply nothing")
+    c.add_argument("--dry-run", action="store_true", help="apply: print the plan (as `config plan`), apply nothing")
 
 
 def cmd_queues(args: argparse.Namespace) -> int:
@@ -114,15 +119,26 @@ def cmd_presets(args: argparse.Namespace) -> int:
 
 
 def cmd_config(args: argparse.Namespace) -> int:
-    from .core.config import load_config_text
+    import yaml
+
+    from .core.config import load_config_text, named_paths
+    from .core.config_plan import plan_text
     from .core.errors import ConfigErrors
 
-    text = Path(args.file).read_text()
+    try:
+        text = Path(args.file).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        print(f"gpuplat config: {args.file}: cannot read it ({getattr(exc, 'strerror', None) or exc})", file=sys.stderr)
+        return 2
     try:
         cfg = load_config_text(text)
     except ConfigErrors as exc:
-        print(f"{args.file}: refused, nothing applied", file=sys.stderr)
-        for e in exc.errors:
+        print(f"{args.file}: refused, nothing applied ({len(exc.errors)} error(s))", file=sys.stderr)
+        try:
+            doc = yaml.safe_load(text)
+        except yaml.YAMLError:
+            doc = None
+        for e in named_paths(exc.errors, doc):
             print(f"  {e}", file=sys.stderr)
         return 2
     if args.action == "validate":
@@ -131,11 +147,14 @@ def cmd_config(args: argparse.Namespace) -> int:
         emit(args, {"file": args.file, "valid": True, **counts}, human)
         return 0
     c = connect(args)
-    import yaml
-
-    r = c.request("PUT", "config", {"config": yaml.safe_load(text)}, dry_run="true" if args.dry_run else None)
-    verb = "would apply" if args.dry_run else "applied"
-    emit(args, r, f"{args.file}: {verb} as config version {r['version']}")
+    dry = args.dry_run or args.action == "plan"
+    r = c.request("PUT", "config", {"config": yaml.safe_load(text)}, dry_run="true" if dry else None)
+    plan = r.get("plan") or {}
+    if dry:
+        head = f"{args.file}: plan against config version {r['version']} (nothing applied)"
+    else:
+        head = f"{args.file}: applied as config version {r['version']}"
+    emit(args, r, "\n".join([head, *(f"  {line}" for line in plan_text(plan))]))
     return 0
 
 

@@ -93,5 +93,25 @@ async def test_config_get_and_declarative_apply(api: Any, tmp_path: Path) -> Non
     smaller["projects"] = [p for p in doc["projects"] if p["name"] != "team-b"]
     code, err = await api("PUT", "config", "ops", {"config": smaller})
     assert code == 409 and "team-b-train" in err["error"]["message"]
+    # The dry run says so beforehand, with the run it affects, and what else would change.
+    before = await api.ok("GET", "config", "ops")
+    dry = await api.ok("PUT", "config", "ops", {"config": smaller}, dry_run="true")
+    assert dry["applied"] is False and dry["version"] == before["version"]
+    plan = dry["plan"]
+    assert plan["affects"] == [
+        {
+            "queue": "team-b-train",
+            "runs": [run["id"]],
+            "message": "queue team-b-train is removed but holds 1 running and 0 queued run(s): "
+            "the apply is refused (409) until they end",
+            "refused": True,
+        }
+    ]
+    assert [(c["section"], c["name"], c["change"]) for c in plan["changes"]] == [
+        ("queues", "team-b-train", "removed"),
+        ("projects", "team-b", "removed"),
+    ]
+    assert {m["user"] for m in plan["members"]} == {"dave", "erin", "frank"}
+    assert await api.ok("GET", "config", "ops") == before  # nothing applied
     gate.touch()
     await api.wait_status(run["id"], "succeeded", user="erin")

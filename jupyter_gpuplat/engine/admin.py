@@ -11,6 +11,7 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 from ..core.config import PlatformConfig, PresetConfig, ProjectConfig, QueueConfig, dump_config, parse_config
+from ..core.config_plan import QueueUse, make_plan
 from ..core.errors import Conflict, InvalidInput, NotFound
 from ..core.policy import require_platform_admin, require_project_write
 from .dispatcher import Dispatcher
@@ -71,11 +72,20 @@ class ConfigAdmin:
     # ---- the API's writes, each checked by policy --------------------------------------
     # `body` is read only after the check: who may write is answered before what was written.
     def put_config_as(self, user: str, body: Callable[[], PlatformConfig], *, dry_run: bool = False) -> dict[str, Any]:
-        """Apply a whole config (platform admins); a dry run only validates it."""
+        """Apply a whole config (platform admins), with its plan; a dry run only validates and plans it."""
         require_platform_admin(self.s.cfg, user)
         cfg = body()
+        plan = self.plan(cfg)
         version = self.s.config_version if dry_run else self.apply_config(cfg, source="api", by=user)
-        return {"config": dump_config(cfg), "version": version, "applied": not dry_run}
+        return {"config": dump_config(cfg), "version": version, "applied": not dry_run, "plan": plan}
+
+    def plan(self, cfg: PlatformConfig) -> dict[str, Any]:
+        """What applying `cfg` would change, and the runs it affects now (core/config_plan.py)."""
+        use = {
+            name: QueueUse(list(q.held), [r.id for r in q.ordered_pending()], q.used, dict(q.per_user))
+            for name, q in self.s.queues.items()
+        }
+        return make_plan(self.s.cfg, cfg, use)
 
     def put_queue_as(self, user: str, name: str, body: Callable[[], QueueConfig]) -> int:
         require_platform_admin(self.s.cfg, user)

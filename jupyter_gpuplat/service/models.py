@@ -288,8 +288,13 @@ class ConfigView(_Out):
     """The whole platform config (the YAML's content as JSON) and its version."""
 
     config: dict[str, Any]
-    version: int
+    version: int = Field(description="the config's version: after a PUT the new one; a dry run's is the current one")
     applied: bool | None = Field(default=None, description="PUT only: false for a dry run")
+    plan: dict[str, Any] | None = Field(
+        default=None,
+        description="PUT only: what the config changes (changes, members) and the runs it affects (affects); "
+        "core/config_plan.py",
+    )
 
 
 # ---- preview, outputs, metrics, compare ---------------------------------------------------------

@@ -677,7 +677,10 @@ export interface components {
             config: {
                 [key: string]: unknown;
             };
-            /** Version */
+            /**
+             * Version
+             * @description the config's version: after a PUT the new one; a dry run's is the current one
+             */
             version: number;
             /**
              * Applied
@@ -685,6 +688,14 @@ export interface components {
              * @default null
              */
             applied?: boolean | null;
+            /**
+             * Plan
+             * @description PUT only: what the config changes (changes, members) and the runs it affects (affects); core/config_plan.py
+             * @default null
+             */
+            plan?: {
+                [key: string]: unknown;
+            } | null;
         };
         /** ConnectionConfig */
         ConnectionConfig: {
@@ -1244,7 +1255,7 @@ export interface components {
              * Kind
              * @default null
              */
-            kind?: ("job" | "session" | "sweep") | null;
+            kind?: ("job" | "session") | null;
             /**
              * Queue
              * @default null
@@ -1357,7 +1368,7 @@ export interface components {
              * Kind
              * @default null
              */
-            kind?: ("job" | "session" | "sweep") | null;
+            kind?: ("job" | "session") | null;
             /**
              * Queue
              * @default null
@@ -1416,7 +1427,7 @@ export interface components {
              * Kind
              * @default null
              */
-            kind: ("job" | "session" | "sweep") | null;
+            kind: ("job" | "session") | null;
             /**
              * Queue
              * @default null
@@ -2154,7 +2165,7 @@ export interface components {
              * Kind
              * @default null
              */
-            kind?: ("job" | "session" | "sweep") | null;
+            kind?: ("job" | "session") | null;
             /**
              * Queue
              * @default null
