@@ -9,8 +9,8 @@ import sys
 import time
 from typing import Any
 
-from .cli_base import CLIError, connect, emit
-from .cli_tables import ago, table
+from .cli_base import CLIError, cli_words, connect, emit
+from .cli_tables import ago, spec_rows, table
 from .client import Client
 from .explaining import explanation_text
 from .runedits import parse_params
@@ -149,24 +149,38 @@ def post_run(c: Client, args: argparse.Namespace, body: dict[str, Any]) -> int:
     """Preview or submit `body`, print the verdict or the new run, and follow it with -f."""
     if args.preview:
         p = c.request("POST", "runs/preview", body)
-        human = (
-            json.dumps(p["resolved"], indent=2)
-            + "\n\nset by:\n"
-            + "\n".join(f"  {k}: {v}" for k, v in p["provenance"].items())
-        )
-        v = p["verdict"]
-        human += "\n\nverdict: " + ("allowed" if v["allowed"] else "refused")
-        human += "".join(f"\n  {x['code']}: {x['message']} ({x['hint']})" for x in v["violations"])
-        emit(args, p, human)
-        return 0 if v["allowed"] else 1
+        emit(args, p, preview_text(p))
+        return 0 if p["verdict"]["allowed"] else 1
     run = c.request("POST", "runs", body)
     if run.get("kind") == "sweep":
         emit(args, run, f"{run['id']}  {run['status']}  sweep of {children_text(run)}  {concurrency_text(run)}")
         return 0
-    emit(args, run, f"{run['id']}  {run['status']}  queue {run['queue']}")
+    emit(args, run, f"{run['id']}  {run['status']}  queue {run['queue']}{waits_text(c, run)}")
     if args.follow:
         return follow_logs(c, run["id"])
     return 0
+
+
+def preview_text(p: dict[str, Any]) -> str:
+    """A preview as the submit dialog shows it: the resolved spec as Field / Value / Set by, then the verdict."""
+    v = p["verdict"]
+    lines = [table(spec_rows(p["resolved"], p["provenance"]), ("FIELD", "VALUE", "SET BY")), ""]
+    lines.append("verdict: " + ("allowed" if v["allowed"] else "refused"))
+    lines += [
+        f"  {x['code']}: {x['message']}" + (f" (hint: {cli_words(x['hint'])})" if x.get("hint") else "")
+        for x in v["violations"]
+    ]
+    return "\n".join(lines)
+
+
+def waits_text(c: Client, run: dict[str, Any]) -> str:
+    """What a new run waits for, as the service says it ("  waits: queue … 2/2 runs dispatched, position 1")."""
+    waiting = run.get("waiting")
+    if not waiting or run.get("status") != "queued":
+        return ""
+    ex = c.explain(run["id"])  # its place in the queue; admitted meanwhile, it has none
+    pos = f", position {ex['position']}" if ex.get("position") and ex.get("status") == "queued" else ""
+    return f"  waits: {waiting['message']} [{waiting['reason']}]{pos}"
 
 
 def follow_logs(c: Client, run_id: str, follow: bool = True) -> int:

@@ -7,6 +7,7 @@ wider than its column could be made).
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import sys
@@ -14,6 +15,8 @@ import textwrap
 import time
 from collections.abc import Mapping, Sequence
 from typing import Any
+
+from .core.merge import KEYED_LISTS
 
 GAP = "  "
 # A column is not wrapped narrower than this unless nothing else fits.
@@ -123,3 +126,32 @@ def resources_text(resources: Mapping[str, Any] | None) -> str:
     res = dict(resources or {})
     keys = [k for k in _RESOURCE_ORDER if k in res] + sorted(k for k in res if k not in _RESOURCE_ORDER)
     return ", ".join(f"{res[k]} {k}" for k in keys if res[k] is not None) or "-"
+
+
+def spec_rows(resolved: Mapping[str, Any], provenance: Mapping[str, str]) -> list[tuple[str, str, str]]:
+    """The resolved spec as the submit dialog's Field / Value / Set by rows (labextension provenance.ts).
+
+    Leaf paths in the service's provenance syntax: `resources.gpu`, a keyed list's items as
+    `env[HF_HOME]` (core/merge.py KEYED_LISTS); a field no layer set (command, name) is `request`.
+    """
+    rows: list[tuple[str, str, str]] = []
+
+    def walk(value: Any, path: str) -> None:
+        if isinstance(value, Mapping) and value:
+            for k, v in value.items():
+                walk(v, f"{path}.{k}" if path else str(k))
+        elif path in KEYED_LISTS and isinstance(value, list) and value and all(isinstance(i, Mapping) for i in value):
+            fields = KEYED_LISTS[path]
+            for item in value:
+                key = ":".join("" if item.get(f) is None else str(item[f]) for f in fields)
+                rest = {f: v for f, v in item.items() if f not in fields}
+                walk_leaf(rest["value"] if list(rest) == ["value"] else rest, f"{path}[{key}]")
+        elif path:
+            walk_leaf(value, path)
+
+    def walk_leaf(value: Any, path: str) -> None:
+        text = value if isinstance(value, str) else json.dumps(value, default=str)
+        rows.append((path, text, provenance.get(path, "request")))
+
+    walk(resolved, "")
+    return rows

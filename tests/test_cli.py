@@ -85,7 +85,13 @@ def test_refusal_prints_message_and_hint(server: ServerProcess) -> None:
 
 def test_preview_presets_and_config(server: ServerProcess, tmp_path: Path) -> None:
     pv = gp(server, "submit", "-p", "team-a", "--preset", "multi-gpu", "--preview", "--", "python", "t.py").stdout
-    assert "resources.gpu: preset:multi-gpu" in pv and "verdict: allowed" in pv
+    rows = [line.split() for line in pv.splitlines()]
+    assert rows[0] == ["FIELD", "VALUE", "SET", "BY"] and ["resources.gpu", "2", "preset:multi-gpu"] in rows
+    assert "verdict: allowed" in pv and not pv.lstrip().startswith("{")  # a table, not JSON (that is --json)
+    as_json = json.loads(
+        gp(server, "--json", "submit", "-p", "team-a", "--preset", "multi-gpu", "--preview", "--", "t").stdout
+    )
+    assert as_json["provenance"]["resources.gpu"] == "preset:multi-gpu"
     presets = gp(server, "--url", server.url, "--token", "tok-erin", "presets", "--project", "team-b").stdout
     assert [line.split()[0] for line in presets.splitlines()[1:]] == ["single-gpu", "notebook"]
     ok = gp(server, "config", "validate", str(EXAMPLE)).stdout
@@ -169,3 +175,14 @@ def test_a_value_out_of_range_is_told_its_limit_not_every_field(server: ServerPr
     out = gp(server, "submit", "-p", "team-a", "--gpus", "1000000", "--", "true", check=False)
     assert out.returncode == 1 and "resources.gpu: must be <= 1024" in out.stderr
     assert "hint: resources.gpu: at most 1024 (asked 1000000)" in out.stderr and "fields allowed" not in out.stderr
+
+
+def test_submit_says_what_a_new_run_waits_for(server: ServerProcess) -> None:
+    server.ok("POST", "queues/team-b-train/pause", "ops")
+    try:
+        out = gp(server, "--url", server.url, "--token", "tok-erin", "submit", "-p", "team-b", "--", "true").stdout
+        run_id, status, *_ = out.split()
+        assert status == "queued" and "  waits: " in out and "[QueuePaused], position 1" in out, out
+    finally:
+        server.ok("POST", f"runs/{run_id}/stop", "erin")
+        server.ok("POST", "queues/team-b-train/resume", "ops")

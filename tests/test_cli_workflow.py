@@ -170,7 +170,8 @@ def test_runs_resubmit_submits_the_same_request_with_the_edited_param(server: Se
     assert renamed["name"] == "again"
     before = len(client(server, "alice").list(limit=200))
     preview = gp(server, "runs", "resubmit", base["id"], "--preset", "multi-gpu", "--preview").stdout
-    assert "resources.gpu: preset:multi-gpu" in preview and "verdict: allowed" in preview
+    assert ["resources.gpu", "2", "preset:multi-gpu"] in [line.split() for line in preview.splitlines()]
+    assert "verdict: allowed" in preview
     assert len(client(server, "alice").list(limit=200)) == before
     # The policy applies again: a queue the project may not use is refused, with what is allowed.
     refused = gp(server, "runs", "resubmit", base["id"], "--queue", "team-b-train", check=False)
