@@ -389,23 +389,30 @@ def test_valid_documents(data: dict[str, Any]) -> None:
     assert isinstance(parse_config(data), PlatformConfig)
 
 
-def test_a_preset_pinned_to_a_queue_the_project_may_not_use() -> None:
-    """Listed for the project but on another team's queue: refused by validation when the project names it,
-    and never among the project's usable presets (what submit accepts), so hints and listings agree."""
+def test_a_preset_that_locks_a_queue_the_project_may_not_use() -> None:
+    """Listed for the project but locked to another team's queue: refused by validation when the project
+    names it, and never among the project's usable presets (what submit accepts), so hints and listings
+    agree. One that only sets that queue stays usable: the run names its own queue (the hint says so)."""
     from jupyter_gpuplat.core.policy import allowed_presets
 
     base = {
         "queues": [{"name": "a"}, {"name": "b"}],
-        "presets": [{"name": "on-b", "queue": "b"}, {"name": "free"}],
+        "presets": [
+            {"name": "on-b", "queue": "b", "locked": ["queue"]},
+            {"name": "free"},
+            {"name": "to-b", "queue": "b"},
+        ],
     }
-    errors = errors_of({**base, "projects": [{"name": "x", "allowed_queues": ["a"], "allowed_presets": ["on-b"]}]})
-    assert errors == [
-        "projects[0].allowed_presets[0]: preset 'on-b' runs on queue 'b', which project x may not use "
-        "(allowed queues: a); allow the queue or drop the preset"
+    named = {"name": "x", "allowed_queues": ["a"], "allowed_presets": ["to-b", "on-b"], "default_presets": ["on-b"]}
+    assert errors_of({**base, "projects": [named]}) == [
+        "projects[0].allowed_presets[1]: preset 'on-b' locks queue 'b', which project x may not use "
+        "(allowed queues: a); allow the queue or drop the preset",
+        "projects[0].default_presets[0]: preset 'on-b' locks queue 'b', which project x may not use "
+        "(allowed queues: a); allow the queue or drop the preset",
     ]
     cfg = parse_config({**base, "projects": [{"name": "x", "allowed_queues": ["a"]}]})  # every preset, one queue
     pr = cfg.project("x")
-    assert pr is not None and allowed_presets(cfg, pr) == ["free"]
+    assert pr is not None and allowed_presets(cfg, pr) == ["free", "to-b"]
 
 
 def test_kind_sweep_is_refused_in_a_config_and_not_offered() -> None:

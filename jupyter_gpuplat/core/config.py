@@ -354,17 +354,25 @@ def cross_check(cfg: PlatformConfig) -> list[str]:
                 errors.append(
                     f"{where}.default_presets[{j}]: {p!r} is not in the project's allowed presets {allowed_p}"
                 )
-        # A preset the project names (allowed or default) but pinned to a queue it may not use: every run
-        # on it would be refused at submit. (policy.allowed_presets drops the unnamed ones.)
+        # A preset the project names (allowed or default) that locks a queue the project may not use: every
+        # run on it would be refused at submit. (One that does not lock it runs with the run's own queue;
+        # policy.allowed_presets drops the locked ones a project gets without naming them.)
         allowed_q = (
             pr.allowed_queues if pr.allowed_queues is not None else (None if not cfg.restrict_by_default else [])
         )
         for field, names in (("allowed_presets", pr.allowed_presets or []), ("default_presets", pr.default_presets)):
             for j, p in enumerate(names):
                 pinned = cfg.preset(p)
-                if pinned and pinned.queue in queues and allowed_q is not None and pinned.queue not in allowed_q:
+                locks = pinned is not None and "queue" in pinned.locked
+                if (
+                    pinned
+                    and locks
+                    and pinned.queue in queues
+                    and allowed_q is not None
+                    and pinned.queue not in allowed_q
+                ):
                     errors.append(
-                        f"{where}.{field}[{j}]: preset {p!r} runs on queue {pinned.queue!r}, which project "
+                        f"{where}.{field}[{j}]: preset {p!r} locks queue {pinned.queue!r}, which project "
                         f"{pr.name} may not use (allowed queues: {', '.join(allowed_q) or 'none'}); "
                         f"allow the queue or drop the preset"
                     )

@@ -17,6 +17,7 @@ from .limits import LimitExceeded
 from .member_rules import MemberContext
 from .member_rules import check as check_member_fields
 from .merge import Layer, Resolved, merge_layers
+from .naming import command_name
 from .request import RunRequest
 from .resources import Quota, Resources, fmt_amount
 from .spec import DEFAULT_KIND
@@ -202,15 +203,16 @@ def allowed_queues(cfg: PlatformConfig, pr: ProjectConfig) -> list[str]:
 def allowed_presets(cfg: PlatformConfig, pr: ProjectConfig) -> list[str]:
     """The presets a project may use (its `usable_presets`, what submit accepts and what hints offer).
 
-    A preset pinned to a queue the project may not use is not among them: a run on it could only be
-    refused. (Config validation refuses one a project lists or defaults to; this drops the rest.)
+    A preset that locks a queue the project may not use is not among them: a run on it could only be
+    refused, and no hint could help. (Config validation refuses one a project lists or defaults to;
+    this drops the rest. One that sets such a queue without locking it stays: the run picks its own.)
     """
     if pr.allowed_presets is not None:
         names = list(pr.allowed_presets)
     else:
         names = [] if cfg.restrict_by_default else [p.name for p in cfg.presets]
     queues = set(allowed_queues(cfg, pr))
-    return [n for n in names if (p := cfg.preset(n)) is None or not p.queue or p.queue in queues]
+    return [n for n in names if (p := cfg.preset(n)) is None or "queue" not in p.locked or p.queue in queues]
 
 
 # ---- resolution ------------------------------------------------------------
@@ -367,8 +369,10 @@ def resolve(cfg: PlatformConfig, user: str, req: RunRequest) -> Resolution:
     if applied:
         spec["presets"] = applied
     spec["command"] = req.argv()
-    if req.name or req.script:
-        spec["name"] = req.name or req.script.rsplit("/", 1)[-1]  # type: ignore[union-attr]
+    # No name given: the run is named after what it runs, here, so every client shows the same one.
+    name = req.name or (req.script.rsplit("/", 1)[-1] if req.script else command_name(req.command))
+    if name:
+        spec["name"] = name
     if req.params:
         spec["params"] = req.params
     if req.code is not None:
