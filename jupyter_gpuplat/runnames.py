@@ -25,19 +25,9 @@ import os
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from .core.naming import MAX_NAME, SEP, value_text
+
 __all__ = ["SEP", "cell_label", "label_runs", "params_text", "run_name", "value_text"]
-
-SEP = " · "
-MAX_NAME = 128  # the service's limit on a run name
-
-
-def value_text(v: Any) -> str:
-    """A param or metric value as people read it: floats to 6 significant digits (0.3, not 0.30000000000000004)."""
-    if isinstance(v, str):
-        return v
-    if isinstance(v, float):
-        return f"{v:.6g}"
-    return json.dumps(v, separators=(",", ":"), default=str)
 
 
 def params_text(params: Mapping[str, Any] | None, keys: Sequence[str] | None = None) -> str:

@@ -186,3 +186,30 @@ def test_submit_says_what_a_new_run_waits_for(server: ServerProcess) -> None:
     finally:
         server.ok("POST", f"runs/{run_id}/stop", "erin")
         server.ok("POST", "queues/team-b-train/resume", "ops")
+
+
+def test_runs_without_a_name_are_named_after_what_they_run(server: ServerProcess) -> None:
+    run = json.loads(gp(server, "--json", "submit", "-p", "team-a", "--", "python", "-m", "pkg.train").stdout)
+    assert run["name"] == "pkg.train"  # the server names it: every client shows the same
+    sweep = json.loads(
+        gp(
+            server,
+            "--json",
+            "submit",
+            "-p",
+            "team-a",
+            "--param",
+            "tag=v1",
+            "--grid",
+            "lr=0.1,0.2",
+            "--",
+            "python",
+            "crash.py",
+        ).stdout
+    )
+    assert sweep["name"] == "crash.py"
+    children = json.loads(gp(server, "--json", "runs", "list", "--parent", sweep["id"]).stdout)["runs"]
+    assert sorted(c["name"] for c in children) == ["crash.py · lr=0.1", "crash.py · lr=0.2"]
+    assert all(list(c["params"]) == ["lr", "tag"] for c in children)  # what differs first
+    listed = gp(server, "runs", "list").stdout
+    assert any(line.split()[:2] == [run["id"], "pkg.train"] for line in listed.splitlines())

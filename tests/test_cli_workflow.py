@@ -116,7 +116,7 @@ def test_queues_and_presets_fit_80_columns_and_keep_every_word(server: ServerPro
         assert len(queues.splitlines()) > len(data["queues"]) + 1  # the long ones wrapped
         # Under the table: your pending runs, in order, with the queue's ordering and per-user limit.
         assert "pending in team-b-train (strict_fifo, max_per_user 1):" in pending
-        assert re.search(rf"^1 +{paused['id']} +team-b +erin$", pending, re.M), pending
+        assert re.search(rf"^1 +{paused['id']} +true +team-b +erin$", pending, re.M), pending  # named as it runs
         # Without a terminal and without $COLUMNS (a pipe): one line per row, for grep.
         piped = gp(server, "queues", user="erin").stdout.partition("\n\n")[0]
         assert len(piped.splitlines()) == len(data["queues"]) + 1

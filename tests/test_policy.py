@@ -168,6 +168,7 @@ def test_resolve_example_with_preset(cfg: PlatformConfig) -> None:
         "termination": {"timeout_seconds": 86400},
         "presets": ["single-gpu"],
         "command": ["/bin/sh", "-c", "echo hi && nvidia-smi"],
+        "name": "echo",  # no name given: named after what it runs (core/naming.py)
     }
     assert res.provenance == {
         "resources.gpu": "preset:single-gpu",

@@ -167,7 +167,8 @@ async def test_max_failures_fails_the_sweep_and_stops_the_rest(make: Make) -> No
     ],
 )
 async def test_parent_status_rules(make: Make, outcomes: list[str], expect: tuple[str, str]) -> None:
-    scripts = {f"s-{i}": Script.succeeds() if o == "succeeded" else Script.fails(1) for i, o in enumerate(outcomes)}
+    # children are named after their sweep and what differs (core/naming.child_name)
+    scripts = {f"s · i={i}": Script.succeeds() if o == "succeeded" else Script.fails(1) for i, o in enumerate(outcomes)}
     h = await make([{"name": "q"}], FakeExecutor(gpus=16, scripts=scripts))
     p = sweep(h, {"kind": "mapping", "values": [{"i": i} for i in range(4)], "concurrency": 4}, name="s")
     for _ in range(3):

@@ -10,6 +10,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ..core.matrix import Matrix, count
+from ..core.naming import child_name
 from ..core.status import Reason, Status
 
 # What a sweep's child takes from the submitted request (the rest is its own).
@@ -60,8 +61,8 @@ def child_rows(
     """One queued job per param dict, numbered from `start`, created at `now`."""
     rows = []
     for i, point in enumerate(points, start):
-        params = {**child["params"], **point}
-        name = f"{child['base_name']}-{i}"
+        params = {**point, **{k: v for k, v in child["params"].items() if k not in point}}  # what differs first
+        name = child_name(child["base_name"], point) if point else f"{child['base_name']}-{i}"
         resolved = {**child["resolved"], "kind": "job", "params": params, "name": name}
         resolved.pop("sweep", None)
         row = {k: child[k] for k in CHILD_FIELDS if k != "resolved"}
