@@ -904,6 +904,7 @@ FREE_TEXT = {
     ("runs", "user"),
     ("runs", "q"),
     ("sessions", "notebook"),
+    ("runs", "notebook"),
     ("runs", "parent"),
     ("runs/{run_id}/compare", "metric"),
     ("runs/{run_id}/metrics", "names"),
