@@ -349,7 +349,7 @@ RUN_BODIES: list[Bad] = [
     submit("name-number", 400, ("name",), name=5),
     # where and how it runs
     submit("kind-session", 400, ("a session runs a kernel, not command",), kind="session"),
-    submit("kind-sweep", 422, ("kind", "not implemented"), kind="sweep"),
+    submit("kind-sweep", 422, ("kind", "run request with a `matrix`"), kind="sweep"),
     submit("notebook-on-a-job", 400, ("notebook", "job"), notebook="a.ipynb"),
     submit(
         "notebook-outside",
@@ -548,7 +548,7 @@ ADMIN_WRITES: list[Bad] = [
     ),
     admin("preset-unknown-queue", "PUT", "presets/p1", 400, ("queue", "unknown queue"), {**PRESET, "queue": "nope"}),
     admin("preset-merge", "PUT", "presets/p1", 400, ("merge", "must be one of"), {**PRESET, "merge": "union"}),
-    admin("preset-kind-sweep", "PUT", "presets/p1", 422, ("kind", "not implemented"), {**PRESET, "kind": "sweep"}),
+    admin("preset-kind-sweep", "PUT", "presets/p1", 422, ("kind", "run request with a `matrix`"), {**PRESET, "kind": "sweep"}),
     admin(
         "preset-inf",
         "PUT",
