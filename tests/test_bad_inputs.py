@@ -548,7 +548,14 @@ ADMIN_WRITES: list[Bad] = [
     ),
     admin("preset-unknown-queue", "PUT", "presets/p1", 400, ("queue", "unknown queue"), {**PRESET, "queue": "nope"}),
     admin("preset-merge", "PUT", "presets/p1", 400, ("merge", "must be one of"), {**PRESET, "merge": "union"}),
-    admin("preset-kind-sweep", "PUT", "presets/p1", 422, ("kind", "run request with a `matrix`"), {**PRESET, "kind": "sweep"}),
+    admin(
+        "preset-kind-sweep",
+        "PUT",
+        "presets/p1",
+        422,
+        ("kind", "run request with a `matrix`"),
+        {**PRESET, "kind": "sweep"},
+    ),
     admin(
         "preset-inf",
         "PUT",
