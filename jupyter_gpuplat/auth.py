@@ -4,15 +4,19 @@
     c.TokenMapIdentityProvider.tokens = {"s3cret-a": "alice", "s3cret-b": "bob"}
 
 A request carrying a mapped token (``Authorization: token …`` or ``?token=``)
-is that user. The server's own token still works and means the server's owner
-(``GpuPlat.default_user``). For real multi-user deployments use JupyterHub.
+is that user. In a Jupyter server a browser then gets a login cookie; `gpuplat server`
+turns cookies off (``login_cookies``): it reads the token only, and checks no XSRF.
+The server's own token still works and means the server's owner (``GpuPlat.default_user``).
+For real multi-user deployments use JupyterHub.
 """
 
 from __future__ import annotations
 
+from typing import Any
+
 from jupyter_server.auth.identity import IdentityProvider, PasswordIdentityProvider, User
 from tornado import web
-from traitlets import Dict
+from traitlets import Bool, Dict
 
 from .core.identity import Principal
 
@@ -24,6 +28,23 @@ class TokenMapIdentityProvider(IdentityProvider):
         config=True,
         help="Map of API token -> username. Each token authenticates as that user.",
     )
+    login_cookies = Bool(
+        True,
+        config=True,
+        help="Whether a token-authenticated request gets a login cookie, and a cookie identifies its sender. "
+        "gpuplat server sets False: it has no cookie secret and checks no XSRF, so a token alone must count.",
+    )
+
+    def get_user_cookie(self, handler: web.RequestHandler) -> Any:
+        return super().get_user_cookie(handler) if self.login_cookies else None
+
+    def set_login_cookie(self, handler: web.RequestHandler, user: User) -> None:
+        if self.login_cookies:
+            super().set_login_cookie(handler, user)
+
+    def clear_login_cookie(self, handler: web.RequestHandler) -> None:
+        if self.login_cookies:
+            super().clear_login_cookie(handler)
 
     async def get_user_token(self, handler: web.RequestHandler) -> User | None:
         # Hooking here (not get_user) keeps jupyter_server's cookie and XSRF handling:

@@ -39,6 +39,7 @@ from tornado import httpserver, web
 from traitlets import Float, Int, List, Type, Unicode, default, validate
 from traitlets.config import Application, catch_config_error
 
+from ..auth import TokenMapIdentityProvider
 from ..core.errors import NotLeader, Unavailable
 from ..executors.base import Executor
 from ..executors.local import LocalExecutor
@@ -325,6 +326,8 @@ class GpuPlatServer(Application):
             provider.hub_api_url = self.hub_api_url
             provider.service_name = self.service_name
             provider.access_scopes = list(self.access_scopes)
+        if isinstance(provider, TokenMapIdentityProvider):
+            provider.login_cookies = False  # no cookie secret here, and no XSRF check: the token alone
         base = self.base_url
         handlers: list[Any] = [(url_path_join(base, pattern), h) for pattern, h in make_handlers()]
         handlers += [
