@@ -15,10 +15,12 @@ import html
 import io
 import json
 import sys
+import textwrap
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
+from .cli_tables import table, terminal_width
 from .client import Client
 from .core.errors import GpuPlatError
 from .suggest import SuggestingParser
@@ -36,6 +38,19 @@ COLUMNS = (
     *(f"wait_{c}" for c in CATEGORIES),
     "gpu_hours",
     "allowance_gpu_hours",
+    "utilisation",
+    "goodput",
+    "failed",
+)
+# What people read (the table and the HTML page): a column per figure, waits as p50 / p90 / p99.
+HEADERS = (
+    "queue",
+    "runs",
+    "queue wait p50 / p90 / p99",
+    "start wait p50 / p90 / p99",
+    "held by (total wait)",
+    "GPU-hours",
+    "quota GPU-hours",
     "utilisation",
     "goodput",
     "failed",
@@ -83,31 +98,100 @@ def rows(out: dict[str, Any]) -> list[list[Any]]:
     return result
 
 
-def _cell(v: Any) -> str:
+def percent(v: float | None) -> str:
+    """A share as a percentage that keeps a small non-zero figure visible: 0.083%, <0.001%, never 0.0%."""
     if v is None:
         return "-"
-    return f"{v:.3f}".rstrip("0").rstrip(".") if isinstance(v, float) else str(v)
+    x = 100 * v
+    if x == 0:
+        return "0%"
+    if x >= 10:
+        return f"{x:.0f}%"
+    if x >= 0.1:
+        return f"{x:.1f}%"
+    return f"{x:.2g}%" if x >= 0.001 else "<0.001%"
+
+
+def wait_text(seconds: float | None) -> str:
+    """A wait as people read it: 45s, 1m 05s, 2h 03m, 3d 04h (under a second: <1s)."""
+    if seconds is None:
+        return "-"
+    s = max(0.0, seconds)
+    if s == 0:
+        return "0s"
+    if s < 1:
+        return "<1s"
+    n = round(s)
+    if n < 60:
+        return f"{n}s"
+    if n < 3600:
+        return f"{n // 60}m {n % 60:02d}s"
+    if n < 86400:
+        return f"{n // 3600}h {n % 3600 // 60:02d}m"
+    return f"{n // 86400}d {n % 86400 // 3600:02d}h"
+
+
+def _hours(v: float | None) -> str:
+    return "-" if v is None else f"{v:.2f}" if v >= 0.01 or v == 0 else f"{v:.2g}"
+
+
+def human_rows(out: dict[str, Any]) -> list[list[str]]:
+    """One row per queue and one for all, as HEADERS: waits humanized, shares as percentages."""
+    result = []
+    for q in [*out["queues"], {"name": "(all)", **out["total"]}]:
+        qw, sw, cats = q["queue_wait"], q["start_wait"], q["waits_by_category"]
+        held = ", ".join(f"{c} {wait_text(cats[c])}" for c in CATEGORIES if cats[c]) or "-"
+        result.append(
+            [
+                q["name"],
+                str(q["runs"]),
+                " / ".join(wait_text(qw[f"p{p}"]) for p in (50, 90, 99)),
+                " / ".join(wait_text(sw[f"p{p}"]) for p in (50, 90, 99)),
+                held,
+                _hours(q["gpu_hours"]),
+                _hours(q["allowance_gpu_hours"]),
+                percent(q["utilisation"]),
+                percent(q["goodput"]),
+                str(sum(f["count"] for f in q["failures"])),
+            ]
+        )
+    return result
+
+
+def warnings(out: dict[str, Any]) -> list[str]:
+    """What the figures would not say on their own: quotas that add up to more than the machine."""
+    machine = out.get("machine_gpus")
+    quotas = [(q["name"], q["quota_gpu"]) for q in out["queues"] if q.get("quota_gpu")]
+    total = sum(g for _, g in quotas)
+    if machine is None or total <= machine:
+        return []
+    each = ", ".join(f"{n} {g}" for n, g in quotas)
+    article = "an" if str(machine).startswith("8") or machine in (11, 18) else "a"
+    return [
+        f"quotas sum to {total} GPUs on {article} {machine}-GPU machine ({each}): "
+        "a queue may not reach its quota while the others use theirs"
+    ]
 
 
 def _when(t: float) -> str:
     return datetime.fromtimestamp(t, UTC).strftime("%Y-%m-%d %H:%M UTC")
 
 
-def render_table(out: dict[str, Any]) -> str:
-    table = [list(COLUMNS), *([_cell(v) for v in r] for r in rows(out))]
-    widths = [max(len(r[i]) for r in table) for i in range(len(COLUMNS))]
-    lines = [f"insights {_when(out['since'])} .. {_when(out['until'])} (waits in seconds)"]
-    lines += [
-        "  ".join(c.rjust(w) if i else c.ljust(w) for i, (c, w) in enumerate(zip(r, widths, strict=True)))
-        for r in table
-    ]
+def render_table(out: dict[str, Any], width: int | None = None) -> str:
+    """The figures as the CLI's tables are: wrapped to the terminal's width (`width`, default $COLUMNS/tty)."""
+    lines = [f"insights {_when(out['since'])} .. {_when(out['until'])}"]
+    width = terminal_width() if width is None else width
+    lines.append(table(human_rows(out), HEADERS, width))
+    after = [f"note: {w}" for w in warnings(out)]
     if out["refusals"]:
-        lines.append("refusals: " + ", ".join(f"{r['rule']} {r['count']}" for r in out["refusals"]))
+        after.append("refusals: " + ", ".join(f"{r['rule']} {r['count']}" for r in out["refusals"]))
     if out["top_users"]:
-        lines.append(
+        after.append(
             "top users: "
             + ", ".join(f"{u['user']} ({u['project']}) {u['gpu_hours']:.2f} GPU-h" for u in out["top_users"])
         )
+    for text in after:
+        lines += textwrap.wrap(text, width, subsequent_indent="  ") if width else [text]
     return "\n".join(lines)
 
 
@@ -145,18 +229,22 @@ def figures(out: dict[str, Any]) -> list[Any]:
 
 def render_html(out: dict[str, Any]) -> str:
     charts = [f.to_html(full_html=False, include_plotlyjs=(i == 0)) for i, f in enumerate(figures(out))]
-    table = "".join(
-        "<tr>" + "".join(f"<{t}>{html.escape(_cell(v))}</{t}>" for v in r) + "</tr>"
-        for t, r in [("th", COLUMNS), *(("td", r) for r in rows(out))]
+    body = "".join(
+        "<tr>" + "".join(f"<{t}>{html.escape(v)}</{t}>" for v in r) + "</tr>"
+        for t, r in [("th", HEADERS), *(("td", r) for r in human_rows(out))]
     )
+    notes = "".join(f"<p class='note'>{html.escape(w)}</p>" for w in warnings(out))
     title = f"GPU platform report {_when(out['since'])} .. {_when(out['until'])}"
+    # Within 1280 px: the table takes the page's width at most and its cells wrap (headers between words).
     style = (
-        "body{font-family:sans-serif;margin:1em}table{border-collapse:collapse}"
-        "td,th{border:1px solid #ccc;padding:2px 6px}"
+        "body{font-family:sans-serif;margin:1em;max-width:1248px}"
+        "table{border-collapse:collapse;width:100%;max-width:1248px;table-layout:fixed;font-size:13px}"
+        "td,th{border:1px solid #ccc;padding:2px 6px;overflow-wrap:anywhere;vertical-align:top}"
+        "th{text-align:left}.note{color:#a40}.chart{max-width:1248px}"
     )
     return (
         f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title><style>{style}</style>"
-        f"</head><body><h1>{html.escape(title)}</h1><table>{table}</table>"
+        f"</head><body><h1>{html.escape(title)}</h1>{notes}<table>{body}</table>"
         + "".join(f"<div class='chart'>{c}</div>" for c in charts)
         + "</body></html>"
     )

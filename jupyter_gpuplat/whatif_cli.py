@@ -18,6 +18,7 @@ from typing import Any
 
 from .client import Client
 from .core.errors import GpuPlatError
+from .report import percent
 from .suggest import SuggestingParser
 
 KEYS = ("priority", "concurrency", "max_per_user", "ordering", "paused", "quota.gpu", "quota.cpu", "quota.memory")
@@ -95,7 +96,7 @@ def _fmt(v: Any, pct: bool = False) -> str:
     if v is None:
         return "-"
     if pct:
-        return f"{100 * v:.1f}%"
+        return percent(v)
     if isinstance(v, float):
         return f"{v:.0f}" if abs(v) >= 100 or v == int(v) else f"{v:.2f}"
     return str(v)
@@ -120,6 +121,7 @@ def render(out: dict[str, Any], with_runs: bool) -> str:
         lines.append(f"  {'':16}{'observed':>12}{'predicted':>12}")
         for label, key, pct in rows:
             lines.append(f"  {label:16}{_fmt(q['observed'][key], pct):>12}{_fmt(q['predicted'][key], pct):>12}")
+        lines.extend(f"  note: {n}" for n in q.get("notes", []))
     if with_runs:
         lines.append("")
         lines.append(f"{'run':14}{'queue':18}{'user':12}{'observed wait':>15}{'predicted wait':>16}")

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from jupyter_gpuplat.core.errors import Forbidden, InvalidInput
+from jupyter_gpuplat.core.errors import InvalidInput, NotFound
 from jupyter_gpuplat.core.whatif import percentile
 from jupyter_gpuplat.engine.whatif import what_if
 from jupyter_gpuplat.executors.fake import FakeClusterExecutor, FakeExecutor, Script
@@ -110,6 +110,11 @@ async def test_raising_concurrency_to_4_predicts_hand_computed_waits(make: Make)
     predicted = {name[r["id"]]: r["predicted_wait_seconds"] for r in one["runs"]}
     assert predicted == {"A": 0, "B": 100, "C": 200, "D": 200, "E": 170}
     assert one["queues"][0]["predicted"]["waiting_at_end"] == 2  # D and E
+    # Waiting at the end: no predicted dispatch after `until` (the replay stops there), wait counted to the end
+    late = {name[r["id"]]: r["predicted_dispatched_at"] for r in one["runs"] if name[r["id"]] in "DE"}
+    assert late == {"D": None, "E": None}
+    assert {name[i] for i in one["predicted_order"]} == {"A", "B", "C"}
+    assert all(r["predicted_dispatched_at"] is None or r["predicted_dispatched_at"] <= t0 + 200 for r in one["runs"])
     # max_per_user 1 with concurrency 4: bob's A first, dave's D; bob's B waits for A, C for B
     per_user = what_if(h.engine, "ops", {BUSY: {"concurrency": 4, "max_per_user": 1}}, t0 - 1, t0 + 400)
     predicted = {name[r["id"]]: r["predicted_wait_seconds"] for r in per_user["runs"]}
@@ -123,8 +128,11 @@ async def test_members_see_only_their_projects_runs(make: Make) -> None:
     assert {r["user"] for r in out["runs"]} == {"dave"}
     assert out["hidden_runs"] == 4
     assert out["predicted_order"] == [ids["D"]]
-    assert out["queues"][0]["runs"] == 5  # the figures count every run of the queue, unnamed
-    with pytest.raises(InvalidInput, match="unknown queue 'nope'"):
+    # GET insights' rule: the figures count the caller's projects' runs (the others still compete in the replay)
+    dave = out["queues"][0]
+    assert dave["runs"] == 1 and dave["observed"]["gpu_hours"] == pytest.approx(50 / 3600)
+    assert dave["observed"]["wait_p50_seconds"] == 100 and dave["predicted"]["wait_p50_seconds"] == 0
+    with pytest.raises(NotFound, match="queue 'nope' not found"):
         what_if(h.engine, "dave", {"nope": {"concurrency": 1}}, t0 - 1, t0 + 200)
     with pytest.raises(InvalidInput, match="concurrency"):
         what_if(h.engine, "ops", {BUSY: {"concurrency": -1}}, t0 - 1, t0 + 200)
@@ -142,8 +150,13 @@ async def test_outsiders_may_not_replay_a_queue(make: Make) -> None:
         ]),
         source="test", by="test",
     )  # fmt: skip
-    with pytest.raises(Forbidden, match="not used by your projects"):
-        what_if(h.engine, "bob", {"private": {"concurrency": 1}}, 0, 10)
+    # A queue that exists but is not the caller's is answered like an unknown one, as GET insights does.
+    for name in ("private", "nope"):
+        with pytest.raises(NotFound, match=f"queue '{name}' not found") as err:
+            what_if(h.engine, "bob", {name: {"concurrency": 1}}, 0, 10)
+        assert err.value.hint is not None and "private" not in err.value.hint
+    with pytest.raises(NotFound):
+        h.engine.insights("bob", queue="private")
     assert [q["name"] for q in what_if(h.engine, "bob", {}, 0, 10)["queues"]] == [BUSY]
 
 
@@ -221,3 +234,35 @@ def test_request_is_strict() -> None:
     req = WhatIfRequest.model_validate({"since": "2d", "changes": {BUSY: {"concurrency": None, "priority": None}}})
     assert req.instant(req.since, 1_000_000) == 1_000_000 - 2 * 86400
     assert req.changes[BUSY].change() == {"concurrency": None}  # null: no limit; priority null: unchanged
+
+
+async def test_observed_utilisation_is_over_the_settings_in_force(make: Make) -> None:
+    h, t0, _ = await _busy_week(make)
+    out = what_if(h.engine, "ops", {BUSY: {"quota": {"gpu": 4}}}, t0 - 1, t0 + 200)
+    busy = out["queues"][0]
+    hours = 201 / 3600
+    # In force: no GPU quota, so the 8 devices; replayed: the proposed 4 GPUs.
+    assert busy["observed_allowance_gpu_hours"] == pytest.approx(8 * hours)
+    assert busy["allowance_gpu_hours"] == pytest.approx(4 * hours)
+    assert busy["observed"]["utilisation"] == pytest.approx((320 / 3600) / (8 * hours))
+    assert busy["predicted"]["utilisation"] == pytest.approx((320 / 3600) / (4 * hours))
+
+
+async def test_a_changed_limit_that_does_not_bind_is_named(make: Make) -> None:
+    h, t0, _ = await _busy_week(make)
+    # Concurrency 4 under a 2-GPU quota: the quota holds the runs back, not concurrency.
+    out = what_if(h.engine, "ops", {BUSY: {"concurrency": 4, "quota": {"gpu": 2}}}, t0 - 1, t0 + 400)
+    busy = out["queues"][0]
+    assert busy["predicted_binding"] == "quota"
+    assert len(busy["notes"]) == 1 and busy["notes"][0].startswith("concurrency does not bind")
+    assert "quota" in busy["notes"][0]
+    WhatIfResponse.model_validate(out)
+    # The binding limit changed: no note; the concurrency the record ran under binds.
+    raised = what_if(h.engine, "ops", {BUSY: {"concurrency": 3}}, t0 - 1, t0 + 400)["queues"][0]
+    assert raised["notes"] == [] and raised["predicted_binding"] == "concurrency"
+    loose = what_if(h.engine, "ops", {BUSY: {"max_per_user": 5}}, t0 - 1, t0 + 400)["queues"][0]
+    assert loose["notes"] and "concurrency" in loose["notes"][0]
+    from jupyter_gpuplat import whatif_cli
+
+    text = whatif_cli.render(out, False)
+    assert "note: concurrency does not bind" in text

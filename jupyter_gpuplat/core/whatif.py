@@ -14,7 +14,17 @@ import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
-from .admission import HeldRun, PendingRun, QueueLimits, QueueState, choose, order_queues, pick_devices
+from .admission import (
+    HeldRun,
+    PendingRun,
+    QueueLimits,
+    QueueState,
+    choose,
+    order_queues,
+    pick_devices,
+    wait_reason,
+)
+from .insights import category
 from .resources import Resources
 
 ASSUMPTIONS = (
@@ -28,7 +38,8 @@ ASSUMPTIONS = (
     "a run still running at the end of the period (or now) is assumed to run past the end",
     "a run that ended while it waited (stopped, failed to start) leaves the queue then; if the replay "
     "dispatches it first, it is assumed to end at once",
-    "runs not dispatched by the end count as waiting until the end (censored)",
+    "the replay stops at the end of the period: a run not dispatched by then has no predicted dispatch and "
+    "counts as waiting until the end (censored), like a run the record had not dispatched by then",
     "one admission cycle per instant with finishes, then one per instant with arrivals; a run that fits is "
     "dispatched at that instant (the live cycle's milliseconds after a submission or finish are not modelled)",
     "a sweep's own concurrency gate and preemption are not modelled (the platform does not preempt)",
@@ -77,6 +88,8 @@ class Replay:
     order: list[str] = field(default_factory=list)  # dispatch order of the replayed runs
     carried: list[str] = field(default_factory=list)  # held from before the period: not replayed
     cycles: int = 0
+    # Per queue, seconds its head run waited in the replay, by the limit that held it (core.insights.category).
+    held_by: dict[str, dict[str, float]] = field(default_factory=dict)
 
 
 def replay(
@@ -122,8 +135,20 @@ def replay(
 
     dirty: set[str] = set()
     capacity_waiters: set[str] = set()
+    blocked: dict[str, tuple[str, float]] = {}  # queue -> (what holds its head, since when)
 
     outcomes, order, push = out.outcomes, out.order, heapq.heappush
+
+    def note_block(q: QueueState, now: float) -> None:
+        name = q.limits.name
+        was = blocked.pop(name, None)
+        if was is not None and now > was[1]:
+            held = out.held_by.setdefault(name, {})
+            held[was[0]] = held.get(was[0], 0.0) + now - was[1]
+        head = q.head()
+        if head is not None:
+            why = wait_reason(q, head, len(free) if assigns else None).reason
+            blocked[name] = ("paused" if q.limits.paused else category(why), now)
 
     def cycle(now: float) -> None:
         """`Dispatcher.run_cycle`'s decide-and-assume loop over the dirty queues."""
@@ -148,9 +173,11 @@ def replay(
                 if hold is not None:
                     o.finished_at = now + hold
                     push(heap, (o.finished_at, _FINISH, nxt.seq, nxt.id))
+            note_block(q, now)
         dirty.clear()
 
-    while heap:
+    # Nothing after the end is replayed: the record knows nothing after `until` either.
+    while heap and heap[0][0] <= until:
         now, kind, _, rid = heap[0]
         finished = False
         while heap and heap[0][0] == now and heap[0][1] <= _WITHDRAW:
@@ -179,6 +206,9 @@ def replay(
             arrived = True
         if arrived:
             cycle(now)
+    for name, (what, t) in blocked.items():
+        held = out.held_by.setdefault(name, {})
+        held[what] = held.get(what, 0.0) + max(0.0, until - t)
     return out
 
 
@@ -202,11 +232,19 @@ def _overlap_hours(start: float | None, end: float | None, since: float, until: 
 
 
 def summarize(
-    rp: Replay, runs_by_queue: dict[str, list[RecordedRun]], allowance_gpus: dict[str, int | None]
+    rp: Replay,
+    runs_by_queue: dict[str, list[RecordedRun]],
+    allowance_gpus: dict[str, int | None],
+    observed_allowance_gpus: dict[str, int | None] | None = None,
 ) -> dict[str, dict[str, object]]:
-    """Per queue: observed and predicted waits (p50/p90/p99, censored at the end) and GPU-hours."""
+    """Per queue: observed and predicted waits (p50/p90/p99, censored at the end) and GPU-hours.
+
+    The observed utilisation is over the allowance of the settings in force (`observed_allowance_gpus`,
+    default the same), the predicted one over the replayed settings' (`allowance_gpus`).
+    """
     out: dict[str, dict[str, object]] = {}
     hours = (rp.until - rp.since) / 3600
+    in_force = allowance_gpus if observed_allowance_gpus is None else observed_allowance_gpus
     for name, gpus in allowance_gpus.items():
         obs_w: list[float] = []
         pred_w: list[float] = []
@@ -227,11 +265,14 @@ def summarize(
             obs_gh += r.request.gpu * _overlap_hours(r.dispatched_at, r.finished_at, rp.since, rp.until)
             pred_gh += r.request.gpu * _overlap_hours(o.dispatched_at, o.finished_at, rp.since, rp.until)
         allowance = gpus * hours if gpus else None
+        observed_gpus = in_force.get(name)
+        observed_allowance = observed_gpus * hours if observed_gpus else None
         out[name] = {
             "runs": len(obs_w),
-            "observed": _side(obs_w, obs_gh, allowance, waiting["observed"]),
+            "observed": _side(obs_w, obs_gh, observed_allowance, waiting["observed"]),
             "predicted": _side(pred_w, pred_gh, allowance, waiting["predicted"]),
             "allowance_gpu_hours": allowance,
+            "observed_allowance_gpu_hours": observed_allowance,
         }
     return out
 
@@ -253,3 +294,39 @@ def _side(waits: list[float], gpu_hours: float, allowance: float | None, waiting
         "utilisation": gpu_hours / allowance if allowance else None,
         "waiting_at_end": waiting,
     }
+
+
+# A changed setting and the limit (core.insights.category) it is.
+LIMIT_OF = {"concurrency": "concurrency", "max_per_user": "max_per_user", "quota": "quota"}
+_LIMIT_TEXT = {
+    "quota": "the queue's quota",
+    "concurrency": "its concurrency",
+    "max_per_user": "max_per_user",
+    "capacity": "the machine's free GPUs",
+    "paused": "the queue being paused",
+    "other": "ordering or sweeps (not a queue limit)",
+}
+
+
+def binding(held_by: dict[str, float]) -> str | None:
+    """The limit that held the queue's head longest in the replay (None: nothing waited)."""
+    held = {k: v for k, v in held_by.items() if v > 0}
+    return max(held, key=lambda k: (held[k], k)) if held else None
+
+
+def binding_notes(changed: Iterable[str], held_by: dict[str, float]) -> list[str]:
+    """A note for each changed limit that did not hold anything back in the replay, naming what did."""
+    notes: list[str] = []
+    binds = binding(held_by)
+    for key in changed:
+        limit = LIMIT_OF.get(key)
+        if limit is None or held_by.get(limit, 0) > 0:
+            continue
+        if binds is None:
+            notes.append(f"{key} does not bind: no run waited in the replay, so changing it changes nothing")
+        else:
+            notes.append(
+                f"{key} does not bind: in the replay the queue's first waiting run was held {held_by[binds]:.0f} s by "
+                f"{_LIMIT_TEXT.get(binds, binds)} ({binds}), not on {key}; change that limit instead"
+            )
+    return notes

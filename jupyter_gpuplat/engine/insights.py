@@ -103,5 +103,6 @@ def compute(
         queue=queue,
         project=project,
         platform_admin=is_platform_admin(cfg, user),
+        machine_gpus=machine,
     )
     return out

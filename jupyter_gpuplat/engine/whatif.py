@@ -13,10 +13,10 @@ from pydantic import ValidationError
 from sqlalchemy import and_, select
 
 from ..core.config import QueueConfig
-from ..core.errors import Forbidden, InvalidInput
-from ..core.policy import allowed_queues, is_platform_admin, visible_projects
+from ..core.errors import InvalidInput, NotFound
+from ..core.policy import is_platform_admin, listable_queues, visible_projects
 from ..core.resources import Resources
-from ..core.whatif import ASSUMPTIONS, RecordedRun, censored_wait, replay, summarize
+from ..core.whatif import ASSUMPTIONS, RecordedRun, binding, binding_notes, censored_wait, replay, summarize
 from ..store import schema
 from .state import queue_limits
 
@@ -98,25 +98,33 @@ def what_if(
         raise InvalidInput(f"the period is {until - since:.0f} s; at most {MAX_PERIOD_SECONDS} s (366 days)")
     admin = is_platform_admin(cfg, user)
     projects = set(visible_projects(cfg, user))
-    names = [q.name for q in cfg.queues]
-    usable = set(names) if admin else {n for p in cfg.projects if p.name in projects for n in allowed_queues(cfg, p)}
-    wanted = list(dict.fromkeys([*(queues or []), *changes])) or [n for n in names if n in usable]
+    # The rule GET insights keeps (docs/insights.md, "Who sees what"): a queue the caller may not see
+    # is answered like an unknown one, 404, and the figures count only the caller's projects' runs.
+    usable = listable_queues(cfg, user)
+    wanted = list(dict.fromkeys([*(queues or []), *changes])) or usable
     for n in wanted:
-        if n not in names:
-            known = [m for m in names if m in usable]  # the queues this caller may see, no others
-            raise InvalidInput(f"unknown queue {n!r}", f"queues you may replay: {', '.join(known) or 'none'}")
         if n not in usable:
-            raise Forbidden(f"queue {n} is not used by your projects", "replay the queues your projects use")
+            raise NotFound(f"queue {n!r} not found", f"queues you may replay: {', '.join(usable) or 'none'}")
     settings = {q.name: changed_queue(q, changes[q.name]) if q.name in changes else q for q in cfg.queues}
     runs = recorded_runs(engine, since, until)
     devices = len(engine.devices) if engine.state.assigns_devices else None
     rp = replay(runs, [queue_limits(q) for q in settings.values()], devices=devices, since=since, until=until)
+    seen = (lambda run: True) if admin else (lambda run: run.project in projects)
+    # Every run takes its place in the replay (they compete); the figures count the visible ones.
     by_queue: dict[str, list[RecordedRun]] = {}
     for run in runs:
-        by_queue.setdefault(run.queue, []).append(run)
-    gpu_quota = {n: settings[n].quota.gpu for n in wanted}
-    summary = summarize(rp, by_queue, {n: devices if g is None else g for n, g in gpu_quota.items()})
-    seen = (lambda run: True) if admin else (lambda run: run.project in projects)
+        if seen(run):
+            by_queue.setdefault(run.queue, []).append(run)
+
+    def allowance(q: QueueConfig) -> int | None:
+        return devices if q.quota.gpu is None else q.quota.gpu
+
+    summary = summarize(
+        rp,
+        by_queue,
+        {n: allowance(settings[n]) for n in wanted},
+        {n: allowance(q) for q in cfg.queues if (n := q.name) in wanted},
+    )
     rows: list[dict[str, Any]] = []
     hidden = shown = 0
     for rid in _observed_order(rp.outcomes.values()):
@@ -141,7 +149,14 @@ def what_if(
         "until": until,
         "devices": devices,
         "queues": [
-            {"name": n, "settings": _settings(settings[n]), "observed_settings": _settings(cfg.queue(n)), **summary[n]}
+            {
+                "name": n,
+                "settings": _settings(settings[n]),
+                "observed_settings": _settings(cfg.queue(n)),
+                **summary[n],
+                "predicted_binding": binding(rp.held_by.get(n, {})),
+                "notes": binding_notes(changes.get(n, {}), rp.held_by.get(n, {})),
+            }
             for n in wanted
         ],
         "runs": rows,
@@ -166,7 +181,7 @@ def _observed_order(outcomes: Any) -> list[str]:
 
 def _settings(q: QueueConfig | None) -> dict[str, Any]:
     if q is None:
-        raise Forbidden("unknown queue")
+        raise NotFound("unknown queue")
     return {
         "priority": q.priority,
         "concurrency": q.concurrency,

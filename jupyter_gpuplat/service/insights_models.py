@@ -100,6 +100,7 @@ class Insights(_Out):
     queue: str | None
     project: str | None
     platform_admin: bool
+    machine_gpus: int | None = Field(description="The executor's GPUs; null on a cluster (it places work itself)")
     total: TotalFigures
     queues: list[QueueFigures]
     series: list[BucketFigures]

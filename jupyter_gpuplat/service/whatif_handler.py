@@ -106,7 +106,9 @@ class WaitFigures(_Strict):
     wait_p99_seconds: float | None
     wait_mean_seconds: float | None
     gpu_hours: float
-    utilisation: float | None = Field(description="GPU-hours / allowance (quota GPUs, else the devices, × period)")
+    utilisation: float | None = Field(
+        description="GPU-hours / allowance (quota GPUs, else the devices, × period); observed: of the settings in force"
+    )
     waiting_at_end: int
 
 
@@ -123,10 +125,16 @@ class QueueWhatIf(_Strict):
     name: str
     settings: QueueSettings
     observed_settings: QueueSettings
-    runs: int
     observed: WaitFigures
     predicted: WaitFigures
-    allowance_gpu_hours: float | None
+    allowance_gpu_hours: float | None = Field(description="the replayed settings' GPU quota (else devices) × period")
+    observed_allowance_gpu_hours: float | None = Field(description="the same for the settings in force")
+    runs: int = Field(description="the caller's projects' runs (admins: all) the figures count")
+    predicted_binding: str | None = Field(
+        description="the limit that held the queue's first waiting run longest in the replay "
+        "(quota, concurrency, max_per_user, capacity, paused, other); null: nothing waited"
+    )
+    notes: list[str] = Field(description="e.g. a changed limit that does not bind, and the one that does")
 
 
 class RunWhatIf(_Strict):
@@ -149,7 +157,9 @@ class WhatIfResponse(_Strict):
     queues: list[QueueWhatIf]
     runs: list[RunWhatIf] = Field(description="the caller's projects' runs only (admins: all), observed order")
     runs_truncated: bool
-    hidden_runs: int = Field(description="other projects' runs in these queues, counted in the figures, not named")
+    hidden_runs: int = Field(
+        description="other projects' runs in these queues: replayed (they compete), not in the figures, not named"
+    )
     predicted_order: list[str]
     cycles: int
     assumptions: list[str]

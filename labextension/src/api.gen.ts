@@ -1047,6 +1047,11 @@ export interface components {
             project: string | null;
             /** Platform Admin */
             platform_admin: boolean;
+            /**
+             * Machine Gpus
+             * @description The executor's GPUs; null on a cluster (it places work itself)
+             */
+            machine_gpus: number | null;
             total: components["schemas"]["TotalFigures"];
             /** Queues */
             queues: components["schemas"]["QueueFigures"][];
@@ -1877,12 +1882,33 @@ export interface components {
             name: string;
             settings: components["schemas"]["QueueSettings"];
             observed_settings: components["schemas"]["QueueSettings"];
-            /** Runs */
-            runs: number;
             observed: components["schemas"]["WaitFigures"];
             predicted: components["schemas"]["WaitFigures"];
-            /** Allowance Gpu Hours */
+            /**
+             * Allowance Gpu Hours
+             * @description the replayed settings' GPU quota (else devices) × period
+             */
             allowance_gpu_hours: number | null;
+            /**
+             * Observed Allowance Gpu Hours
+             * @description the same for the settings in force
+             */
+            observed_allowance_gpu_hours: number | null;
+            /**
+             * Runs
+             * @description the caller's projects' runs (admins: all) the figures count
+             */
+            runs: number;
+            /**
+             * Predicted Binding
+             * @description the limit that held the queue's first waiting run longest in the replay (quota, concurrency, max_per_user, capacity, paused, other); null: nothing waited
+             */
+            predicted_binding: string | null;
+            /**
+             * Notes
+             * @description e.g. a changed limit that does not bind, and the one that does
+             */
+            notes: string[];
         };
         /** QueueWritten */
         QueueWritten: {
@@ -2805,7 +2831,7 @@ export interface components {
             gpu_hours: number;
             /**
              * Utilisation
-             * @description GPU-hours / allowance (quota GPUs, else the devices, × period)
+             * @description GPU-hours / allowance (quota GPUs, else the devices, × period); observed: of the settings in force
              */
             utilisation: number | null;
             /** Waiting At End */
@@ -2896,7 +2922,7 @@ export interface components {
             runs_truncated: boolean;
             /**
              * Hidden Runs
-             * @description other projects' runs in these queues, counted in the figures, not named
+             * @description other projects' runs in these queues: replayed (they compete), not in the figures, not named
              */
             hidden_runs: number;
             /** Predicted Order */
