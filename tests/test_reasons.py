@@ -115,3 +115,14 @@ def test_the_scan_finds_literals() -> None:
         'self.s.record(a, Status.RUNNING, "Nope", "m")\nWait("Admissible", "fits")'
     )
     assert sorted(c for _, c in _literal_reasons(tree)) == ["Admissible", "Bogus", "Lost", "Nope"]
+
+
+def test_the_config_docs_list_every_lifecycle_and_final_reason_of_a_run() -> None:
+    """docs/platform-config.md "Statuses and reasons" names what a plain run's timeline can show."""
+    docs = (PACKAGE.parent / "docs" / "platform-config.md").read_text()
+    section = docs.split("## Statuses and reasons", 1)[1].split("\n## ", 1)[0]
+    lifecycle = "Submitted Admitted Started Running Reattached StopRequested".split()
+    final = "Completed Error Signaled Stopped TimedOut StartFailed Lost".split()
+    for code in lifecycle + final:
+        assert code in {str(r) for r in Reason}, code
+        assert f"`{code}`" in section, code
