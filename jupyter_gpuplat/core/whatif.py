@@ -22,8 +22,8 @@ from .admission import (
     choose,
     order_queues,
     pick_devices,
-    wait_reason,
 )
+from .admission import _blocked_by as blocked_by  # the cheap reason code `choose` asks (no message built)
 from .insights import category
 from .resources import Resources
 
@@ -88,7 +88,7 @@ class Replay:
     order: list[str] = field(default_factory=list)  # dispatch order of the replayed runs
     carried: list[str] = field(default_factory=list)  # held from before the period: not replayed
     cycles: int = 0
-    # Per queue, seconds its head run waited in the replay, by the limit that held it (core.insights.category).
+    # Per queue, seconds it had runs waiting in the replay, by the limit that held a head run (core.insights.category).
     held_by: dict[str, dict[str, float]] = field(default_factory=dict)
 
 
@@ -145,10 +145,17 @@ def replay(
         if was is not None and now > was[1]:
             held = out.held_by.setdefault(name, {})
             held[was[0]] = held.get(was[0], 0.0) + now - was[1]
-        head = q.head()
-        if head is not None:
-            why = wait_reason(q, head, len(free) if assigns else None).reason
-            blocked[name] = ("paused" if q.limits.paused else category(why), now)
+        if not q.pending_count:
+            return
+        lim = q.limits
+        if lim.paused:
+            blocked[name] = ("paused", now)
+        elif lim.concurrency is not None and len(q.held) >= lim.concurrency:
+            blocked[name] = ("concurrency", now)  # holds every run alike: no need to find the head
+        else:  # every group's head is held (choose found none to start): ask the first group's, O(1)
+            head = next(q.heads(), None)
+            why = None if head is None else blocked_by(q, head, len(free) if assigns else None)
+            blocked[name] = ("other" if why is None else category(why), now)
 
     def cycle(now: float) -> None:
         """`Dispatcher.run_cycle`'s decide-and-assume loop over the dirty queues."""
@@ -309,7 +316,7 @@ _LIMIT_TEXT = {
 
 
 def binding(held_by: dict[str, float]) -> str | None:
-    """The limit that held the queue's head longest in the replay (None: nothing waited)."""
+    """The limit that held the queue's waiting runs longest in the replay (None: nothing waited)."""
     held = {k: v for k, v in held_by.items() if v > 0}
     return max(held, key=lambda k: (held[k], k)) if held else None
 
@@ -326,7 +333,7 @@ def binding_notes(changed: Iterable[str], held_by: dict[str, float]) -> list[str
             notes.append(f"{key} does not bind: no run waited in the replay, so changing it changes nothing")
         else:
             notes.append(
-                f"{key} does not bind: in the replay the queue's first waiting run was held {held_by[binds]:.0f} s by "
+                f"{key} does not bind: in the replay the queue's runs were held {held_by[binds]:.0f} s by "
                 f"{_LIMIT_TEXT.get(binds, binds)} ({binds}), not on {key}; change that limit instead"
             )
     return notes

@@ -131,7 +131,7 @@ class QueueWhatIf(_Strict):
     observed_allowance_gpu_hours: float | None = Field(description="the same for the settings in force")
     runs: int = Field(description="the caller's projects' runs (admins: all) the figures count")
     predicted_binding: str | None = Field(
-        description="the limit that held the queue's first waiting run longest in the replay "
+        description="the limit that held the queue's waiting runs longest in the replay "
         "(quota, concurrency, max_per_user, capacity, paused, other); null: nothing waited"
     )
     notes: list[str] = Field(description="e.g. a changed limit that does not bind, and the one that does")

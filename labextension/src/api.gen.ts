@@ -1901,7 +1901,7 @@ export interface components {
             runs: number;
             /**
              * Predicted Binding
-             * @description the limit that held the queue's first waiting run longest in the replay (quota, concurrency, max_per_user, capacity, paused, other); null: nothing waited
+             * @description the limit that held the queue's waiting runs longest in the replay (quota, concurrency, max_per_user, capacity, paused, other); null: nothing waited
              */
             predicted_binding: string | null;
             /**
