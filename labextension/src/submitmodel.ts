@@ -67,7 +67,10 @@ export function buildRunRequest(
   base?: IRunRequest | null
 ): { request: IRunRequest | null; errors: string[] } {
   const errors: string[] = [];
-  const script = s.script.trim().replace(/^\/+/, '');
+  // A file browser path may start with '/'; a resubmitted run's script is the absolute path the
+  // server recorded (inside its root), kept as it is so its working directory still matches.
+  const typed = s.script.trim();
+  const script = base?.script && typed === base.script ? typed : typed.replace(/^\/+/, '');
   const command = splitArgs(s.command ?? '');
   if (!script && !command.length) {
     errors.push(s.command === undefined ? 'Choose a .py or .ipynb file.' : 'Choose a .py or .ipynb file, or give a command.');

@@ -324,6 +324,10 @@ test('the submit form sends only what the user set, or says what is missing', ()
     errors: []
   });
   assert.equal(buildRunRequest({ ...s, script: 'exp/a/train.py' }).request?.working_dir, 'exp/a');
+  // Submit again of a file run: the recorded absolute script and working directory are sent as they were.
+  const recorded = { project: 'team-a', script: '/srv/root/exp/train.py', working_dir: '/srv/root/exp' };
+  const again = buildRunRequest({ ...s, script: '/srv/root/exp/train.py' }, recorded).request;
+  assert.deepEqual([again?.script, again?.working_dir], ['/srv/root/exp/train.py', '/srv/root/exp']);
   const over = buildRunRequest({ ...s, args: '', queue: 'interactive', gpu: '2', memory: '8Gi', env: 'A=1\n\nB=x=y' });
   assert.deepEqual(over.request, {
     project: 'team-a', script: 'train.py', working_dir: '.', presets: ['single-gpu'], queue: 'interactive',

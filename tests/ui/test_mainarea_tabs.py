@@ -207,3 +207,33 @@ def test_submit_again_prefilled_and_submitted(lab: Lab, lab_page: Any, screensho
     assert record["request"]["env"] == [{"name": "MODE", "value": "fast"}]
     expect(page.locator(f'{SIDEBAR} .jp-GpuPlat-detail[data-run-id="{new["id"]}"]')).to_be_visible()
     lab.wait_status(new["id"], "succeeded")
+
+
+def test_submit_again_of_a_file_run_keeps_its_file_and_folder(lab: Lab, lab_page: Any) -> None:
+    """The record holds the absolute paths the server resolved: the dialog sends them back as they were
+    (it cut the leading '/', and the relative remainder was refused as outside the root)."""
+    page = lab_page
+    (lab.work / "exp").mkdir(exist_ok=True)
+    (lab.work / "exp" / "train.py").write_text((lab.work / "train.py").read_text())
+    body = {"project": "team-a", "name": "file-run", "script": "exp/train.py", "working_dir": "exp"}
+    original = lab.ok("POST", "runs", body={**body, "presets": ["single-gpu"], "args": ["again"]})
+    execute(page, "gpuplat:resubmit", {"id": original["id"]})
+    dialog = submit_dialog(page)
+    preview = dialog.locator(".jp-GpuPlat-preview")
+    expect(preview).to_have_attribute("data-verdict", "allowed")
+    dialog.locator('input[name="name"]').fill("file-run-again")
+    submit = dialog.get_by_role("button", name="Submit")
+    expect(submit).to_be_enabled()
+    submit.click()
+    expect(dialog).to_have_count(0)
+
+    def resubmitted() -> Any:
+        runs = lab.ok("GET", "runs", search="file-run-again")["runs"]
+        return runs[0] if runs else None
+
+    new = lab.ok("GET", f"runs/{until(resubmitted, 'the resubmitted file run')['id']}")
+    old = lab.ok("GET", f"runs/{original['id']}")
+    assert new["request"]["script"] == old["request"]["script"]
+    assert new["request"]["working_dir"] == old["request"]["working_dir"]
+    for run in (new, old):
+        lab.ok("POST", f"runs/{run['id']}/stop")
