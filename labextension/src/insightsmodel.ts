@@ -190,8 +190,22 @@ export function reasonBars(q: IQueueInsight): IBar[] {
   );
 }
 
+/** A share as a percentage that keeps a small non-zero figure visible (0.083%, <0.001%, never 0.0%), as `gpuplat report`. */
 export function formatPercent(v: number | null): string {
-  return v === null ? '—' : `${(v * 100).toFixed(v < 0.1 ? 1 : 0)}%`;
+  if (v === null) {
+    return '—';
+  }
+  const x = 100 * v;
+  if (x === 0) {
+    return '0%';
+  }
+  if (x >= 10) {
+    return `${x.toFixed(0)}%`;
+  }
+  if (x >= 0.1) {
+    return `${x.toFixed(1)}%`;
+  }
+  return x >= 0.001 ? `${Number(x.toPrecision(2))}%` : '<0.001%';
 }
 
 export function goodputBars(qs: IQueueInsight[]): IBar[] {

@@ -2,6 +2,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 
 import {
+  formatPercent,
   goodputBars,
   insightsQuery,
   normalizeInsights,
@@ -173,4 +174,12 @@ test('what-if answer: observed beside predicted, better/worse marked, assumption
   assert.equal(byLabel['GPU-hours'].change, 0);
   // a flat answer (one queue) reads the same
   assert.equal(normalizeWhatIf({ runs: 3, observed: side(5, 0.1), predicted: side(9, 0.1) }).rows[0].change, 1);
+});
+
+test('a small share stays visible: 0.14 GPU-h of a week is not 0.0%', () => {
+  assert.deepEqual(
+    [0, 0.5, 0.034, 0.0083, 0.00083, 0.000001].map(formatPercent),
+    ['0%', '50%', '3.4%', '0.8%', '0.083%', '<0.001%']
+  );
+  assert.equal(formatPercent(null), '—');
 });
