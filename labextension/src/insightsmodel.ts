@@ -308,6 +308,8 @@ export interface IWhatIfView {
   /** The settings replayed, as `concurrency 2 → 4` (only those that differ from the recorded ones). */
   settings: string[];
   assumptions: string[];
+  /** The service's notes on the queue, e.g. which limit binds when the changed one does not. */
+  notes: string[];
   runs: number | null;
 }
 
@@ -348,6 +350,7 @@ export function normalizeWhatIf(raw: Loose, queue = ''): IWhatIfView {
     rows: rows.filter(r => r.observed !== '—' || r.predicted !== '—'),
     settings: settingChanges(q.observed_settings, q.settings),
     assumptions,
+    notes: Array.isArray(q.notes) ? q.notes.map(String) : [],
     runs: num(q.runs)
   };
 }

@@ -134,6 +134,7 @@ export class WhatIfForm {
           )
         )
       ),
+      v.notes.length ? h('ul', { class: 'jp-GpuPlat-whatifNotes' }, ...v.notes.map(n => h('li', null, n))) : null,
       v.assumptions.length
         ? h(
             'div',

@@ -159,7 +159,8 @@ test('what-if answer: observed beside predicted, better/worse marked, assumption
         observed: side(600, 0.5),
         predicted: side(60, 0.8),
         observed_settings: { priority: 10, concurrency: 2, quota: { gpu: 2, cpu: '16' }, max_per_user: null, ordering: 'best_effort_fifo' },
-        settings: { priority: 10, concurrency: 4, quota: { gpu: 4, cpu: '16' }, max_per_user: null, ordering: 'best_effort_fifo' }
+        settings: { priority: 10, concurrency: 4, quota: { gpu: 4, cpu: '16' }, max_per_user: null, ordering: 'best_effort_fifo' },
+        notes: ['concurrency does not bind: the queue quota holds its runs']
       }
     ],
     assumptions: ['durations unchanged']
@@ -167,6 +168,7 @@ test('what-if answer: observed beside predicted, better/worse marked, assumption
   const v = normalizeWhatIf(raw, 'team-a-train');
   assert.equal(v.runs, 12);
   assert.deepEqual(v.assumptions, ['durations unchanged']);
+  assert.deepEqual(v.notes, ['concurrency does not bind: the queue quota holds its runs']);  // shown as the service wrote them
   assert.deepEqual(v.settings, ['concurrency 2 → 4', 'quota gpu 2 → 4']);
   const byLabel = Object.fromEntries(v.rows.map(r => [r.label, r]));
   assert.deepEqual(byLabel['queue wait p50'], { label: 'queue wait p50', observed: '10m 00s', predicted: '1m 00s', change: -1 });
