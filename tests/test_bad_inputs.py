@@ -756,8 +756,8 @@ QUERIES: list[Bad] = [
         "whatif-unknown-queue",
         "POST",
         "whatif",
-        400,
-        ("unknown queue 'nope'",),
+        404,  # as insights answers it (one visibility rule, docs/insights.md)
+        ("queue 'nope' not found", "queues you may replay"),
         user="ops",
         body={"since": "7d", "changes": {"nope": {"concurrency": 4}}},
     ),
