@@ -757,7 +757,7 @@ QUERIES: list[Bad] = [
         "POST",
         "whatif",
         404,  # as insights answers it (one visibility rule, docs/insights.md)
-        ("queue 'nope' not found", "queues you may replay"),
+        ("queue 'nope' not found",),
         user="ops",
         body={"since": "7d", "changes": {"nope": {"concurrency": 4}}},
     ),
