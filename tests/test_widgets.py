@@ -364,7 +364,10 @@ def test_launcher_previews_provenance_refuses_inline_and_submits(server: ServerP
         # A platform admin takes the interactive queue away while the form is open.
         project = next(x for x in server.ok("GET", "projects", "ops")["projects"] if x["name"] == "team-a")
         body = {k: v for k, v in project.items() if k not in ("role", "usable_queues", "usable_presets")}
-        server.ok("PUT", "projects/team-a", "ops", {**body, "allowed_queues": ["team-a-train"]})
+        # (without the notebook preset, which locks the interactive queue: validation refuses keeping it)
+        presets = [x for x in body.get("allowed_presets") or [] if x != "notebook"] or None
+        narrowed = {**body, "allowed_queues": ["team-a-train"], "allowed_presets": presets}
+        server.ok("PUT", "projects/team-a", "ops", narrowed)
         try:
             launcher.queue_picker.value = "interactive"
             p = until(
