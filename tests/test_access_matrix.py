@@ -632,10 +632,11 @@ def gen_insights(w: World, api: Any) -> list[Cell]:
 
 
 def gen_whatif(w: World, api: Any) -> list[Cell]:
-    """A replay of a queue both teams use: anyone in a project (or a platform admin); others 403."""
+    """A replay of a queue both teams use: anyone in a project (or a platform admin); for others the
+    queue is one they may not see: 404, as insights answers (docs/insights.md "Who sees what")."""
     req = Req("POST", "whatif", body={"since": "1d", "changes": {"parked": {"concurrency": 2}}})
     ok = [c for c in CALLERS if any(sees(c, p) for p in PROJECTS)]
-    return [Cell("POST whatif", "-", c, None, req, 200 if c in ok else 403) for c in CALLERS]
+    return [Cell("POST whatif", "-", c, None, req, 200 if c in ok else 403 if c is None else 404) for c in CALLERS]
 
 
 GENERATORS: dict[str, Gen] = {

@@ -214,8 +214,9 @@ def test_submit_again_of_a_file_run_keeps_its_file_and_folder(lab: Lab, lab_page
     (it cut the leading '/', and the relative remainder was refused as outside the root)."""
     page = lab_page
     (lab.work / "exp").mkdir(exist_ok=True)
-    (lab.work / "exp" / "train.py").write_text((lab.work / "train.py").read_text())
-    body = {"project": "team-a", "name": "file-run", "script": "exp/train.py", "working_dir": "exp"}
+    (lab.work / "exp" / "fit.py").write_text((lab.work / "train.py").read_text())
+    (lab.work / "exp" / "again").touch()  # its gate: both runs end on their own (the sidebar tests count stopped runs)
+    body = {"project": "team-a", "name": "file-run", "script": "exp/fit.py", "working_dir": "exp"}
     original = lab.ok("POST", "runs", body={**body, "presets": ["single-gpu"], "args": ["again"]})
     execute(page, "gpuplat:resubmit", {"id": original["id"]})
     dialog = submit_dialog(page)
@@ -236,4 +237,4 @@ def test_submit_again_of_a_file_run_keeps_its_file_and_folder(lab: Lab, lab_page
     assert new["request"]["script"] == old["request"]["script"]
     assert new["request"]["working_dir"] == old["request"]["working_dir"]
     for run in (new, old):
-        lab.ok("POST", f"runs/{run['id']}/stop")
+        lab.wait_status(run["id"], "succeeded")
