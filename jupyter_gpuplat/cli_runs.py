@@ -12,6 +12,7 @@ from typing import Any
 from .cli_base import CLIError, cli_words, connect, emit
 from .cli_tables import ago, spec_rows, table
 from .client import Client
+from .core.reasons import Reason
 from .explaining import explanation_text
 from .runedits import parse_params
 from .sweeping import children_text, concurrency_text, make_matrix
@@ -176,7 +177,8 @@ def preview_text(p: dict[str, Any]) -> str:
 def waits_text(c: Client, run: dict[str, Any]) -> str:
     """What a new run waits for, as the service says it ("  waits: queue … 2/2 runs dispatched, position 1")."""
     waiting = run.get("waiting")
-    if not waiting or run.get("status") != "queued":
+    # Admissible: nothing holds it (the next dispatch cycle starts it), so it waits for nothing.
+    if not waiting or run.get("status") != "queued" or waiting.get("reason") == Reason.ADMISSIBLE:
         return ""
     ex = c.explain(run["id"])  # its place in the queue; admitted meanwhile, it has none
     pos = f", position {ex['position']}" if ex.get("position") and ex.get("status") == "queued" else ""
