@@ -5,6 +5,7 @@ import type { DocumentRegistry } from '@jupyterlab/docregistry';
 
 import { isFinal } from './lifecycle';
 import { SessionBar } from './sessionbar';
+import { SessionToast } from './sessiontoast';
 import {
   ISessionNotice,
   ISessionRun,
@@ -15,7 +16,6 @@ import {
   isWaiting,
   leaseActions,
   newSessionPrompt,
-  noticeDelayMs,
   restoreDecision,
   sessionBarView,
   sessionNotice,
@@ -128,7 +128,7 @@ export class NotebookSession {
     }
     this._disposed = true;
     window.clearInterval(this._ticker);
-    window.clearTimeout(this._noteTimer);
+    this._toast.dispose();
     this.bar.dispose();
   }
 
@@ -251,7 +251,7 @@ export class NotebookSession {
           }
           if (this._admitPending && isAdmitted(r.status) && devicesKnown(r)) {
             this._admitPending = false;
-            if (this._note !== null && this._noteRun === r.id && this._noteStage === 'waiting') {
+            if (this._toast.stageOf(r.id) === 'waiting') {
               this._notify('admitted');
             }
           }
@@ -384,11 +384,7 @@ export class NotebookSession {
     }
   }
 
-  /**
-   * The session's one notice, at `stage`: emitted once per lease, then updated in place (an
-   * update soon after it was shown waits, see NOTICE_SETTLE_MS); a toast closed meanwhile
-   * comes back with the news.
-   */
+  /** The session's one notice, at `stage` (see SessionToast). */
   private _notify(stage: NoticeStage): void {
     const run = this.run;
     if (!run) {
@@ -399,52 +395,9 @@ export class NotebookSession {
       idleDeadline: this._idleDeadline,
       now: this._ctrl.now()
     });
-    if (!n) {
-      return;
+    if (n) {
+      this._toast.show(n, run.id);
     }
-    if (this._note === null || this._noteRun !== run.id) {
-      window.clearTimeout(this._noteTimer);
-      this._noteTimer = 0;
-      this._pending = null;
-      this._note = Notification.emit(n.message, n.type, { autoClose: n.autoClose, actions: this._actions(n, run.id) });
-      this._noteRun = run.id;
-      this._noteStage = n.stage;
-      this._noteText = n.message;
-      this._noteAt = Date.now();
-      return;
-    }
-    if (n.message === this._noteText && n.stage === this._noteStage && this._pending === null) {
-      return;
-    }
-    this._pending = n;
-    this._noteStage = n.stage; // what the notice says (or is about to)
-    const wait = noticeDelayMs(this._noteAt, Date.now());
-    if (wait > 0) {
-      if (!this._noteTimer) {
-        this._noteTimer = window.setTimeout(() => {
-          this._noteTimer = 0;
-          this._flushNotice();
-        }, wait);
-      }
-      return;
-    }
-    this._flushNotice();
-  }
-
-  private _flushNotice(): void {
-    const n = this._pending;
-    const id = this._note;
-    const runId = this._noteRun;
-    if (!n || id === null || runId === null || this._disposed) {
-      return;
-    }
-    this._pending = null;
-    const actions = this._actions(n, runId);
-    if (!Notification.update({ id, message: n.message, type: n.type, autoClose: n.autoClose, actions })) {
-      this._note = Notification.emit(n.message, n.type, { autoClose: n.autoClose, actions }); // dismissed from the list
-    }
-    this._noteText = n.message;
-    this._noteAt = Date.now();
   }
 
   private _actions(n: ISessionNotice, runId: string): Notification.IAction[] {
@@ -474,7 +427,7 @@ export class NotebookSession {
   private _clearIdle(kept: boolean): void {
     this._idleDeadline = null;
     window.clearInterval(this._ticker);
-    if (kept && this._noteStage === 'idle' && this._noteRun === this.run?.id) {
+    if (kept && this._toast.stageOf(this.run?.id) === 'idle') {
       this._notify('kept');
     }
   }
@@ -597,13 +550,7 @@ export class NotebookSession {
   private _ticker = 0;
   private _admitPending = false;
   // The session's one notice.
-  private _note: string | null = null;
-  private _noteRun: string | null = null;
-  private _noteStage: NoticeStage | null = null;
-  private _noteText = '';
-  private _noteAt = 0;
-  private _noteTimer = 0;
-  private _pending: ISessionNotice | null = null;
+  private _toast = new SessionToast((n, runId) => this._actions(n, runId));
   // Leasing only when asked.
   private _chosen = false;
   private _held = false;
