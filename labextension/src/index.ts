@@ -5,7 +5,7 @@ import {
 } from '@jupyterlab/application';
 import { ICommandPalette, Notification, WidgetTracker } from '@jupyterlab/apputils';
 import { IDocumentManager } from '@jupyterlab/docmanager';
-import { IDefaultFileBrowser, IFileBrowserFactory } from '@jupyterlab/filebrowser';
+import { IDefaultFileBrowser } from '@jupyterlab/filebrowser';
 import { ISettingRegistry } from '@jupyterlab/settingregistry';
 import { IStateDB } from '@jupyterlab/statedb';
 import { LabIcon } from '@jupyterlab/ui-components';
@@ -85,7 +85,7 @@ const plugin: JupyterFrontEndPlugin<void> = {
   description:
     'GPU platform: the runs sidebar, run and Compare tabs, run outputs as a read-only drive, submit and submit again.',
   autoStart: true,
-  optional: [ILayoutRestorer, ICommandPalette, IDefaultFileBrowser, ISettingRegistry, IStateDB, IDocumentManager, IFileBrowserFactory],
+  optional: [ILayoutRestorer, ICommandPalette, IDefaultFileBrowser, ISettingRegistry, IStateDB, IDocumentManager],
   activate: (
     app: JupyterFrontEnd,
     restorer: ILayoutRestorer | null,
@@ -93,8 +93,7 @@ const plugin: JupyterFrontEndPlugin<void> = {
     browser: IDefaultFileBrowser | null,
     settingRegistry: ISettingRegistry | null,
     state: IStateDB | null,
-    docManager: IDocumentManager | null,
-    browserFactory: IFileBrowserFactory | null
+    docManager: IDocumentManager | null
   ) => {
     const service = new GpuPlatService();
     addMainAreaStyle();
@@ -183,7 +182,7 @@ const plugin: JupyterFrontEndPlugin<void> = {
     // Run outputs as a read-only drive: JupyterLab's own viewers open them, a file browser lists them.
     app.serviceManager.contents.addDrive(new RunOutputsDrive(service));
     app.docRegistry.addWidgetExtension('Notebook', readOnlyNotebooks());
-    const outputs = new OutputsOpener({ app, docManager, browserFactory, icon: gpuIcon });
+    const outputs = new OutputsOpener({ app, docManager, icon: gpuIcon });
 
     // One dock tab per run and per comparison; reopening activates it; the layout restores them.
     const runTabs = new WidgetTracker<RunTab>({ namespace: 'gpuplat-run' });

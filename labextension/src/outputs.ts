@@ -9,7 +9,7 @@ import type { JupyterFrontEnd } from '@jupyterlab/application';
 import { Notification } from '@jupyterlab/apputils';
 import type { IDocumentManager } from '@jupyterlab/docmanager';
 import type { DocumentRegistry } from '@jupyterlab/docregistry';
-import type { FileBrowser, IFileBrowserFactory } from '@jupyterlab/filebrowser';
+import { FileBrowser, FilterFileBrowserModel } from '@jupyterlab/filebrowser';
 import type { LabIcon } from '@jupyterlab/ui-components';
 import type { IDisposable } from '@lumino/disposable';
 import type { Widget } from '@lumino/widgets';
@@ -55,7 +55,6 @@ export function readOnlyNotebooks(): DocumentRegistry.IWidgetExtension<Widget, D
 export interface IOutputsOpenerOptions {
   app: JupyterFrontEnd;
   docManager: IDocumentManager | null;
-  browserFactory: IFileBrowserFactory | null;
   icon: LabIcon;
 }
 
@@ -86,20 +85,29 @@ export class OutputsOpener {
     return widget;
   }
 
-  /** The run's files in a file browser on the drive, in the main area (one per run). */
+  /**
+   * The run's files in a file browser on the drive, in the main area (one per run). Built
+   * outside the file browser factory on purpose: a browser in the factory's tracker becomes
+   * "the current file browser" that File → New and the Launcher create files in, and this
+   * drive is read-only. Its navigation stops at the run's folder, and JupyterLab's file
+   * context menu (whose commands act on the tracked browser) is left out.
+   */
   async openFolder(runId: string): Promise<FileBrowser | undefined> {
-    const { app, browserFactory, icon } = this._opts;
-    if (!browserFactory) {
-      Notification.error('Open run folder needs JupyterLab’s file browser, which is not loaded.');
+    const { app, docManager, icon } = this._opts;
+    if (!docManager) {
+      Notification.error('Open run folder needs JupyterLab’s document manager, which is not loaded.');
       return undefined;
     }
     const id = `jp-GpuPlat-runFolder-${runId}`;
     const open = this._folders.get(runId);
-    if (open && !open.isDisposed) {
+    if (open?.isAttached) {
       app.shell.activateById(id);
       return open;
     }
-    const browser = browserFactory.createFileBrowser(id, { driveName: DRIVE_NAME, restore: false, refreshInterval: 5000 });
+    open?.dispose(); // closing a tab detaches a plain widget; a closed folder opens afresh
+    const model = new FilterFileBrowserModel({ manager: docManager, driveName: DRIVE_NAME, root: drivePath(runId), refreshInterval: 5000 });
+    const browser = new FileBrowser({ id, model });
+    browser.node.dataset.jpSuppressContextMenu = '';
     browser.id = id;
     browser.addClass('jp-GpuPlat-runFolder');
     browser.node.dataset.runId = runId;
@@ -108,7 +116,10 @@ export class OutputsOpener {
     browser.title.icon = icon;
     browser.title.closable = true;
     this._folders.set(runId, browser);
-    browser.disposed.connect(() => this._folders.delete(runId));
+    browser.disposed.connect(() => {
+      this._folders.delete(runId);
+      model.dispose();
+    });
     app.shell.add(browser, 'main');
     app.shell.activateById(id);
     await browser.model.cd(`/${runId}`);

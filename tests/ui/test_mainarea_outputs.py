@@ -156,3 +156,34 @@ def test_open_run_folder_lists_the_run_files(
     execute(page, "gpuplat:open-run-folder", {"id": rid})
     expect(page.locator(f"{MAIN} .jp-GpuPlat-runFolder")).to_have_count(1)
     close_all(page)
+
+
+def test_new_notebooks_go_to_the_main_file_browser_after_a_run_folder(
+    lab: Lab, lab_page: Any, notebook_run: dict[str, Any]
+) -> None:
+    """A run folder the user last clicked in is not "the current file browser": File → New and
+    the Launcher's tiles (whose folder is the root, '') create files in the main file browser's
+    folder, not on the read-only drive (which refused every new notebook until a reload)."""
+    page = lab_page
+    rid = notebook_run["id"]
+    execute(page, "gpuplat:open-run-folder", {"id": rid})
+    folder = page.locator(f'{MAIN} .jp-GpuPlat-runFolder[data-run-id="{rid}"]')
+    folder.locator(".jp-DirListing-item", has_text="summary.txt").click()
+    expect(folder.locator(".jp-DirListing-item.jp-mod-selected")).to_have_count(1)
+    created = []
+    for args in ({}, {"cwd": ""}):  # File → New → Notebook; a Launcher tile
+        path = page.evaluate(
+            # A refused create shows an error dialog and never settles: race it with a deadline.
+            "a => Promise.race([window.jupyterapp.commands"
+            ".execute('notebook:create-new', { ...a, kernelName: 'python3' })"
+            ".then(w => { const p = w.context.path; w.dispose(); return p; }, e => 'refused: ' + e.message),"
+            " new Promise(r => setTimeout(() => r('refused: no notebook within 20 s'), 20000))])",
+            args,
+        )
+        assert not path.startswith("refused") and ":" not in path, path
+        assert (lab.work / path).is_file(), path
+        created.append(path)
+    assert len(set(created)) == 2, created
+    close_all(page)
+    for path in created:
+        (lab.work / path).unlink()
