@@ -411,3 +411,25 @@ def test_the_agent_gives_up_on_a_kernel_that_keeps_dying(tmp_path: Path) -> None
     assert info["ip"] == "127.0.0.1" and len({info[p] for p in kernel_agent.PORT_NAMES}) == 5
     assert json.loads(Path(path + ".state").read_text())["generation"] == 5
     assert oct(Path(path).stat().st_mode & 0o777) == "0o600"
+
+
+def test_a_renamed_notebook_keeps_its_lease_and_its_default_name(srv: ServerProcess) -> None:
+    """New notebooks are all Untitled.ipynb: once renamed (the sidebar's PATCH on JupyterLab's
+    rename), the lease is found at the new path on reload and its default name follows; a name
+    that is not a notebook path, another user, and a run that is no session are refused."""
+    answer = start_kernel(srv, "Untitled.ipynb")
+    assert answer.status_code == 201, answer.text
+    lease = session_of(srv, "Untitled.ipynb")
+    assert lease["name"] == "Untitled.ipynb"
+    code, body = srv.call("PATCH", f"runs/{lease['id']}", body={"notebook": "notes.txt"})
+    assert code == 400 and "notebook" in body["error"]["message"], body
+    code, body = srv.call("PATCH", f"runs/{lease['id']}", user="bob", body={"notebook": "x.ipynb"})
+    assert code in (403, 404), (code, body)
+    moved = srv.ok("PATCH", f"runs/{lease['id']}", body={"notebook": "exp/resnet.ipynb"})
+    assert moved["name"] == "exp/resnet.ipynb" and moved["session"]["notebook"] == "exp/resnet.ipynb", moved
+    assert session_of(srv, "exp/resnet.ipynb")["id"] == lease["id"]
+    assert srv.ok("GET", "sessions", notebook="Untitled.ipynb")["sessions"] == []
+    assert srv.ok("GET", f"runs/{lease['id']}")["reason"] == lease["reason"]  # nothing happened to the run
+    ended = end(srv, lease["id"])
+    code, body = srv.call("PATCH", f"runs/{ended['id']}", body={"notebook": "late.ipynb"})
+    assert code == 409, (code, body)

@@ -254,6 +254,14 @@ class Engine:
         self.sessions.keepalive(user, run_id)
         return self.store.get_run(run_id) or {}
 
+    def move_session(self, user: str, run_id: str, notebook: str) -> dict[str, Any]:
+        """The owner's notebook was renamed or moved: the lease follows it (and so does its default name)."""
+        row = self.reads.get_visible(user, run_id)
+        if row["user"] != user:
+            raise Forbidden(f"session {run_id} is {row['user']}'s", "only its owner's notebook can move")
+        self.sessions.move(run_id, notebook)
+        return self.store.get_run(run_id) or row
+
     async def kernel_connection(self, user: str, run_id: str) -> dict[str, Any] | None:
         """A running session's connection info, for its owner only (the key runs code as them)."""
         row = self._owned(user, run_id, "connect to its kernel")

@@ -140,6 +140,23 @@ class Sessions:
         self.s.record(a, a.status, Reason.KEEP_ALIVE, message, details={"deadline": deadline})
         self._arm(lease)
 
+    def move(self, run_id: str, notebook: str) -> None:
+        """The session's notebook has a new path: a reload finds the lease there (`GET sessions?notebook=`).
+
+        A name that was the old path (the default) follows; a name someone chose stays. No timeline
+        event: nothing happened to the run, and its reason (why it waits, what it runs) stays.
+        """
+        a = self.s.active.get(run_id)
+        if a is None or not is_session(a):
+            raise Conflict(f"run {run_id} is not an unfinished session", "only a session's notebook can move")
+        session = dict(a.resolved.get("session") or {})
+        old, session["notebook"] = session.get("notebook"), notebook
+        a.resolved = {**a.resolved, "session": session}
+        fields: dict[str, Any] = {}
+        if a.resolved.get("name") in (None, old):
+            a.resolved["name"] = fields["name"] = notebook[-128:]
+        self.s.store.transition(a.id, a.project, {**fields, "resolved": a.resolved}, None)
+
     def view(self, run_id: str) -> dict[str, Any] | None:
         lease = self.leases.get(run_id)
         if lease is None:

@@ -332,7 +332,10 @@ class RunHandler(BaseHandler):
     @web.authenticated
     async def patch(self, run_id: str) -> None:
         change = self.body(m.SweepChange)
-        row = self.engine.update_sweep(self.user_name, run_id, change.concurrency, change.paused)
+        if change.notebook is not None:
+            row = self.engine.move_session(self.user_name, run_id, change.notebook)
+        if change.concurrency is not None or change.paused is not None:
+            row = self.engine.update_sweep(self.user_name, run_id, change.concurrency, change.paused)
         self.send_model(m.RunDetail, self.detail(row))
 
 

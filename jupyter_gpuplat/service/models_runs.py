@@ -56,16 +56,18 @@ class BestChild(_Out):
 
 
 class SweepChange(_Out):
-    """PATCH runs/{id} of a sweep: its concurrency, or pausing/resuming its dispatch."""
+    """PATCH runs/{id}: a sweep's concurrency or pausing/resuming its dispatch; a session's notebook
+    (the notebook was renamed or moved: the lease, and its default name, follow it)."""
 
     model_config = ConfigDict(extra="forbid")
     concurrency: int | None = Field(default=None, ge=1, le=10_000, strict=True)
     paused: bool | None = Field(default=None, strict=True)
+    notebook: str | None = Field(default=None, min_length=1, max_length=1024, pattern=r"^[^\x00]*\.ipynb$")
 
     @model_validator(mode="after")
     def _something(self) -> SweepChange:
-        if self.concurrency is None and self.paused is None:
-            raise ValueError("give concurrency (1..10000) or paused (true/false)")
+        if self.concurrency is None and self.paused is None and self.notebook is None:
+            raise ValueError("give concurrency (1..10000), paused (true/false), or a session's notebook (path.ipynb)")
         return self
 
 

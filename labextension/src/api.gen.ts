@@ -2554,7 +2554,8 @@ export interface components {
         };
         /**
          * SweepChange
-         * @description PATCH runs/{id} of a sweep: its concurrency, or pausing/resuming its dispatch.
+         * @description PATCH runs/{id}: a sweep's concurrency or pausing/resuming its dispatch; a session's notebook
+         *     (the notebook was renamed or moved: the lease, and its default name, follow it).
          */
         SweepChange: {
             /**
@@ -2567,6 +2568,11 @@ export interface components {
              * @default null
              */
             paused?: boolean | null;
+            /**
+             * Notebook
+             * @default null
+             */
+            notebook?: string | null;
         };
         /** SweepChild */
         SweepChild: {

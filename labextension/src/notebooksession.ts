@@ -54,6 +54,7 @@ export class NotebookSession {
     sc.kernelChanged.connect(this._onKernel, this);
     sc.statusChanged.connect(this.update, this);
     sc.connectionStatusChanged.connect(this.update, this);
+    _context.pathChanged.connect(this._onMoved, this);
     _context.pathChanged.connect(this.update, this);
     void _context.ready.then(() => this.update());
     this.update();
@@ -133,6 +134,24 @@ export class NotebookSession {
   }
 
   /** The notebook's kernel or spec changed: re-render; look for the lease; connect if due. */
+  /** Renamed or moved while it holds a lease: the lease follows (a reload finds it at the new path). */
+  private _onMoved(): void {
+    const run = this.run;
+    const path = this._context.path;
+    if (!run || isFinal(run.status) || run.session?.notebook === path) {
+      return;
+    }
+    this._ctrl.service.moveSession(run.id, path).then(
+      r => {
+        if (this.run?.id === r.id) {
+          this.run = { ...this.run, name: r.name, session: r.session };
+          this._render();
+        }
+      },
+      (e: Error) => console.warn(`gpuplat: session ${run.id} did not follow ${path}: ${e.message}`)
+    );
+  }
+
   update(): void {
     if (this._disposed) {
       return;

@@ -61,6 +61,7 @@ export class GpuPlatPanel extends Panel {
     this.addClass('jp-GpuPlat-panel');
     const service = _opts.service;
     this.model = new RunsModel();
+    _opts.service.runChanged.connect((_, run) => this._fetched(run), this);
     // One second clock while a shown run counts; it stops when all are final or hidden.
     this._ticker = new Ticker(
       () => {

@@ -9,6 +9,7 @@
 
 import { URLExt } from '@jupyterlab/coreutils';
 import { ServerConnection } from '@jupyterlab/services';
+import { ISignal, Signal } from '@lumino/signaling';
 
 import type { ICompare } from './comparemodel';
 import { SSEParser, ISSEvent } from './sse';
@@ -137,6 +138,13 @@ const BACKOFF_MS = [250, 500, 1000, 2000, 4000, 8000];
 export class GpuPlatService {
   constructor(readonly settings: ServerConnection.ISettings = ServerConnection.makeSettings()) {}
 
+  /** A run as the server answered a change that makes no status event (a session's notebook moved). */
+  get runChanged(): ISignal<this, IRunDetail> {
+    return this._runChanged;
+  }
+
+  private _runChanged = new Signal<this, IRunDetail>(this);
+
   private _get<T>(path: string, query?: Record<string, string>): Promise<T> {
     return requestAPI<T>(path, { method: 'GET' }, this.settings, query);
   }
@@ -225,6 +233,17 @@ export class GpuPlatService {
       { method: 'PATCH', body: JSON.stringify(change) },
       this.settings
     );
+  }
+
+  /** A session's notebook was renamed or moved: its lease follows (PATCH runs/{id}); answers the session. */
+  async moveSession(id: string, notebook: string): Promise<IRunDetail> {
+    const run = await requestAPI<IRunDetail>(
+      `runs/${encodeURIComponent(id)}`,
+      { method: 'PATCH', body: JSON.stringify({ notebook }) },
+      this.settings
+    );
+    this._runChanged.emit(run);
+    return run;
   }
 
   /** My unfinished GPU sessions, newest first; only those of `notebook` when given. */

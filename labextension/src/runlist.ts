@@ -16,7 +16,7 @@ import type { IRun } from './types';
 import { IListRow, flattenRows, isSweep, paramsText, sweepView } from './sweepmodel';
 import { isFinal, runRowView } from './viewmodel';
 
-export const ROW_HEIGHT = 46;
+export const ROW_HEIGHT = 58;
 const OVERSCAN = 8;
 
 interface IRowNodes {
@@ -182,6 +182,7 @@ export class RunList extends Widget {
       }
       this._fill(nodes, rows[i], i, now);
     }
+    this._orderDom(first, last);
     if (n && last >= n - 20 && this._opts.model.nextBefore !== null) {
       this._opts.onNeedMore();
     }
@@ -194,6 +195,26 @@ export class RunList extends Widget {
           this._opts.onNeedMore(sweepId);
         }
       }
+    }
+  }
+
+  /**
+   * Rows in the DOM in the order they are drawn: recycled rows are placed by transform, so
+   * without this, keyboard and screen-reader order (the DOM's) differs from what one sees.
+   * Only rows out of place move.
+   */
+  private _orderDom(first: number, last: number): void {
+    const rows = this.rows;
+    let prev: Element = this._empty;
+    for (let i = first; i <= last; i++) {
+      const node = this._rows.get(rows[i].run.id)?.root;
+      if (!node) {
+        continue;
+      }
+      if (prev.nextElementSibling !== node) {
+        prev.after(node);
+      }
+      prev = node;
     }
   }
 

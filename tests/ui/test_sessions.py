@@ -145,3 +145,30 @@ def test_an_idle_session_warns_then_the_notebook_says_it_ended_and_why(
     expect(bar).to_contain_text(f"GPU {lease['devices'][0]} returned")
     expect(ended).to_be_in_viewport(ratio=1)  # the toast has slid in
     page.screenshot(path=screenshots / "session-ended.png")
+
+
+def test_renaming_the_notebook_moves_its_lease_and_its_name(session_lab: Lab, page: Any) -> None:
+    """A new GPU session is Untitled.ipynb; renamed in JupyterLab, its lease and its default name
+    follow (the sidebar shows the new name; a reload finds the lease at the new path)."""
+    lab = session_lab
+    stop_all(lab)
+    page.locator(f'{SIDEBAR} .jp-GpuPlat-tab[data-tab="presets"]').click()
+    card = page.locator(f'{SIDEBAR} .jp-GpuPlat-preset[data-preset="notebook"]')
+    card.get_by_role("button", name="Start GPU session").click()
+    expect(page.get_by_role("button", name="Python 3 (GPU · notebook) | Idle")).to_be_visible(timeout=60_000)
+    lease = until(lambda: sessions(lab), "the notebook's lease")[0]
+    old = lease["session"]["notebook"]
+    assert old.startswith("Untitled") and lease["name"] == old, lease
+    new = "resnet-probe.ipynb"
+    page.evaluate("([a, b]) => window.jupyterapp.serviceManager.contents.rename(a, b)", [old, new])
+    moved = until(
+        lambda: (r := lab.ok("GET", f"runs/{lease['id']}"))["session"]["notebook"] == new and r, "the lease followed"
+    )
+    assert moved["name"] == new and moved["status"] == "running", moved
+    assert [s["id"] for s in lab.ok("GET", "sessions", notebook=new)["sessions"]] == [lease["id"]]
+    page.locator(f'{SIDEBAR} .jp-GpuPlat-tab[data-tab="runs"]').click()
+    expect(page.locator(f'{SIDEBAR} .jp-GpuPlat-runRow[data-run-id="{lease["id"]}"] .jp-GpuPlat-runName')).to_have_text(
+        new, timeout=30_000
+    )
+    stop_all(lab)
+    (lab.work / new).unlink()

@@ -152,3 +152,36 @@ def test_queues_and_presets_fit_the_default_width(narrow_page: Any, screenshots:
     assert_nothing_cut(page, [".jp-GpuPlat-queueName", ".jp-GpuPlat-meterText", ".jp-GpuPlat-queueRules"])
     page.screenshot(path=screenshots / "sidebar-default-width-queues.png")
     page.locator(f'{SIDEBAR} .jp-GpuPlat-tab[data-tab="runs"]').click()
+
+
+ROWS_IN_ORDER = """(sel) => [...document.querySelectorAll(sel)].filter(e => e.offsetParent !== null && e.dataset.runId)
+  .map(e => ({id: e.dataset.runId, top: e.getBoundingClientRect().top}))"""
+
+
+def test_rows_read_in_the_order_they_are_drawn_and_long_names_wrap(lab: Lab, narrow_page: Any) -> None:
+    """A run that arrives later is drawn on top: keyboard and screen-reader order (the DOM's) is
+    the same, and a long name takes a second line instead of being cut at the sidebar's width."""
+    page = narrow_page
+    back_to_runs(page)
+    cmd = [sys.executable, "-c", "print('ok')"]
+    first = lab.ok("POST", "runs", body={"project": "team-a", "name": "order-first", "command": cmd})
+    expect(page.locator(f'{SIDEBAR} .jp-GpuPlat-runRow[data-run-id="{first["id"]}"]')).to_be_visible()
+    second = lab.ok("POST", "runs", body={"project": "team-a", "name": "order-second", "command": cmd})
+    expect(page.locator(f'{SIDEBAR} .jp-GpuPlat-runRow[data-run-id="{second["id"]}"]')).to_be_visible()
+    long_name = "train.py · lr=0.001, bs=64"
+    later = lab.ok("POST", "runs", body={"project": "team-a", "name": long_name, "command": cmd})
+    name = page.locator(f'{SIDEBAR} .jp-GpuPlat-runRow[data-run-id="{later["id"]}"] .jp-GpuPlat-runName')
+    expect(name).to_have_text(long_name)
+    rows = page.evaluate(ROWS_IN_ORDER, f"{SIDEBAR} .jp-GpuPlat-runRow")
+    ids = [r["id"] for r in rows]
+    assert ids.index(later["id"]) < ids.index(second["id"]) < ids.index(first["id"]), rows  # newest on top
+    assert [r["top"] for r in rows] == sorted(r["top"] for r in rows), rows  # DOM order = drawn order
+    lines = page.evaluate(
+        """(el) => { const r = document.createRange(); r.selectNodeContents(el);
+                     return new Set([...r.getClientRects()].map(b => Math.round(b.top))).size; }""",
+        name.element_handle(),
+    )
+    assert lines == 2, lines
+    assert page.evaluate("(el) => el.scrollHeight <= el.clientHeight + 1", name.element_handle())  # not cut
+    for run in (first, second, later):
+        lab.wait_status(run["id"], "succeeded")
