@@ -362,6 +362,7 @@ class Compare(widgets.VBox):
             for t in traces:
                 self.figure.add_trace(t)
             self.figure.layout.yaxis.title.text = ", ".join(chosen)
+        h.keep_figure_state(self.figure)
 
 
 def _figure() -> Any:
