@@ -3,7 +3,9 @@ children against its objective (compare_sweep: every child's params and value, c
 
 from __future__ import annotations
 
+import difflib
 import math
+from collections import Counter
 from typing import Any, Protocol
 
 import numpy as np
@@ -38,6 +40,49 @@ def curve(steps: np.ndarray, values: np.ndarray, max_points: int) -> dict[str, A
         "values": [x if math.isfinite(x) else None for x in v.tolist()],  # JSON has no NaN
         "count": int(steps.size),
     }
+
+
+def default_metric(summaries: dict[str, dict[str, Any]], run_ids: list[str]) -> str | None:
+    """The metric most of the runs logged (the first by name among equals): a curve every run can draw."""
+    counts = Counter(n for rid in run_ids for n in summaries.get(rid, {}))
+    return min(counts, key=lambda n: (-counts[n], n)) if counts else None
+
+
+def _is_code(path: str, value: Any) -> bool:
+    return isinstance(value, str) and ("\n" in value or path.rsplit(".", 1)[-1] == "code")
+
+
+def config_difference(path: str, values: dict[str, Any], run_ids: list[str]) -> dict[str, Any]:
+    """One resolved-config difference. Code (`entrypoint.code`, any multi-line text) is not shown once per
+    run: each run's value says whether it is the first run's code, and `diff` holds every other run's
+    unified diff against the first."""
+    if not any(_is_code(path, v) for v in values.values()):
+        return {"path": path, "values": values, "diff": None}
+    first = run_ids[0]
+    base = str(values.get(first) or "")
+    diffs = []
+    for rid in run_ids[1:]:
+        other = str(values.get(rid) or "")
+        if other != base:
+            diffs.append(
+                "".join(
+                    difflib.unified_diff(
+                        base.splitlines(keepends=True),
+                        other.splitlines(keepends=True),
+                        f"{path} ({first})",
+                        f"{path} ({rid})",
+                    )
+                ).rstrip("\n")
+            )
+    summary = {
+        rid: "first run's code"
+        if rid == first
+        else "same code"
+        if str(values.get(rid) or "") == base
+        else "code differs"
+        for rid in run_ids
+    }
+    return {"path": path, "values": summary, "diff": "\n".join(diffs)}
 
 
 def metrics_of(engine: Source, user: str, run_id: str, names: list[str] | None, max_points: int) -> dict[str, Any]:
@@ -82,9 +127,13 @@ def compare(engine: Source, user: str, run_ids: list[str], names: list[str] | No
     return {
         "runs": runs,
         "metrics": metric_names,
+        "metric_runs": {n: sum(1 for rid in run_ids if n in summaries.get(rid, {})) for n in metric_names},
+        "default_metric": default_metric(summaries, run_ids),
         "params": {"keys": sorted({k for p in params.values() for k in p}), "differ": differing(params)},
         "config": {
-            "differ": [{"path": p, "values": {rid: configs[rid].get(p) for rid in run_ids}} for p in config_diff]
+            "differ": [
+                config_difference(p, {rid: configs[rid].get(p) for rid in run_ids}, run_ids) for p in config_diff
+            ]
         },
         "curves": {rid: {n: curve(s, v, max_points) for n, (s, v) in series.get(rid, {}).items()} for rid in run_ids},
     }

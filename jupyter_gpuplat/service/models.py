@@ -376,6 +376,11 @@ class ParamsDiff(_Out):
 class ConfigDifference(_Out):
     path: str
     values: dict[str, Any]
+    diff: str | None = Field(
+        None,
+        description="For code (a multi-line text): each other run's unified diff against the first run's; "
+        "`values` then say only 'same code' or 'code differs'",
+    )
 
 
 class ConfigDiff(_Out):
@@ -385,6 +390,10 @@ class ConfigDiff(_Out):
 class Compare(_Open):
     runs: list[CompareRun]
     metrics: list[str]
+    metric_runs: dict[str, int] = Field(default_factory=dict, description="How many of the runs logged each metric")
+    default_metric: str | None = Field(
+        None, description="The metric to show first: the one most runs logged (the first by name among equals)"
+    )
     params: ParamsDiff
     config: ConfigDiff
     curves: dict[str, dict[str, Curve]]

@@ -11,6 +11,7 @@ import html
 import json
 import posixpath
 import urllib.parse
+from copy import deepcopy
 from typing import Any
 
 from ..core.status import FINAL, HOLDING, WAITING
@@ -144,3 +145,12 @@ def notebook_link(path: str, here: str, label: str = "Open notebook") -> str:
         f'<a class="gpuplat-open-notebook" href="{esc(urllib.parse.quote(href))}" '
         f'title="{esc(path)}">{esc(label)}</a> {dim(esc(path))}'
     )
+
+
+def keep_figure_state(figure: Any) -> None:
+    """Put the traces drawn into the widget's synced state too. A FigureWidget inside a box sends
+    its traces as messages and syncs only the figure it was built with (plotly refreshes that state
+    only when it is displayed itself): a page reload drew the saved state, an empty plot."""
+    if hasattr(figure, "_widget_data"):
+        figure._widget_layout = deepcopy(figure._layout_obj._props)
+        figure._widget_data = deepcopy(figure._data)

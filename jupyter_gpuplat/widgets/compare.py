@@ -316,7 +316,9 @@ class Compare(widgets.VBox):
             return [objective.metric]
         if self.requested_metrics:
             return [m for m in self.requested_metrics if m in names]
-        return names[:1]
+        # the server's choice: the metric most runs logged, not the first name (one run's only metric)
+        default = self.data.get("default_metric")
+        return [str(default)] if default in names else names[:1]
 
     def _render(self) -> None:
         if self.baseline not in self.run_ids:
@@ -360,6 +362,7 @@ class Compare(widgets.VBox):
             for t in traces:
                 self.figure.add_trace(t)
             self.figure.layout.yaxis.title.text = ", ".join(chosen)
+        h.keep_figure_state(self.figure)
 
 
 def _figure() -> Any:

@@ -34,6 +34,16 @@ def _section(title: str, ncols: int) -> str:
     )
 
 
+def _code_row(label: str, diff: str, n: int) -> str:
+    """A code difference in one cell across the runs: "code differs" that opens the server's diff."""
+    return (
+        '<tr class="gpuplat-differ gpuplat-code-differ">'
+        + h.td(h.esc(label), mark=True, extra=f"border-left:3px solid {h.WARN};font-family:{h.MONO}")
+        + f'<td colspan="{n}"><details><summary>code differs (diff against the first run)</summary>'
+        f'<pre style="font-family:{h.MONO};white-space:pre-wrap;margin:0">{h.esc(diff)}</pre></details></td></tr>'
+    )
+
+
 def _row(label: str, cells: list[str], *, differ: bool = False) -> str:
     mark = f"border-left:3px solid {h.WARN};" if differ else ""
     cls = ' class="gpuplat-differ"' if differ else ""
@@ -88,7 +98,10 @@ def table_html(
 
     rows.append(_section("resolved config: differences", n))
     for d in data["config"]["differ"]:
-        rows.append(_row(d["path"], [h.esc(h.value(d["values"].get(r["id"]))) for r in runs], differ=True))
+        if d.get("diff") is not None:  # code: said once, its diff behind a disclosure, not each run's whole text
+            rows.append(_code_row(d["path"], d["diff"], n))
+        else:
+            rows.append(_row(d["path"], [h.esc(h.value(d["values"].get(r["id"]))) for r in runs], differ=True))
     if not data["config"]["differ"]:
         rows.append(_row("(identical)", ["" for _ in runs]))
 

@@ -355,6 +355,7 @@ class RunMonitor(widgets.VBox):
             tr = self.figure.data[0]
             tr.x, tr.y, tr.name = series["steps"], series["values"], name
             self.figure.layout.title.text = title
+        h.keep_figure_state(self.figure)
 
     def _stop_clicked(self, _: Any = None) -> None:
         self.stop_button.disabled = True

@@ -186,7 +186,9 @@ class SweepPanel(widgets.VBox):
             self.parcoords.data = ()
             for t in traces:
                 self.parcoords.add_trace(t)
+        h.keep_figure_state(self.parcoords)
         self._plot_scatter()
+        h.keep_figure_state(self.scatter)
 
     def _plot_scatter(self) -> None:
         children = self.data["children"]

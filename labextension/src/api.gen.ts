@@ -621,6 +621,19 @@ export interface components {
             runs: components["schemas"]["CompareRun"][];
             /** Metrics */
             metrics: string[];
+            /**
+             * Metric Runs
+             * @description How many of the runs logged each metric
+             */
+            metric_runs?: {
+                [key: string]: number;
+            };
+            /**
+             * Default Metric
+             * @description The metric to show first: the one most runs logged (the first by name among equals)
+             * @default null
+             */
+            default_metric?: string | null;
             params: components["schemas"]["ParamsDiff"];
             config: components["schemas"]["ConfigDiff"];
             /** Curves */
@@ -667,6 +680,12 @@ export interface components {
             values: {
                 [key: string]: unknown;
             };
+            /**
+             * Diff
+             * @description For code (a multi-line text): each other run's unified diff against the first run's; `values` then say only 'same code' or 'code differs'
+             * @default null
+             */
+            diff?: string | null;
         };
         /**
          * ConfigView

@@ -45,6 +45,16 @@ export function delta(v: unknown, base: unknown, lowerBetter?: boolean): IDelta 
   return { text: `Δ ${sign}${Number(d.toPrecision(4))}${rel}`, tone };
 }
 
+/**
+ * The metrics in the order their charts are drawn: the server's default (the one most runs logged)
+ * first, then by how many runs logged each (the server's counts), by name among equals.
+ */
+export function chartOrder(data: ICompare): string[] {
+  const runs = data.metric_runs ?? {};
+  const rank = (m: string) => (m === data.default_metric ? Infinity : runs[m] ?? 0);
+  return [...data.metrics].sort((a, b) => rank(b) - rank(a) || (a < b ? -1 : a > b ? 1 : 0));
+}
+
 /** The run's label in the legend: its name (or id) and the params that differ between the runs. */
 export function legendLabel(run: ICompareRun, differ: string[]): { name: string; params: string } {
   const params = differ
@@ -59,6 +69,8 @@ export interface ICompareRow {
   label: string;
   cells: Array<{ text: string; delta: IDelta | null }>;
   differ: boolean;
+  /** Code that differs: the server's unified diff against the first run, shown once behind "code differs". */
+  diff?: string;
 }
 
 /** The table: run facts, params, resolved-config differences, metrics last and best, each against the baseline. */
@@ -87,7 +99,8 @@ export function compareRows(data: ICompare, baseline: string): ICompareRow[] {
       section: 'resolved config: differences',
       label: d.path,
       cells: runs.map(r => ({ text: showValue(d.values[r.id]), delta: null })),
-      differ: true
+      differ: true,
+      diff: d.diff ?? undefined
     });
   }
   for (const m of data.metrics) {

@@ -12,7 +12,7 @@ import { Widget } from '@lumino/widgets';
 import { errorBox, h } from './dom';
 import type { GpuPlatService } from './request';
 import type { IStatusEvent } from './types';
-import { compareRows, ICompare, legendLabel } from './comparemodel';
+import { chartOrder, compareRows, ICompare, ICompareRow, legendLabel } from './comparemodel';
 import { chartGeometry, formatMetric, isFinal, statusGroup } from './viewmodel';
 
 const SVG = 'http://www.w3.org/2000/svg';
@@ -150,6 +150,10 @@ export class CompareView extends Widget {
         section = row.section;
         body.push(h('tr', { class: 'jp-GpuPlat-compareSection' }, h('td', { colspan: data.runs.length + 1 }, section)));
       }
+      if (row.diff !== undefined) {
+        body.push(codeRow(row, data.runs.length));
+        continue;
+      }
       body.push(
         h(
           'tr',
@@ -174,12 +178,13 @@ export class CompareView extends Widget {
       this._charts.replaceChildren(h('div', { class: 'jp-GpuPlat-muted' }, 'No metrics logged by these runs.'));
       return;
     }
-    this._charts.replaceChildren(...data.metrics.map(m => this._chart(data, m)));
+    this._charts.replaceChildren(...chartOrder(data).map(m => this._chart(data, m)));
   }
 
   /** One metric, every run's curve on shared axes. */
   private _chart(data: ICompare, metric: string): HTMLElement {
     const curves = data.runs.map(r => data.curves[r.id]?.[metric]);
+    const logged = data.metric_runs?.[metric] ?? data.runs.length;
     const steps: number[] = [];
     const values: number[] = [];
     for (const c of curves) {
@@ -217,7 +222,14 @@ export class CompareView extends Widget {
     return h(
       'figure',
       { class: 'jp-GpuPlat-metric jp-GpuPlat-compareMetric', 'data-metric': metric },
-      h('figcaption', null, h('span', { class: 'jp-GpuPlat-metricName' }, metric)),
+      h(
+        'figcaption',
+        null,
+        h('span', { class: 'jp-GpuPlat-metricName' }, metric),
+        logged < data.runs.length
+          ? h('span', { class: 'jp-GpuPlat-muted jp-GpuPlat-metricRuns' }, ` · logged by ${logged} of ${data.runs.length} runs`)
+          : null
+      ),
       svg,
       h(
         'div',
@@ -237,6 +249,25 @@ export class CompareView extends Widget {
   private _error: HTMLElement;
   private _timer = 0;
   private _disconnect: () => void;
+}
+
+/** Code that differs, said once across the runs; its diff (the server's, against the first run) on demand. */
+function codeRow(row: ICompareRow, n: number): HTMLElement {
+  return h(
+    'tr',
+    { class: 'jp-GpuPlat-differ jp-GpuPlat-codeDiffer', 'data-row': row.label },
+    h('td', { class: 'jp-GpuPlat-compareKey' }, row.label),
+    h(
+      'td',
+      { colspan: n },
+      h(
+        'details',
+        { class: 'jp-GpuPlat-codeDiff' },
+        h('summary', null, 'code differs · show the diff against the first run'),
+        h('pre', { class: 'jp-GpuPlat-diff' }, row.diff ?? '')
+      )
+    )
+  );
 }
 
 /** Drop the two padding points (first and last) that fixed the shared axes. */

@@ -27,6 +27,9 @@ const CSS = `
 .jp-GpuPlat-compareGrid td { max-width: 40ch; white-space: pre-wrap; overflow-wrap: anywhere; }
 .jp-GpuPlat-compareGrid .jp-GpuPlat-compareKey { font-family: var(--jp-code-font-family); white-space: nowrap; }
 .jp-GpuPlat-compareGrid tr.jp-GpuPlat-differ td:first-child { border-left: 3px solid var(--jp-warn-color1); }
+.jp-GpuPlat-compareGrid tr.jp-GpuPlat-codeDiffer td { max-width: none; }
+.jp-GpuPlat-codeDiff summary { cursor: pointer; color: var(--jp-brand-color1); }
+.jp-GpuPlat-codeDiff pre.jp-GpuPlat-diff { font-family: var(--jp-code-font-family); margin: 4px 0 0; max-height: 40ch; overflow: auto; white-space: pre; }
 .jp-GpuPlat-compareSection td { font-weight: 600; color: var(--jp-ui-font-color2); padding-top: 10px; }
 .jp-GpuPlat-delta.jp-mod-good { color: var(--jp-success-color1); }
 .jp-GpuPlat-delta.jp-mod-bad { color: var(--jp-error-color1); }

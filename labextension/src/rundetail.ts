@@ -4,6 +4,7 @@
  */
 
 import { Dialog, showDialog } from '@jupyterlab/apputils';
+import { ISignal, Signal } from '@lumino/signaling';
 import { Widget } from '@lumino/widgets';
 
 import { configTable, errorBox, h, saveBlob, section } from './dom';
@@ -143,6 +144,11 @@ export class RunDetail extends Widget {
     return this._run;
   }
 
+  /** The status shown changed: at once from an event, then with each record read (a tab's title follows it). */
+  get statusChanged(): ISignal<this, string> {
+    return this._statusChanged;
+  }
+
   /** Load the record, start the log stream and the outputs. */
   async load(): Promise<void> {
     this._logs.start();
@@ -173,6 +179,7 @@ export class RunDetail extends Widget {
   tick(): void {
     if (this._run && !isFinal(this._run.status)) {
       this._renderClocks();
+      this._tickPhase();
       this._explainPart.tick(this._run, Date.now() / 1000 - this._opts.clockOffset());
     }
   }
@@ -281,6 +288,7 @@ export class RunDetail extends Widget {
     }
     this.node.dataset.status = status;
     this._stop.disabled = isFinal(status);
+    this._statusChanged.emit(status);
   }
 
   private _render(run: IRunDetail): void {
@@ -314,6 +322,7 @@ export class RunDetail extends Widget {
     }
     this._renderTimeline(run);
     this._renderConfig(run);
+    this._statusChanged.emit(run.status);
   }
 
   private _renderClocks(): void {
@@ -333,11 +342,32 @@ export class RunDetail extends Widget {
     );
   }
 
+  /** The current phase's duration, counting to the server's now (as the clocks do) until the run ends. */
+  private _tickPhase(): void {
+    const live = this._livePhase;
+    if (live) {
+      live.node.textContent = formatDuration(Date.now() / 1000 - this._opts.clockOffset() - live.start);
+    }
+  }
+
   private _renderTimeline(run: IRunDetail): void {
     const fmt = (at: number) => new Date(at * 1000).toLocaleTimeString();
     const now = Date.now() / 1000 - this._opts.clockOffset();
+    const phases = timelinePhases(run.timeline);
+    this._livePhase = null;
+    const time = (p: (typeof phases)[number], last: boolean) => {
+      if (p.phase === 'end') {
+        return null;
+      }
+      const node = h('span', { class: 'jp-GpuPlat-phaseTime' }, formatDuration((p.end ?? run.finished_at ?? now) - p.start));
+      if (last && p.end === null && run.finished_at === null && !isFinal(run.status)) {
+        node.classList.add('jp-mod-live');
+        this._livePhase = { node, start: p.start };
+      }
+      return node;
+    };
     this._timeline.replaceChildren(
-      ...timelinePhases(run.timeline).map(p =>
+      ...phases.map((p, i) =>
         h(
           'li',
           { class: `jp-GpuPlat-phase jp-mod-${p.phase}`, 'data-phase': p.phase },
@@ -345,7 +375,7 @@ export class RunDetail extends Widget {
             'div',
             { class: 'jp-GpuPlat-phaseTitle' },
             h('span', null, p.label),
-            p.phase === 'end' ? null : h('span', { class: 'jp-GpuPlat-phaseTime' }, formatDuration((p.end ?? run.finished_at ?? now) - p.start))
+            time(p, i === phases.length - 1)
           ),
           h(
             'ul',
@@ -430,6 +460,8 @@ export class RunDetail extends Widget {
   private _sweepSection: HTMLElement;
   private _runOnly: HTMLElement[];
   private _run: IRunDetail | null = null;
+  private _livePhase: { node: HTMLElement; start: number } | null = null;
+  private _statusChanged = new Signal<this, string>(this);
   private _reloadTimer = 0;
   private _explainTimer = 0;
   private _outputsTimer = 0;

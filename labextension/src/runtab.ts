@@ -78,16 +78,14 @@ export class RunTab extends MainAreaWidget<RunDetail> {
       back.style.display = 'none';
     }
     twoColumns(content.node);
-    const onEvent = (_: unknown, ev: IStatusEvent) => {
-      content.onEvent(ev);
-      if (ev.run_id === opts.runId) {
-        window.setTimeout(() => this._retitle(), 100);
-      }
-    };
+    // The title follows the status shown: the event's at once, then each record read (not a guess
+    // 100 ms later, which kept "· running" when the record came back slower).
+    content.statusChanged.connect((_, status) => this._retitle(status));
+    const onEvent = (_: unknown, ev: IStatusEvent) => content.onEvent(ev);
     opts.events.connect(onEvent);
     this._disconnect = () => opts.events.disconnect(onEvent);
     this._ticker = window.setInterval(() => content.tick(), 1000);
-    void content.load().then(() => this._retitle());
+    void content.load();
   }
 
   get runId(): string {
@@ -103,11 +101,11 @@ export class RunTab extends MainAreaWidget<RunDetail> {
     super.dispose();
   }
 
-  private _retitle(): void {
+  private _retitle(status: string): void {
     const run = this.content.run;
     if (run && !this.isDisposed) {
-      this.title.label = `${run.name || run.id} · ${run.status}`;
-      this.title.caption = `GPU run ${run.id} (${run.project}, ${run.status})`;
+      this.title.label = `${run.name || run.id} · ${status}`;
+      this.title.caption = `GPU run ${run.id} (${run.project}, ${status})`;
     }
   }
 

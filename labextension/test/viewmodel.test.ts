@@ -2,6 +2,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 
 import type { IExplain, IPreset, IQueue, IRun, IStatusEvent } from '../src/types';
+import { chartOrder, compareRows } from '../src/comparemodel';
 import {
   DEFAULT_NOTIFY,
   buildRunRequest,
@@ -349,4 +350,20 @@ test('chart geometry scales into the box and breaks at missing values', () => {
   assert.equal(chartGeometry([5], [7], 30, 20).d, 'M15.0,10.0');
   assert.equal(chartGeometry([], [], 30, 20).d, '');
   assert.deepEqual([formatMetric(0.123456), formatMetric(12345.678), formatMetric(1e-5), formatMetric(null)], ['0.1235', '12350', '1.00e-5', '—']);
+});
+
+test('Compare charts: the server default metric first, then by how many runs logged each; code rows carry the diff', () => {
+  const run = (id: string) => ({ id, name: id, project: 'p', user: 'u', queue: 'q', status: 'succeeded', created_at: 0, params: {}, metrics: {} });
+  const data = {
+    runs: [run('r-1'), run('r-2')],
+    metrics: ['a_extra', 'acc', 'loss'],
+    metric_runs: { a_extra: 1, acc: 2, loss: 2 },
+    default_metric: 'loss',
+    params: { keys: [], differ: [] },
+    config: { differ: [{ path: 'entrypoint.code', values: { 'r-1': "first run's code", 'r-2': 'code differs' }, diff: '-K = 1\n+K = 2' }] },
+    curves: {}
+  } as unknown as Parameters<typeof chartOrder>[0];
+  assert.deepEqual(chartOrder(data), ['loss', 'acc', 'a_extra']);
+  const code = compareRows(data, 'r-1').find(r => r.label === 'entrypoint.code');
+  assert.equal(code?.diff, '-K = 1\n+K = 2');
 });

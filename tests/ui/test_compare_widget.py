@@ -1,4 +1,5 @@
-"""The Compare widget rendered by JupyterLab in a real notebook (issue: kernel side)."""
+"""The Compare widget rendered by JupyterLab in a real notebook (issue: kernel side), and again after
+the page is reloaded (issue 23: its curves were empty)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,8 @@ from typing import Any
 import nbformat
 
 from .conftest import Lab
+
+MAIN = "#jp-main-dock-panel"
 
 CELL = """\
 from jupyter_gpuplat.client import Client
@@ -47,5 +50,14 @@ def test_compare_renders_in_jupyterlab(lab: Lab, browser_context: Any, screensho
         expect(page.locator(".jp-OutputArea .js-plotly-plot .scatterlayer .trace")).to_have_count(2)
         page.locator(".jp-OutputArea .js-plotly-plot").first.scroll_into_view_if_needed()
         page.screenshot(path=str(screenshots / "compare-widget.png"), full_page=False)
+
+        # Saved and reloaded with the kernel alive, the widget is drawn again from its state: both
+        # curves, not an empty plot (the traces were sent as messages and missing from that state).
+        page.keyboard.press("Control+s")
+        expect(page.locator(f"{MAIN} .lm-TabBar-tab.jp-mod-dirty")).to_have_count(0)
+        page.reload()
+        expect(page.get_by_role("button", name="Python 3 (ipykernel) | Idle")).to_be_visible(timeout=90_000)
+        expect(page.locator(".jp-OutputArea .js-plotly-plot").first).to_be_visible(timeout=60_000)
+        expect(page.locator(".jp-OutputArea .js-plotly-plot .scatterlayer .trace")).to_have_count(2)
     finally:
         page.close()

@@ -1,0 +1,47 @@
+"""The compare answer's choices made once on the server (issue 23): the metric to show first is the
+one most runs logged, and code that differs is said once with a diff, not printed once per run."""
+
+from __future__ import annotations
+
+from jupyter_gpuplat.engine.compare import config_difference, default_metric
+from jupyter_gpuplat.widgets.comparetable import table_html
+
+A = "K = 1\nfor s in range(3):\n    log(s)\n"
+B = "K = 2\nfor s in range(3):\n    log(s)\n"
+
+
+def test_the_default_metric_is_the_one_most_runs_logged() -> None:
+    summaries = {"r-1": {"a_extra": {}, "loss": {}}, "r-2": {"loss": {}}, "r-3": {"loss": {}, "acc": {}}}
+    assert default_metric(summaries, ["r-1", "r-2", "r-3"]) == "loss"
+    assert default_metric({"r-1": {"b": {}}, "r-2": {"a": {}}}, ["r-1", "r-2"]) == "a"  # equals: by name
+    assert default_metric({}, ["r-1"]) is None
+
+
+def test_code_differences_say_which_differ_and_carry_one_diff() -> None:
+    d = config_difference("entrypoint.code", {"r-1": A, "r-2": B, "r-3": A}, ["r-1", "r-2", "r-3"])
+    assert d["values"] == {"r-1": "first run's code", "r-2": "code differs", "r-3": "same code"}
+    assert d["diff"].count("--- entrypoint.code (r-1)") == 1 and "-K = 1\n+K = 2" in d["diff"]
+    assert d["diff"].count("log(s)") == 1  # a context line once, not each run's whole text
+    plain = config_difference("name", {"r-1": "a", "r-2": "b"}, ["r-1", "r-2"])
+    assert plain == {"path": "name", "values": {"r-1": "a", "r-2": "b"}, "diff": None}
+
+
+def test_the_widget_table_says_code_differs_once_with_the_diff_behind_it() -> None:
+    runs = [
+        {
+            "id": rid,
+            "name": rid,
+            "project": "p",
+            "user": "u",
+            "queue": "q",
+            "status": "succeeded",
+            "params": {},
+            "metrics": {},
+        }
+        for rid in ("r-1", "r-2")
+    ]
+    diff = config_difference("entrypoint.code", {"r-1": A, "r-2": B}, ["r-1", "r-2"])
+    data = {"runs": runs, "metrics": [], "params": {"keys": [], "differ": []}, "config": {"differ": [diff]}}
+    html = table_html(data, "r-1")
+    assert html.count("code differs") == 1 and "<details>" in html
+    assert "+K = 2" in html and html.count("range(3)") == 1  # the diff's context once, not each run's code
