@@ -143,6 +143,8 @@ class GpuMagics(Magics):
             display(refusal_html(GpuPlatAPIError(str(err), code="InvalidInput")))
             return None
         self.ns["gpu_last_run"] = run
+        for note in run.get("notes") or ():  # the service's cautions, as the submit dialog shows them
+            print(note)
         if opts.wait:
             run = self.client.wait(run["id"])
             self.ns["gpu_last_run"] = run

@@ -219,3 +219,12 @@ def test_a_sessions_line_follows_the_lease_until_it_ends(notebook: tuple[Kernel,
         until(lambda: seen(r"stopped in queue interactive — stopped by alice"), "the lease's final line", 60)
     finally:  # its kernel outlives the server otherwise
         kernel.execute("%gpu_session stop")
+
+
+def test_a_cell_run_on_no_gpu_prints_the_services_cpu_only_note(notebook: tuple[Kernel, Any]) -> None:
+    # The note the submit dialog shows, from the service's answer to POST runs (issue 23).
+    kernel, nb = notebook
+    out = text(kernel.execute("%%gpu_submit --wait\nprint('cpu')", nb.cells[1].id))
+    assert "This run gets no GPU (0 GPUs): it runs on CPU only." in out and "ERROR" not in out
+    gpu = text(kernel.execute("%%gpu_submit --preset single-gpu --wait\nprint('gpu')", nb.cells[2].id))
+    assert "succeeded" in gpu and "runs on CPU only" not in gpu

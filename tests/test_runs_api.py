@@ -300,3 +300,26 @@ async def test_explain_names_blockers_only_of_the_callers_projects(api: Any, tmp
     assert [(b["id"], b["name"], b["user"], b["project"]) for b in as_bob["blockers"]] == [(None, None, None, "team-b")]
     gate.touch()
     await api.wait_status(waiting["id"], "succeeded", user="ops")
+
+
+async def test_preview_says_the_working_dir_the_cpu_only_note_and_the_wait(api: Any, tmp_path: Path) -> None:
+    # The dialog and the magic render these; the service makes them once (issue 23).
+    body = {"project": "team-a", "command": "true", "working_dir": "."}
+    cpu = await api.ok("POST", "runs/preview", body=body)
+    assert cpu["working_dir"] and cpu["working_dir"].startswith("/")  # absolute, inside the root
+    assert cpu["notes"] and "runs on CPU only" in cpu["notes"][0]
+    assert cpu["waits"] is None  # nothing holds it: it starts on the next cycle
+    made = await api.ok("POST", "runs", body=body)
+    assert made["notes"] == cpu["notes"]  # POST runs carries the same note (%%gpu_submit prints it)
+    gate = tmp_path / "go"
+    holders = [await api.submit(name=f"h{i}", presets=["single-gpu"], command=gated(gate)) for i in range(2)]
+    for h in holders:
+        await api.wait_status(h["id"], "running")
+    p = await api.ok("POST", "runs/preview", body={"project": "team-a", "command": "true", "presets": ["single-gpu"]})
+    assert p["notes"] == []
+    assert p["waits"]["reason"] == "QueueConcurrency" and "2/2" in p["waits"]["message"]
+    assert p["waits"]["position"] == 1
+    assert [r["id"] for r in (await api.ok("GET", "runs", status="queued"))["runs"]] == []  # the probe left nothing
+    gate.touch()
+    for h in holders:
+        await api.wait_status(h["id"], "succeeded")

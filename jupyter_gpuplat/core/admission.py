@@ -305,6 +305,18 @@ def wait_reason(q: QueueState, run: PendingRun, free_gpus: int | None) -> Wait:
     return Wait("Admissible", "fits every limit; the dispatcher will start it on its next cycle")
 
 
+def probe_wait(q: QueueState, run: PendingRun, free_gpus: int | None) -> tuple[Wait, int]:
+    """What a run not yet submitted would wait for in `q`, and its place: the preview's "will wait".
+
+    The run is pending only for the length of this call (no await in between), so no cycle sees it.
+    """
+    q.add_pending(run)
+    try:
+        return wait_reason(q, run, free_gpus), q.position(run)
+    finally:
+        q.remove_pending(run.id)
+
+
 def shared_message(wait: Wait, queue: str) -> str:
     """A run's wait as anyone using the queue may read it: every team's, so it names no user.
 

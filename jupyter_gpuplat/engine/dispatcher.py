@@ -15,10 +15,11 @@ import shutil
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from ..core.admission import QueueState, choose, order_queues, pick_devices, wait_reason
+from ..core.admission import PendingRun, QueueState, choose, order_queues, pick_devices, probe_wait, wait_reason
 from ..core.artifacts import run_dir
 from ..core.errors import GpuPlatError, Unprocessable
 from ..core.matrix import count, expand
+from ..core.notes import run_notes
 from ..core.policy import resolve
 from ..core.request import Entrypoint, RunRequest
 from ..core.resources import Resources, format_memory
@@ -90,12 +91,26 @@ class Dispatcher:
         if not res.violations:  # with an unknown preset the kind is not known: the verdict says why
             req.check_entrypoint(res.resolved.get("kind", "job"))
         extra = [v for v in (self.capacity_violation(res.resources), self.working_dir_violation(req)) if v]
+        verdict = res.verdict(*extra)
         return {
             "resolved": res.resolved,
             "provenance": res.provenance,
             "layers": list(res.layers),
-            "verdict": res.verdict(*extra),
+            "verdict": verdict,
+            "working_dir": req.working_dir,
+            "notes": run_notes(res.resources.gpu),
+            "waits": self.preview_wait(user, req, res.queue, res.resources) if verdict["allowed"] else None,
         }
+
+    def preview_wait(self, user: str, req: RunRequest, qname: str | None, r: Resources) -> dict[str, Any] | None:
+        """What the run would wait for if submitted now (as `waiting` and explain would say), else None."""
+        q = self.s.queues.get(qname or "")
+        if q is None or req.matrix is not None:  # a sweep's children wait each on their own
+            return None
+        w, position = probe_wait(q, PendingRun("preview", 2**62, q.limits.name, user, r), self.s.free_gpus)
+        if w.reason == Reason.ADMISSIBLE:
+            return None
+        return {"reason": str(w.reason), "message": w.message, "position": position}
 
     def submit(self, user: str, req: RunRequest) -> dict[str, Any]:
         s = self.s

@@ -19,6 +19,7 @@ from ..auth import platform_username
 from ..core.artifacts import OUTPUTS_INDEX, is_internal
 from ..core.config import PlatformConfig, PresetConfig, ProjectConfig, QueueConfig, parse_config
 from ..core.errors import GpuPlatError, InvalidInput, NotFound, Unavailable
+from ..core.notes import run_notes
 from ..core.outputs import logged_names, one_per_file
 from ..core.request import RunRequest
 from ..engine.engine import Engine
@@ -274,7 +275,9 @@ class RunsHandler(RunRequestMixin):
         except GpuPlatError as e:
             raise refusal(e, lambda: self.engine.reads.judge(self.user_name, req)) from None
         self.set_header("Location", f"{self.base_url}{API}/runs/{row['id']}")
-        self.send_model(m.RunSummary, self.summary(row), 201)
+        out = self.summary(row)
+        out["notes"] = run_notes(int(row.get("gpu") or 0)) if row.get("kind") != "sweep" else []
+        self.send_model(m.RunSummary, out, 201)
 
     @web.authenticated
     async def get(self) -> None:

@@ -316,6 +316,12 @@ class Verdict(_Out):
     alternatives: list[Alternative] = Field(description="Variants the policy accepts; the hints come from these")
 
 
+class PreviewWait(_Out):
+    reason: str
+    message: str
+    position: int = Field(description="1-based place among the queue's pending runs, this one added last")
+
+
 class Preview(_Open):
     """A run request resolved: the spec, which layer set each field, and the policy verdict."""
 
@@ -323,6 +329,13 @@ class Preview(_Open):
     provenance: dict[str, str]
     layers: list[str]
     verdict: Verdict
+    working_dir: str | None = Field(
+        default=None, description="The directory the run starts in (null: the run's own artifact directory)"
+    )
+    notes: list[str] = Field(default_factory=list, description="Cautions the policy allows (e.g. no GPU: CPU only)")
+    waits: PreviewWait | None = Field(
+        default=None, description="What it would wait for if submitted now (null: allowed and starts next cycle)"
+    )
 
 
 class OutputFile(_Out):

@@ -115,6 +115,9 @@ class RunSummary(_Open):
     waiting: RunWaiting | None = Field(
         description="Why it waits, while our queue or the executor holds it (not started); null otherwise"
     )
+    notes: list[str] | None = Field(
+        default=None, description="POST runs only: cautions on the new run (e.g. no GPU: CPU only); as the preview's"
+    )
     exit_code: int | None
     command: list[str] | None
     clocks: Clocks

@@ -1528,6 +1528,34 @@ export interface components {
             /** Layers */
             layers: string[];
             verdict: components["schemas"]["Verdict"];
+            /**
+             * Working Dir
+             * @description The directory the run starts in (null: the run's own artifact directory)
+             * @default null
+             */
+            working_dir?: string | null;
+            /**
+             * Notes
+             * @description Cautions the policy allows (e.g. no GPU: CPU only)
+             */
+            notes?: string[];
+            /**
+             * @description What it would wait for if submitted now (null: allowed and starts next cycle)
+             * @default null
+             */
+            waits?: components["schemas"]["PreviewWait"] | null;
+        };
+        /** PreviewWait */
+        PreviewWait: {
+            /** Reason */
+            reason: string;
+            /** Message */
+            message: string;
+            /**
+             * Position
+             * @description 1-based place among the queue's pending runs, this one added last
+             */
+            position: number;
         };
         /** ProjectConfig */
         ProjectConfig: {
@@ -2110,6 +2138,12 @@ export interface components {
             presets_applied: string[];
             /** @description Why it waits, while our queue or the executor holds it (not started); null otherwise */
             waiting: components["schemas"]["RunWaiting"] | null;
+            /**
+             * Notes
+             * @description POST runs only: cautions on the new run (e.g. no GPU: CPU only); as the preview's
+             * @default null
+             */
+            notes?: string[] | null;
             /** Exit Code */
             exit_code: number | null;
             /** Command */
@@ -2329,6 +2363,12 @@ export interface components {
             presets_applied: string[];
             /** @description Why it waits, while our queue or the executor holds it (not started); null otherwise */
             waiting: components["schemas"]["RunWaiting"] | null;
+            /**
+             * Notes
+             * @description POST runs only: cautions on the new run (e.g. no GPU: CPU only); as the preview's
+             * @default null
+             */
+            notes?: string[] | null;
             /** Exit Code */
             exit_code: number | null;
             /** Command */

@@ -38,6 +38,7 @@ const CSS = `
   color: var(--jp-ui-font-color1); background: var(--jp-layout-color2); cursor: not-allowed;
 }
 .jp-GpuPlat-presetDefault { opacity: 0.9; }
+.jp-GpuPlat-willWait { margin: 4px 0; padding: 4px 8px; border-left: 3px solid var(--jp-GpuPlat-queued, var(--jp-brand-color1)); background: var(--jp-layout-color2); }
 .jp-GpuPlat-noGpu { margin: 4px 0; padding: 4px 8px; border-left: 3px solid var(--jp-warn-color1); background: var(--jp-layout-color2); }
 .jp-GpuPlat-submitReason { flex: 1 1 auto; margin-right: 8px; color: var(--jp-error-color1); font-size: var(--jp-ui-font-size1); align-self: center; }
 .jp-GpuPlat-submitReason[data-ok="true"] { display: none; }

@@ -1,6 +1,6 @@
 /**
  * Presets: one card per preset the project may use, with what it requests and where it
- * places work; "Submit a file…" opens the submit dialog with the preset chosen.
+ * places work; "Submit a file…" (job presets only) opens the submit dialog with the preset chosen.
  */
 
 import { Widget } from '@lumino/widgets';
@@ -68,7 +68,8 @@ export class PresetsView extends Widget {
     this._cards.replaceChildren(
       ...presets.map(p => {
         const v = presetView(p);
-        const submit = h(
+        // A session preset runs a kernel, not a file: the service refuses it with one, so it offers none.
+        const submit = p.kind === 'session' ? null : h(
           'button',
           {
             class: 'jp-GpuPlat-button jp-mod-accept jp-GpuPlat-presetSubmit',

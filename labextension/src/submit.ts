@@ -223,9 +223,11 @@ export class SubmitForm extends Widget {
     }
     const defaults = new Set(project?.default_presets ?? []);
     const usable = new Set(project?.usable_presets ?? []);
-    // The project's defaults are always applied first: they are not offered again.
-    this._available = this._all.filter(p => usable.has(p.name) && !defaults.has(p.name));
-    this._state.presets = this._state.presets.filter(p => usable.has(p) && !defaults.has(p));
+    // The project's defaults are always applied first: they are not offered again. A session
+    // preset runs a kernel, not a file or command (the service refuses it here): not offered either.
+    const offered = new Set(this._all.filter(p => p.kind !== 'session').map(p => p.name));
+    this._available = this._all.filter(p => usable.has(p.name) && !defaults.has(p.name) && offered.has(p.name));
+    this._state.presets = this._state.presets.filter(p => usable.has(p) && !defaults.has(p) && offered.has(p));
     this._defaults.textContent = defaults.size ? 'Project default presets are applied first; add more after them.' : '';
     this._renderPresets();
     this._changed();

@@ -251,9 +251,3 @@ export function layerLabel(layer: string | undefined): string {
   }
   return layer.startsWith('project:') ? `project ${layer.slice('project:'.length)}` : layer;
 }
-
-/** The preview's GPU count, plainly: null when the run gets at least one GPU. */
-export function noGpuNote(resolved: Record<string, unknown>): string | null {
-  const gpu = Number(((resolved.resources ?? {}) as Record<string, unknown>).gpu ?? 0);
-  return gpu > 0 ? null : 'This run gets no GPU (0 GPUs): it runs on CPU only. Add a GPU preset or set GPUs to use one.';
-}

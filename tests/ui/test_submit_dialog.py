@@ -1,17 +1,20 @@
 """The submit dialog's honest defaults in a real browser (example platform): Submit is disabled
 while the preview refuses, with the policy's reason beside it, and while no file is given (no
-"✓ Policy allows" then); a run with 0 GPUs says so; the `notebook` preset's locked queue shows
-as locked (`interactive 🔒 set by preset notebook`)."""
+"✓ Policy allows" then); a run with 0 GPUs says so, under a caution; the preview says where the run
+starts and what it would wait for; a session preset is never offered for a file."""
 
 from __future__ import annotations
 
 import json
+import re
+import sys
 from pathlib import Path
 from typing import Any
 
 from playwright.sync_api import expect
 
 from .conftest import Lab, submit_dialog
+from .sidebar_helpers import SIDEBAR, back_to_runs, drain, release, show_tab, stream_script
 
 
 def open_dialog(page: Any, path: str = "train.py") -> Any:
@@ -41,6 +44,12 @@ def test_submit_is_disabled_while_the_preview_refuses(lab: Lab, lab_page: Any, s
     expect(preview.locator(".jp-GpuPlat-noGpu")).to_have_text(
         "This run gets no GPU (0 GPUs): it runs on CPU only. Add a GPU preset or set GPUs to use one."
     )
+    # Above that note the verdict reads as a caution, not a green "allows" (issue 23).
+    verdict = preview.locator(".jp-GpuPlat-verdict")
+    expect(verdict).to_have_class(re.compile("jp-mod-caution"))
+    expect(verdict.locator(".jp-GpuPlat-verdictTitle")).to_have_text("⚠ Policy allows this run, with a caution")
+    # Where it starts, as the service resolved it: the file's folder (the Jupyter root here).
+    expect(preview.locator(".jp-GpuPlat-workingDir")).to_have_text(f"Starts in {lab.work}")
 
     dialog.locator('input[name="gpu"]').fill("3")
     expect(preview).to_have_attribute("data-verdict", "refused")
@@ -59,6 +68,8 @@ def test_submit_is_disabled_while_the_preview_refuses(lab: Lab, lab_page: Any, s
     expect(preview).to_have_attribute("data-verdict", "allowed")
     expect(submit).to_be_enabled()
     expect(reason).to_be_hidden()
+    expect(preview.locator(".jp-GpuPlat-verdict")).to_have_class(re.compile("jp-mod-allowed"))
+    expect(preview.locator(".jp-GpuPlat-willWait")).to_have_count(0)  # the queue is free: it starts next cycle
 
     # Without a file nothing is judged: no "✓ Policy allows", and Submit waits for the file.
     dialog.locator('input[name="script"]').fill("")
@@ -69,30 +80,61 @@ def test_submit_is_disabled_while_the_preview_refuses(lab: Lab, lab_page: Any, s
     cancel(dialog)
 
 
-def test_the_locked_queue_shows_as_locked(lab: Lab, lab_page: Any, screenshots: Path) -> None:
+def test_a_file_is_offered_job_presets_only(lab: Lab, lab_page: Any, screenshots: Path) -> None:
+    # `notebook` (kind: session) runs a kernel: the service refuses it for a file, so neither its
+    # preset card nor the dialog offers it for one (issue 23).
     page = lab_page
+    show_tab(page, "presets")
+    notebook = page.locator(f'{SIDEBAR} .jp-GpuPlat-preset[data-preset="notebook"]')
+    single = page.locator(f'{SIDEBAR} .jp-GpuPlat-preset[data-preset="single-gpu"]')
+    expect(single.get_by_role("button", name="Submit a file…")).to_be_enabled()
+    expect(notebook.get_by_role("button", name="Start GPU session")).to_be_visible()
+    expect(notebook.get_by_role("button", name="Submit a file…")).to_have_count(0)
+    back_to_runs(page)
+
     dialog = open_dialog(page)
-    queue = dialog.locator('select[name="queue"]')
-    preview = dialog.locator(".jp-GpuPlat-preview")
-    expect(queue).to_be_enabled()
-    # Unlocked, the default option names the queue the run gets and who chose it.
-    expect(preview).to_have_attribute("data-verdict", "allowed")
-    expect(queue.locator("option").first).to_have_text("team-a-train · set by project team-a")
-
-    dialog.locator('select[name="preset-add"]').select_option("notebook")
-    expect(queue).to_be_disabled()
-    expect(queue.locator("option")).to_have_count(1)
-    expect(queue.locator("option")).to_have_text("interactive 🔒 set by preset notebook")
-    expect(queue).to_have_attribute("data-locked", "notebook")
-    # `notebook` is a session preset: the service refuses it for a script, and Submit says why.
-    expect(preview).to_have_attribute("data-verdict", "error")
-    expect(preview).to_contain_text("a session runs a kernel, not script")
-    expect(dialog.get_by_role("button", name="Submit")).to_be_disabled()
-    expect(dialog.locator(".jp-GpuPlat-submitReason")).to_have_text("Refused: a session runs a kernel, not script")
-    dialog.locator(".jp-Dialog-content").screenshot(path=screenshots / "submit-locked-queue.png")
-
-    # Removing the preset unlocks the queue again.
-    dialog.get_by_role("button", name="Remove notebook").click()
-    expect(queue).to_be_enabled()
-    expect(queue.locator("option", has_text="interactive")).to_have_count(1)
+    add = dialog.locator('select[name="preset-add"]')
+    expect(add.locator('option[value="single-gpu"]')).to_have_count(1)
+    expect(add.locator('option[value="multi-gpu"]')).to_have_count(1)
+    expect(add.locator('option[value="notebook"]')).to_have_count(0)
+    expect(dialog.locator(".jp-GpuPlat-preview")).to_have_attribute("data-verdict", "allowed")
     cancel(dialog)
+
+
+def test_the_preview_says_what_the_run_would_wait_for(lab: Lab, lab_page: Any, screenshots: Path) -> None:
+    # The service's preview judges the wait (as explain would); the dialog only renders it.
+    drain(lab)
+    script = str(stream_script(lab))
+    holders = [
+        lab.ok(
+            "POST",
+            "runs",
+            body={
+                "project": "team-a",
+                "name": f"hold{i}",
+                "presets": ["single-gpu"],
+                "command": [sys.executable, script, str(lab.work / f"gate-wait{i}")],
+            },
+        )
+        for i in range(2)
+    ]
+    try:
+        for r in holders:
+            lab.wait_status(r["id"], "running")
+        dialog = open_dialog(lab_page)
+        dialog.locator('select[name="preset-add"]').select_option("single-gpu")
+        preview = dialog.locator(".jp-GpuPlat-preview")
+        expect(preview).to_have_attribute("data-verdict", "allowed")
+        wait = preview.locator(".jp-GpuPlat-willWait")
+        expect(wait).to_contain_text("will wait: ")
+        expect(wait).to_contain_text("2/2")
+        expect(wait).to_contain_text("position 1")
+        expect(wait).to_have_attribute("data-reason", "QueueConcurrency")
+        expect(preview.locator(".jp-GpuPlat-noGpu")).to_have_count(0)
+        expect(preview.locator(".jp-GpuPlat-verdict")).to_have_class(re.compile("jp-mod-allowed"))
+        dialog.locator(".jp-Dialog-content").screenshot(path=screenshots / "submit-will-wait.png")
+        cancel(dialog)
+    finally:
+        release(lab, "gate-wait0", "gate-wait1")
+        for r in holders:
+            lab.wait_status(r["id"], "succeeded", "failed", "stopped")
