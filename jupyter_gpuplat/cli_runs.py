@@ -171,6 +171,15 @@ def preview_text(p: dict[str, Any]) -> str:
         f"  {x['code']}: {x['message']}" + (f" (hint: {cli_words(x['hint'])})" if x.get("hint") else "")
         for x in v["violations"]
     ]
+    # What the dialog shows under its verdict, from the same answer: cautions, the wait, the start folder.
+    lines += [f"  note: {n}" for n in p.get("notes") or []]
+    if w := p.get("waits"):
+        lines.append(
+            f"  will wait: {w['message']} [{w['reason']}]"
+            + (f", position {w['position']}" if w.get("position") else "")
+        )
+    if v["allowed"]:
+        lines.append(f"  starts in: {p.get('working_dir') or 'the run’s own artifact directory'}")
     return "\n".join(lines)
 
 

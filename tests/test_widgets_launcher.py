@@ -134,10 +134,10 @@ def test_a_locked_queue_shows_as_locked_and_the_last_choices_are_remembered(clie
         launcher.preset_picker.value = ["pinned"]
         assert launcher.locked == {"queue": "pinned"}
         assert launcher.queue_picker.disabled
-        assert launcher.queue_picker.options == (("interactive 🔒 set by preset pinned", ""),)
+        assert launcher.queue_picker.options == (("interactive — locked, set by preset pinned", ""),)
         p = preview_of(launcher, presets=["pinned"])
         assert p["resolved"]["queue"] == "interactive"
-        assert launcher.queue_picker.label == "interactive 🔒 set by preset pinned"
+        assert launcher.queue_picker.label == "interactive — locked, set by preset pinned"
         launcher.mode_picker.value = "code"
         launcher.command_field.value = "print('pinned')"
         run = launcher.submit()

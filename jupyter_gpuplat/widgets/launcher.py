@@ -10,7 +10,7 @@ success, a RunMonitor for the new run.
 It starts from the project's `default_presets` (applied first by the service; the preset help
 names them) and from the project and presets last submitted from a Launcher (remembered in
 the Jupyter data dir, launchview.save_last). While the preview refuses, Submit is disabled
-with the reason beside it; a field a preset locks shows as locked (`interactive 🔒 set by
+with the reason beside it; a field a preset locks shows as locked (`interactive — locked, set by
 preset notebook`) and cannot be changed; 0 GPUs is said plainly (launchview.preview_html).
 
 Checking "sweep" (sweepform.SweepForm) makes Submit submit a sweep instead: params as rows (name and

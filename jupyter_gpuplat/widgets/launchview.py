@@ -5,7 +5,7 @@
   Launcher disables Submit and says why beside it (`refusal_reason`).
 - A run that asks for 0 GPUs says so plainly.
 - A field a preset locks (its `locked` paths; the first layer that locks a path wins, project
-  default presets first) shows as `interactive 🔒 set by preset notebook` (`locks`).
+  default presets first) shows as `interactive — locked, set by preset notebook` (`locks`).
 - The last project and, per project, the last presets submitted are remembered in the user's
   Jupyter data dir (`gpuplat/launcher.json`); a Launcher opened later starts from them.
 """
@@ -21,8 +21,6 @@ from typing import Any
 from . import _html as h
 
 __all__ = ["default_label", "load_last", "locks", "preview_html", "refusal_reason", "save_last"]
-
-LOCK = "🔒"
 
 
 # ---- remembered choices ---------------------------------------------------------------------------
@@ -69,7 +67,7 @@ def locks(order: Iterable[str], presets_info: Mapping[str, Mapping[str, Any]]) -
 
 def lock_label(value: Any, preset: str, defaults: Iterable[str]) -> str:
     by = f"project default preset {preset}" if preset in defaults else f"preset {preset}"
-    return f"{h.value(value)} {LOCK} set by {by}"
+    return f"{h.value(value)} — locked, set by {by}"  # words: an emoji lock needs a font
 
 
 def layer_text(layer: str) -> str:

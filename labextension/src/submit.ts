@@ -7,6 +7,7 @@
  */
 
 import { ISignal, Signal } from '@lumino/signaling';
+import { lockIcon } from '@jupyterlab/ui-components';
 import { Widget } from '@lumino/widgets';
 
 import { errorBox, h } from './dom';
@@ -260,7 +261,7 @@ export class SubmitForm extends Widget {
         h('span', { class: 'jp-GpuPlat-presetName' }, name),
         h('span', { class: 'jp-GpuPlat-muted' }, p ? formatResources(p.resources) : ''),
         h('span', { class: 'jp-GpuPlat-spacer' }),
-        h('span', { class: 'jp-GpuPlat-chip' }, '🔒 project default')
+        h('span', { class: 'jp-GpuPlat-chip' }, lockGlyph(), 'project default')
       );
     });
     this._presetList.replaceChildren(
@@ -318,9 +319,11 @@ export class SubmitForm extends Widget {
       this._queue.disabled = true;
       this._queue.dataset.locked = queueLock.preset;
       this._queue.title = `Locked: preset ${queueLock.preset} fixes the queue; remove the preset to choose another`;
-      this._queue.replaceChildren(h('option', { value: '' }, `${queue} 🔒 set by preset ${queueLock.preset}`));
-      this._queueLock.textContent = '';
+      // An option holds text only: the lock is drawn beside the select (an icon: the emoji needs a font).
+      this._queue.replaceChildren(h('option', { value: '' }, `${queue} — locked, set by preset ${queueLock.preset}`));
+      this._queueLock.replaceChildren(lockGlyph(), 'locked');
     } else {
+      this._queueLock.replaceChildren();
       this._queue.disabled = false;
       delete this._queue.dataset.locked;
       this._queue.title = 'The queue the run waits in';
@@ -348,7 +351,7 @@ export class SubmitForm extends Widget {
       }
       el.disabled = true;
       el.dataset.locked = lock.preset;
-      el.placeholder = `🔒 set by preset ${lock.preset}`;
+      el.placeholder = `locked, set by preset ${lock.preset}`;
     } else if (el.dataset.locked) {
       el.disabled = false;
       delete el.dataset.locked;
@@ -430,4 +433,9 @@ export class SubmitForm extends Widget {
   private _seq = 0;
   private _submittable: ISubmittable = { ok: false, reason: 'Checking the policy…' };
   private _submittableChanged = new Signal<this, ISubmittable>(this);
+}
+
+/** JupyterLab's lock icon, inline with text (an SVG: renders without an emoji font). */
+function lockGlyph(): HTMLElement {
+  return lockIcon.element({ tag: 'span', className: 'jp-GpuPlat-lockIcon', title: 'locked' });
 }

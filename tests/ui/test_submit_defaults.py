@@ -72,7 +72,10 @@ def test_the_project_default_presets_come_first(defaults_lab: Lab, page: Any, sc
     expect(dialog.locator('select[name="project"]')).to_have_value("team-a")
     default = dialog.locator('.jp-GpuPlat-presetChosen[data-preset="single-gpu"]')
     expect(default).to_have_attribute("data-default", "true")
-    expect(default).to_contain_text("🔒 project default")
+    expect(default).to_contain_text("project default")
+    # the lock is JupyterLab's SVG icon, not an emoji (an empty box without an emoji font)
+    expect(default.locator(".jp-GpuPlat-lockIcon svg")).to_have_count(1)
+    assert "🔒" not in default.inner_text()
     expect(default.locator("button")).to_have_count(0)  # applied to every run: not removable
     expect(dialog.locator('select[name="preset-add"] option[value="single-gpu"]')).to_have_count(0)
     preview = dialog.locator(".jp-GpuPlat-preview")

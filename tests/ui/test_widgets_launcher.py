@@ -58,7 +58,7 @@ def test_launcher_shows_locks_defaults_and_a_refusing_submit(
         # The locked queue: its value, the lock and the preset, and it cannot be changed.
         queue = pinned.locator(".widget-dropdown", has_text="queue").locator("select")
         expect(queue).to_be_disabled()
-        expect(queue.locator("option:checked")).to_have_text("interactive 🔒 set by preset pinned")
+        expect(queue.locator("option:checked")).to_have_text("interactive — locked, set by preset pinned")
         expect(pinned.locator(".gpuplat-default-presets")).to_contain_text(
             "project defaults, applied first: single-gpu"
         )
