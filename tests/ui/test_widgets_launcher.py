@@ -16,7 +16,7 @@ import nbformat
 import pytest
 
 from ..widget_env import launcher_config
-from .conftest import Lab
+from .conftest import SHOW_SIDEBAR, Lab, submit_dialog
 
 CELLS = [
     "from jupyter_gpuplat.widgets import Launcher\npinned = Launcher(project='team-a', presets=['pinned'])\npinned",
@@ -86,5 +86,36 @@ def test_launcher_shows_locks_defaults_and_a_refusing_submit(
         submit.scroll_into_view_if_needed()
         page.screenshot(path=str(screenshots / "launcher-refused.png"), full_page=False)
         assert lab.ok("GET", "runs")["runs"] == []  # nothing was submitted
+    finally:
+        page.close()
+
+
+def test_the_submit_dialog_shows_a_queue_a_preset_locks(
+    launcher_lab: Lab, browser_context: Any, screenshots: Path
+) -> None:
+    """The sidebar's dialog on the same platform: `pinned` (a job preset) fixes the queue, which
+    shows as locked with JupyterLab's lock icon (not an emoji) and cannot be changed."""
+    from playwright.sync_api import expect
+
+    lab = launcher_lab
+    page = browser_context.new_page()
+    page.set_default_timeout(60_000)
+    try:
+        page.goto(f"{lab.url}lab/workspaces/gpuplat-dialog-lock?token={lab.token}")
+        expect(page.locator('li[data-id="jupyter-gpuplat-sidebar"]')).to_be_visible(timeout=90_000)
+        page.evaluate(SHOW_SIDEBAR)
+        page.evaluate("void window.jupyterapp.commands.execute('gpuplat:submit', {path: 'train.py'})")
+        dialog = submit_dialog(page)
+        queue = dialog.locator('select[name="queue"]')
+        expect(queue).to_be_enabled()
+        dialog.locator('select[name="preset-add"]').select_option("pinned")
+        expect(queue).to_be_disabled()
+        expect(queue).to_have_attribute("data-locked", "pinned")
+        expect(queue.locator("option")).to_have_text("interactive — locked, set by preset pinned")
+        note = dialog.locator(".jp-GpuPlat-lockNote")
+        expect(note).to_have_text("locked")
+        expect(note.locator(".jp-GpuPlat-lockIcon svg")).to_have_count(1)
+        page.screenshot(path=screenshots / "submit-dialog-locked-queue.png")
+        dialog.get_by_role("button", name="Cancel").click()
     finally:
         page.close()
