@@ -81,7 +81,7 @@ def test_launcher_starts_from_the_default_presets_and_says_nothing_is_allowed_be
 
         launcher.gpu_picker.value = 0  # an explicit 0 wins over the preset: said plainly
         preview_of(launcher, gpus=0)
-        assert "This run asks for 0 GPUs: it gets no GPU (CPU only)" in launcher.preview_html
+        assert "This run gets no GPU (0 GPUs): it runs on CPU only." in launcher.preview_html  # the service's note
         launcher.gpu_picker.value = ""
         launcher.command_field.value = "echo hi"
         preview_of(launcher, command="echo hi")

@@ -157,11 +157,9 @@ def preview_html(p: dict[str, Any], placeholder: bool) -> str:
             f'<div class="gpuplat-verdict" style="color:{h.GOOD};font-weight:600">✓ allowed — queue '
             f"{h.esc(resolved.get('queue'))}, {h.esc(res.get('gpu', 0))} GPU, kind {h.esc(resolved.get('kind'))}</div>"
         )
-    if not res.get("gpu"):
-        head += (
-            f'<div class="gpuplat-zero-gpu" style="color:{h.WARN};font-weight:600">This run asks for 0 GPUs: '
-            "it gets no GPU (CPU only). Pick a preset or set GPUs to use one.</div>"
-        )
+    # The service's cautions on an allowed run (the CPU-only note), as the dialog and %%gpu_submit show them.
+    for note in p.get("notes") or []:
+        head += f'<div class="gpuplat-zero-gpu" style="color:{h.WARN};font-weight:600">{h.esc(note)}</div>'
     layers = " < ".join(h.esc(x) for x in p.get("layers") or [])
     rows = ["<tr>" + h.td("field", header=True) + h.td("value", header=True) + h.td("set by", header=True) + "</tr>"]
     for path, layer in (p.get("provenance") or {}).items():
