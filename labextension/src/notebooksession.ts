@@ -133,7 +133,6 @@ export class NotebookSession {
     this.bar.dispose();
   }
 
-  /** The notebook's kernel or spec changed: re-render; look for the lease; connect if due. */
   /** Renamed or moved while it holds a lease: the lease follows (a reload finds it at the new path). */
   private _onMoved(): void {
     const run = this.run;
@@ -152,6 +151,7 @@ export class NotebookSession {
     );
   }
 
+  /** The notebook's kernel or spec changed: re-render; look for the lease; connect if due. */
   update(): void {
     if (this._disposed) {
       return;
