@@ -150,6 +150,16 @@ def browser_context(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
         ctx.close()
 
 
+def goto_reset(page: Any, url: str) -> None:
+    """Open JupyterLab at `url` (with `?reset`) and wait until the reset is done.
+
+    JupyterLab drops `reset` from the address once it has cleared the workspace; when its state
+    database had resolved first (seen under load) it reloads the page to do so, which undid a
+    sidebar shown or a tab opened before that reload."""
+    page.goto(url)
+    page.wait_for_url(lambda address: "reset" not in address, timeout=60_000)
+
+
 # After the layout's restore: activated before it, a workspace's saved layout could hide it again (seen once).
 SHOW_SIDEBAR = "window.jupyterapp.restored.then(() => window.jupyterapp.shell.activateById('jupyter-gpuplat-sidebar'))"
 
@@ -202,7 +212,7 @@ def lab_page(lab: Lab, browser_context: Any) -> Iterator[Any]:
     # The server's token (alice), not the login cookie a page as another user left (ops, bob).
     browser_context.clear_cookies()
     # `reset`: not the workspace an earlier page left (e.g. a notebook a widget test ran, unsaved).
-    page.goto(f"{lab.url}lab?reset&token={lab.token}")
+    goto_reset(page, f"{lab.url}lab?reset&token={lab.token}")
     tab = page.locator('li[data-id="jupyter-gpuplat-sidebar"]')
     expect(tab).to_be_visible(timeout=60_000)
     # Not a click: a restored layout may show it already (or a moment later), and a click would close it.

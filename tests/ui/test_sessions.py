@@ -17,7 +17,7 @@ import pytest
 from playwright.sync_api import expect
 
 from ..waiting import until
-from .conftest import SHOW_SIDEBAR, Lab, widen_left_sidebar
+from .conftest import SHOW_SIDEBAR, Lab, goto_reset, widen_left_sidebar
 
 SIDEBAR = "#jupyter-gpuplat-sidebar"
 BAR = ".jp-NotebookPanel:not(.lm-mod-hidden) .jp-GpuPlat-sessionBar"
@@ -31,7 +31,7 @@ def page(session_lab: Lab, browser_context: Any) -> Iterator[Any]:
     errors: list[str] = []
     page.on("pageerror", lambda e: errors.append(f"{e}\n{e.stack}"))
     # ?reset: a clean layout, so no notebook of an earlier test opens (and starts a session) again
-    page.goto(f"{session_lab.url}lab?reset&token={session_lab.token}")
+    goto_reset(page, f"{session_lab.url}lab?reset&token={session_lab.token}")
     tab = page.locator('li[data-id="jupyter-gpuplat-sidebar"]')
     expect(tab).to_be_visible(timeout=60_000)
     # Not a click: the restored layout may show it already, and a click would close it.
@@ -131,7 +131,7 @@ def test_an_idle_session_warns_then_the_notebook_says_it_ended_and_why(
         "language": "python",
     }
     nbformat.write(nb, lab.work / "idle.ipynb")
-    page.goto(f"{lab.url}lab/tree/idle.ipynb?reset&token={lab.token}")
+    goto_reset(page, f"{lab.url}lab/tree/idle.ipynb?reset&token={lab.token}")
 
     bar = page.locator(BAR)
     # `quick` ends after 3 s without kernel activity; the warning comes 0.3 s before.
