@@ -32,6 +32,18 @@ def test_import_contracts_hold() -> None:
     assert "0 broken" in out.stdout, out.stdout[-2000:]
 
 
+def test_emulator_imports_run_one_way() -> None:
+    """The Kubernetes emulator: no import circles; its controllers are given a store, a recorder, a clock.
+
+    Run inside emulator/ so that its source, not the copy the test extra installed, is checked.
+    """
+    out = subprocess.run(
+        [_tool("lint-imports"), "--no-cache"], cwd=ROOT / "emulator", capture_output=True, text=True, timeout=600
+    )
+    assert out.returncode == 0, out.stdout[-4000:] + out.stderr[-2000:]
+    assert "0 broken" in out.stdout, out.stdout[-2000:]
+
+
 @pytest.mark.parametrize("what", [["check"], ["format", "--check"]], ids=["lint", "format"])
 def test_ruff_is_clean(what: list[str]) -> None:
     out = _run(_tool("ruff"), *what, "jupyter_gpuplat", "tests", "benchmarks", "emulator")
