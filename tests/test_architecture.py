@@ -35,5 +35,5 @@ def test_the_lint_script_runs_every_gate() -> None:
     script = ROOT / ".ci" / "lint"
     assert os.access(script, os.X_OK), f"{script} is not executable"
     text = script.read_text()
-    for gate in ("ruff\" check", "ruff\" format --check", "lint-imports\" --no-cache", "cd emulator", "mypy\""):
+    for gate in ('ruff" check', 'ruff" format --check', 'lint-imports" --no-cache', "cd emulator", 'mypy"'):
         assert gate in text, gate
