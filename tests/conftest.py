@@ -26,7 +26,7 @@ not slow"`.
 - `postgres`: uses `pg_url` (so `pg_db_url` and `hub` too) or a `postgresql` parameter, or is marked so.
 - `kubernetes`: its file imports the Kubernetes emulator (kube_emulator) or k8s.py.
 - `hub`: uses the `hub` fixture (a real JupyterHub).
-- `slow`: in `SLOW` below, measured over 20 s alone on a 2-core machine.
+- `slow`: named in `SLOW` below (measured over 20 s).
 Markers only select; they never reorder, so ui/'s package-scoped Playwright loop still comes last.
 """
 
@@ -174,8 +174,19 @@ def platform(jp_serverapp: Any) -> Any:
 
 # ---- markers by area -------------------------------------------------------------------------
 
-# Tests over 20 s alone (measured on a 2-core machine): node ids, or a module's path for all of it.
-SLOW: frozenset[str] = frozenset()
+# Tests over 20 s (setup + call + teardown, `--durations` on the shared 2-core dev machine):
+# a module's path, a test (all its parameters) or one parametrized case, relative to tests/.
+# Only the modules measured so far; add one when a run shows it over 20 s.
+SLOW: frozenset[str] = frozenset(
+    {
+        "test_crash_loop.py::test_sigkill_loop_loses_and_doubles_nothing",
+        "test_failover.py::test_the_standby_takes_over_and_every_run_is_dispatched_once_and_finishes",
+        "test_kubernetes_restart.py::test_restart_reattaches_to_running_jobs_and_finishes_their_records",
+        "test_kubernetes_sessions.py::test_a_pod_kernel_s_cell_sent_before_ready_keeps_the_lease_busy",
+        "test_rollout_kubernetes.py::test_presets_without_the_gpu_toleration_fail_with_the_schedulers_message",
+        "test_sessions.py::test_a_server_killed_with_a_running_session_keeps_its_record_and_re_adopts_the_kernel",
+    }
+)
 
 
 @functools.cache
@@ -208,7 +219,8 @@ def _area_markers(item: pytest.Item) -> set[str]:
         m == "kube_emulator" or m.startswith("kube_emulator.") or m == "tests.k8s" for m in _imported(item.path)
     ):
         marks.add("kubernetes")
-    if path.as_posix() in SLOW or item.nodeid.removeprefix("tests/") in SLOW:
+    test = item.nodeid.removeprefix("tests/")
+    if {path.as_posix(), test, test.partition("[")[0]} & SLOW:
         marks.add("slow")
     return marks
 
