@@ -13,8 +13,8 @@ Fixtures (here unless named):
   the control plane as its service.
 - `lab`, `session_lab`, `browser_context`, `lab_page`, `screenshots` (ui/conftest.py): a
   JupyterLab server subprocess and Chromium driven by Playwright, package-scoped.
-- `accounts`, `reachable`, `machine`, `user_mode_config`, `hostile` (security/conftest.py): real
-  Unix accounts and a server running runs as them.
+- `accounts`, `reachable`, `machine`, `user_mode_config` (security/conftest.py): real Unix accounts
+  and a user-mode server's settings (its helpers `submit`, `wait_final`, `log_of` drive one).
 Helpers: `wait_for` (async poll with a deadline), waiting.py `until` (the sync one),
 server.py `ServerProcess`, k8s.py (an emulated cluster laid out like deploy/kubernetes/),
 fake_engine.py `Harness` (the engine over the fake executor).
