@@ -1,8 +1,40 @@
-"""Shared fixtures: a real Jupyter server with the extension, real SQLite, real subprocesses."""
+"""Shared fixtures: a real Jupyter server with the extension, real SQLite, real subprocesses.
+
+Fixtures (here unless named):
+- `own_jupyter_data_dir` (session, autouse): JUPYTER_DATA_DIR in a temp dir, not the developer's.
+- `platform_config_file`: the platform file the server loads (the example); override per module.
+- `jp_server_config`: pytest-jupyter's server config with the extension, the token-map identity
+  (`TOKENS`: `tok-<user>`), a fresh SQLite store and artifacts root under `tmp_path`, 4 GPUs.
+- `api`: `Api`, REST calls as a user (`await api("GET", "runs", user="bob")` → (status, json);
+  `ok`, `submit`, `run`, `wait_status`, `wait_log`); kills runs the test left behind.
+- `platform`: the running server's platform object (engine, store, executor).
+- `pg_url` (session), `pg_db_url` (pg.py): a throw-away PostgreSQL server, a fresh database per test.
+- `hub`, `hub_platform_config` (module, hubenv.py; a module imports them): a real JupyterHub with
+  the control plane as its service.
+- `lab`, `session_lab`, `browser_context`, `lab_page`, `screenshots` (ui/conftest.py): a
+  JupyterLab server subprocess and Chromium driven by Playwright, package-scoped.
+- `accounts`, `reachable`, `machine`, `user_mode_config` (security/conftest.py): real Unix accounts
+  and a user-mode server's settings (its helpers `submit`, `wait_final`, `log_of` drive one).
+Helpers: `wait_for` (async poll with a deadline), waiting.py `until` (the sync one),
+server.py `ServerProcess`, k8s.py (an emulated cluster laid out like deploy/kubernetes/),
+fake_engine.py `Harness` (the engine over the fake executor).
+
+Markers, set here at collection (`pytest_collection_modifyitems`; registered in pyproject.toml)
+so that a developer can leave an area out: `python -m pytest -m "not browser and not hub and
+not slow"`.
+- `browser`: tests/ui and any test marked so (Chromium through Playwright).
+- `postgres`: uses `pg_url` (so `pg_db_url` and `hub` too) or a `postgresql` parameter, or is marked so.
+- `kubernetes`: its file imports the Kubernetes emulator (kube_emulator) or k8s.py.
+- `hub`: uses the `hub` fixture (a real JupyterHub).
+- `slow`: named in `SLOW` below (measured over 20 s).
+Markers only select; they never reorder, so ui/'s package-scoped Playwright loop still comes last.
+"""
 
 from __future__ import annotations
 
+import ast
 import asyncio
+import functools
 import json
 import os
 import signal
@@ -17,7 +49,8 @@ from .pg import pg_db_url, pg_url  # noqa: F401
 
 pytest_plugins = ("pytest_jupyter.jupyter_server",)
 
-EXAMPLE = Path(__file__).resolve().parents[1] / "jupyter_gpuplat" / "platform.example.yaml"
+TESTS = Path(__file__).resolve().parent
+EXAMPLE = TESTS.parent / "jupyter_gpuplat" / "platform.example.yaml"
 TOKENS = {f"tok-{u}": u for u in ("ops", "alice", "bob", "carol", "dave", "erin", "frank", "mallory")}
 
 
@@ -137,3 +170,63 @@ def api(jp_fetch: Any, jp_serverapp: Any) -> Any:
 @pytest.fixture
 def platform(jp_serverapp: Any) -> Any:
     return jp_serverapp.web_app.settings["gpuplat"]
+
+
+# ---- markers by area -------------------------------------------------------------------------
+
+# Tests over 20 s (setup + call + teardown, `--durations` on the shared 2-core dev machine):
+# a module's path, a test (all its parameters) or one parametrized case, relative to tests/.
+# Only the modules measured so far; add one when a run shows it over 20 s.
+SLOW: frozenset[str] = frozenset(
+    {
+        "test_crash_loop.py::test_sigkill_loop_loses_and_doubles_nothing",
+        "test_failover.py::test_the_standby_takes_over_and_every_run_is_dispatched_once_and_finishes",
+        "test_kubernetes_restart.py::test_restart_reattaches_to_running_jobs_and_finishes_their_records",
+        "test_kubernetes_sessions.py::test_a_pod_kernel_s_cell_sent_before_ready_keeps_the_lease_busy",
+        "test_rollout_kubernetes.py::test_presets_without_the_gpu_toleration_fail_with_the_schedulers_message",
+        "test_sessions.py::test_a_server_killed_with_a_running_session_keeps_its_record_and_re_adopts_the_kernel",
+    }
+)
+
+
+@functools.cache
+def _imported(path: Path) -> frozenset[str]:
+    """Every module a test file imports, at any depth (`.k8s` as `tests.k8s`), read from its source."""
+    names: set[str] = set()
+    package = ".".join(path.relative_to(TESTS.parent).parent.parts)
+    for node in ast.walk(ast.parse(path.read_bytes())):
+        if isinstance(node, ast.Import):
+            names.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = package.rsplit(".", node.level - 1)[0] if node.level > 1 else package
+            names.add(f"{base}.{node.module}" if node.level and node.module else node.module or base)
+    return frozenset(names)
+
+
+def _area_markers(item: pytest.Item) -> set[str]:
+    marks: set[str] = set()
+    path = item.path.relative_to(TESTS) if item.path.is_relative_to(TESTS) else item.path
+    if path.parts[:1] == ("ui",):
+        marks.add("browser")
+    names = set(getattr(item, "fixturenames", ()))
+    params = getattr(getattr(item, "callspec", None), "params", {})
+    # pg_url, or a store fixture parametrized over backends that asks for pg_db_url when it runs
+    if "pg_url" in names or "postgresql" in params.values():
+        marks.add("postgres")
+    if "hub" in names:
+        marks.add("hub")
+    if item.path.suffix == ".py" and any(
+        m == "kube_emulator" or m.startswith("kube_emulator.") or m == "tests.k8s" for m in _imported(item.path)
+    ):
+        marks.add("kubernetes")
+    test = item.nodeid.removeprefix("tests/")
+    if {path.as_posix(), test, test.partition("[")[0]} & SLOW:
+        marks.add("slow")
+    return marks
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    # Adds markers only: the order of `items` is left as collected.
+    for item in items:
+        for name in sorted(_area_markers(item) - {m.name for m in item.iter_markers()}):
+            item.add_marker(name)

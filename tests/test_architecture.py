@@ -1,43 +1,39 @@
-"""Architecture checks: the layers and no import circles (import-linter), ruff, and mypy.
-
-They run in the test suite so that the README's one test command (and so CI) keeps them.
+"""The lint gates are not tests: ruff, import-linter (the layers, no circles, the Kubernetes
+emulator's one-way imports) and mypy run in `.ci/lint`. What stays here is that both ways in keep
+them: the README's test command and CI (`.ci/run`) call `.ci/lint` before pytest, so a newcomer's
+one command still checks everything it checked when the gates ran inside pytest.
 """
 
 from __future__ import annotations
 
-import shutil
-import subprocess
-import sys
+import os
+import re
 from pathlib import Path
-
-import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def _run(*argv: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=timeout, check=False)
+def _readme_test_command() -> str:
+    readme = (ROOT / "README.md").read_text()
+    found = re.search(r"\*\*Run the whole test suite\*\*.*?```bash\n(.+?)\n```", readme, re.S)
+    assert found, "README.md: the 'Run the whole test suite' command block is missing"
+    return found.group(1)
 
 
-def _tool(name: str) -> str:
-    path = shutil.which(name, path=str(Path(sys.executable).parent))
-    assert path, f"{name} is not installed next to {sys.executable}: pip install -e '.[test]'"
-    return path
+def test_the_readme_test_command_runs_the_lint_gates_then_pytest() -> None:
+    command = _readme_test_command()
+    assert re.search(r"&& \.ci/lint && python -m pytest\b", command), command
 
 
-def test_import_contracts_hold() -> None:
-    """core -> store -> engine -> executors -> service -> clients, and no import circles."""
-    out = _run(_tool("lint-imports"), "--no-cache")
-    assert out.returncode == 0, out.stdout[-4000:] + out.stderr[-2000:]
-    assert "0 broken" in out.stdout, out.stdout[-2000:]
+def test_ci_runs_the_lint_gates_then_pytest() -> None:
+    steps = [line for line in (ROOT / ".ci" / "run").read_text().splitlines() if line and not line.startswith("#")]
+    lint = steps.index(".ci/lint")
+    assert steps[lint + 1].startswith("python -m pytest"), steps[lint:]
 
 
-@pytest.mark.parametrize("what", [["check"], ["format", "--check"]], ids=["lint", "format"])
-def test_ruff_is_clean(what: list[str]) -> None:
-    out = _run(_tool("ruff"), *what, "jupyter_gpuplat", "tests", "benchmarks", "emulator")
-    assert out.returncode == 0, out.stdout[-4000:] + out.stderr[-2000:]
-
-
-def test_mypy_is_clean() -> None:
-    out = _run(_tool("mypy"), "--cache-dir=/tmp/gpuplat-mypy-cache")
-    assert out.returncode == 0, out.stdout[-4000:] + out.stderr[-2000:]
+def test_the_lint_script_runs_every_gate() -> None:
+    script = ROOT / ".ci" / "lint"
+    assert os.access(script, os.X_OK), f"{script} is not executable"
+    text = script.read_text()
+    for gate in ('ruff" check', 'ruff" format --check', 'lint-imports" --no-cache', "cd emulator", 'mypy"'):
+        assert gate in text, gate

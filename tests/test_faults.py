@@ -143,6 +143,7 @@ def _pg_ctl(cluster: LocalCluster, *args: str) -> None:
     assert res.returncode == 0, (res.stdout, res.stderr)
 
 
+@pytest.mark.postgres  # starts a PostgreSQL server of its own (LocalCluster), not pg_url
 async def test_postgresql_down_for_a_while_loses_nothing(tmp_path: Path) -> None:
     cluster = LocalCluster()
     try:

@@ -274,6 +274,7 @@ def test_a_token_without_the_service_scope_is_refused(hub: HubEnv, team: dict[st
     assert code == 200 and body["user"] == "alice" and body["groups"] == ["team-a"], body
 
 
+@pytest.mark.browser  # Chromium through Playwright
 def test_the_sidebar_through_the_hub_shows_her_runs_live(
     hub: HubEnv,
     team: dict[str, User],

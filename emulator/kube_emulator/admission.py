@@ -21,7 +21,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from .store import ApiError
+from .store import JOB, POD, RESOURCES, ApiError, ResourceType, Store
+
+NAMESPACE = RESOURCES[("", "namespaces")]
 
 ENFORCE = "pod-security.kubernetes.io/enforce"
 ENFORCE_VERSION = "pod-security.kubernetes.io/enforce-version"
@@ -239,3 +241,19 @@ def admit_job(job: Mapping[str, Any]) -> None:
         raise ApiError(
             422, "Invalid", f'Job.batch "{name}" is invalid: {", ".join(errors)}', {"name": name, "kind": "Job"}
         )
+
+
+class Admission:
+    """The store's admission hook (`Store.admission`): validation and Pod Security of a new pod or Job.
+
+    It reads only the pod's namespace from `store`, for the level its labels enforce.
+    """
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+
+    def __call__(self, rt: ResourceType, namespace: str, obj: dict[str, Any]) -> None:
+        if rt is POD:
+            admit_pod(self.store.find(NAMESPACE, "", namespace), obj)
+        elif rt is JOB:
+            admit_job(obj)

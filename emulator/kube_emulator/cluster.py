@@ -2,17 +2,17 @@
 
 The controllers (scheduler, Job controller, kubelet model) run on one thread that
 reacts to store changes and timers, under the store's lock, so that every object
-change any client sees is one a real control plane could have made.
+change any client sees is one a real control plane could have made. Each controller
+is given only what it acts through — the store, the event recorder, the clock — never
+the cluster, so imports run one way: the cluster imports its parts, no part imports it.
 """
 
 from __future__ import annotations
 
-import calendar
-import heapq
-import itertools
 import secrets
 import threading
 import time
+import traceback
 import uuid
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
@@ -21,15 +21,19 @@ from typing import Any
 
 import yaml
 
-from .admission import admit_job, admit_pod
+from .admission import Admission
+from .clock import ControllerClock
+from .conditions import set_condition
+from .events import EventRecorder
 from .faults import Faults
 from .jobs import PRIORITY_CLASS, JobController
 from .kubelet import Kubelet
 from .processes import LocalRuntime
 from .rbac import Permissions
-from .scheduler import TAINT_WORDINGS, pod_requests, schedule
+from .scheduler import TAINT_WORDINGS
+from .scheduling import Scheduler
 from .server import ApiServer
-from .store import EVENT, JOB, NODE, POD, PVC, RESOURCES, Change, ResourceType, Store, now_rfc3339
+from .store import EVENT, JOB, NODE, POD, PVC, RESOURCES, Change, Store
 
 NAMESPACE = RESOURCES[("", "namespaces")]
 SECRET = RESOURCES[("", "secrets")]
@@ -66,25 +70,20 @@ class EmulatedCluster:
         self.faults = Faults()
         self.permissions = Permissions()
         self.requests: Counter[tuple[str, str]] = Counter()  # (verb, resource) → calls
-        self.jobs = JobController(self)
-        self.kubelet = Kubelet(self)
+        self.clock = ControllerClock(self.store.changed)
+        self.recorder = EventRecorder(self.store)
+        self.scheduler = Scheduler(self.store, self.recorder, taint_wording=taint_wording, dra_message=dra_message)
+        self.jobs = JobController(self.store, self.recorder, self.clock)
+        self.kubelet = Kubelet(self.store, self.recorder, self.clock)
         if local_processes:  # pods' commands run as real processes (processes.py)
             self.kubelet.local = LocalRuntime(self.store)
         self.server = ApiServer(self)
         self._queue: list[Change] = []
-        self._timers: list[tuple[float, int, Callable[[], None]]] = []
-        self._seq = itertools.count()
-        self._pending: dict[str, tuple[str, str]] = {}  # pod uid → (ns, name): waiting for a node
-        self._unschedulable: dict[str, tuple[str, str]] = {}
-        self._usage: dict[str, tuple[str, Counter[str]]] = {}  # pod uid → (node, requests)
-        self.node_used: dict[str, Counter[str]] = {}
-        self._deadlines: set[str] = set()
-        self._event_keys: dict[tuple[str, str, str, str], tuple[str, str]] = {}
         self._thread: threading.Thread | None = None
         self._running = False
         self.errors: list[BaseException] = []
         self.store.subscribe(self._queue.append)
-        self.store.admission = self._admit
+        self.store.admission = Admission(self.store)
 
     # -- lifecycle ---------------------------------------------------------------------------
     def start(self) -> EmulatedCluster:
@@ -134,9 +133,7 @@ class EmulatedCluster:
     # -- the controller loop -----------------------------------------------------------------
     def after(self, seconds: float, action: Callable[[], None]) -> None:
         """Run `action` on the controller thread after `seconds` (under the store lock)."""
-        with self.store.lock:
-            heapq.heappush(self._timers, (time.monotonic() + max(0.0, seconds), next(self._seq), action))
-            self.store.changed.notify_all()
+        self.clock.after(seconds, action)
 
     def _loop(self) -> None:
         with self.store.lock:
@@ -145,12 +142,8 @@ class EmulatedCluster:
                     self._drain()
                 except Exception as exc:  # a bug in the model must not hang every test: record it, go on
                     self.errors.append(exc)
-                    import traceback
-
                     traceback.print_exc()
-                wait = 1.0
-                if self._timers:
-                    wait = max(0.0, min(wait, self._timers[0][0] - time.monotonic()))
+                wait = self.clock.wait_seconds(1.0)
                 if not self._queue and wait > 0:
                     self.store.changed.wait(wait)
 
@@ -162,13 +155,10 @@ class EmulatedCluster:
                 for change in batch:
                     self._dispatch(change)
                 progressed = True
-            now = time.monotonic()
-            while self._timers and self._timers[0][0] <= now:
-                _, _, action = heapq.heappop(self._timers)
-                action()
+            if self.clock.run_due():
                 progressed = True
-            if self._pending:
-                self._schedule_pending()
+            if self.scheduler.pending:
+                self.scheduler.schedule_pending()
                 progressed = progressed or bool(self._queue)
             if not progressed:
                 return
@@ -178,19 +168,18 @@ class EmulatedCluster:
         if rt is POD:
             uid = obj["metadata"]["uid"]
             if change.type == "DELETED":
-                self._pending.pop(uid, None)
-                self._unschedulable.pop(uid, None)
-                self._release(uid)
+                self.scheduler.pod_gone(uid)
                 self.kubelet.forget(uid)
                 self.jobs.pod_gone(obj)
                 return
             phase = (obj.get("status") or {}).get("phase")
-            if phase in ("Succeeded", "Failed"):
-                self._release(uid)
-            if not obj["spec"].get("nodeName"):
-                if not obj["metadata"].get("deletionTimestamp") and uid not in self._unschedulable:
-                    self._pending[uid] = (obj["metadata"]["namespace"], obj["metadata"]["name"])
-            elif uid not in self.kubelet.procs and phase == "Pending" and not obj["metadata"].get("deletionTimestamp"):
+            self.scheduler.pod_changed(obj)
+            if (
+                obj["spec"].get("nodeName")
+                and uid not in self.kubelet.procs
+                and phase == "Pending"
+                and not obj["metadata"].get("deletionTimestamp")
+            ):
                 self.kubelet.start(obj)
             for ref in obj["metadata"].get("ownerReferences") or ():
                 if ref.get("kind") == "Job":
@@ -200,134 +189,19 @@ class EmulatedCluster:
         elif rt is JOB and change.type != "DELETED":
             self.jobs.sync(obj)
         elif rt in (NODE, PVC):
-            self._retry_unschedulable()
+            self.scheduler.retry_unschedulable()
         elif rt is PRIORITY_CLASS:
             self.jobs.retry_failed_creates()
 
-    # -- scheduling --------------------------------------------------------------------------
-    def _release(self, uid: str) -> None:
-        used = self._usage.pop(uid, None)
-        if used is not None:
-            node, req = used
-            self.node_used[node] -= req
-            self._retry_unschedulable()
+    # -- what the controllers share, for tests -------------------------------------------
+    @property
+    def node_used(self) -> dict[str, Counter[str]]:
+        """Requests of the pods bound to each node (the scheduler's)."""
+        return self.scheduler.node_used
 
-    def _retry_unschedulable(self) -> None:
-        self._pending.update(self._unschedulable)
-        self._unschedulable.clear()
-
-    def _schedule_pending(self) -> None:
-        nodes = sorted(self.store.iter(NODE), key=lambda n: n["metadata"]["name"])
-        pods = [self.store.find(POD, ns, name) for ns, name in self._pending.values()]
-        self._pending.clear()
-        live = [
-            p
-            for p in pods
-            if p is not None and not p["spec"].get("nodeName") and not p["metadata"].get("deletionTimestamp")
-        ]
-        live.sort(
-            key=lambda p: (
-                -int(p["spec"].get("priority") or 0),
-                p["metadata"]["creationTimestamp"],
-                p["metadata"]["name"],
-            )
-        )
-        for pod in live:
-            ns = pod["metadata"]["namespace"]
-            claims = {c["metadata"]["name"]: c for c in self.store.select(PVC, ns)[0]}
-            placed = schedule(pod, nodes, self.node_used, claims, self.taint_wording, self.dra_message)
-            uid = pod["metadata"]["uid"]
-            if placed.node is not None:
-                req = pod_requests(pod)
-                self._usage[uid] = (placed.node, req)
-                self.node_used.setdefault(placed.node, Counter()).update(req)
-
-                def bind(p: dict[str, Any], node: str = placed.node) -> None:
-                    p["spec"]["nodeName"] = node
-                    _set_condition(p.setdefault("status", {}), "PodScheduled", "True")
-
-                bound = self.store.update(POD, ns, pod["metadata"]["name"], bind)
-                self.event(
-                    bound,
-                    "Normal",
-                    "Scheduled",
-                    f"Successfully assigned {ns}/{pod['metadata']['name']} to {placed.node}",
-                    "default-scheduler",
-                )
-                continue
-            self._unschedulable[uid] = (ns, pod["metadata"]["name"])
-            reason = "SchedulingGated" if placed.gated else "Unschedulable"
-
-            def unschedulable(p: dict[str, Any], reason: str = reason, message: str = placed.message) -> None:
-                _set_condition(p.setdefault("status", {}), "PodScheduled", "False", reason, message)
-
-            updated = self.store.update(POD, ns, pod["metadata"]["name"], unschedulable)
-            if not placed.gated:
-                self.event(updated, "Warning", "FailedScheduling", placed.message, "default-scheduler")
-
-    # -- events ------------------------------------------------------------------------------
     def event(self, obj: Mapping[str, Any], type_: str, reason: str, message: str, component: str) -> None:
         """Record a core/v1 Event about `obj`; a repeat bumps `count` and `lastTimestamp`."""
-        meta = obj["metadata"]
-        ns = meta.get("namespace") or "default"
-        key = (meta["uid"], reason, message, component)
-        now = now_rfc3339()
-        with self.store.lock:
-            known = self._event_keys.get(key)
-            if known is not None and self.store.find(EVENT, *known) is not None:
-
-                def bump(e: dict[str, Any]) -> None:
-                    e["count"] = int(e.get("count", 1)) + 1
-                    e["lastTimestamp"] = now
-
-                self.store.update(EVENT, known[0], known[1], bump)
-                return
-            rt = _rt_of(obj)
-            created = self.store.create(
-                EVENT,
-                ns,
-                {
-                    "metadata": {"name": f"{meta['name']}.{secrets.token_hex(8)}"},
-                    "involvedObject": {
-                        "apiVersion": rt.api_version,
-                        "kind": rt.kind,
-                        "name": meta["name"],
-                        "namespace": meta.get("namespace"),
-                        "uid": meta["uid"],
-                        "resourceVersion": meta.get("resourceVersion"),
-                    },
-                    "reason": reason,
-                    "message": message,
-                    "source": {"component": component},
-                    "firstTimestamp": now,
-                    "lastTimestamp": now,
-                    "count": 1,
-                    "type": type_,
-                    "eventTime": None,
-                    "reportingComponent": component,
-                    "reportingInstance": "",
-                },
-            )
-            self._event_keys[key] = (ns, created["metadata"]["name"])
-
-    def deadline(self, job: dict[str, Any], seconds: int, action: Callable[[str, str, str], None]) -> None:
-        uid = job["metadata"]["uid"]
-        if uid in self._deadlines:
-            return
-        self._deadlines.add(uid)
-        start = (job.get("status") or {}).get("startTime")
-        elapsed = 0.0
-        if start:
-            elapsed = max(0.0, time.time() - calendar.timegm(time.strptime(start, "%Y-%m-%dT%H:%M:%SZ")))
-        ns, name = job["metadata"]["namespace"], job["metadata"]["name"]
-        self.after(max(0.0, seconds - elapsed), lambda: action(ns, name, uid))
-
-    def _admit(self, rt: ResourceType, namespace: str, obj: dict[str, Any]) -> None:
-        """Validation and Pod Security admission of a new pod or Job (admission.py)."""
-        if rt is POD:
-            admit_pod(self.store.find(NAMESPACE, "", namespace), obj)
-        elif rt is JOB:
-            admit_job(obj)
+        self.recorder.event(obj, type_, reason, message, component)
 
     # -- the test API: building a cluster ----------------------------------------------------
     def apply(self, docs: Iterable[Mapping[str, Any]]) -> None:
@@ -518,7 +392,7 @@ class EmulatedCluster:
                 POD,
                 namespace,
                 pod,
-                lambda p: _set_condition(
+                lambda p: set_condition(
                     p.setdefault("status", {}), "DisruptionTarget", "True", "EvictionByEvictionAPI", message
                 ),
             )
@@ -533,7 +407,7 @@ class EmulatedCluster:
                 POD,
                 namespace,
                 pod,
-                lambda p: _set_condition(
+                lambda p: set_condition(
                     p.setdefault("status", {}), "DisruptionTarget", "True", "PreemptionByScheduler", msg
                 ),
             )
@@ -579,35 +453,6 @@ class EmulatedCluster:
                 if left <= 0:
                     raise TimeoutError(f"emulated cluster: timed out after {timeout}s waiting for {what}")
                 self.store.changed.wait(min(left, 0.1))
-
-
-def _rt_of(obj: Mapping[str, Any]) -> ResourceType:
-    group = obj.get("apiVersion", "v1").rpartition("/")[0]
-    return next(r for r in RESOURCES.values() if r.group == group and r.kind == obj.get("kind"))
-
-
-def _set_condition(
-    status: dict[str, Any], type_: str, value: str, reason: str | None = None, message: str | None = None
-) -> None:
-    conds = status.setdefault("conditions", [])
-    now = now_rfc3339()
-    for c in conds:
-        if c["type"] == type_:
-            if c["status"] != value:
-                c["lastTransitionTime"] = now
-            c["status"] = value
-            for k, v in (("reason", reason), ("message", message)):
-                if v:
-                    c[k] = v
-                else:
-                    c.pop(k, None)
-            return
-    new: dict[str, Any] = {"type": type_, "status": value, "lastProbeTime": None, "lastTransitionTime": now}
-    if reason:
-        new["reason"] = reason
-    if message:
-        new["message"] = message
-    conds.append(new)
 
 
 def load_manifests(paths: Iterable[str | Path]) -> list[dict[str, Any]]:

@@ -14,13 +14,14 @@ with a `FailedCreate` event on the Job.
 
 from __future__ import annotations
 
+import calendar
 import copy
-from typing import TYPE_CHECKING, Any
+import time
+from typing import Any
 
-from .store import JOB, POD, RESOURCES, ApiError, now_rfc3339
-
-if TYPE_CHECKING:
-    from .cluster import EmulatedCluster
+from .clock import Clock
+from .events import EventRecorder
+from .store import JOB, POD, RESOURCES, ApiError, Store, now_rfc3339
 
 PRIORITY_CLASS = RESOURCES[("scheduling.k8s.io", "priorityclasses")]
 DEADLINE_MESSAGE = "Job was active longer than specified deadline"
@@ -59,9 +60,13 @@ def _replaced_when_failed(job: dict[str, Any]) -> bool:
 
 
 class JobController:
-    def __init__(self, cluster: EmulatedCluster) -> None:
-        self.cluster = cluster
-        self.store = cluster.store
+    """Reconciles Jobs with their pods; reads and writes through `store`, reports through `recorder`."""
+
+    def __init__(self, store: Store, recorder: EventRecorder, clock: Clock) -> None:
+        self.store = store
+        self.recorder = recorder
+        self.clock = clock
+        self._deadlines: set[str] = set()  # job uids whose activeDeadlineSeconds timer is set
         self.counted: dict[str, dict[str, str]] = {}  # job uid → pod uid → succeeded|failed|ignored
         self.create_failed: set[str] = set()  # job uids waiting for a PriorityClass
         self.backoff_seconds = 0.05
@@ -166,7 +171,21 @@ class JobController:
         if deadline:
             fresh = self.store.find(JOB, meta["namespace"], meta["name"])
             if fresh is not None and fresh["metadata"]["uid"] == uid:
-                self.cluster.deadline(fresh, int(deadline), self._deadline_passed)
+                self._deadline(fresh, int(deadline))
+
+    def _deadline(self, job: dict[str, Any], seconds: int) -> None:
+        """Set the Job's activeDeadlineSeconds timer once, counted from its startTime."""
+        uid = job["metadata"]["uid"]
+        if uid in self._deadlines:
+            return
+        self._deadlines.add(uid)
+        start = (job.get("status") or {}).get("startTime")
+        elapsed = 0.0
+        if start:
+            started = calendar.timegm(time.strptime(start, "%Y-%m-%dT%H:%M:%SZ"))
+            elapsed = max(0.0, self.clock.time_ns() / 1e9 - started)
+        ns, name = job["metadata"]["namespace"], job["metadata"]["name"]
+        self.clock.after(max(0.0, seconds - elapsed), lambda: self._deadline_passed(ns, name, uid))
 
     def _deadline_passed(self, ns: str, name: str, uid: str) -> None:
         job = self._by_uid(uid, ns, name)
@@ -193,7 +212,7 @@ class JobController:
         for p in active:
             if not p["metadata"].get("deletionTimestamp"):
                 self.store.delete(POD, p["metadata"]["namespace"], p["metadata"]["name"], "Background")
-        self.cluster.event(job, "Warning", reason, message, "job-controller")
+        self.recorder.event(job, "Warning", reason, message, "job-controller")
 
     def _set_status(
         self,
@@ -254,7 +273,7 @@ class JobController:
             pc = self.store.find(PRIORITY_CLASS, "", pc_name)
             if pc is None:
                 self.create_failed.add(meta["uid"])
-                self.cluster.event(
+                self.recorder.event(
                     job,
                     "Warning",
                     "FailedCreate",
@@ -292,9 +311,9 @@ class JobController:
         try:
             created = self.store.create(POD, meta["namespace"], pod)
         except ApiError as exc:
-            self.cluster.event(job, "Warning", "FailedCreate", f"Error creating: {exc.message}", "job-controller")
+            self.recorder.event(job, "Warning", "FailedCreate", f"Error creating: {exc.message}", "job-controller")
             return False
-        self.cluster.event(
+        self.recorder.event(
             job, "Normal", "SuccessfulCreate", f"Created pod: {created['metadata']['name']}", "job-controller"
         )
         return True

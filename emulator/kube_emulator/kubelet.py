@@ -26,16 +26,15 @@ import re
 import shlex
 import signal
 import threading
-import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from .clock import Clock
+from .conditions import set_condition
+from .events import EventRecorder
 from .processes import LocalProcess, LocalRuntime, resolve_env
-from .store import POD, RESOURCES, ResourceType, now_rfc3339
-
-if TYPE_CHECKING:
-    from .cluster import EmulatedCluster
+from .store import POD, RESOURCES, ResourceType, Store, now_rfc3339
 
 SECRET = RESOURCES[("", "secrets")]
 CONFIGMAP = RESOURCES[("", "configmaps")]
@@ -101,9 +100,12 @@ class _Proc:
 
 
 class Kubelet:
-    def __init__(self, cluster: EmulatedCluster) -> None:
-        self.cluster = cluster
-        self.store = cluster.store
+    """Runs the pods bound to nodes; reads and writes through `store`, reports through `recorder`."""
+
+    def __init__(self, store: Store, recorder: EventRecorder, clock: Clock) -> None:
+        self.store = store
+        self.recorder = recorder
+        self.clock = clock
         self.missing_images: set[str] = set()
         self.pull_seconds = 0.0
         self.image_retry_seconds = 1.0
@@ -121,7 +123,7 @@ class Kubelet:
 
     # -- helpers ---------------------------------------------------------------------------
     def _now_ns(self) -> int:
-        ns = time.time_ns()
+        ns = self.clock.time_ns()
         self._last_ns = max(ns, self._last_ns + 1)  # strictly increasing: timestamps resume logs
         return self._last_ns
 
@@ -158,32 +160,6 @@ class Kubelet:
         cs.update(extra)
         status["containerStatuses"] = [cs]
 
-    @staticmethod
-    def _condition(
-        status: dict[str, Any], type_: str, value: str, reason: str | None = None, message: str | None = None
-    ) -> None:
-        conds = status.setdefault("conditions", [])
-        for c in conds:
-            if c["type"] == type_:
-                if c["status"] != value:
-                    c["lastTransitionTime"] = now_rfc3339()
-                c["status"] = value
-                if reason:
-                    c["reason"] = reason
-                else:
-                    c.pop("reason", None)
-                if message:
-                    c["message"] = message
-                else:
-                    c.pop("message", None)
-                return
-        c = {"type": type_, "status": value, "lastProbeTime": None, "lastTransitionTime": now_rfc3339()}
-        if reason:
-            c["reason"] = reason
-        if message:
-            c["message"] = message
-        conds.append(c)
-
     # -- lifecycle -------------------------------------------------------------------------
     def start(self, pod: dict[str, Any]) -> None:
         """A pod was bound to a node: pull, check config, run."""
@@ -204,10 +180,10 @@ class Kubelet:
             s["hostIP"] = "10.0.0.1"
             s["startTime"] = now_rfc3339()
             s["qosClass"] = "Burstable"
-            self._condition(s, "PodReadyToStartContainers", "True")
-            self._condition(s, "Initialized", "True")
-            self._condition(s, "Ready", "False", "ContainersNotReady", f"containers with unready status: [{c['name']}]")
-            self._condition(
+            set_condition(s, "PodReadyToStartContainers", "True")
+            set_condition(s, "Initialized", "True")
+            set_condition(s, "Ready", "False", "ContainersNotReady", f"containers with unready status: [{c['name']}]")
+            set_condition(
                 s, "ContainersReady", "False", "ContainersNotReady", f"containers with unready status: [{c['name']}]"
             )
             self._cstatus(s, pod, {"waiting": {"reason": "ContainerCreating"}})
@@ -217,8 +193,8 @@ class Kubelet:
         if not _IMAGE.match(image):
             self._invalid_image(pod, image)
             return
-        self.cluster.event(pod, "Normal", "Pulling", f'Pulling image "{image}"', "kubelet")
-        self.cluster.after(self.pull_seconds, lambda: self._pulled(uid))
+        self.recorder.event(pod, "Normal", "Pulling", f'Pulling image "{image}"', "kubelet")
+        self.clock.after(self.pull_seconds, lambda: self._pulled(uid))
 
     def _invalid_image(self, pod: dict[str, Any], image: str) -> None:
         msg = (
@@ -228,8 +204,8 @@ class Kubelet:
         self._set_status(
             pod, lambda s: self._cstatus(s, pod, {"waiting": {"reason": "InvalidImageName", "message": msg}})
         )
-        self.cluster.event(pod, "Warning", "InspectFailed", msg, "kubelet")
-        self.cluster.event(pod, "Warning", "Failed", "Error: InvalidImageName", "kubelet")
+        self.recorder.event(pod, "Warning", "InspectFailed", msg, "kubelet")
+        self.recorder.event(pod, "Warning", "Failed", "Error: InvalidImageName", "kubelet")
 
     def _pull_error(self, image: str) -> str:
         ref = image if "/" in image.split(":")[0] and "." in image.split("/")[0] else f"docker.io/library/{image}"
@@ -251,8 +227,8 @@ class Kubelet:
             self._set_status(
                 pod, lambda s: self._cstatus(s, pod, {"waiting": {"reason": "ErrImagePull", "message": err}})
             )
-            self.cluster.event(pod, "Warning", "Failed", f'Failed to pull image "{image}": {err}', "kubelet")
-            self.cluster.event(pod, "Warning", "Failed", "Error: ErrImagePull", "kubelet")
+            self.recorder.event(pod, "Warning", "Failed", f'Failed to pull image "{image}": {err}', "kubelet")
+            self.recorder.event(pod, "Warning", "Failed", "Error: ErrImagePull", "kubelet")
 
             def backoff() -> None:
                 p = self._pod(uid)
@@ -262,13 +238,13 @@ class Kubelet:
                 self._set_status(
                     p, lambda s: self._cstatus(s, p, {"waiting": {"reason": "ImagePullBackOff", "message": msg}})
                 )
-                self.cluster.event(p, "Normal", "BackOff", msg, "kubelet")
-                self.cluster.event(p, "Warning", "Failed", "Error: ImagePullBackOff", "kubelet")
-                self.cluster.after(self.image_retry_seconds * attempt, lambda: self._pulled(uid, attempt + 1))
+                self.recorder.event(p, "Normal", "BackOff", msg, "kubelet")
+                self.recorder.event(p, "Warning", "Failed", "Error: ImagePullBackOff", "kubelet")
+                self.clock.after(self.image_retry_seconds * attempt, lambda: self._pulled(uid, attempt + 1))
 
-            self.cluster.after(min(0.05, self.image_retry_seconds), backoff)
+            self.clock.after(min(0.05, self.image_retry_seconds), backoff)
             return
-        self.cluster.event(
+        self.recorder.event(
             pod, "Normal", "Pulled", f'Successfully pulled image "{image}" in 1.2s (1.2s including waiting)', "kubelet"
         )
         missing = self._missing_config(pod)
@@ -281,11 +257,11 @@ class Kubelet:
                         s, pod, {"waiting": {"reason": "CreateContainerConfigError", "message": msg}}
                     ),
                 )
-                self.cluster.event(pod, "Warning", "Failed", f"Error: {msg}", "kubelet")
+                self.recorder.event(pod, "Warning", "Failed", f"Error: {msg}", "kubelet")
             else:
-                self.cluster.event(pod, "Warning", "FailedMount", msg, "kubelet")
+                self.recorder.event(pod, "Warning", "FailedMount", msg, "kubelet")
             # The kubelet keeps retrying; a test that creates the object later sees the pod start.
-            self.cluster.after(self.image_retry_seconds, lambda: self._pulled(uid, attempt))
+            self.clock.after(self.image_retry_seconds, lambda: self._pulled(uid, attempt))
             return
         self._run(uid)
 
@@ -342,8 +318,8 @@ class Kubelet:
             s["phase"] = "Running"
             s["podIP"] = ip
             s["podIPs"] = [{"ip": ip}]
-            self._condition(s, "Ready", "True")
-            self._condition(s, "ContainersReady", "True")
+            set_condition(s, "Ready", "True")
+            set_condition(s, "ContainersReady", "True")
             self._cstatus(
                 s,
                 pod,
@@ -354,8 +330,8 @@ class Kubelet:
 
         pod = self._set_status(pod, running)
         if len(runs) == 1:
-            self.cluster.event(pod, "Normal", "Created", f"Created container: {c['name']}", "kubelet")
-        self.cluster.event(pod, "Normal", "Started", f"Started container {c['name']}", "kubelet")
+            self.recorder.event(pod, "Normal", "Created", f"Created container: {c['name']}", "kubelet")
+        self.recorder.event(pod, "Normal", "Started", f"Started container {c['name']}", "kubelet")
         self.logs_changed.notify_all()
         if self.local is None:
             self._step(uid, proc.generation)
@@ -376,7 +352,7 @@ class Kubelet:
                 self.logs_changed.notify_all()
 
         def exited(code: int) -> None:
-            self.cluster.after(0, lambda: self._local_exited(uid, holder[0], code))
+            self.clock.after(0, lambda: self._local_exited(uid, holder[0], code))
 
         try:
             holder.append(self.local.start(view, c, env, line, exited))
@@ -388,7 +364,7 @@ class Kubelet:
             )
             self._set_status(pod, lambda s: s.update(podIP=ip, podIPs=[{"ip": ip}]))
             self._terminate(uid, 128, reason="StartError", message=msg)
-            self.cluster.event(pod, "Warning", "Failed", f"Error: {msg}", "kubelet")
+            self.recorder.event(pod, "Warning", "Failed", f"Error: {msg}", "kubelet")
             return False
         return True
 
@@ -440,7 +416,7 @@ class Kubelet:
                     secs = float(args[0]) if args else 0.0
                 except ValueError:
                     secs = 0.0
-                self.cluster.after(secs, lambda: self._step(uid, generation))
+                self.clock.after(secs, lambda: self._step(uid, generation))
                 return
             elif cmd == "gate":
                 name = args[0] if args else ""
@@ -468,7 +444,7 @@ class Kubelet:
         self.gates.add(name)
         for proc in list(self.procs.values()):
             if proc.waiting_gate == name:
-                self.cluster.after(0, functools.partial(self._step, proc.pod_uid, proc.generation))
+                self.clock.after(0, functools.partial(self._step, proc.pod_uid, proc.generation))
 
     def _terminate(self, uid: str, code: int, reason: str | None = None, message: str | None = None) -> None:
         found = self._pod(uid)
@@ -501,10 +477,10 @@ class Kubelet:
             wait = f"back-off {10 * 2 ** (count - 1)}s restarting failed container={c['name']} pod={pod_ref}"
 
             def crashloop(s: dict[str, Any]) -> None:
-                self._condition(
+                set_condition(
                     s, "Ready", "False", "ContainersNotReady", f"containers with unready status: [{c['name']}]"
                 )
-                self._condition(
+                set_condition(
                     s,
                     "ContainersReady",
                     "False",
@@ -520,7 +496,7 @@ class Kubelet:
                 )
 
             pod = self._set_status(pod, crashloop)
-            self.cluster.event(
+            self.recorder.event(
                 pod,
                 "Warning",
                 "BackOff",
@@ -531,14 +507,14 @@ class Kubelet:
                 + f"_{pod['metadata']['namespace']}({uid})",
                 "kubelet",
             )
-            self.cluster.after(self.crash_backoff_seconds, lambda: self._run(uid))
+            self.clock.after(self.crash_backoff_seconds, lambda: self._run(uid))
             return
 
         def ended(s: dict[str, Any]) -> None:
             s["phase"] = "Succeeded" if code == 0 else "Failed"
-            self._condition(s, "Ready", "False", "PodCompleted" if code == 0 else "PodFailed")
-            self._condition(s, "ContainersReady", "False", "PodCompleted" if code == 0 else "PodFailed")
-            self._condition(s, "PodReadyToStartContainers", "False")
+            set_condition(s, "Ready", "False", "PodCompleted" if code == 0 else "PodFailed")
+            set_condition(s, "ContainersReady", "False", "PodCompleted" if code == 0 else "PodFailed")
+            set_condition(s, "PodReadyToStartContainers", "False")
             self._cstatus(s, pod, {"terminated": terminated})
 
         self._set_status(pod, ended)
@@ -555,25 +531,25 @@ class Kubelet:
         local = self.local.processes.get(uid) if self.local is not None else None
         if local is not None and local.alive and not local.deleting:
             # A real process: SIGTERM its group; the pod goes when it has exited (SIGKILL after the grace).
-            self.cluster.event(
+            self.recorder.event(
                 obj, "Normal", "Killing", f"Stopping container {self._container(obj)['name']}", "kubelet"
             )
             local.deleting = True
             local.terminate()
             grace = float(obj["spec"].get("terminationGracePeriodSeconds", 30))
-            self.cluster.after(min(grace, self.local_grace_seconds), local.kill_if_alive)
+            self.clock.after(min(grace, self.local_grace_seconds), local.kill_if_alive)
             return True
         if proc is not None and phase not in ("Succeeded", "Failed"):
             state = ((obj.get("status") or {}).get("containerStatuses") or [{}])[0].get("state", {})
-            self.cluster.event(
+            self.recorder.event(
                 obj, "Normal", "Killing", f"Stopping container {self._container(obj)['name']}", "kubelet"
             )
             if "running" in state:
-                self.cluster.after(0, lambda: self._terminate(uid, 143))
+                self.clock.after(0, lambda: self._terminate(uid, 143))
             else:
                 proc.generation += 1
 
-        self.cluster.after(self.termination_seconds, lambda: self._remove(uid, ns, name))
+        self.clock.after(self.termination_seconds, lambda: self._remove(uid, ns, name))
         return True
 
     def _remove(self, uid: str, ns: str, name: str) -> None:
@@ -605,8 +581,8 @@ class Kubelet:
             s["phase"] = "Failed"
             s["reason"] = "Evicted"
             s["message"] = message
-            self._condition(s, "DisruptionTarget", "True", "TerminationByKubelet", message)
-            self._condition(s, "Ready", "False", "PodFailed")
+            set_condition(s, "DisruptionTarget", "True", "TerminationByKubelet", message)
+            set_condition(s, "Ready", "False", "PodFailed")
             prev = (s.get("containerStatuses") or [{}])[0]
             started = (prev.get("state", {}).get("running") or {}).get("startedAt") or now_rfc3339()
             self._cstatus(
@@ -624,7 +600,7 @@ class Kubelet:
             )
 
         self._set_status(pod, evicted)
-        self.cluster.event(pod, "Warning", "Evicted", message, "kubelet")
+        self.recorder.event(pod, "Warning", "Evicted", message, "kubelet")
 
     # -- logs ------------------------------------------------------------------------------
     def log_runs(self, pod: dict[str, Any], container: str) -> list[ContainerLog]:
@@ -650,7 +626,7 @@ class Kubelet:
             run = runs[-1] if runs else None
         if run is None:
             return
-        since_ns = time.time_ns() - since_seconds * 1_000_000_000 if since_seconds else 0
+        since_ns = self.clock.time_ns() - since_seconds * 1_000_000_000 if since_seconds else 0
         pos = 0
         with self.store.lock:
             selected = [i for i, (ts, _) in enumerate(run.lines) if ts >= since_ns]

@@ -18,15 +18,18 @@ import socket
 import sys
 import threading
 import time
+from collections import Counter
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 from urllib.parse import parse_qs, urlsplit
 
 from .selectors import SelectorError, parse_field_selector, parse_label_selector
-from .store import POD, RESOURCES, ApiError, ResourceType, not_found
+from .store import POD, RESOURCES, ApiError, ResourceType, Store, not_found
 
 if TYPE_CHECKING:
-    from .cluster import EmulatedCluster
+    from .faults import Faults
+    from .kubelet import Kubelet
+    from .rbac import Permissions
 
 VERSION = {
     "major": "1",
@@ -54,10 +57,29 @@ MERGE_KEYS = {
 DEFAULT_WATCH_SECONDS = 1800
 
 
+class Backend(Protocol):
+    """What the HTTP face serves from (the cluster is one), read at each request: a test may swap
+    `permissions` or `faults` on a running cluster. A protocol, not the cluster class, so that
+    this module does not import the cluster that imports it."""
+
+    store: Store
+    token: str
+    permissions: Permissions
+    faults: Faults
+    requests: Counter[tuple[str, str]]  # (verb, resource) → calls
+    bookmark_seconds: float
+
+    @property
+    def kubelet(self) -> Kubelet: ...  # pods' logs
+
+    def evict(self, namespace: str, pod: str, message: str = ...) -> None: ...
+
+
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
     allow_reuse_address = True
-    cluster: EmulatedCluster
+    backend: Backend
+    api: ApiServer
 
     def handle_error(self, request: Any, client_address: Any) -> None:
         # A client that hangs up (a stopped informer, a closed pool) is normal, not an error.
@@ -67,8 +89,8 @@ class _Server(ThreadingHTTPServer):
 
 
 class ApiServer:
-    def __init__(self, cluster: EmulatedCluster) -> None:
-        self.cluster = cluster
+    def __init__(self, backend: Backend) -> None:
+        self.backend = backend
         self._httpd: _Server | None = None
         self._thread: threading.Thread | None = None
         self.stopping = False
@@ -77,7 +99,8 @@ class ApiServer:
 
     def start(self) -> None:
         httpd = _Server(("127.0.0.1", 0), _Handler)
-        httpd.cluster = self.cluster
+        httpd.backend = self.backend
+        httpd.api = self
         self._httpd = httpd
         self._thread = threading.Thread(
             target=httpd.serve_forever, kwargs={"poll_interval": 0.05}, name="k8s-emulator-http", daemon=True
@@ -106,8 +129,8 @@ class ApiServer:
                 c.shutdown(socket.SHUT_RDWR)
             except OSError:
                 pass
-        with self.cluster.store.lock:
-            self.cluster.store.changed.notify_all()
+        with self.backend.store.lock:
+            self.backend.store.changed.notify_all()
 
 
 class _Dropped(Exception):
@@ -123,15 +146,15 @@ class _Handler(BaseHTTPRequestHandler):
         pass
 
     @property
-    def cluster(self) -> EmulatedCluster:
-        return self.server.cluster
+    def backend(self) -> Backend:
+        return self.server.backend
 
     def setup(self) -> None:
         super().setup()
-        self.cluster.server.track(self.connection, True)
+        self.server.api.track(self.connection, True)
 
     def finish(self) -> None:
-        self.cluster.server.track(self.connection, False)
+        self.server.api.track(self.connection, False)
         try:
             super().finish()
         except OSError:
@@ -204,7 +227,7 @@ class _Handler(BaseHTTPRequestHandler):
         q = {k: v[-1] for k, v in parse_qs(url.query, keep_blank_values=True).items()}
         try:
             auth = self.headers.get("Authorization", "")
-            if auth != f"Bearer {self.cluster.token}":
+            if auth != f"Bearer {self.backend.token}":
                 raise ApiError(401, "Unauthorized", "Unauthorized")
             path = url.path.rstrip("/") or "/"
             if method == "GET" and self._discovery(path):
@@ -311,7 +334,7 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _resource(self, method: str, path: str, q: dict[str, str]) -> None:
         if path == "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews" and method == "POST":
-            self.cluster.requests[("create", "selfsubjectaccessreviews")] += 1
+            self.backend.requests[("create", "selfsubjectaccessreviews")] += 1
             self._access_review(self._body() or {})
             return
         rt, ns, name, sub = self._route(path)
@@ -319,9 +342,9 @@ class _Handler(BaseHTTPRequestHandler):
         if sub == "eviction" and method == "POST":
             verb = "create"
         label = f"{rt.plural}/{sub}" if sub in ("log", "eviction", "status") else rt.plural
-        self.cluster.requests[(verb, label)] += 1
+        self.backend.requests[(verb, label)] += 1
         body = self._body() if method in ("POST", "PUT", "PATCH", "DELETE") else None
-        perms = self.cluster.permissions
+        perms = self.backend.permissions
         # A Namespace object is authorized in itself (the apiserver's RequestInfo): a Role may grant `get` on it.
         authz_ns = name if rt.plural == "namespaces" and name is not None else ns
         if not perms.allows(verb, rt.group, label, authz_ns, name or ""):
@@ -331,10 +354,10 @@ class _Handler(BaseHTTPRequestHandler):
                 perms.forbidden_message(verb, rt.group, label, authz_ns, name or ""),
                 {"name": name or "", "group": rt.group, "kind": rt.plural},
             )
-        fault = self.cluster.faults.take(verb, label)
+        fault = self.backend.faults.take(verb, label)
         if fault is not None:
             raise fault
-        store = self.cluster.store
+        store = self.backend.store
         ns_key = ns or ""
         if verb == "watch":
             self._watch(rt, ns, q)
@@ -346,7 +369,7 @@ class _Handler(BaseHTTPRequestHandler):
             self._send(200, store.get(rt, ns_key, name or ""))
         elif verb == "create" and sub == "eviction":
             store.get(rt, ns_key, name or "")
-            self.cluster.evict(ns_key, name or "")
+            self.backend.evict(ns_key, name or "")
             self._send(201, {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success"})
         elif verb == "create":
             if not isinstance(body, dict):
@@ -413,7 +436,7 @@ class _Handler(BaseHTTPRequestHandler):
     # -- list and watch ----------------------------------------------------------------------
     def _list(self, rt: ResourceType, ns: str | None, q: dict[str, str]) -> None:
         try:
-            items, rv = self.cluster.store.select(rt, ns, q.get("labelSelector"), q.get("fieldSelector"))
+            items, rv = self.backend.store.select(rt, ns, q.get("labelSelector"), q.get("fieldSelector"))
         except SelectorError as exc:
             raise ApiError(400, "BadRequest", str(exc)) from exc
         meta: dict[str, Any] = {"resourceVersion": str(rv)}
@@ -428,8 +451,8 @@ class _Handler(BaseHTTPRequestHandler):
         self._send(200, {"kind": f"{rt.kind}List", "apiVersion": rt.api_version, "metadata": meta, "items": items})
 
     def _watch(self, rt: ResourceType, ns: str | None, q: dict[str, str]) -> None:
-        store = self.cluster.store
-        faults = self.cluster.faults
+        store = self.backend.store
+        faults = self.backend.faults
         try:
             labels = parse_label_selector(q.get("labelSelector"))
             fields = parse_field_selector(q.get("fieldSelector"), rt.plural)
@@ -439,7 +462,7 @@ class _Handler(BaseHTTPRequestHandler):
         bookmarks = q.get("allowWatchBookmarks") in ("true", "1")
         generation = faults.watch_generation
         start = time.monotonic()
-        next_bookmark = start + self.cluster.bookmark_seconds
+        next_bookmark = start + self.backend.bookmark_seconds
 
         def matches(obj: dict[str, Any]) -> bool:
             meta = obj["metadata"]
@@ -488,7 +511,7 @@ class _Handler(BaseHTTPRequestHandler):
                     if c.rt is rt and matches(c.obj):
                         out.append(line(c.type, c.obj))
                 bookmark_rv = pos
-            if faults.watch_generation != generation or self.cluster.server.stopping:
+            if faults.watch_generation != generation or self.server.api.stopping:
                 raise _Dropped()
             if out:
                 self._chunk(b"".join(out))
@@ -504,15 +527,15 @@ class _Handler(BaseHTTPRequestHandler):
                         },
                     )
                 )
-                next_bookmark = now + self.cluster.bookmark_seconds
+                next_bookmark = now + self.backend.bookmark_seconds
             if now - start >= timeout:
                 break
         self._end_chunked()
 
     # -- logs --------------------------------------------------------------------------------
     def _log(self, ns: str, name: str, q: dict[str, str]) -> None:
-        store = self.cluster.store
-        kubelet = self.cluster.kubelet
+        store = self.backend.store
+        kubelet = self.backend.kubelet
         with store.lock:
             pod = store.find(POD, ns, name)
             if pod is None:
@@ -542,15 +565,15 @@ class _Handler(BaseHTTPRequestHandler):
             previous=previous,
             since_seconds=int(q["sinceSeconds"]) if q.get("sinceSeconds") else None,
             tail_lines=int(q["tailLines"]) if q.get("tailLines") else None,
-            stop=lambda: self.cluster.server.stopping,
+            stop=lambda: self.server.api.stopping,
         )
         if not follow:
             self._send(200, b"".join(stream), "text/plain")
             return
-        generation = self.cluster.faults.watch_generation
+        generation = self.backend.faults.watch_generation
         self._start_chunked("text/plain")
         for data in stream:
-            if self.cluster.faults.watch_generation != generation:
+            if self.backend.faults.watch_generation != generation:
                 raise _Dropped()
             self._chunk(data)
         self._end_chunked()
@@ -563,7 +586,7 @@ class _Handler(BaseHTTPRequestHandler):
             resource = f"{resource}/{attrs['subresource']}"
         verb, group = attrs.get("verb", ""), attrs.get("group", "")
         where, name = attrs.get("namespace") or None, attrs.get("name", "")
-        allowed = self.cluster.permissions.allows(verb, group, resource, where, name)
+        allowed = self.backend.permissions.allows(verb, group, resource, where, name)
         out = copy.deepcopy(body)
         out.update(kind="SelfSubjectAccessReview", apiVersion="authorization.k8s.io/v1")
         out.setdefault("metadata", {})["creationTimestamp"] = None
