@@ -21,6 +21,7 @@ from .naming import command_name
 from .request import RunRequest
 from .resources import Quota, Resources, fmt_amount
 from .spec import DEFAULT_KIND
+from .status import FINAL
 
 
 # ---- roles -----------------------------------------------------------------
@@ -95,6 +96,22 @@ def require_can_stop(cfg: PlatformConfig, user: str, run: dict[str, Any]) -> Non
             f"{user} may not stop run {run['id']} (owned by {run['user']})",
             "the run's owner, project admins and platform admins can stop it",
         )
+
+
+def run_actions(cfg: PlatformConfig, user: str, run: dict[str, Any]) -> list[str]:
+    """What `user` may do to `run` now, as run views say it (`actions`), so no client copies these rules:
+    `stop` and, for a sweep, `edit` (its concurrency, pausing) and, for a session, `keep` (its idle clock):
+    while it is unfinished, by those who may stop it; `resubmit` (a new run from its request) by members."""
+    out = []
+    if run["status"] not in FINAL and can_stop(cfg, user, run["project"], run["user"]):
+        out.append("stop")
+        if run.get("kind") == "sweep":
+            out.append("edit")
+        if run.get("kind") == "session":
+            out.append("keep")
+    if has_role(cfg, user, run["project"], "member"):
+        out.append("resubmit")
+    return out
 
 
 def can_see(cfg: PlatformConfig, user: str, project: str) -> bool:

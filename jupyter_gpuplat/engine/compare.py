@@ -15,6 +15,7 @@ from ..core.config import PlatformConfig
 from ..core.downsample import downsample
 from ..core.errors import InvalidInput
 from ..core.policy import require_visible_run
+from ..core.status import phase_of
 from ..core.sweep_compare import Objective, ranked, top
 from ..store import Store
 
@@ -116,6 +117,7 @@ def compare(engine: Source, user: str, run_ids: list[str], names: list[str] | No
                 "user": r["user"],
                 "queue": r["queue"],
                 "status": r["status"],
+                "phase": phase_of(r["status"]).value,
                 "created_at": r["created_at"],
                 "params": params[rid],
                 "metrics": summaries.get(rid, {}),

@@ -16,6 +16,7 @@ from ..core.policy import (
     allowed_presets,
     allowed_queues,
     can_see,
+    has_role,
     is_platform_admin,
     listable_presets,
     listable_queues,
@@ -24,6 +25,7 @@ from ..core.policy import (
     require_platform_admin,
     require_visible_run,
     role_in,
+    run_actions,
     visible_projects,
 )
 from ..core.refusal import Judgement, judge
@@ -97,6 +99,10 @@ class ReadModel:
         """The user's visible pending runs of `q` with positions, and how many others' (not named)."""
         return pending_runs(self.s, q, self.visible_projects(user))
 
+    def actions(self, user: str, row: dict[str, Any]) -> list[str]:
+        """What `user` may do to the run (core.policy.run_actions): run views carry it as `actions`."""
+        return run_actions(self.s.cfg, user, row)
+
     def waiting(self, row: dict[str, Any]) -> dict[str, str] | None:
         """Why a (visible) run that has not started waits: `{reason, message}` from the snapshot."""
         return waiting_of(self.s, row)
@@ -120,6 +126,7 @@ class ReadModel:
             d["role"] = role_in(cfg, user, name)
             d["usable_queues"] = allowed_queues(cfg, pr)
             d["usable_presets"] = allowed_presets(cfg, pr)
+            d["may_submit"] = has_role(cfg, user, name, "member")  # submit() requires the same
             out.append(d)
         return {"projects": out, "restrict_by_default": cfg.restrict_by_default}
 

@@ -107,11 +107,13 @@ class BaseHandler(APIHandler):
     def summary(self, row: dict[str, Any]) -> dict[str, Any]:
         waiting = self.engine.reads.waiting(row)
         out = run_summary(row, self.engine.clock(), self.engine.sessions.view(row["id"]), waiting)
+        out["actions"] = self.engine.reads.actions(self.user_name, row)
         return with_sweep(out, self.engine.sweep_view(row))
 
     def detail(self, row: dict[str, Any]) -> dict[str, Any]:
         waiting = self.engine.reads.waiting(row)
         out = run_detail(row, self.engine.clock(), self.engine.sessions.view(row["id"]), waiting)
+        out["actions"] = self.engine.reads.actions(self.user_name, row)
         return with_sweep(out, self.engine.sweep_view(row))
 
     def queue_view(self, name: str) -> dict[str, Any]:

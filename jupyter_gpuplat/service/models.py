@@ -17,7 +17,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, RootModel
 
 from ..core.config import PresetConfig, ProjectConfig, Role
-from ..core.status import Status
+from ..core.status import Phase, Status
 from .models_base import Number, Seconds, _Open, _Out
 from .models_runs import (  # noqa: F401  (re-exported: `models.RunSummary` keeps working)
     BestChild,
@@ -213,6 +213,7 @@ class ProjectView(ProjectRecord):
     role: Role | None
     usable_queues: list[str]
     usable_presets: list[str]
+    may_submit: bool = Field(description="Whether the caller may submit runs here (a member or more)")
 
 
 class ProjectsPage(_Out):
@@ -376,6 +377,7 @@ class CompareRun(_Open):
     user: str
     queue: str
     status: Status
+    phase: Phase = Field(description="The phase of the status (as a run's `phase`)")
     created_at: Seconds | None
     params: dict[str, Any]
     metrics: dict[str, MetricSummary]
@@ -441,6 +443,7 @@ class StatusEvent(_Open):
     user: str
     name: str | None
     status: Status
+    phase: Phase = Field(description="The phase of the status (as a run's `phase`): dispatch, execution, run, end")
     reason: str
     message: str
     at: Seconds
