@@ -53,6 +53,7 @@ def phase_of(status: str) -> Phase:
 def is_final(status: str) -> bool:
     return status in FINAL
 
+
 _NEXT: dict[Status, frozenset[Status]] = {
     Status.CREATED: frozenset({Status.QUEUED, Status.STOPPED, Status.FAILED}),
     Status.QUEUED: frozenset({Status.QUEUED, Status.DISPATCHED, Status.STOPPED, Status.FAILED}),
