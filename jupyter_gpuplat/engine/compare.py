@@ -10,7 +10,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from ..core.compare import differing, flatten
+from ..core.compare import differing, direction, flatten
 from ..core.config import PlatformConfig
 from ..core.downsample import downsample
 from ..core.errors import InvalidInput
@@ -131,6 +131,7 @@ def compare(engine: Source, user: str, run_ids: list[str], names: list[str] | No
         "metrics": metric_names,
         "metric_runs": {n: sum(1 for rid in run_ids if n in summaries.get(rid, {})) for n in metric_names},
         "default_metric": default_metric(summaries, run_ids),
+        "direction": {n: direction(n) for n in metric_names},
         "params": {"keys": sorted({k for p in params.values() for k in p}), "differ": differing(params)},
         "config": {
             "differ": [

@@ -409,6 +409,9 @@ class Compare(_Open):
     default_metric: str | None = Field(
         None, description="The metric to show first: the one most runs logged (the first by name among equals)"
     )
+    direction: dict[str, Literal["min", "max"]] = Field(
+        description="Each metric's better way: min (losses, errors, times, by name) or max; its best is that one",
+    )
     params: ParamsDiff
     config: ConfigDiff
     curves: dict[str, dict[str, Curve]]

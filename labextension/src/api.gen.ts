@@ -639,6 +639,13 @@ export interface components {
              * @default null
              */
             default_metric?: string | null;
+            /**
+             * Direction
+             * @description Each metric's better way: min (losses, errors, times, by name) or max; its best is that one
+             */
+            direction: {
+                [key: string]: "min" | "max";
+            };
             params: components["schemas"]["ParamsDiff"];
             config: components["schemas"]["ConfigDiff"];
             /** Curves */

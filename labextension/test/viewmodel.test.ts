@@ -407,6 +407,7 @@ test('Compare charts: the server default metric first, then by how many runs log
     metrics: ['a_extra', 'acc', 'loss'],
     metric_runs: { a_extra: 1, acc: 2, loss: 2 },
     default_metric: 'loss',
+    direction: { a_extra: 'max', acc: 'max', loss: 'min' },
     params: { keys: [], differ: [] },
     config: { differ: [{ path: 'entrypoint.code', values: { 'r-1': "first run's code", 'r-2': 'code differs' }, diff: '-K = 1\n+K = 2' }] },
     curves: {}
@@ -414,4 +415,18 @@ test('Compare charts: the server default metric first, then by how many runs log
   assert.deepEqual(chartOrder(data), ['loss', 'acc', 'a_extra']);
   const code = compareRows(data, 'r-1').find(r => r.label === 'entrypoint.code');
   assert.equal(code?.diff, '-K = 1\n+K = 2');
+  // "best" is the service's direction: min for a metric it says goes down, whatever its name
+  const summary = (min: number, max: number) => ({ count: 2, min, max, last: max, last_step: 1 });
+  const scored = {
+    ...data,
+    runs: [
+      { ...run('r-1'), metrics: { acc: summary(0.2, 0.9), score: summary(3, 7) } },
+      { ...run('r-2'), metrics: { acc: summary(0.1, 0.8), score: summary(2, 5) } }
+    ],
+    metrics: ['acc', 'score'],
+    direction: { acc: 'max', score: 'min' }
+  } as unknown as Parameters<typeof chartOrder>[0];
+  const best = (label: string) => compareRows(scored, 'r-1').find(r => r.label === label)!.cells.map(c => c.text);
+  assert.deepEqual(best('acc (best)'), ['0.9', '0.8']);
+  assert.deepEqual(best('score (best)'), ['3', '2']);
 });
