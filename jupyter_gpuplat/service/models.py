@@ -128,6 +128,11 @@ class QueueUsage(_Open):
     free_gpus: int | None = Field(description="GPUs free on the executor; null where it does not count them")
 
 
+class NumberLine(_Out):
+    label: str = Field(description="numbers, position or queue")
+    text: str = Field(description="e.g. '1/1 in use', '2 of 3 waiting in queue a-train'")
+
+
 class Explain(_Open):
     """Why the run is where it is: the layer that holds it, the reason, numbers and who can act."""
 
@@ -144,6 +149,10 @@ class Explain(_Open):
     pending_in_queue: int | None = None
     queue_usage: QueueUsage | None = None
     details: dict[str, Any] | None = None
+    layer_text: str = Field(description="What the layer means, in words (the reason registry's): as clients show it")
+    number_lines: list[NumberLine] = Field(
+        description="The numbers, the place in line and the queue's usage in words (core/explain_text.py)"
+    )
 
 
 # ---- queues, presets, projects, identity, capacity ---------------------------------------------

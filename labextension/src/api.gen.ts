@@ -1028,6 +1028,16 @@ export interface components {
             details?: {
                 [key: string]: unknown;
             } | null;
+            /**
+             * Layer Text
+             * @description What the layer means, in words (the reason registry's): as clients show it
+             */
+            layer_text: string;
+            /**
+             * Number Lines
+             * @description The numbers, the place in line and the queue's usage in words (core/explain_text.py)
+             */
+            number_lines: components["schemas"]["NumberLine"][];
         };
         /** FailureCount */
         FailureCount: {
@@ -1243,6 +1253,19 @@ export interface components {
          */
         Metrics: {
             [key: string]: components["schemas"]["Curve"];
+        };
+        /** NumberLine */
+        NumberLine: {
+            /**
+             * Label
+             * @description numbers, position or queue
+             */
+            label: string;
+            /**
+             * Text
+             * @description e.g. '1/1 in use', '2 of 3 waiting in queue a-train'
+             */
+            text: string;
         };
         /** Objective */
         Objective: {
