@@ -6,7 +6,7 @@ the rule and the allowed values. Restrictions are access control.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from .config import ROLE_RANK, PlatformConfig, ProjectConfig, Role
@@ -240,6 +240,7 @@ class Resolution:
     provenance: dict[str, str]
     violations: tuple[GpuPlatError, ...]
     layers: tuple[str, ...]
+    locks: dict[str, str] = field(default_factory=dict)  # path -> the layer (as in provenance) that locked it
 
     @property
     def queue(self) -> str | None:
@@ -456,4 +457,5 @@ def resolve(cfg: PlatformConfig, user: str, req: RunRequest) -> Resolution:
                     requested=want,
                 )
             )
-    return Resolution(req, spec, merged.provenance, tuple(problems), tuple(layer.label for layer in layers))
+    labels = tuple(layer.label for layer in layers)
+    return Resolution(req, spec, merged.provenance, tuple(problems), labels, dict(merged.locks))

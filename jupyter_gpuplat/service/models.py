@@ -338,6 +338,10 @@ class Preview(_Open):
     resolved: dict[str, Any]
     provenance: dict[str, str]
     layers: list[str]
+    locks: dict[str, str] = Field(
+        description="Each path a layer locks (queue, resources.gpu…) and that layer, as provenance names it "
+        "(`preset:notebook`, `project:team-a/preset:x`): later layers and the request cannot change it"
+    )
     verdict: Verdict
     working_dir: str | None = Field(
         default=None, description="The directory the run starts in (null: the run's own artifact directory)"

@@ -1571,6 +1571,13 @@ export interface components {
             };
             /** Layers */
             layers: string[];
+            /**
+             * Locks
+             * @description Each path a layer locks (queue, resources.gpu…) and that layer, as provenance names it (`preset:notebook`, `project:team-a/preset:x`): later layers and the request cannot change it
+             */
+            locks: {
+                [key: string]: string;
+            };
             verdict: components["schemas"]["Verdict"];
             /**
              * Working Dir

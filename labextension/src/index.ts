@@ -113,7 +113,7 @@ const plugin: JupyterFrontEndPlugin<void> = {
     const openSubmit = async (o: IOpenSubmit) => {
       await panel.start();
       const memory = await submitMemory();
-      const usable = panel.projects.filter(p => p.role === 'member' || p.role === 'admin').map(p => p.name);
+      const usable = panel.projects.filter(p => p.may_submit).map(p => p.name);
       const project = memory.project && usable.includes(memory.project) ? memory.project : panel.currentProject;
       const form = new SubmitForm({
         service,

@@ -206,7 +206,7 @@ export class GpuPlatPanel extends Panel {
     if (this._defaultProject && names.includes(this._defaultProject)) {
       return this._defaultProject;
     }
-    const member = this._projects.find(p => p.role === 'member' || p.role === 'admin');
+    const member = this._projects.find(p => p.may_submit);
     return member?.name ?? names[0] ?? '';
   }
 
