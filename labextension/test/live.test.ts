@@ -106,6 +106,8 @@ test('blockers carry the run ids to link; other teams runs carry none', () => {
     status: 'queued',
     queue: 'q',
     layer: 'queue',
+    layer_text: 'held by our queue (dispatch)',
+    number_lines: [],
     reason: 'QueueConcurrency',
     message: 'full',
     position: 1,

@@ -58,6 +58,8 @@ const explain: IExplain = {
   status: 'queued',
   queue: 'interactive',
   layer: 'queue',
+  layer_text: 'held by our queue (dispatch)',
+  number_lines: [],
   reason: 'UserLimit',
   message: 'alice has 1/1 runs dispatched in queue interactive (max_per_user)',
   position: 1,

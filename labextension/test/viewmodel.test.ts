@@ -188,6 +188,8 @@ test('explain while waiting: layer, numbers, position, blockers and who can act'
     status: 'queued',
     queue: 'team-a-train',
     layer: 'queue',
+    layer_text: 'held by our queue (dispatch)',
+    number_lines: [],
     reason: 'QueueConcurrency',
     message: 'queue team-a-train is at its concurrency limit: 2/2 runs dispatched',
     numbers: { used: 2, limit: 2 },
@@ -222,6 +224,8 @@ test('explain on the execution side shows what the executor said; GPUs the execu
     status: 'starting',
     queue: 'q',
     layer: 'executor',
+    layer_text: 'dispatched; the executor has not started it yet (execution)',
+    number_lines: [],
     reason: 'Unschedulable',
     message: '0/3 nodes are available: 3 Insufficient nvidia.com/gpu.',
     position: null,
@@ -234,7 +238,7 @@ test('explain on the execution side shows what the executor said; GPUs the execu
   assert.deepEqual(v.details, ['raw: 0/3 nodes are available', 'nodes: 3']);
   assert.equal(v.position, null);
   const q = explainView({
-    run_id: 'r-3', status: 'queued', queue: 'q', layer: 'queue', reason: 'NoCapacity', message: 'm',
+    run_id: 'r-3', status: 'queued', queue: 'q', layer: 'queue', layer_text: 'held by our queue (dispatch)', number_lines: [], reason: 'NoCapacity', message: 'm',
     numbers: { requested: 2, free: 1 }, position: 1, pending_in_queue: 1, blockers: [],
     queue_usage: { runs: 0, concurrency: null, gpu: 0, gpu_quota: null, pending: 1, free_gpus: null },
     who_can_act: []
