@@ -366,6 +366,9 @@ async def test_a_preempted_run_shows_the_same_clocks_in_the_api_the_cli_and_the_
     assert done["phase"] == "end" and c["ticking"] is None
     # The wait again is not run time: a client computing from the timestamps would show more.
     assert done["finished_at"] - done["started_at"] - c["run_seconds"] >= 0.5, done
+    # The runs list says the same clocks as the record (its rows' clocks see the timeline too).
+    [row] = [r for r in (await api.ok("GET", "runs"))["runs"] if r["id"] == rid]
+    assert row["clocks"] == c, (row["clocks"], c)
 
     url = jp_serverapp.connection_url
     cli, timeline_html, widget = await asyncio.to_thread(clients_clocks, url, rid)

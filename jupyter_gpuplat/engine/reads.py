@@ -32,6 +32,7 @@ from ..core.refusal import Judgement, judge
 from ..core.request import RunRequest
 from ..core.spec import DEFAULT_KIND
 from ..core.status import Status
+from ..store.insights import timelines
 from .compare import compare, metrics_of
 from .state import ActiveRun, EngineState
 from .waiting import pending_runs, waiting_of
@@ -185,6 +186,14 @@ class ReadModel:
             before_seq=before_seq,
             limit=limit,
         )
+        # A started run's clocks need its timeline (a wait again after a preemption is start wait, not run
+        # time): one query for the page, so a row says the same clocks as the run's record.
+        started = [r["id"] for r in rows if r.get("started_at") is not None and "timeline" not in r]
+        if started:
+            events = timelines(self.s.store.engine, started)
+            for r in rows:
+                if r["id"] in events:
+                    r["timeline"] = events[r["id"]]
         return rows, (rows[-1]["seq"] if len(rows) == limit else None)
 
     def events_since(self, user: str, last: int | None, limit: int) -> tuple[int, list[dict[str, Any]]]:
