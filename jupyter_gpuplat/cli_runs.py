@@ -301,7 +301,8 @@ def cmd_runs(args: argparse.Namespace) -> int:
         lines.append("presets: " + (", ".join(r.get("presets_applied") or r.get("presets") or []) or "none"))
         if r.get("waiting"):
             lines.append(f"waiting: {r['waiting']['message']} [{r['waiting']['reason']}]")
-        lines.append("clocks: " + ", ".join(f"{k} {v}" for k, v in r["clocks"].items()))
+        # The service's three clocks as it computed them (`ticking` says which goes on; printed once, none moves).
+        lines.append("clocks: " + ", ".join(f"{k} {v}" for k, v in r["clocks"].items() if k != "ticking"))
         lines += code_lines(r)
         lines.append("timeline:")
         lines += timeline_lines(r)

@@ -7,12 +7,14 @@ same API fields in TypeScript. Layer words and their meaning come from the reaso
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from typing import Any
 
+from .core.explain_text import number_lines, position_text
 from .core.reasons import LAYER_TEXT
 from .core.status import FINAL
+
+__all__ = ["blocker_text", "explanation_lines", "explanation_text", "position_text", "waiting_summary"]
 
 Line = tuple[str, str]  # (label, text)
 
@@ -27,17 +29,12 @@ def explanation_lines(ex: Mapping[str, Any] | None, run: Mapping[str, Any] | Non
     layer = str(ex.get("layer", ""))
     lines: list[Line] = [
         ("held by", layer),
-        ("where", LAYER_TEXT.get(layer, layer)),
+        # the service's words (core/reasons.py, core/explain_text.py); an older service's answer lacks them
+        ("where", str(ex["layer_text"]) if "layer_text" in ex else LAYER_TEXT.get(layer, layer)),
         ("why", f"{ex.get('message', '')} [{ex.get('reason', '')}]"),
     ]
-    nums = ex.get("numbers") or {}
-    if nums:
-        lines.append(("numbers", _numbers(nums)))
-    if ex.get("position") is not None:
-        lines.append(("position", position_text(ex)))
-    usage = ex.get("queue_usage")
-    if usage:
-        lines.append(("queue", _usage(usage)))
+    for line in ex["number_lines"] if "number_lines" in ex else number_lines(ex):
+        lines.append((line["label"], line["text"]))
     blockers = ex.get("blockers") or []
     if blockers:
         lines.append(("blocked by", "; ".join(blocker_text(b) for b in blockers)))
@@ -59,32 +56,7 @@ def waiting_summary(ex: Mapping[str, Any]) -> str:
     return f"{ex.get('reason', '')}: {ex.get('message', '')}{pos}"
 
 
-def position_text(ex: Mapping[str, Any], short: bool = False) -> str:
-    head = f"{ex.get('position')} of {ex.get('pending_in_queue')}"
-    return f"position {head}" if short else f"{head} waiting in queue {ex.get('queue')}"
-
-
 def blocker_text(b: Mapping[str, Any]) -> str:
     if b.get("id"):
         return f"{b['id']} ({b.get('name') or '-'}, {b.get('user')}, {b['status']}, {b.get('gpu', 0)} GPU)"
     return f"a run of project {b['project']} ({b['status']}, {b.get('gpu', 0)} GPU)"
-
-
-def _numbers(nums: Mapping[str, Any]) -> str:
-    if "used" in nums and "limit" in nums and not isinstance(nums["used"], dict):
-        return f"{nums['used']}/{nums['limit']} in use"
-    return ", ".join(f"{k} {_value(v)}" for k, v in nums.items())
-
-
-def _usage(u: Mapping[str, Any]) -> str:
-    quota = "∞" if u.get("gpu_quota") is None else u["gpu_quota"]
-    conc = "∞" if u.get("concurrency") is None else u["concurrency"]
-    # free_gpus is null where the executor has no count (Kubernetes): say nothing then
-    free = "" if u.get("free_gpus") is None else f"; {u['free_gpus']} GPU(s) free on the machine"
-    return f"{u['runs']}/{conc} runs, {u['gpu']}/{quota} GPUs in use, {u['pending']} pending{free}"
-
-
-def _value(v: Any) -> str:
-    if v is None:
-        return "—"
-    return v if isinstance(v, str) else json.dumps(v, separators=(",", ":"), default=str)

@@ -10,6 +10,8 @@ from typing import Any
 import pytest
 import yaml
 
+from jupyter_gpuplat.explaining import explanation_lines
+
 from .conftest import EXAMPLE
 
 PY = sys.executable
@@ -44,6 +46,16 @@ async def test_waiting_in_list_and_detail_is_what_explain_says(api: Any) -> None
         assert rows[rid]["waiting"] == want
         assert (await api.run(rid))["waiting"] == want
     assert "1/1 runs dispatched" in rows[behind["id"]]["waiting"]["message"]
+    # Issue 24: the answer words its layer and its numbers once, as the CLI and the widgets print them.
+    ex = await api.ok("GET", f"runs/{behind['id']}/explain")
+    assert ex["layer_text"] == "held by our queue (dispatch)"
+    assert {"label": "numbers", "text": "1/1 in use"} in ex["number_lines"], ex["number_lines"]
+    assert [line["label"] for line in ex["number_lines"]] == ["numbers", "position", "queue"]
+    lines = explanation_lines(ex)
+    assert ("where", ex["layer_text"]) in lines
+    assert [(x["label"], x["text"]) for x in ex["number_lines"]] == [
+        x for x in lines if x[0] in ("numbers", "position", "queue")
+    ]
     # running: nothing to wait for
     assert rows[holder["id"]]["waiting"] is None
     assert (await api.run(holder["id"]))["waiting"] is None

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from jupyter_gpuplat.core.clocks import clocks
+from jupyter_gpuplat.core.clocks import clocks, run_clocks, ticking
+from jupyter_gpuplat.core.status import FINAL, Phase, Status, phase_of
 
 TIMES = {"queued_at": 100.0, "dispatched_at": 110.0, "started_at": 115.0, "finished_at": None}
 
@@ -57,3 +58,31 @@ def test_two_episodes_add_up() -> None:
     ]
     c = clocks(TIMES, timeline, 130.0)
     assert c["run_seconds"] == 9.0 and c["start_wait_seconds"] == 11.0
+
+
+def test_which_clock_ticks_is_decided_here_by_status_and_reason() -> None:
+    # Clients tick this one clock between reads and compute none (issue 24).
+    assert ticking("created", "Submitted") == ticking("queued", "QueuePaused") == "queue_wait_seconds"
+    assert ticking("dispatched", "Admitted") == ticking("starting", "ImagePull") == "start_wait_seconds"
+    assert ticking("running", "Running") == ticking("stopping", "StopRequested") == "run_seconds"
+    # Running, its replacement pod waiting for a GPU: the wait again is start wait (as `clocks` counts it).
+    assert ticking("running", "InsufficientGPU") == "start_wait_seconds"
+    assert ticking("running", "Preempted") == "start_wait_seconds"  # the episode opens at the disruption
+    assert all(ticking(s, "Completed") is None for s in ("succeeded", "failed", "stopped"))
+    held = run_clocks({**TIMES, "status": "running", "reason": "InsufficientGPU", "timeline": None}, 130.0)
+    assert held["ticking"] == "start_wait_seconds" and held["run_seconds"] == 15.0
+
+
+def test_each_status_has_one_phase() -> None:
+    assert [phase_of(s) for s in Status] == [
+        Phase.DISPATCH,
+        Phase.DISPATCH,
+        Phase.EXECUTION,
+        Phase.EXECUTION,
+        Phase.RUN,
+        Phase.RUN,
+        Phase.END,
+        Phase.END,
+        Phase.END,
+    ]
+    assert {s for s in Status if phase_of(s) is Phase.END} == FINAL

@@ -7,6 +7,8 @@ the project's own Role (deploy/kubernetes/rbac.yaml).
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import io
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -14,6 +16,12 @@ from typing import Any
 import pytest
 import yaml
 from kube_emulator import EmulatedCluster
+
+from jupyter_gpuplat.cli import main as cli_main
+from jupyter_gpuplat.client import Client
+from jupyter_gpuplat.widgets import RunMonitor
+from jupyter_gpuplat.widgets._html import seconds as seconds_text
+from jupyter_gpuplat.widgets.clocks import LiveClocks
 
 from .conftest import EXAMPLE, wait_for
 from .k8s import GPU_TAINT, NAMESPACE, TOLERATE_GPU, deployed_cluster, executor_config, run_selector
@@ -307,6 +315,68 @@ async def test_a_preempted_run_whose_replacement_waits_is_held_by_the_executor(
     assert c["start_wait_seconds"] >= during["start_wait_seconds"]
     total = done["finished_at"] - done["queued_at"]
     assert abs(c["queue_wait_seconds"] + c["start_wait_seconds"] + c["run_seconds"] - total) < 0.01, (c, total)
+
+
+def clients_clocks(url: str, run_id: str) -> tuple[dict[str, Any], str, dict[str, Any]]:
+    """The CLI's `runs show` and a RunMonitor's clocks of one run (sync clients: run in a thread)."""
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        assert cli_main(["--url", url, "--token", "tok-alice", "runs", "show", run_id]) == 0
+    line = next(ln for ln in out.getvalue().splitlines() if ln.startswith("clocks: "))
+    shown = dict(part.split(" ") for part in line.removeprefix("clocks: ").split(", "))
+    cli = {k: None if v == "None" else float(v) for k, v in shown.items()}
+    mon = RunMonitor(run_id, Client(url, "tok-alice"))
+    try:
+        return cli, mon.timeline.value, mon.clocks
+    finally:
+        mon.close()
+
+
+async def test_a_preempted_run_shows_the_same_clocks_in_the_api_the_cli_and_the_widgets(
+    api: Any, cluster: EmulatedCluster, jp_serverapp: Any
+) -> None:
+    """Issue 24: the service computes the clocks once (a wait again after a preemption is start wait);
+    the CLI and the widgets render them. The sidebar's part is labextension/test/viewmodel.test.ts."""
+    cluster.add_node("gpu-1", gpus=1)
+    victim = await api.submit(presets=["single-gpu"], command="echo attempt; gate again")
+    rid = victim["id"]
+    await api.wait_status(rid, "running")
+    await api.wait_log(rid, "attempt")
+    assert (await api.run(rid))["clocks"]["ticking"] == "run_seconds"
+    cluster.add_pod("research", "urgent", gpus=1, command="gate release", priority=URGENT)
+    _, pods = objects_of(cluster, rid)
+    cluster.preempt(NAMESPACE, pods[0]["metadata"]["name"], by="research/urgent")
+    await explained(api, rid, "InsufficientGPU")
+    # Waiting again, still `running`: the phase is the run's, the ticking clock the start wait.
+    held = await api.run(rid)
+    assert (held["status"], held["phase"], held["clocks"]["ticking"]) == ("running", "run", "start_wait_seconds")
+    assert LiveClocks.of(held).ticking == "start_wait_seconds"
+    assert [e["phase"] for e in held["timeline"]][:2] == ["dispatch", "dispatch"], held["timeline"]
+
+    async def waited() -> bool:
+        c = (await api.run(rid))["clocks"]
+        return c["start_wait_seconds"] >= held["clocks"]["start_wait_seconds"] + 0.5
+
+    await wait_for(waited, 10, "the replacement to wait half a second")
+    cluster.open_gate("release")
+    await explained(api, rid, "Running")
+    cluster.open_gate("again")
+    done = await api.wait_status(rid, "succeeded")
+    c = done["clocks"]
+    assert done["phase"] == "end" and c["ticking"] is None
+    # The wait again is not run time: a client computing from the timestamps would show more.
+    assert done["finished_at"] - done["started_at"] - c["run_seconds"] >= 0.5, done
+    # The runs list says the same clocks as the record (its rows' clocks see the timeline too).
+    [row] = [r for r in (await api.ok("GET", "runs"))["runs"] if r["id"] == rid]
+    assert row["clocks"] == c, (row["clocks"], c)
+
+    url = jp_serverapp.connection_url
+    cli, timeline_html, widget = await asyncio.to_thread(clients_clocks, url, rid)
+    three = {k: c[k] for k in ("queue_wait_seconds", "start_wait_seconds", "run_seconds")}
+    assert cli == three, (cli, c)
+    assert widget == three, (widget, c)
+    assert f"run time <b>{seconds_text(c['run_seconds'])}</b>" in timeline_html, timeline_html
+    assert f"start wait <b>{seconds_text(c['start_wait_seconds'])}</b>" in timeline_html, timeline_html
 
 
 async def test_gpus_held_outside_the_platform_never_make_a_fragmentation_claim(

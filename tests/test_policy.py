@@ -28,6 +28,7 @@ from jupyter_gpuplat.core.policy import (
     require_visible_run,
     resolve,
     role_in,
+    run_actions,
     visible_projects,
 )
 from jupyter_gpuplat.core.request import RunRequest
@@ -112,6 +113,22 @@ def test_platform_admin_sees_every_project(cfg: PlatformConfig) -> None:
 )
 def test_can_stop(cfg: PlatformConfig, user: str, project: str, owner: str, ok: bool) -> None:
     assert can_stop(cfg, user, project, owner) is ok
+
+
+def test_run_actions_are_what_the_caller_may_do_now(cfg: PlatformConfig) -> None:
+    # Run views carry these (`actions`); the sidebar shows its controls from them, with no rule of its own.
+    sweep = {"id": "r-1", "project": "team-a", "user": "bob", "kind": "sweep", "status": "running"}
+    assert run_actions(cfg, "bob", sweep) == ["stop", "edit", "resubmit"]  # its owner, a member
+    assert run_actions(cfg, "alice", sweep) == ["stop", "edit", "resubmit"]  # a project admin
+    assert run_actions(cfg, "ops", sweep) == ["stop", "edit", "resubmit"]  # a platform admin
+    assert run_actions(cfg, "carol", sweep) == []  # a viewer
+    assert run_actions(cfg, "bob", {**sweep, "status": "succeeded"}) == ["resubmit"]  # over: nothing to stop
+    session = {**sweep, "kind": "session", "user": "alice"}
+    assert run_actions(cfg, "bob", session) == ["resubmit"]  # someone else's, not an admin
+    assert run_actions(cfg, "alice", session) == ["stop", "keep", "resubmit"]
+    # the same rule as the one enforced on stop
+    for user in ("alice", "bob", "carol", "dave", "ops", "mallory"):
+        assert ("stop" in run_actions(cfg, user, sweep)) is can_stop(cfg, user, "team-a", "bob"), user
 
 
 def test_admins_of(cfg: PlatformConfig) -> None:

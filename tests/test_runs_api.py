@@ -177,6 +177,10 @@ async def test_preview_shows_provenance_and_verdict(api: Any) -> None:
     assert prov["env[LR]"] == "run"
     assert prov["termination.timeout_seconds"] == "preset:multi-gpu"
     assert p["layers"] == ["org", "project:team-a", "preset:multi-gpu", "run"]
+    assert p["locks"] == {}  # multi-gpu locks nothing
+    # Issue 24: the preview says what is locked and by which layer; clients need not read the presets.
+    session = await api.ok("POST", "runs/preview", body={"project": "team-a", "presets": ["notebook"]})
+    assert session["locks"] == {"queue": "preset:notebook"}, session["locks"]
     bad = await api.ok("POST", "runs/preview", body={**body, "queue": "team-b-train"})
     assert bad["verdict"]["allowed"] is False
     assert bad["verdict"]["violations"][0]["code"] == "QueueNotAllowed"

@@ -105,6 +105,8 @@ async def test_events_stream_status_changes_and_resume(api: Any, jp_http_port: i
 
     seen = await wait_for(succeeded, 20, "the run's succeeded event")
     assert [m["status"] for m in seen] == ["created", "queued", "dispatched", "running", "succeeded"]
+    # Each carries its status's phase (core/status.py): clients keep no status table (issue 24).
+    assert [m["phase"] for m in seen] == ["dispatch", "dispatch", "execution", "run", "end"]
     assert all(m["project"] == "team-a" for m in seen)
     # dave (team-b) saw none of it.
     assert not [e for e in other.events() if e.get("event") == "status"]

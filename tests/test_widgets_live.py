@@ -78,15 +78,24 @@ def shown_run_time(mon: RunMonitor) -> str:
 
 # ---- the pure parts ------------------------------------------------------------------------------
 def test_live_clocks_tick_only_the_current_phase_and_never_once_final() -> None:
-    running = {"status": "running", "reason": "Running", "clocks": {"queue_wait_seconds": 2.0, "run_seconds": 1.5}}
+    # Which clock ticks is the service's answer (`clocks.ticking`, core/clocks.py): rendered, not derived.
+    running = {"status": "running", "clocks": {"queue_wait_seconds": 2.0, "run_seconds": 1.5, "ticking": "run_seconds"}}
     live = LiveClocks.of(running, read_at=100.0)
     assert live.ticking == "run_seconds" and not live.final
     assert live.at(103.0) == {"queue_wait_seconds": 2.0, "run_seconds": 4.5}
-    queued = LiveClocks.of({"status": "queued", "clocks": {"queue_wait_seconds": None}}, read_at=10.0)
+    queued = LiveClocks.of(
+        {"status": "queued", "clocks": {"queue_wait_seconds": None, "ticking": "queue_wait_seconds"}}, read_at=10.0
+    )
     assert queued.at(12.5) == {"queue_wait_seconds": 2.5}  # the phase began by its status
-    done = LiveClocks.of({"status": "succeeded", "clocks": {"run_seconds": 7.25}}, read_at=0.0)
+    done = LiveClocks.of({"status": "succeeded", "clocks": {"run_seconds": 7.25, "ticking": None}}, read_at=0.0)
     assert done.final and done.at(1e9) == {"run_seconds": 7.25}
-    assert ticking_clock({"status": "dispatched"}) == "start_wait_seconds"
+    # Running, but its replacement pod waits again: the service says the start wait ticks.
+    again = {
+        "status": "running",
+        "clocks": {"start_wait_seconds": 3.0, "run_seconds": 9.0, "ticking": "start_wait_seconds"},
+    }
+    assert ticking_clock(again) == "start_wait_seconds"
+    assert LiveClocks.of(again, read_at=0.0).at(2.0) == {"start_wait_seconds": 5.0, "run_seconds": 9.0}
     assert [duration(s) for s in (None, 0.44, 42.9, 245, 7380, 97200)] == [
         "—",
         "0.4s",

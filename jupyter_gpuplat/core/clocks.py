@@ -4,6 +4,7 @@ Pure: the run's recorded times, its timeline events and `now` in, seconds out. A
 started and then waits again for the executor (its pod preempted or evicted, the replacement
 waiting for GPUs) is in a second start-wait episode: that wait counts as start wait, not
 as run time. The reason registry says which reasons hold a run before its process runs.
+`ticking` says which clock goes on now, so clients tick that one between reads and compute none.
 """
 
 from __future__ import annotations
@@ -12,8 +13,20 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from .reasons import Layer, layer_of
+from .status import Phase, phase_of
 
 _LIVE = frozenset({"running", "stopping"})
+QUEUE_WAIT, START_WAIT, RUN = "queue_wait_seconds", "start_wait_seconds", "run_seconds"
+_BY_PHASE = {Phase.DISPATCH: QUEUE_WAIT, Phase.EXECUTION: START_WAIT, Phase.RUN: RUN}
+
+
+def ticking(status: str, reason: str) -> str | None:
+    """The clock that goes on while a run is in `status` for `reason` (None once it is final)."""
+    key = _BY_PHASE.get(phase_of(status))
+    # Running again waiting for the executor (a preempted pod): the start wait goes on, as rewait_seconds counts it.
+    if key == RUN and layer_of(reason) in (Layer.QUEUE, Layer.EXECUTOR):
+        return START_WAIT
+    return key
 
 
 def rewait_seconds(timeline: Sequence[Mapping[str, Any]], started: float, end: float) -> float:
@@ -55,3 +68,10 @@ def clocks(
         else round((started if started is not None else end) - disp + again, 3),
         "run_seconds": None if started is None else round(end - started - again, 3),
     }
+
+
+def run_clocks(row: Mapping[str, Any], now: float) -> dict[str, Any]:
+    """A run's `clocks` as run views carry them: the three clocks and the one `ticking` (or None)."""
+    out: dict[str, Any] = clocks(row, row.get("timeline"), now)
+    out["ticking"] = ticking(str(row.get("status") or ""), str(row.get("reason") or ""))
+    return out

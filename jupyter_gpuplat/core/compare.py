@@ -31,3 +31,13 @@ def differing(per_run: Mapping[str, Mapping[str, Any]]) -> list[str]:
         if len(seen) > 1:
             out.append(k)
     return out
+
+
+# Which way a metric is better, from its name: the one list (compare answers carry it as `direction`).
+_LOWER_BETTER = ("loss", "err", "mse", "mae", "rmse", "nll", "perplexity", "ppl", "wer", "cer", "latency", "time")
+
+
+def direction(metric: str) -> str:
+    """`min` for losses, errors and times (a name holding one of those words), else `max`."""
+    name = metric.lower()
+    return "min" if any(word in name for word in _LOWER_BETTER) else "max"

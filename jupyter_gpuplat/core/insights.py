@@ -14,6 +14,7 @@ from typing import Any
 
 from .clocks import clocks
 from .reasons import Layer, Reason, layer_of
+from .status import FINAL
 
 PERCENTILES = (50, 90, 99)
 CATEGORIES = ("quota", "concurrency", "max_per_user", "capacity", "placement", "other")
@@ -43,7 +44,6 @@ PLACEMENT = frozenset(
         Reason.EXCEEDED_QUOTA,
     }
 )
-_FINAL_STATUSES = frozenset({"succeeded", "failed", "stopped"})
 
 
 def category(reason: str) -> str:
@@ -85,7 +85,7 @@ def wait_intervals(timeline: Sequence[Mapping[str, Any]], end: float) -> list[tu
     """(reason, seconds) for each stretch the run was held (our queue or the executor) by that reason."""
     out: list[tuple[str, float]] = []
     for i, ev in enumerate(timeline):
-        if ev["status"] in _FINAL_STATUSES:
+        if ev["status"] in FINAL:
             break
         reason = str(ev.get("reason") or "")
         if not _holds(reason):

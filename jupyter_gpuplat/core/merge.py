@@ -49,6 +49,7 @@ Semantics, per layer `strategy`, applied to every top-level field the layer sets
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -102,6 +103,8 @@ class Resolved:
     spec: dict[str, Any]
     provenance: dict[str, str]
     violations: tuple[LockViolation, ...]
+    # Each locked path and the layer that locked it first (rule 7), in the order they were locked.
+    locks: dict[str, str] = dataclasses.field(default_factory=dict)
 
 
 def _show(value: Any) -> str:
@@ -336,7 +339,9 @@ def merge_layers(layers: Sequence[Layer]) -> Resolved:
                 locks.setdefault(path, layer.label)
     # No final copy needed: every value entered the working spec as a copy, and subtrees shared
     # with earlier working specs are only shared with values now discarded.
-    return Resolved(spec=spec, provenance={lp: prov[lp] for lp in leaf_paths(spec)}, violations=tuple(violations))
+    return Resolved(
+        spec=spec, provenance={lp: prov[lp] for lp in leaf_paths(spec)}, violations=tuple(violations), locks=locks
+    )
 
 
 __all__ = ["KEYED_LISTS", "STRATEGIES", "Layer", "LockViolation", "Resolved", "leaf_paths", "merge_layers"]

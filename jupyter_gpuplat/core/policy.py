@@ -6,7 +6,7 @@ the rule and the allowed values. Restrictions are access control.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from .config import ROLE_RANK, PlatformConfig, ProjectConfig, Role
@@ -21,6 +21,7 @@ from .naming import command_name
 from .request import RunRequest
 from .resources import Quota, Resources, fmt_amount
 from .spec import DEFAULT_KIND
+from .status import FINAL
 
 
 # ---- roles -----------------------------------------------------------------
@@ -95,6 +96,22 @@ def require_can_stop(cfg: PlatformConfig, user: str, run: dict[str, Any]) -> Non
             f"{user} may not stop run {run['id']} (owned by {run['user']})",
             "the run's owner, project admins and platform admins can stop it",
         )
+
+
+def run_actions(cfg: PlatformConfig, user: str, run: dict[str, Any]) -> list[str]:
+    """What `user` may do to `run` now, as run views say it (`actions`), so no client copies these rules:
+    `stop` and, for a sweep, `edit` (its concurrency, pausing) and, for a session, `keep` (its idle clock):
+    while it is unfinished, by those who may stop it; `resubmit` (a new run from its request) by members."""
+    out = []
+    if run["status"] not in FINAL and can_stop(cfg, user, run["project"], run["user"]):
+        out.append("stop")
+        if run.get("kind") == "sweep":
+            out.append("edit")
+        if run.get("kind") == "session":
+            out.append("keep")
+    if has_role(cfg, user, run["project"], "member"):
+        out.append("resubmit")
+    return out
 
 
 def can_see(cfg: PlatformConfig, user: str, project: str) -> bool:
@@ -223,6 +240,7 @@ class Resolution:
     provenance: dict[str, str]
     violations: tuple[GpuPlatError, ...]
     layers: tuple[str, ...]
+    locks: dict[str, str] = field(default_factory=dict)  # path -> the layer (as in provenance) that locked it
 
     @property
     def queue(self) -> str | None:
@@ -439,4 +457,5 @@ def resolve(cfg: PlatformConfig, user: str, req: RunRequest) -> Resolution:
                     requested=want,
                 )
             )
-    return Resolution(req, spec, merged.provenance, tuple(problems), tuple(layer.label for layer in layers))
+    labels = tuple(layer.label for layer in layers)
+    return Resolution(req, spec, merged.provenance, tuple(problems), labels, dict(merged.locks))

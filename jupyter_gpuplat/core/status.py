@@ -24,6 +24,36 @@ FINAL = frozenset({Status.SUCCEEDED, Status.FAILED, Status.STOPPED})
 HOLDING = frozenset({Status.DISPATCHED, Status.STARTING, Status.RUNNING, Status.STOPPING})
 WAITING = frozenset({Status.CREATED, Status.QUEUED})
 
+
+class Phase(StrEnum):
+    """Where a status sits in the lifecycle: our queue (dispatch), the executor placing and starting it
+    (execution), its process (run), or over (end). The one table: run views carry it as `phase`."""
+
+    DISPATCH = "dispatch"
+    EXECUTION = "execution"
+    RUN = "run"
+    END = "end"
+
+
+_PHASE: dict[str, Phase] = {
+    Status.CREATED: Phase.DISPATCH,
+    Status.QUEUED: Phase.DISPATCH,
+    Status.DISPATCHED: Phase.EXECUTION,
+    Status.STARTING: Phase.EXECUTION,
+    Status.RUNNING: Phase.RUN,
+    Status.STOPPING: Phase.RUN,
+}
+
+
+def phase_of(status: str) -> Phase:
+    """The phase of a status (a final status, or one this version does not know, is the end)."""
+    return _PHASE.get(status, Phase.END)
+
+
+def is_final(status: str) -> bool:
+    return status in FINAL
+
+
 _NEXT: dict[Status, frozenset[Status]] = {
     Status.CREATED: frozenset({Status.QUEUED, Status.STOPPED, Status.FAILED}),
     Status.QUEUED: frozenset({Status.QUEUED, Status.DISPATCHED, Status.STOPPED, Status.FAILED}),
@@ -43,4 +73,15 @@ def can_transition(old: Status, new: Status, *, sweep: bool = False) -> bool:
 
 
 # Reason codes live in one registry (core/reasons.py); re-exported here, where they always were.
-__all__ = ["DISPATCH_REASONS", "FINAL", "HOLDING", "WAITING", "Reason", "Status", "can_transition"]
+__all__ = [
+    "DISPATCH_REASONS",
+    "FINAL",
+    "HOLDING",
+    "WAITING",
+    "Phase",
+    "Reason",
+    "Status",
+    "can_transition",
+    "is_final",
+    "phase_of",
+]

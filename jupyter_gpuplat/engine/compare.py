@@ -10,11 +10,12 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from ..core.compare import differing, flatten
+from ..core.compare import differing, direction, flatten
 from ..core.config import PlatformConfig
 from ..core.downsample import downsample
 from ..core.errors import InvalidInput
 from ..core.policy import require_visible_run
+from ..core.status import phase_of
 from ..core.sweep_compare import Objective, ranked, top
 from ..store import Store
 
@@ -116,6 +117,7 @@ def compare(engine: Source, user: str, run_ids: list[str], names: list[str] | No
                 "user": r["user"],
                 "queue": r["queue"],
                 "status": r["status"],
+                "phase": phase_of(r["status"]).value,
                 "created_at": r["created_at"],
                 "params": params[rid],
                 "metrics": summaries.get(rid, {}),
@@ -129,6 +131,7 @@ def compare(engine: Source, user: str, run_ids: list[str], names: list[str] | No
         "metrics": metric_names,
         "metric_runs": {n: sum(1 for rid in run_ids if n in summaries.get(rid, {})) for n in metric_names},
         "default_metric": default_metric(summaries, run_ids),
+        "direction": {n: direction(n) for n in metric_names},
         "params": {"keys": sorted({k for p in params.values() for k in p}), "differ": differing(params)},
         "config": {
             "differ": [

@@ -96,6 +96,7 @@ class Dispatcher:
             "resolved": res.resolved,
             "provenance": res.provenance,
             "layers": list(res.layers),
+            "locks": res.locks,
             "verdict": verdict,
             "working_dir": req.working_dir,
             "notes": run_notes(res.resources.gpu),

@@ -14,8 +14,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from ..core.admission import QueueState, Wait, wait_reason
+from ..core.explain_text import number_lines
 from ..core.policy import admins_of
-from ..core.reasons import PLATFORM_ADMINS, Layer, Reason, layer_of
+from ..core.reasons import LAYER_TEXT, PLATFORM_ADMINS, Layer, Reason, layer_of
 from ..core.status import Status
 from .reads import ReadModel
 from .state import ActiveRun
@@ -34,6 +35,15 @@ _LAYER = {
 
 
 def explain(source: Engine | ReadModel, user: str, run_id: str) -> dict[str, Any]:
+    """The answer, with its layer's meaning and its numbers in words: clients render these, none words them."""
+    out = _explain(source, user, run_id)
+    layer = str(out["layer"])
+    out["layer_text"] = LAYER_TEXT.get(layer, layer)
+    out["number_lines"] = number_lines(out)
+    return out
+
+
+def _explain(source: Engine | ReadModel, user: str, run_id: str) -> dict[str, Any]:
     reads = source if isinstance(source, ReadModel) else source.reads
     row = reads.get_visible(user, run_id)
     a = reads.active_run(run_id)

@@ -16,6 +16,7 @@ from ..core.policy import (
     allowed_presets,
     allowed_queues,
     can_see,
+    has_role,
     is_platform_admin,
     listable_presets,
     listable_queues,
@@ -24,12 +25,14 @@ from ..core.policy import (
     require_platform_admin,
     require_visible_run,
     role_in,
+    run_actions,
     visible_projects,
 )
 from ..core.refusal import Judgement, judge
 from ..core.request import RunRequest
 from ..core.spec import DEFAULT_KIND
 from ..core.status import Status
+from ..store.insights import timelines
 from .compare import compare, metrics_of
 from .state import ActiveRun, EngineState
 from .waiting import pending_runs, waiting_of
@@ -97,6 +100,10 @@ class ReadModel:
         """The user's visible pending runs of `q` with positions, and how many others' (not named)."""
         return pending_runs(self.s, q, self.visible_projects(user))
 
+    def actions(self, user: str, row: dict[str, Any]) -> list[str]:
+        """What `user` may do to the run (core.policy.run_actions): run views carry it as `actions`."""
+        return run_actions(self.s.cfg, user, row)
+
     def waiting(self, row: dict[str, Any]) -> dict[str, str] | None:
         """Why a (visible) run that has not started waits: `{reason, message}` from the snapshot."""
         return waiting_of(self.s, row)
@@ -120,6 +127,7 @@ class ReadModel:
             d["role"] = role_in(cfg, user, name)
             d["usable_queues"] = allowed_queues(cfg, pr)
             d["usable_presets"] = allowed_presets(cfg, pr)
+            d["may_submit"] = has_role(cfg, user, name, "member")  # submit() requires the same
             out.append(d)
         return {"projects": out, "restrict_by_default": cfg.restrict_by_default}
 
@@ -178,6 +186,14 @@ class ReadModel:
             before_seq=before_seq,
             limit=limit,
         )
+        # A started run's clocks need its timeline (a wait again after a preemption is start wait, not run
+        # time): one query for the page, so a row says the same clocks as the run's record.
+        started = [r["id"] for r in rows if r.get("started_at") is not None and "timeline" not in r]
+        if started:
+            events = timelines(self.s.store.engine, started)
+            for r in rows:
+                if r["id"] in events:
+                    r["timeline"] = events[r["id"]]
         return rows, (rows[-1]["seq"] if len(rows) == limit else None)
 
     def events_since(self, user: str, last: int | None, limit: int) -> tuple[int, list[dict[str, Any]]]:

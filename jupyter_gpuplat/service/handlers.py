@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 from urllib.parse import quote
 
 from jupyter_server.base.handlers import APIHandler, JupyterHandler
@@ -107,11 +107,13 @@ class BaseHandler(APIHandler):
     def summary(self, row: dict[str, Any]) -> dict[str, Any]:
         waiting = self.engine.reads.waiting(row)
         out = run_summary(row, self.engine.clock(), self.engine.sessions.view(row["id"]), waiting)
+        out["actions"] = self.engine.reads.actions(self.user_name, row)
         return with_sweep(out, self.engine.sweep_view(row))
 
     def detail(self, row: dict[str, Any]) -> dict[str, Any]:
         waiting = self.engine.reads.waiting(row)
         out = run_detail(row, self.engine.clock(), self.engine.sessions.view(row["id"]), waiting)
+        out["actions"] = self.engine.reads.actions(self.user_name, row)
         return with_sweep(out, self.engine.sweep_view(row))
 
     def queue_view(self, name: str) -> dict[str, Any]:
@@ -168,8 +170,16 @@ class ProjectsHandler(BaseHandler):
 class ProjectHandler(BaseHandler):
     @web.authenticated
     async def put(self, name: str) -> None:
-        pr, version = self.engine.admin.put_project_as(self.user_name, name, lambda: self.body(ProjectConfig))
+        pr, version = self.engine.admin.put_project_as(self.user_name, name, self._project_body)
         self.send_model(m.ProjectWritten, {"project": pr.model_dump(mode="json"), "version": version})
+
+    def _project_body(self) -> ProjectConfig:
+        data = self.body()
+        if isinstance(data, dict):
+            # A project read from GET projects, its view fields taken off as before `may_submit` came, is written
+            # back unchanged: that newer view-only field is dropped (every other unknown field is still refused).
+            data.pop("may_submit", None)
+        return cast(ProjectConfig, parse_json_body(json.dumps(data).encode(), ProjectConfig))
 
     @web.authenticated
     async def delete(self, name: str) -> None:

@@ -17,7 +17,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, RootModel
 
 from ..core.config import PresetConfig, ProjectConfig, Role
-from ..core.status import Status
+from ..core.status import Phase, Status
 from .models_base import Number, Seconds, _Open, _Out
 from .models_runs import (  # noqa: F401  (re-exported: `models.RunSummary` keeps working)
     BestChild,
@@ -128,6 +128,11 @@ class QueueUsage(_Open):
     free_gpus: int | None = Field(description="GPUs free on the executor; null where it does not count them")
 
 
+class NumberLine(_Out):
+    label: str = Field(description="numbers, position or queue")
+    text: str = Field(description="e.g. '1/1 in use', '2 of 3 waiting in queue a-train'")
+
+
 class Explain(_Open):
     """Why the run is where it is: the layer that holds it, the reason, numbers and who can act."""
 
@@ -144,6 +149,10 @@ class Explain(_Open):
     pending_in_queue: int | None = None
     queue_usage: QueueUsage | None = None
     details: dict[str, Any] | None = None
+    layer_text: str = Field(description="What the layer means, in words (the reason registry's): as clients show it")
+    number_lines: list[NumberLine] = Field(
+        description="The numbers, the place in line and the queue's usage in words (core/explain_text.py)"
+    )
 
 
 # ---- queues, presets, projects, identity, capacity ---------------------------------------------
@@ -213,6 +222,7 @@ class ProjectView(ProjectRecord):
     role: Role | None
     usable_queues: list[str]
     usable_presets: list[str]
+    may_submit: bool = Field(description="Whether the caller may submit runs here (a member or more)")
 
 
 class ProjectsPage(_Out):
@@ -328,6 +338,10 @@ class Preview(_Open):
     resolved: dict[str, Any]
     provenance: dict[str, str]
     layers: list[str]
+    locks: dict[str, str] = Field(
+        description="Each path a layer locks (queue, resources.gpu…) and that layer, as provenance names it "
+        "(`preset:notebook`, `project:team-a/preset:x`): later layers and the request cannot change it"
+    )
     verdict: Verdict
     working_dir: str | None = Field(
         default=None, description="The directory the run starts in (null: the run's own artifact directory)"
@@ -376,6 +390,7 @@ class CompareRun(_Open):
     user: str
     queue: str
     status: Status
+    phase: Phase = Field(description="The phase of the status (as a run's `phase`)")
     created_at: Seconds | None
     params: dict[str, Any]
     metrics: dict[str, MetricSummary]
@@ -406,6 +421,9 @@ class Compare(_Open):
     metric_runs: dict[str, int] = Field(default_factory=dict, description="How many of the runs logged each metric")
     default_metric: str | None = Field(
         None, description="The metric to show first: the one most runs logged (the first by name among equals)"
+    )
+    direction: dict[str, Literal["min", "max"]] = Field(
+        description="Each metric's better way: min (losses, errors, times, by name) or max; its best is that one",
     )
     params: ParamsDiff
     config: ConfigDiff
@@ -441,6 +459,7 @@ class StatusEvent(_Open):
     user: str
     name: str | None
     status: Status
+    phase: Phase = Field(description="The phase of the status (as a run's `phase`): dispatch, execution, run, end")
     reason: str
     message: str
     at: Seconds

@@ -9,7 +9,7 @@ from typing import Any, Literal
 
 from pydantic import ConfigDict, Field, model_validator
 
-from ..core.status import Status
+from ..core.status import Phase, Status
 from .models_base import Seconds, _Open, _Out
 
 # ---- runs ---------------------------------------------------------------------------------------
@@ -29,6 +29,10 @@ class Clocks(_Out):
     queue_wait_seconds: Seconds | None
     start_wait_seconds: Seconds | None
     run_seconds: Seconds | None
+    ticking: Literal["queue_wait_seconds", "start_wait_seconds", "run_seconds"] | None = Field(
+        description="The clock that goes on now (null once the run is final): between two reads a client adds "
+        "the time since its read to this one only (a preempted run waiting again ticks start wait, not run time)",
+    )
 
 
 class GitState(_Open):
@@ -47,6 +51,7 @@ class CodeRecord(_Open):
 class SweepChildren(_Out):
     total: int
     by_status: dict[str, int]
+    ended: int = Field(description="How many children are final (succeeded, failed or stopped)")
 
 
 class BestChild(_Out):
@@ -104,6 +109,10 @@ class RunSummary(_Open):
     kind: str
     queue: str
     status: Status
+    phase: Phase = Field(
+        description="Where the status sits: dispatch (our queue), execution (the executor places and starts it), "
+        "run, or end (final)"
+    )
     reason: str
     message: str
     resources: ResourceAmounts
@@ -114,6 +123,11 @@ class RunSummary(_Open):
     )
     waiting: RunWaiting | None = Field(
         description="Why it waits, while our queue or the executor holds it (not started); null otherwise"
+    )
+    actions: list[Literal["stop", "edit", "keep", "resubmit"]] = Field(
+        default_factory=list,
+        description="What the caller may do to it now: stop; edit (a sweep's concurrency, pausing); keep (a "
+        "session's idle clock); resubmit (a new run from its request). The service decides (core/policy.py)",
     )
     notes: list[str] | None = Field(
         default=None, description="POST runs only: cautions on the new run (e.g. no GPU: CPU only); as the preview's"
@@ -143,6 +157,7 @@ class RunSummary(_Open):
 class TimelineEvent(_Open):
     id: int | None = None
     status: Status
+    phase: Phase = Field(description="The phase of this event's status (as a run's `phase`)")
     reason: str
     message: str
     at: Seconds

@@ -26,6 +26,8 @@ from prometheus_client.registry import Collector
 from tornado import web
 from tornado.log import access_log
 
+from ..core.status import FINAL
+
 log = logging.getLogger(__name__)
 
 WAIT_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 900, 3600, 4 * 3600, 24 * 3600)
@@ -103,7 +105,7 @@ class ControlPlaneMetrics:
             queued = self._queued_at.pop(run_id, None)
             if queued is not None:
                 self.wait.labels(queue).observe(max(0.0, float(ev["at"]) - queued))
-        elif status in ("succeeded", "failed", "stopped"):
+        elif status in FINAL:
             self._queued_at.pop(run_id, None)
 
     def follow(self, bus: Any) -> None:

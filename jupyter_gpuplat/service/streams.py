@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import asyncio
 import json
+from typing import Any
 
 from tornado import web
 from tornado.iostream import StreamClosedError
 
+from ..core.status import phase_of
 from ..executors.base import ArtifactReader
 from .args import choice, int_arg, stream_position
 from .errors import RangeNotSatisfiable
@@ -103,6 +105,11 @@ class LogsHandler(SSEHandler):
         return pos
 
 
+def status_event(ev: dict[str, Any]) -> str:
+    """An `event: status` payload: the bus's event with its status's phase (clients keep no phase table)."""
+    return json.dumps({**ev, "phase": phase_of(ev["status"]).value})
+
+
 class EventsHandler(SSEHandler):
     """Status changes of every visible run as SSE; resumes from Last-Event-ID or `since`."""
 
@@ -123,7 +130,7 @@ class EventsHandler(SSEHandler):
         try:
             last, backlog = self.engine.reads.events_since(user, start, limit or 10_000)
             for ev in backlog:
-                await self.emit(json.dumps(ev), id=ev["id"], event="status")
+                await self.emit(status_event(ev), id=ev["id"], event="status")
                 last, sent = ev["id"], sent + 1
             await self.emit(json.dumps({"last_event_id": last}), event="ready")
             while not (limit and sent >= limit):
@@ -137,7 +144,7 @@ class EventsHandler(SSEHandler):
                     continue
                 if ev["id"] <= last or ev["project"] not in projects:
                     continue
-                await self.emit(json.dumps(ev), id=ev["id"], event="status")
+                await self.emit(status_event(ev), id=ev["id"], event="status")
                 last, sent = ev["id"], sent + 1
         except StreamClosedError:
             return

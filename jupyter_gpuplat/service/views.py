@@ -5,16 +5,17 @@ from __future__ import annotations
 from typing import Any
 
 from ..core.admission import QueueState, shared_message, wait_reason
-from ..core.clocks import clocks as run_clocks
+from ..core.clocks import run_clocks
 from ..core.resources import Resources
-from ..core.status import FINAL
+from ..core.status import FINAL, phase_of
 
 _TIMES = ("created_at", "queued_at", "dispatched_at", "started_at", "finished_at", "updated_at")
 
 
-def clocks(row: dict[str, Any], now: float) -> dict[str, float | None]:
-    """Separate clocks: waiting in our queue, waiting to start (again, after a preemption), running."""
-    return run_clocks(row, row.get("timeline"), now)
+def clocks(row: dict[str, Any], now: float) -> dict[str, Any]:
+    """Separate clocks: waiting in our queue, waiting to start (again, after a preemption), running;
+    and which one is ticking. Computed here once: clients render them (and tick the ticking one)."""
+    return run_clocks(row, now)
 
 
 def session_view(row: dict[str, Any], lease: dict[str, Any] | None, now: float) -> dict[str, Any] | None:
@@ -60,6 +61,7 @@ def run_summary(
         "kind": row["kind"],
         "queue": row["queue"],
         "status": row["status"],
+        "phase": phase_of(row["status"]).value,
         "reason": row["reason"],
         "message": row["message"],
         "resources": Resources(row["gpu"], row["cpu_milli"], row["memory_bytes"]).to_dict(),
@@ -86,7 +88,8 @@ def run_summary(
 def with_sweep(out: dict[str, Any], sweep: dict[str, Any] | None) -> dict[str, Any]:
     """A sweep's record adds its children's counts, its gate, its matrix and its best child."""
     if sweep is not None:
-        out["children"] = {"total": sweep["total"], "by_status": sweep["by_status"]}
+        ended = sum(n for status, n in sweep["by_status"].items() if status in FINAL)
+        out["children"] = {"total": sweep["total"], "by_status": sweep["by_status"], "ended": ended}
         out.update(concurrency=sweep["concurrency"], paused=sweep["paused"], matrix=sweep["matrix"], best=sweep["best"])
     return out
 
@@ -100,7 +103,7 @@ def run_detail(
     out["request"] = row.get("request")
     out["resolved"] = row["resolved"]
     out["provenance"] = row["provenance"]
-    out["timeline"] = row.get("timeline", [])
+    out["timeline"] = [{**e, "phase": phase_of(e["status"]).value} for e in row.get("timeline", [])]
     out["stop_requested_by"] = row.get("stop_requested_by")
     return out
 

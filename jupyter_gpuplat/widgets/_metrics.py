@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-_LOWER_BETTER = ("loss", "err", "mse", "mae", "rmse", "nll", "perplexity", "ppl", "wer", "cer", "latency", "time")
+from ..core.compare import direction
 
 
 def lower_is_better(metric: str) -> bool:
-    """Direction of a metric, guessed from its name: losses and errors go down, the rest up."""
-    name = metric.lower()
-    return any(word in name for word in _LOWER_BETTER)
+    """Direction of a metric (core.compare.direction, as compare answers carry it): losses and errors go down."""
+    return direction(metric) == "min"

@@ -1,7 +1,7 @@
 """Clocks that tick between reads: a run's waits and run time, live, from its last record.
 
-A record's `clocks` were computed by the service when it answered. Between two reads
-the clock of the phase the run is in goes on: `LiveClocks.at(now)` adds the seconds
+A record's `clocks` were computed by the service when it answered, with the one `ticking`.
+Between two reads that clock goes on: `LiveClocks.at(now)` adds the seconds
 since the read (a local monotonic clock, so the service's and the kernel's clocks
 need not agree) to that phase's clock only. A final run's clocks never move.
 
@@ -15,32 +15,16 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..core.reasons import Layer, layer_of
-from ..core.status import FINAL
+from ..core.clocks import QUEUE_WAIT, RUN, START_WAIT
 
-__all__ = ["LiveClocks", "duration", "ticking_clock"]
-
-QUEUE_WAIT, START_WAIT, RUN = "queue_wait_seconds", "start_wait_seconds", "run_seconds"
-_BY_STATUS = {
-    "created": QUEUE_WAIT,
-    "queued": QUEUE_WAIT,
-    "dispatched": START_WAIT,
-    "starting": START_WAIT,
-    "running": RUN,
-    "stopping": RUN,
-}
+__all__ = ["QUEUE_WAIT", "RUN", "START_WAIT", "LiveClocks", "duration", "ticking_clock"]
 
 
 def ticking_clock(run: Mapping[str, Any]) -> str | None:
-    """The clock that goes on while the run is as this record says (None once it is final)."""
-    status = str(run.get("status") or "")
-    if status in FINAL:
-        return None
-    key = _BY_STATUS.get(status)
-    # Running again waiting for the executor (a preempted pod): the start wait goes on, not the run time.
-    if key == RUN and layer_of(str(run.get("reason") or "")) in (Layer.QUEUE, Layer.EXECUTOR):
-        return START_WAIT
-    return key
+    """The clock that goes on while the run is as this record says: the service's `clocks.ticking`
+    (core/clocks.py decides it, a preempted run waiting again ticks start wait); None once final."""
+    ticking = (run.get("clocks") or {}).get("ticking")
+    return str(ticking) if ticking else None
 
 
 @dataclass
@@ -53,7 +37,7 @@ class LiveClocks:
 
     @classmethod
     def of(cls, run: Mapping[str, Any], read_at: float | None = None) -> LiveClocks:
-        clocks = dict(run.get("clocks") or {})
+        clocks = {k: v for k, v in (run.get("clocks") or {}).items() if k != "ticking"}
         key = ticking_clock(run)
         if key is not None and clocks.get(key) is None:
             clocks[key] = 0.0  # the phase has begun by the status: its clock starts now

@@ -7,7 +7,6 @@ from collections.abc import Callable
 from typing import Any
 
 from . import _html as h
-from ._metrics import lower_is_better
 
 __all__ = ["table_html"]
 
@@ -107,7 +106,7 @@ def table_html(
 
     rows.append(_section("metrics: last and best (min for losses/errors, else max)", n))
     for m in data["metrics"]:
-        lower = lower_is_better(m)
+        lower = data["direction"][m] == "min"  # the service's answer (core.compare.direction)
         bs = base["metrics"].get(m) or {}
         for kind in ("last", "best"):
             cells = []

@@ -36,10 +36,11 @@ __all__ = ["RunMonitor"]
 log = logging.getLogger(__name__)
 
 _STOP = object()
+# The strip's three steps, by the `phase` the service gives each status (running is the executor's too).
 PHASES = (
-    ("dispatch", "Dispatch — our queue", h.WAITING),
-    ("execution", "Execution — the executor", h.EXECUTION),
-    ("end", "End", h.FINAL),
+    ("dispatch", "Dispatch — our queue", frozenset({"dispatch"})),
+    ("execution", "Execution — the executor", frozenset({"execution", "run"})),
+    ("end", "End", frozenset({"end"})),
 )
 LAYERS = LAYER_TEXT  # what each layer means: the reason registry's words
 
@@ -401,8 +402,8 @@ def _header_html(run: dict[str, Any]) -> str:
     return h.box(" ".join(bits))
 
 
-def _phase_of(status: str) -> str:
-    return next(key for key, _, members in PHASES if status in members)
+def _step_of(phase: str) -> str:
+    return next(key for key, _, members in PHASES if phase in members)
 
 
 def _outputs_html(outputs: list[dict[str, Any]]) -> str:
@@ -419,7 +420,7 @@ def _outputs_html(outputs: list[dict[str, Any]]) -> str:
 
 def _timeline_html(run: dict[str, Any], max_rows: int, clocks: dict[str, float | None] | None = None) -> str:
     events = run.get("timeline") or []
-    current = _phase_of(run["status"])
+    current = _step_of(run["phase"])
     strip = []
     for key, label, _ in PHASES:
         on = key == current
@@ -429,7 +430,7 @@ def _timeline_html(run: dict[str, Any], max_rows: int, clocks: dict[str, float |
     rows = []
     hidden = max(0, len(events) - max_rows)
     for _, label, members in PHASES:
-        phase_events = [e for e in events[hidden:] if e["status"] in members]
+        phase_events = [e for e in events[hidden:] if e["phase"] in members]
         for i, e in enumerate(phase_events):
             rows.append(
                 "<tr>"

@@ -601,6 +601,11 @@ export interface components {
             start_wait_seconds: number | null;
             /** Run Seconds */
             run_seconds: number | null;
+            /**
+             * Ticking
+             * @description The clock that goes on now (null once the run is final): between two reads a client adds the time since its read to this one only (a preempted run waiting again ticks start wait, not run time)
+             */
+            ticking: ("queue_wait_seconds" | "start_wait_seconds" | "run_seconds") | null;
         };
         /**
          * CodeRecord
@@ -634,6 +639,13 @@ export interface components {
              * @default null
              */
             default_metric?: string | null;
+            /**
+             * Direction
+             * @description Each metric's better way: min (losses, errors, times, by name) or max; its best is that one
+             */
+            direction: {
+                [key: string]: "min" | "max";
+            };
             params: components["schemas"]["ParamsDiff"];
             config: components["schemas"]["ConfigDiff"];
             /** Curves */
@@ -656,6 +668,8 @@ export interface components {
             /** Queue */
             queue: string;
             status: components["schemas"]["Status"];
+            /** @description The phase of the status (as a run's `phase`) */
+            phase: components["schemas"]["Phase"];
             /** Created At */
             created_at: number | null;
             /** Params */
@@ -1014,6 +1028,16 @@ export interface components {
             details?: {
                 [key: string]: unknown;
             } | null;
+            /**
+             * Layer Text
+             * @description What the layer means, in words (the reason registry's): as clients show it
+             */
+            layer_text: string;
+            /**
+             * Number Lines
+             * @description The numbers, the place in line and the queue's usage in words (core/explain_text.py)
+             */
+            number_lines: components["schemas"]["NumberLine"][];
         };
         /** FailureCount */
         FailureCount: {
@@ -1230,6 +1254,19 @@ export interface components {
         Metrics: {
             [key: string]: components["schemas"]["Curve"];
         };
+        /** NumberLine */
+        NumberLine: {
+            /**
+             * Label
+             * @description numbers, position or queue
+             */
+            label: string;
+            /**
+             * Text
+             * @description e.g. '1/1 in use', '2 of 3 waiting in queue a-train'
+             */
+            text: string;
+        };
         /** Objective */
         Objective: {
             /** Metric */
@@ -1333,6 +1370,13 @@ export interface components {
              */
             position: number;
         };
+        /**
+         * Phase
+         * @description Where a status sits in the lifecycle: our queue (dispatch), the executor placing and starting it
+         *     (execution), its process (run), or over (end). The one table: run views carry it as `phase`.
+         * @enum {string}
+         */
+        Phase: "dispatch" | "execution" | "run" | "end";
         /** Placement */
         Placement: {
             /**
@@ -1527,6 +1571,13 @@ export interface components {
             };
             /** Layers */
             layers: string[];
+            /**
+             * Locks
+             * @description Each path a layer locks (queue, resources.gpu…) and that layer, as provenance names it (`preset:notebook`, `project:team-a/preset:x`): later layers and the request cannot change it
+             */
+            locks: {
+                [key: string]: string;
+            };
             verdict: components["schemas"]["Verdict"];
             /**
              * Working Dir
@@ -1707,6 +1758,11 @@ export interface components {
             usable_queues: string[];
             /** Usable Presets */
             usable_presets: string[];
+            /**
+             * May Submit
+             * @description Whether the caller may submit runs here (a member or more)
+             */
+            may_submit: boolean;
         };
         /** ProjectWritten */
         ProjectWritten: {
@@ -2119,6 +2175,8 @@ export interface components {
             /** Queue */
             queue: string;
             status: components["schemas"]["Status"];
+            /** @description Where the status sits: dispatch (our queue), execution (the executor places and starts it), run, or end (final) */
+            phase: components["schemas"]["Phase"];
             /** Reason */
             reason: string;
             /** Message */
@@ -2138,6 +2196,11 @@ export interface components {
             presets_applied: string[];
             /** @description Why it waits, while our queue or the executor holds it (not started); null otherwise */
             waiting: components["schemas"]["RunWaiting"] | null;
+            /**
+             * Actions
+             * @description What the caller may do to it now: stop; edit (a sweep's concurrency, pausing); keep (a session's idle clock); resubmit (a new run from its request). The service decides (core/policy.py)
+             */
+            actions?: ("stop" | "edit" | "keep" | "resubmit")[];
             /**
              * Notes
              * @description POST runs only: cautions on the new run (e.g. no GPU: CPU only); as the preview's
@@ -2344,6 +2407,8 @@ export interface components {
             /** Queue */
             queue: string;
             status: components["schemas"]["Status"];
+            /** @description Where the status sits: dispatch (our queue), execution (the executor places and starts it), run, or end (final) */
+            phase: components["schemas"]["Phase"];
             /** Reason */
             reason: string;
             /** Message */
@@ -2363,6 +2428,11 @@ export interface components {
             presets_applied: string[];
             /** @description Why it waits, while our queue or the executor holds it (not started); null otherwise */
             waiting: components["schemas"]["RunWaiting"] | null;
+            /**
+             * Actions
+             * @description What the caller may do to it now: stop; edit (a sweep's concurrency, pausing); keep (a session's idle clock); resubmit (a new run from its request). The service decides (core/policy.py)
+             */
+            actions?: ("stop" | "edit" | "keep" | "resubmit")[];
             /**
              * Notes
              * @description POST runs only: cautions on the new run (e.g. no GPU: CPU only); as the preview's
@@ -2591,6 +2661,8 @@ export interface components {
             /** Name */
             name: string | null;
             status: components["schemas"]["Status"];
+            /** @description The phase of the status (as a run's `phase`): dispatch, execution, run, end */
+            phase: components["schemas"]["Phase"];
             /** Reason */
             reason: string;
             /** Message */
@@ -2659,6 +2731,11 @@ export interface components {
             by_status: {
                 [key: string]: number;
             };
+            /**
+             * Ended
+             * @description How many children are final (succeeded, failed or stopped)
+             */
+            ended: number;
         };
         /**
          * SweepCompare
@@ -2705,6 +2782,8 @@ export interface components {
              */
             id?: number | null;
             status: components["schemas"]["Status"];
+            /** @description The phase of this event's status (as a run's `phase`) */
+            phase: components["schemas"]["Phase"];
             /** Reason */
             reason: string;
             /** Message */

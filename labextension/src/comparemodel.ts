@@ -5,14 +5,6 @@ import type { components } from './api.gen';
 export type ICompare = components['schemas']['Compare'];
 export type ICompareRun = components['schemas']['CompareRun'];
 
-const LOWER_BETTER = ['loss', 'err', 'mse', 'mae', 'rmse', 'nll', 'perplexity', 'ppl', 'wer', 'cer', 'latency', 'time'];
-
-/** Losses and errors go down, the rest up (the Python widget's rule: widgets/_metrics.py). */
-export function lowerIsBetter(metric: string): boolean {
-  const name = metric.toLowerCase();
-  return LOWER_BETTER.some(w => name.includes(w));
-}
-
 export function showValue(v: unknown): string {
   if (v === null || v === undefined) {
     return '—';
@@ -104,7 +96,7 @@ export function compareRows(data: ICompare, baseline: string): ICompareRow[] {
     });
   }
   for (const m of data.metrics) {
-    const lower = lowerIsBetter(m);
+    const lower = data.direction[m] === 'min'; // the service's answer (core/compare.py)
     const bs = base.metrics[m];
     for (const kind of ['last', 'best'] as const) {
       const pick = (s: ICompareRun['metrics'][string] | undefined) =>

@@ -104,7 +104,7 @@ export class CompareView extends Widget {
     }
     const runs = data.runs;
     const differ = data.params.differ;
-    this.node.dataset.active = String(runs.some(r => !isFinal(r.status)));
+    this.node.dataset.active = String(runs.some(r => !isFinal(r)));
     this._title.replaceChildren(
       h('b', null, `${runs.length} runs`),
       h('span', { class: 'jp-GpuPlat-muted' }, ` · baseline ${this._baseline}; highlighted rows differ; Δ is against the baseline`)
@@ -126,7 +126,7 @@ export class CompareView extends Widget {
           ),
           l.params ? h('span', { class: 'jp-GpuPlat-legendParams' }, l.params) : null,
           h('span', { class: 'jp-GpuPlat-muted' }, r.id),
-          h('span', { class: 'jp-GpuPlat-status', 'data-group': statusGroup(r.status) }, r.status),
+          h('span', { class: 'jp-GpuPlat-status', 'data-group': statusGroup(r) }, r.status),
           r.id === this._baseline ? h('span', { class: 'jp-GpuPlat-chip' }, '★ baseline') : null
         );
       })

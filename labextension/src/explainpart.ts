@@ -77,7 +77,7 @@ export class ExplainPart {
       return;
     }
     const started = this._ex.layer === 'running' ? (run?.started_at ?? run?.dispatched_at ?? null) : null;
-    const text = liveMessage(this._ex.message, started, now, run ? isFinal(run.status) : false);
+    const text = liveMessage(this._ex.message, started, now, run ? isFinal(run) : false);
     if (this._message.textContent !== text) {
       this._message.textContent = text;
     }

@@ -22,8 +22,7 @@ import { RunTab } from './runtab';
 import { INotebookLike, SessionsController } from './sessions';
 import { SubmitForm } from './submit';
 import { SubmitDialog } from './submitdialog';
-import { mayStop } from './sweepmodel';
-import type { IRunDetail, IRunRequest } from './types';
+import type { IRunRequest } from './types';
 import { DEFAULT_NOTIFY, INotifySettings, ISubmitState, stateFromRun } from './viewmodel';
 
 export { requestAPI, GpuPlatAPIError, GpuPlatService, API_NAMESPACE } from './request';
@@ -114,7 +113,7 @@ const plugin: JupyterFrontEndPlugin<void> = {
     const openSubmit = async (o: IOpenSubmit) => {
       await panel.start();
       const memory = await submitMemory();
-      const usable = panel.projects.filter(p => p.role === 'member' || p.role === 'admin').map(p => p.name);
+      const usable = panel.projects.filter(p => p.may_submit).map(p => p.name);
       const project = memory.project && usable.includes(memory.project) ? memory.project : panel.currentProject;
       const form = new SubmitForm({
         service,
@@ -192,14 +191,6 @@ const plugin: JupyterFrontEndPlugin<void> = {
       resubmit: id => void app.commands.execute(CommandIDs.resubmit, { id }),
       openOutput: (id, path) => void app.commands.execute(CommandIDs.openOutput, { id, path })
     };
-    const mayStopRun = (run: IRunDetail): boolean => {
-      const who = panel.whoami;
-      if (!who) {
-        return true; // not known yet: the server refuses if it must
-      }
-      const role = panel.projects.find(p => p.name === run.project)?.role;
-      return mayStop(run, who.user, role, who.platform_admin);
-    };
     const openRunTab = async (id: string, activate = true): Promise<RunTab> => {
       const open = runTabs.find(w => w.runId === id);
       if (open) {
@@ -214,7 +205,6 @@ const plugin: JupyterFrontEndPlugin<void> = {
         events: panel.eventReceived,
         clockOffset: () => panel.clockOffset,
         onOpen: child => void openRunTab(child),
-        mayStop: mayStopRun,
         actions: runActions
       });
       tab.title.icon = gpuIcon;

@@ -1,18 +1,14 @@
 /**
  * The run lifecycle as the sidebar shows it: status groups, the phases that tell the
  * dispatch side (our queue) from the execution side (the executor), and the three clocks.
+ * The service computes each answer (a run's `phase`, its `clocks` and which is `ticking`);
+ * this module only renders them.
  */
 
-import type { IRun, ITimelineEvent, Status } from './types';
+import type { IClocks, IRun, ITimelineEvent, Status } from './types';
 import { formatDuration } from './format';
 
-/** Timestamps a run's clocks are computed from (a subset of IRun). */
-export interface IRunTimes {
-  queued_at: number | null;
-  dispatched_at: number | null;
-  started_at: number | null;
-  finished_at: number | null;
-}
+export type ClockKey = 'queue_wait_seconds' | 'start_wait_seconds' | 'run_seconds';
 
 export interface IClockView {
   key: 'queue_wait' | 'start_wait' | 'run';
@@ -21,76 +17,73 @@ export interface IClockView {
   side: 'dispatch' | 'execution' | 'run';
   help: string;
   seconds: number | null;
-  /** Still counting (the phase has not ended). */
+  /** Still counting: the server's `clocks.ticking`. */
   live: boolean;
   text: string;
 }
 
+const CLOCKS: ReadonlyArray<Omit<IClockView, 'seconds' | 'live' | 'text'> & { field: ClockKey }> = [
+  {
+    key: 'queue_wait',
+    field: 'queue_wait_seconds',
+    label: 'Queue wait',
+    side: 'dispatch',
+    help: 'Waiting in our queue for a slot, quota or GPUs (dispatch)'
+  },
+  {
+    key: 'start_wait',
+    field: 'start_wait_seconds',
+    label: 'Start wait',
+    side: 'execution',
+    help: 'Dispatched, waiting for the executor to place and start it (execution; again after a preemption)'
+  },
+  { key: 'run', field: 'run_seconds', label: 'Run time', side: 'run', help: 'Running, from start to end' }
+];
+
 /**
- * The three clocks, computed live from the timestamps (as the service's `clocks()`):
- * queue wait (our queue: queued → dispatched), start wait (the executor: dispatched →
- * started) and run time (started → finished), each ending at `now` while it runs.
+ * The three clocks as the service computed them (core/clocks.py: queue wait, start wait,
+ * run time, a preempted run's wait again counted as start wait), rendered, not recomputed:
+ * the one the service says is `ticking` goes on by `elapsed`, the seconds since the record was read.
  */
-export function clocks(t: IRunTimes, now: number): IClockView[] {
-  const end = t.finished_at ?? now;
-  const q = t.queued_at === null ? null : (t.dispatched_at ?? end) - t.queued_at;
-  const sw = t.dispatched_at === null ? null : (t.started_at ?? end) - t.dispatched_at;
-  const run = t.started_at === null ? null : end - t.started_at;
-  const open = t.finished_at === null;
-  return [
-    {
-      key: 'queue_wait',
-      label: 'Queue wait',
-      side: 'dispatch',
-      help: 'Waiting in our queue for a slot, quota or GPUs (dispatch)',
-      seconds: q,
-      live: q !== null && open && t.dispatched_at === null,
-      text: formatDuration(q)
-    },
-    {
-      key: 'start_wait',
-      label: 'Start wait',
-      side: 'execution',
-      help: 'Dispatched, waiting for the executor to place and start it (execution)',
-      seconds: sw,
-      live: sw !== null && open && t.started_at === null,
-      text: formatDuration(sw)
-    },
-    {
-      key: 'run',
-      label: 'Run time',
-      side: 'run',
-      help: 'Running, from start to end',
-      seconds: run,
-      live: run !== null && open,
-      text: formatDuration(run)
-    }
-  ];
+export function clocks(run: { clocks: IClocks }, elapsed: number): IClockView[] {
+  const c = run.clocks;
+  return CLOCKS.map(({ field, ...v }) => {
+    const live = c.ticking === field;
+    const base = c[field];
+    // The phase has begun by the status before the service had its time: its clock starts at the read.
+    const seconds = live ? (base ?? 0) + Math.max(0, elapsed) : base;
+    return { ...v, seconds, live, text: formatDuration(seconds) };
+  });
 }
 
 /**
  * The server's clock as seen from here: `clientNow - serverNow` estimated from a
- * record the server computed at `clientNow` (an unfinished run's open clock ends at the
- * server's now). Null when the run gives no estimate.
+ * record the server computed at `clientNow` (its ticking clock ends at the server's now).
+ * Null when the run gives no estimate. After a preemption the run clock leaves out the
+ * waits again: the estimate is then late, a larger sample, which ServerClock's minimum drops.
  */
 export function clockOffset(run: IRun, clientNow: number): number | null {
-  if (run.finished_at !== null) {
-    return null;
-  }
   const c = run.clocks;
   let serverNow: number | null = null;
-  if (run.started_at !== null && c.run_seconds !== null) {
+  if (c.ticking === 'run_seconds' && run.started_at !== null && c.run_seconds !== null) {
     serverNow = run.started_at + c.run_seconds;
-  } else if (run.dispatched_at !== null && c.start_wait_seconds !== null) {
+  } else if (c.ticking === 'start_wait_seconds' && run.started_at === null && run.dispatched_at !== null && c.start_wait_seconds !== null) {
     serverNow = run.dispatched_at + c.start_wait_seconds;
-  } else if (run.queued_at !== null && c.queue_wait_seconds !== null) {
+  } else if (c.ticking === 'queue_wait_seconds' && run.queued_at !== null && c.queue_wait_seconds !== null) {
     serverNow = run.queued_at + c.queue_wait_seconds;
   }
   return serverNow === null ? null : clientNow - serverNow;
 }
 
+/** The lifecycle phase of a status, as the service says it (`phase` of runs, events, timeline events). */
+export type Phase = IRun['phase'];
+
 export type StatusGroup = 'waiting' | 'starting' | 'running' | 'succeeded' | 'failed' | 'stopped';
 
+/**
+ * The status filter's choices. `statuses` is only what `GET runs?status=` is asked for a
+ * choice; which group a run is in comes from its `phase` (statusGroup).
+ */
 export const STATUS_GROUPS: ReadonlyArray<{
   group: StatusGroup;
   label: string;
@@ -104,23 +97,24 @@ export const STATUS_GROUPS: ReadonlyArray<{
   { group: 'stopped', label: 'Stopped', statuses: ['stopped'] }
 ];
 
-export const FINAL_STATUSES: ReadonlySet<string> = new Set(['succeeded', 'failed', 'stopped']);
-
-export function isFinal(status: string): boolean {
-  return FINAL_STATUSES.has(status);
+/** Whether a run (or an event about it) is over: the service's phase says so. */
+export function isFinal(x: { phase: Phase }): boolean {
+  return x.phase === 'end';
 }
 
-export function statusGroup(status: string): StatusGroup {
-  for (const g of STATUS_GROUPS) {
-    if ((g.statuses as string[]).includes(status)) {
-      return g.group;
-    }
-  }
-  return 'waiting';
+const GROUP_OF_PHASE: Record<Exclude<Phase, 'end'>, StatusGroup> = {
+  dispatch: 'waiting',
+  execution: 'starting',
+  run: 'running'
+};
+
+/** The group a run (or event) shows in: its phase's, or once ended its final status. */
+export function statusGroup(x: { phase: Phase; status: string }): StatusGroup {
+  return x.phase === 'end' ? (x.status as StatusGroup) : GROUP_OF_PHASE[x.phase];
 }
 
 /** How many runs are in each group, in the display order of STATUS_GROUPS. */
-export function groupCounts(runs: Iterable<{ status: string }>): Record<StatusGroup, number> {
+export function groupCounts(runs: Iterable<{ phase: Phase; status: string }>): Record<StatusGroup, number> {
   const out = {
     waiting: 0,
     starting: 0,
@@ -130,28 +124,9 @@ export function groupCounts(runs: Iterable<{ status: string }>): Record<StatusGr
     stopped: 0
   } as Record<StatusGroup, number>;
   for (const r of runs) {
-    out[statusGroup(r.status)] += 1;
+    out[statusGroup(r)] += 1;
   }
   return out;
-}
-
-/** The lifecycle phase a status belongs to: dispatch (our queue) vs execution (the executor). */
-export type Phase = 'dispatch' | 'execution' | 'run' | 'end';
-
-export function phaseOf(status: string): Phase {
-  switch (status) {
-    case 'created':
-    case 'queued':
-      return 'dispatch';
-    case 'dispatched':
-    case 'starting':
-      return 'execution';
-    case 'running':
-    case 'stopping':
-      return 'run';
-    default:
-      return 'end';
-  }
 }
 
 export const PHASE_LABELS: Record<Phase, string> = {
@@ -171,14 +146,14 @@ export interface IPhaseView {
 }
 
 /**
- * The timeline grouped into consecutive phases, so the dispatch side (our queue) and
- * the execution side (the executor) read apart. Events stay in order; a phase that
- * comes back (it should not) starts a new group rather than merging.
+ * The timeline grouped into consecutive phases (each event's `phase`, from the service), so
+ * the dispatch side (our queue) and the execution side (the executor) read apart. Events stay
+ * in order; a phase that comes back (after a preemption) starts a new group rather than merging.
  */
 export function timelinePhases(timeline: ITimelineEvent[]): IPhaseView[] {
   const out: IPhaseView[] = [];
   for (const ev of timeline) {
-    const phase = phaseOf(ev.status);
+    const phase = ev.phase;
     const last = out[out.length - 1];
     if (last && last.phase === phase) {
       last.events.push(ev);
@@ -194,7 +169,7 @@ export function timelinePhases(timeline: ITimelineEvent[]): IPhaseView[] {
 
 /** When the run's current phase began (epoch seconds), from its timestamps. */
 export function phaseStart(run: IRun): number | null {
-  switch (phaseOf(run.status)) {
+  switch (run.phase) {
     case 'dispatch':
       return run.queued_at ?? run.created_at;
     case 'execution':

@@ -69,17 +69,17 @@ export class NotebookSession {
 
   /** A session kernel is (being) started here and its lease is not known (or it ended). */
   get looking(): boolean {
-    return this._specName() !== null && (this.run === null || isFinal(this.run.status));
+    return this._specName() !== null && (this.run === null || isFinal(this.run));
   }
 
   /** The lease is known and not over. */
   get followsLease(): boolean {
-    return this.run !== null && !isFinal(this.run.status);
+    return this.run !== null && !isFinal(this.run);
   }
 
   /** The lease ended and the notebook offers a new one (it leases only when asked). */
   get offering(): boolean {
-    return this._held && this._offer && this.run !== null && isFinal(this.run.status);
+    return this._held && this._offer && this.run !== null && isFinal(this.run);
   }
 
   /** The kernel picker the user asked for from our prompt: let it through. */
@@ -137,7 +137,7 @@ export class NotebookSession {
   private _onMoved(): void {
     const run = this.run;
     const path = this._context.path;
-    if (!run || isFinal(run.status) || run.session?.notebook === path) {
+    if (!run || isFinal(run) || run.session?.notebook === path) {
       return;
     }
     this._ctrl.service.moveSession(run.id, path).then(
@@ -160,7 +160,7 @@ export class NotebookSession {
     if (spec !== null) {
       this._lastSpec = spec;
     }
-    if (spec !== null && this._askedFor !== this._context.path && (this.run === null || isFinal(this.run.status))) {
+    if (spec !== null && this._askedFor !== this._context.path && (this.run === null || isFinal(this.run))) {
       this._askedFor = this._context.path;
       void this._find();
     }
@@ -179,7 +179,7 @@ export class NotebookSession {
   }
 
   resync(): void {
-    if (this.run && !isFinal(this.run.status)) {
+    if (this.run && !isFinal(this.run)) {
       this._refresh();
     } else if (this.looking) {
       this._askedFor = null;
@@ -189,14 +189,14 @@ export class NotebookSession {
 
   onEvent(ev: IStatusEvent): void {
     const run = this.run;
-    if (!run || (isFinal(run.status) && ev.run_id !== run.id)) {
+    if (!run || (isFinal(run) && ev.run_id !== run.id)) {
       return;
     }
-    const actions = leaseActions(ev, run.id, run.queue, run.status);
+    const actions = leaseActions(ev, run.id, run.queue, run);
     if (ev.run_id === run.id) {
       // Shown at once; the re-read fills in the rest (devices, the kernel's state).
       const devices = (ev.details?.devices as number[] | undefined) ?? run.devices;
-      this.run = { ...run, status: ev.status, reason: ev.reason, message: ev.message, devices };
+      this.run = { ...run, status: ev.status, phase: ev.phase, reason: ev.reason, message: ev.message, devices };
     }
     for (const a of actions) {
       switch (a) {
@@ -241,7 +241,7 @@ export class NotebookSession {
     this._admitPending = false;
     this._render();
     this._ctrl.dismissStale();
-    if (isWaiting(run.status)) {
+    if (isWaiting(run)) {
       this._refreshExplain();
     } else if (run.session?.idle_deadline && run.reason === 'IdleWarning') {
       this._idleWarning(run.session.idle_deadline);
@@ -264,11 +264,11 @@ export class NotebookSession {
       .then(r => {
         if (this.run?.id === r.id) {
           // The event shown meanwhile may be newer than this read (an end): keep the final status.
-          this.run = isFinal(this.run.status) && !isFinal(r.status) ? { ...r, ...pickStatus(this.run) } : r;
-          if (isWaiting(r.status)) {
+          this.run = isFinal(this.run) && !isFinal(r) ? { ...r, ...pickStatus(this.run) } : r;
+          if (isWaiting(r)) {
             this._refreshExplain();
           }
-          if (this._admitPending && isAdmitted(r.status) && devicesKnown(r)) {
+          if (this._admitPending && isAdmitted(r) && devicesKnown(r)) {
             this._admitPending = false;
             if (this._toast.stageOf(r.id) === 'waiting') {
               this._notify('admitted');
@@ -290,7 +290,7 @@ export class NotebookSession {
 
   private _refreshExplain(): void {
     const run = this.run;
-    if (!run || !isWaiting(run.status)) {
+    if (!run || !isWaiting(run)) {
       return;
     }
     if (this._explaining) {
@@ -301,7 +301,7 @@ export class NotebookSession {
     this._ctrl.service
       .explain(run.id)
       .then(ex => {
-        if (this.run?.id === ex.run_id && isWaiting(this.run.status)) {
+        if (this.run?.id === ex.run_id && isWaiting(this.run)) {
           this.explain = ex;
           this._render();
         }
@@ -339,7 +339,7 @@ export class NotebookSession {
     if (!kernel && this.followsLease) {
       this._ctrl.dismissStale(); // a start that gave up waiting, or its kernel picker
     }
-    if (kernel && this.run && isFinal(this.run.status) && this._specName() !== null) {
+    if (kernel && this.run && isFinal(this.run) && this._specName() !== null) {
       this._askedFor = null; // a new session kernel after the lease ended: a new lease
     }
     this.update();
@@ -398,7 +398,7 @@ export class NotebookSession {
     });
     this.bar.render(view);
     this.bar.node.dataset.notebook = this._context.path; // which notebook's bar (it follows a rename)
-    if (run && isWaiting(run.status) && this.explain !== null) {
+    if (run && isWaiting(run) && this.explain !== null) {
       this._notify('waiting');
     }
   }
@@ -582,6 +582,6 @@ export class NotebookSession {
 }
 
 /** What an event said of a run that a slower re-read must not undo. */
-function pickStatus(run: ISessionRun): Pick<ISessionRun, 'status' | 'reason' | 'message'> {
-  return { status: run.status, reason: run.reason, message: run.message };
+function pickStatus(run: ISessionRun): Pick<ISessionRun, 'status' | 'phase' | 'reason' | 'message'> {
+  return { status: run.status, phase: run.phase, reason: run.reason, message: run.message };
 }

@@ -47,7 +47,7 @@ export function noticeFor(ev: IStatusEvent, me: string, s: INotifySettings): INo
 }
 
 /** My waiting runs that have waited at least the threshold and were not announced yet. */
-export type IWaitingRun = Pick<IRun, 'id' | 'user' | 'status' | 'queued_at' | 'created_at' | 'name' | 'queue'>;
+export type IWaitingRun = Pick<IRun, 'id' | 'user' | 'status' | 'phase' | 'queued_at' | 'created_at' | 'name' | 'queue'>;
 
 export function longWaiters(
   runs: Iterable<IWaitingRun>,
@@ -63,7 +63,7 @@ export function longWaiters(
   const out: IWaitingRun[] = [];
   for (const r of runs) {
     const since = r.queued_at ?? r.created_at;
-    if (r.user === me && statusGroup(r.status) === 'waiting' && since !== null && now - since >= limit && !announced.has(r.id)) {
+    if (r.user === me && statusGroup(r) === 'waiting' && since !== null && now - since >= limit && !announced.has(r.id)) {
       out.push(r);
     }
   }

@@ -165,7 +165,7 @@ export class Notifier {
   }
 
   private _trackWaiting(ev: IStatusEvent): void {
-    if (statusGroup(ev.status) !== 'waiting') {
+    if (statusGroup(ev) !== 'waiting') {
       this._waiting.delete(ev.run_id);
       return;
     }
@@ -174,6 +174,7 @@ export class Notifier {
         id: ev.run_id,
         user: ev.user,
         status: ev.status,
+        phase: ev.phase,
         queued_at: ev.at,
         created_at: ev.at,
         name: ev.name,

@@ -24,7 +24,6 @@ import { runActions } from './panelactions';
 import { RunList } from './runlist';
 import { RunsModel } from './runsmodel';
 import { SweepControl } from './sweepcontrol';
-import { mayStop } from './sweepmodel';
 import { ServerClock, Ticker } from './ticker';
 import type { IProject, IQueue, IRun, IStatusEvent, IWhoAmI } from './types';
 import { IRunFilter, filterQuery } from './viewmodel';
@@ -207,7 +206,7 @@ export class GpuPlatPanel extends Panel {
     if (this._defaultProject && names.includes(this._defaultProject)) {
       return this._defaultProject;
     }
-    const member = this._projects.find(p => p.role === 'member' || p.role === 'admin');
+    const member = this._projects.find(p => p.may_submit);
     return member?.name ?? names[0] ?? '';
   }
 
@@ -282,7 +281,6 @@ export class GpuPlatPanel extends Panel {
         runId: id,
         onBack: () => this.closeRun(),
         onOpen: child => void this.openRun(child),
-        mayStop: run => this._mayStop(run),
         clockOffset: () => this.clockOffset,
         actions: runActions(this._opts.commands, error => this._detail?.showError(error))
       });
@@ -431,16 +429,6 @@ export class GpuPlatPanel extends Panel {
   private _fetched(run: IRun): void {
     this.model.upsert(run);
     this._sweeps.fetched(run);
-  }
-
-  /** The Stop button's rule, which also says who may change a sweep (the server decides). */
-  private _mayStop(run: IRun): boolean {
-    const who = this._whoami;
-    if (!who) {
-      return true; // not known yet: show the controls, the server refuses if it must
-    }
-    const role = this._projects.find(p => p.name === run.project)?.role;
-    return mayStop(run, who.user, role, who.platform_admin);
   }
 
   private _fillFilterOptions(): void {

@@ -23,7 +23,6 @@ import {
   formatDuration,
   formatGpus,
   isFinal,
-  phaseOf,
   presetsText,
   statusGroup,
   timelinePhases
@@ -37,7 +36,6 @@ export interface IRunDetailOptions {
   /** Open another run (a sweep's best child). */
   onOpen?: (id: string) => void;
   /** Whether the viewer may stop this run (and so change a sweep); the server decides in the end. */
-  mayStop?: (run: IRunDetail) => boolean;
   /** What the run's buttons open in the main area (JupyterLab commands); absent ones are not shown. */
   actions?: IRunActions;
 }
@@ -159,9 +157,9 @@ export class RunDetail extends Widget {
   onEvent(ev: IStatusEvent): void {
     if (ev.run_id === this._opts.runId) {
       // Show the new status at once; the full record follows.
-      this._setStatus(ev.status, ev.message);
+      this._setStatus(ev);
       this._scheduleReload();
-    } else if (this._run && ev.queue === this._run.queue && !isFinal(this._run.status)) {
+    } else if (this._run && ev.queue === this._run.queue && !isFinal(this._run)) {
       this._scheduleExplain();
     }
   }
@@ -171,13 +169,12 @@ export class RunDetail extends Widget {
     if (this.isDisposed || run.id !== this._opts.runId) {
       return;
     }
-    this._run = run;
-    this._render(run);
+    this._setRun(run);
   }
 
   /** Every second: the live clocks. */
   tick(): void {
-    if (this._run && !isFinal(this._run.status)) {
+    if (this._run && !isFinal(this._run)) {
       this._renderClocks();
       this._tickPhase();
       this._explainPart.tick(this._run, Date.now() / 1000 - this._opts.clockOffset());
@@ -186,7 +183,7 @@ export class RunDetail extends Widget {
 
   /** Whether this run's clocks still count (the panel's timer runs while any shown run does). */
   get ticking(): boolean {
-    return this._run === null || !isFinal(this._run.status);
+    return this._run === null || !isFinal(this._run);
   }
 
   /** An error of something this view started (a command it ran). */
@@ -239,9 +236,8 @@ export class RunDetail extends Widget {
         return;
       }
       this._error.replaceChildren();
-      this._run = run;
-      this._render(run);
-      await Promise.all([this._loadExplain(), this._loadOutputs(), this._metrics.refresh(isFinal(run.status))]);
+      this._setRun(run);
+      await Promise.all([this._loadExplain(), this._loadOutputs(), this._metrics.refresh(isFinal(run))]);
     } catch (error) {
       if (!this.isDisposed) {
         this._error.replaceChildren(errorBox(error));
@@ -276,31 +272,39 @@ export class RunDetail extends Widget {
     }
   }
 
-  private _setStatus(status: string, message: string): void {
+  /** A record read now: its clocks tick from here (local time, so the two clocks need not agree). */
+  private _setRun(run: IRunDetail): void {
+    this._run = run;
+    this._readAt = Date.now() / 1000;
+    this._render(run);
+  }
+
+  private _setStatus(ev: IStatusEvent): void {
+    const { status, message } = ev;
     const badge = this._header.querySelector<HTMLElement>('.jp-GpuPlat-status');
     if (badge) {
       badge.textContent = status;
-      badge.dataset.group = statusGroup(status);
+      badge.dataset.group = statusGroup(ev);
     }
     const msg = this._header.querySelector<HTMLElement>('.jp-GpuPlat-detailMessage');
     if (msg) {
       msg.textContent = message;
     }
     this.node.dataset.status = status;
-    this._stop.disabled = isFinal(status);
+    this._stop.disabled = isFinal(ev);
     this._statusChanged.emit(status);
   }
 
   private _render(run: IRunDetail): void {
     this.node.dataset.status = run.status;
-    this._stop.disabled = isFinal(run.status);
-    this._stop.title = isFinal(run.status) ? 'The run has ended' : 'Stop this run (asks first)';
+    this._stop.disabled = isFinal(run);
+    this._stop.title = isFinal(run) ? 'The run has ended' : 'Stop this run (asks first)';
     this._header.replaceChildren(
       h(
         'div',
         { class: 'jp-GpuPlat-detailTitle' },
         h('span', { class: 'jp-GpuPlat-detailName' }, run.name || run.id),
-        h('span', { class: 'jp-GpuPlat-status', 'data-group': statusGroup(run.status) }, run.status)
+        h('span', { class: 'jp-GpuPlat-status', 'data-group': statusGroup(run) }, run.status)
       ),
       h('div', { class: 'jp-GpuPlat-detailMessage' }, run.message)
     );
@@ -318,7 +322,8 @@ export class RunDetail extends Widget {
     this._sweepSection.hidden = !isSweep(run);
     this._runOnly.forEach(s => (s.hidden = isSweep(run)));
     if (isSweep(run)) {
-      this._sweep.render(run, this._opts.mayStop?.(run) ?? true);
+      // Its controls show when the service says the caller may change it (`actions`, core/policy.py).
+      this._sweep.render(run, (run.actions ?? []).includes('edit'));
     }
     this._renderTimeline(run);
     this._renderConfig(run);
@@ -329,9 +334,8 @@ export class RunDetail extends Widget {
     if (!this._run) {
       return;
     }
-    const now = Date.now() / 1000 - this._opts.clockOffset();
     this._clocks.replaceChildren(
-      ...clocks(this._run, now).map(c =>
+      ...clocks(this._run, Date.now() / 1000 - this._readAt).map(c =>
         h(
           'div',
           { class: `jp-GpuPlat-clock jp-mod-${c.side}${c.live ? ' jp-mod-live' : ''}`, title: c.help, 'data-clock': c.key },
@@ -360,7 +364,7 @@ export class RunDetail extends Widget {
         return null;
       }
       const node = h('span', { class: 'jp-GpuPlat-phaseTime' }, formatDuration((p.end ?? run.finished_at ?? now) - p.start));
-      if (last && p.end === null && run.finished_at === null && !isFinal(run.status)) {
+      if (last && p.end === null && run.finished_at === null && !isFinal(run)) {
         node.classList.add('jp-mod-live');
         this._livePhase = { node, start: p.start };
       }
@@ -383,7 +387,7 @@ export class RunDetail extends Widget {
             ...p.events.map(e =>
               h(
                 'li',
-                { class: 'jp-GpuPlat-event', 'data-status': e.status, 'data-phase': phaseOf(e.status) },
+                { class: 'jp-GpuPlat-event', 'data-status': e.status, 'data-phase': e.phase },
                 h('span', { class: 'jp-GpuPlat-eventTime' }, fmt(e.at)),
                 h('span', { class: 'jp-GpuPlat-eventStatus' }, `${e.status} · ${e.reason}`),
                 h('span', { class: 'jp-GpuPlat-eventMessage' }, e.message)
@@ -397,7 +401,7 @@ export class RunDetail extends Widget {
 
   private _renderOutputs(files: IOutputFile[]): void {
     renderOutputs(this._outputs, files, {
-      ended: this._run !== null && isFinal(this._run.status),
+      ended: this._run !== null && isFinal(this._run),
       open: this._opts.actions?.openOutput ? path => this._opts.actions?.openOutput?.(this._opts.runId, path) : undefined,
       download: path => void this._download(path)
     });
@@ -460,6 +464,7 @@ export class RunDetail extends Widget {
   private _sweepSection: HTMLElement;
   private _runOnly: HTMLElement[];
   private _run: IRunDetail | null = null;
+  private _readAt = 0;
   private _livePhase: { node: HTMLElement; start: number } | null = null;
   private _statusChanged = new Signal<this, string>(this);
   private _reloadTimer = 0;

@@ -45,7 +45,7 @@ export class RunFetcher {
    */
   rereadWaiting(queue: string): void {
     const m = this._o.model;
-    if (!m.all.some(r => r.queue === queue && statusGroup(r.status) === 'waiting')) {
+    if (!m.all.some(r => r.queue === queue && statusGroup(r) === 'waiting')) {
       return;
     }
     this._queues.add(queue);

@@ -225,7 +225,7 @@ export class RunList extends Widget {
     }
     const rows = this.rows;
     for (let i = this._first; i <= Math.min(this._last, rows.length - 1); i++) {
-      if (!isFinal(rows[i].run.status)) {
+      if (!isFinal(rows[i].run)) {
         return true;
       }
     }

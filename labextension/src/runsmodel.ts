@@ -49,7 +49,7 @@ export class RunsModel {
   oldestWaiting(queue: string): number | null {
     let oldest: number | null = null;
     for (const r of this._order) {
-      if (r.queue === queue && r.kind !== 'sweep' && statusGroup(r.status) === 'waiting') {
+      if (r.queue === queue && r.kind !== 'sweep' && statusGroup(r) === 'waiting') {
         const at = r.queued_at ?? r.created_at;
         if (at !== null && (oldest === null || at < oldest)) {
           oldest = at;
@@ -126,7 +126,8 @@ export class RunsModel {
     if (ev.status === 'running' && run.started_at === null) {
       run.started_at = ev.at;
     }
-    if (isFinal(ev.status)) {
+    run.phase = ev.phase;
+    if (isFinal(ev)) {
       run.finished_at = ev.at;
     }
     if (!matchesFilter(run, this._filter)) {
@@ -135,7 +136,8 @@ export class RunsModel {
       return 'removed';
     }
     this._changed();
-    return 'updated';
+    // An end: re-read the record, whose clocks the service has now closed (no clock is computed here).
+    return isFinal(ev) ? 'fetch' : 'updated';
   }
 
   /**
@@ -177,12 +179,13 @@ export class RunsModel {
       kind: 'job',
       queue: ev.queue,
       status: ev.status,
+      phase: ev.phase,
       reason: ev.reason,
       message: ev.message,
       resources: {},
       devices: [],
       exit_code: null,
-      clocks: { queue_wait_seconds: null, start_wait_seconds: null, run_seconds: null },
+      clocks: { queue_wait_seconds: null, start_wait_seconds: null, run_seconds: null, ticking: null },
       created_at: ev.at,
       queued_at: ev.at,
       dispatched_at: null,

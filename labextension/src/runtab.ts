@@ -9,7 +9,7 @@ import type { ISignal } from '@lumino/signaling';
 
 import { IRunActions, RunDetail } from './rundetail';
 import type { GpuPlatService } from './request';
-import type { IRunDetail, IStatusEvent } from './types';
+import type { IStatusEvent } from './types';
 
 export const RUN_TAB_CLASS = 'jp-GpuPlat-runTab';
 
@@ -20,7 +20,6 @@ export interface IRunTabOptions {
   clockOffset: () => number;
   /** Show another run (a sweep's best child) in its own tab. */
   onOpen: (id: string) => void;
-  mayStop: (run: IRunDetail) => boolean;
   /** The run's buttons (open folder, submit again, open an output); no "open in tab" here. */
   actions?: IRunActions;
 }
@@ -60,7 +59,6 @@ export class RunTab extends MainAreaWidget<RunDetail> {
       runId: opts.runId,
       onBack: () => undefined,
       onOpen: opts.onOpen,
-      mayStop: opts.mayStop,
       clockOffset: opts.clockOffset,
       actions: { ...opts.actions, openInTab: undefined }
     });

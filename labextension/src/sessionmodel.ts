@@ -5,7 +5,7 @@
  * sessions.ts wires this to JupyterLab; the unit tests drive it with plain objects.
  */
 
-import { isFinal } from './lifecycle';
+import { Phase, isFinal } from './lifecycle';
 import { TOAST_MS } from './notices';
 import type { IExplain, IRun, IStatusEvent } from './types';
 
@@ -69,19 +69,18 @@ export function noSpecMessage(specs: ISessionSpec[], preset: string, project: st
 
 // ---- what the notebook shows -------------------------------------------------------------------
 
-const WAITING = new Set(['created', 'queued']);
-const ADMITTED = new Set(['dispatched', 'starting', 'running']);
-
-export function isWaiting(status: string): boolean {
-  return WAITING.has(status);
+/** Waiting in our queue: the service's phase says so. */
+export function isWaiting(x: { phase: Phase }): boolean {
+  return x.phase === 'dispatch';
 }
 
-export function isAdmitted(status: string): boolean {
-  return ADMITTED.has(status);
+/** Admitted and not ending: placed or starting, or running (not stopping). */
+export function isAdmitted(x: { phase: Phase; status: string }): boolean {
+  return x.phase === 'execution' || (x.phase === 'run' && x.status !== 'stopping');
 }
 
 /** A lease as the notebook follows it: the run record (with its `session` part). */
-export type ISessionRun = Pick<IRun, 'id' | 'project' | 'queue' | 'status' | 'reason' | 'message' | 'devices'> &
+export type ISessionRun = Pick<IRun, 'id' | 'project' | 'queue' | 'status' | 'phase' | 'reason' | 'message' | 'devices'> &
   Partial<Pick<IRun, 'presets' | 'session' | 'user' | 'resources' | 'name'>>;
 
 /** "UserLimit 1/1": the reason code and its used/limit numbers when explain gives them. */
@@ -173,14 +172,14 @@ export function sessionBarView(i: ISessionBarInput): ISessionBarView {
       : { state: 'none', text: '', ...off };
   }
   const preset = presetOf(run, i.spec);
-  if (isFinal(run.status)) {
+  if (isFinal(run)) {
     const text = i.offer ? `${endedText(run)} — ${STATE_GONE}` : endedText(run);
     return { state: 'ended', text, ...off, why: true, start: !!i.offer };
   }
   if (run.status === 'stopping') {
     return { state: 'ending', text: `GPU: session ending · ${run.message || run.reason}`, ...off, why: true };
   }
-  if (isWaiting(run.status)) {
+  if (isWaiting(run)) {
     return { state: 'waiting', text: `GPU: ${queuedText(run, i.explain)}`, ...off, cancel: true, why: true };
   }
   const where = `${devicesText(run.devices)} · ${preset}`;
@@ -218,21 +217,21 @@ export type LeaseAction =
  * last seen with `status`). Events of other runs matter only while the lease waits: a run
  * of its queue moving, or any run ending, can change its place in line.
  */
-export function leaseActions(ev: IStatusEvent, runId: string, queue: string, status: string): LeaseAction[] {
+export function leaseActions(ev: IStatusEvent, runId: string, queue: string, lease: { phase: Phase }): LeaseAction[] {
   if (ev.run_id !== runId) {
-    if (isWaiting(status) && (ev.queue === queue || isFinal(ev.status))) {
+    if (isWaiting(lease) && (ev.queue === queue || isFinal(ev))) {
       return ['explain'];
     }
     return [];
   }
   const out: LeaseAction[] = ['refresh'];
-  if (isFinal(ev.status)) {
+  if (isFinal(ev)) {
     out.push('ended');
     return out;
   }
-  if (isWaiting(ev.status)) {
+  if (isWaiting(ev)) {
     out.push('explain');
-  } else if (isWaiting(status) || ev.reason === 'Admitted' || ev.reason === 'KernelStarting') {
+  } else if (isWaiting(lease) || ev.reason === 'Admitted' || ev.reason === 'KernelStarting') {
     out.push('admitted');
   }
   if (ev.reason === 'IdleWarning') {
@@ -256,8 +255,12 @@ export interface IKernelState {
  * ended, it has no kernel and none is starting, and it has not tried for this lease yet
  * (one try per lease: a start that fails for another reason is not retried in a loop).
  */
-export function shouldConnect(run: { id: string; status: string } | null, k: IKernelState, triedFor: string | null): boolean {
-  return !!run && isAdmitted(run.status) && !k.hasKernel && !k.starting && triedFor !== run.id;
+export function shouldConnect(
+  run: { id: string; status: string; phase: Phase } | null,
+  k: IKernelState,
+  triedFor: string | null
+): boolean {
+  return !!run && isAdmitted(run) && !k.hasKernel && !k.starting && triedFor !== run.id;
 }
 
 // ---- reopening a notebook: lease again only when asked ------------------------------------------
@@ -277,11 +280,11 @@ export function isSessionKernelName(name: string | null | undefined, specs: ISes
  */
 export type RestoreDecision = 'start' | 'attach' | 'ending' | 'offer';
 
-export function restoreDecision(latest: Pick<ISessionRun, 'status'> | null | undefined): RestoreDecision {
+export function restoreDecision(latest: Pick<ISessionRun, 'status' | 'phase'> | null | undefined): RestoreDecision {
   if (!latest) {
     return 'start';
   }
-  if (isFinal(latest.status)) {
+  if (isFinal(latest)) {
     return 'offer';
   }
   return latest.status === 'stopping' ? 'ending' : 'attach';

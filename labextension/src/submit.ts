@@ -48,7 +48,7 @@ export class SubmitForm extends Widget {
   constructor(private _opts: ISubmitFormOptions) {
     super();
     this.addClass('jp-GpuPlat-submit');
-    const usable = _opts.projects.filter(p => p.role === 'member' || p.role === 'admin');
+    const usable = _opts.projects.filter(p => p.may_submit);
     this._projects = usable.length ? usable : _opts.projects;
     const wanted = _opts.initial?.project ?? _opts.project;
     const project = this._projects.find(p => p.name === wanted)?.name ?? this._projects[0]?.name ?? '';

@@ -7,7 +7,6 @@
  */
 
 import type { IRun } from './types';
-import { isFinal } from './lifecycle';
 
 /** At most this many children dispatched at once (the engine's MAX_CONCURRENCY). */
 export const MAX_CONCURRENCY = 10_000;
@@ -41,9 +40,7 @@ export function sweepView(run: IRun): ISweepView | null {
   const total = run.children?.total ?? Object.values(by).reduce((a, b) => a + b, 0);
   const known = [...COUNT_ORDER, ...Object.keys(by).filter(s => !COUNT_ORDER.includes(s)).sort()];
   const parts = known.filter(s => by[s]).map(s => `${by[s]} ${s}`);
-  const ended = Object.entries(by)
-    .filter(([s]) => isFinal(s))
-    .reduce((a, [, n]) => a + n, 0);
+  const ended = run.children?.ended ?? 0;
   const c = run.concurrency;
   const gate = c === null || c === undefined ? '' : `at most ${c} at once`;
   return {
@@ -79,19 +76,6 @@ export function parseConcurrency(text: string): ParsedConcurrency {
     return { error: `concurrency must be between 1 and ${MAX_CONCURRENCY}, got ${value}` };
   }
   return { value };
-}
-
-/** Who may stop a run, and so change a sweep: its owner (a member or more), project admins, platform admins. */
-export function mayStop(
-  run: { user: string },
-  user: string,
-  role: 'viewer' | 'member' | 'admin' | null | undefined,
-  platformAdmin: boolean
-): boolean {
-  if (platformAdmin || role === 'admin') {
-    return true;
-  }
-  return run.user === user && role === 'member';
 }
 
 /** One row of the runs list: a top-level run (depth 0) or an expanded sweep's child (depth 1). */

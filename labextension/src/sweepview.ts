@@ -101,7 +101,7 @@ export class SweepPart {
     this._progress.textContent = v.progressText;
     this._gate.textContent = v.concurrencyText ? `Dispatches ${v.concurrencyText}` : '';
     this.node.dataset.paused = String(Boolean(run.paused));
-    const open = editable && !isFinal(run.status);
+    const open = editable && !isFinal(run);
     this._controls.hidden = !open;
     // never overwrite what the user is typing
     if (document.activeElement !== this._input && run.concurrency != null) {
@@ -111,7 +111,7 @@ export class SweepPart {
     this._pause.title = run.paused ? 'Dispatch children again' : 'Dispatch no more children (running ones go on)';
     this._renderBest(run);
     // the chart is read when the detail opens and once more when the sweep ends
-    const ended = isFinal(run.status);
+    const ended = isFinal(run);
     if (this._pointsFor === null || (ended && this._pointsFor !== 'final')) {
       this._pointsFor = ended ? 'final' : 'open';
       void this._loadPoints();

@@ -8,7 +8,7 @@
 
 import type { IExplain, IPreset, IQueue, IRun } from './types';
 import { formatDuration, formatGpus, formatResources, humanReason, ordinal } from './format';
-import { STATUS_GROUPS, StatusGroup, isFinal, phaseStart, statusGroup } from './lifecycle';
+import { Phase, STATUS_GROUPS, StatusGroup, isFinal, phaseStart, statusGroup } from './lifecycle';
 import { pendingCount, waitingOf, waitingText } from './waiting';
 
 export * from './format';
@@ -153,10 +153,11 @@ const PHASE_VERB: Record<StatusGroup, string> = {
 
 /** A list row: status, queue, preset, GPUs and the time in the current phase. */
 export function runRowView(run: IRun, now: number): IRunRowView {
-  const group = statusGroup(run.status);
+  const group = statusGroup(run);
   let phaseText: string;
-  if (isFinal(run.status)) {
-    const ran = run.started_at !== null ? (run.finished_at ?? now) - run.started_at : null;
+  if (isFinal(run)) {
+    // The service's run time (a preempted run's waits again are start wait, not run time).
+    const ran = run.clocks.run_seconds;
     const ago = run.finished_at !== null ? `${formatDuration(now - run.finished_at)} ago` : '';
     phaseText = ran !== null ? `ran ${formatDuration(ran)}${ago ? `, ${ago}` : ''}` : ago;
   } else {
@@ -199,7 +200,7 @@ export const EMPTY_FILTER: IRunFilter = { project: '', queue: '', group: '', sea
 
 /** Whether a run (or a status event about it) passes the filter, as the service would. */
 export function matchesFilter(
-  r: { project: string; queue: string; status: string; name: string | null },
+  r: { project: string; queue: string; status: string; phase: Phase; name: string | null },
   f: IRunFilter
 ): boolean {
   if (f.project && r.project !== f.project) {
@@ -208,7 +209,7 @@ export function matchesFilter(
   if (f.queue && r.queue !== f.queue) {
     return false;
   }
-  if (f.group && statusGroup(r.status) !== f.group) {
+  if (f.group && statusGroup(r) !== f.group) {
     return false;
   }
   if (f.search && !(r.name ?? '').includes(f.search)) {

@@ -7,7 +7,6 @@
 
 import type { IQueue, IRun } from './types';
 import { formatDuration, humanReason, ordinal } from './format';
-import { statusGroup } from './lifecycle';
 
 export interface IWaiting {
   reason: string;
@@ -18,8 +17,8 @@ export interface IWaiting {
 const NOT_A_WHY = new Set(['Submitted', 'Admissible', 'Created', 'Queued', '']);
 
 /** Why a waiting run waits: the service's `waiting`, else a queue reason of its last event; null otherwise. */
-export function waitingOf(run: Partial<Pick<IRun, 'status' | 'reason' | 'message'>> & { waiting?: IWaiting | null }): IWaiting | null {
-  if (statusGroup(run.status ?? '') !== 'waiting') {
+export function waitingOf(run: Partial<Pick<IRun, 'status' | 'phase' | 'reason' | 'message'>> & { waiting?: IWaiting | null }): IWaiting | null {
+  if (run.phase !== 'dispatch') {
     return null;
   }
   if (run.waiting) {

@@ -29,13 +29,14 @@ const base: IRun = {
   kind: 'job',
   queue: 'team-a-train',
   status: 'queued',
+  phase: 'dispatch',
   reason: 'Submitted',
   message: 'submitted',
   resources: { gpu: 1, cpu: '4', memory: '16Gi' },
   presets: ['single-gpu'],
   devices: [],
   exit_code: null,
-  clocks: { queue_wait_seconds: 5, start_wait_seconds: null, run_seconds: null },
+  clocks: { queue_wait_seconds: 5, start_wait_seconds: null, run_seconds: null, ticking: 'queue_wait_seconds' },
   created_at: 1000,
   queued_at: 1000,
   dispatched_at: null,
@@ -67,7 +68,7 @@ test('a waiting row says why it waits: the service field first, else a queue rea
   assert.equal(runRowView({ ...base, reason: 'QueuePaused', message: 'queue team-a-train is paused' }, 1000).why, 'Queue paused: queue team-a-train is paused');
   assert.equal(runRowView(base, 1000).why, ''); // "Submitted" says nothing about why
   // a run that no longer waits says nothing, even with a stale field
-  assert.equal(waitingOf({ ...base, status: 'running', waiting: why } as IRun), null);
+  assert.equal(waitingOf({ ...base, status: 'running', phase: 'run', waiting: why } as IRun), null);
 });
 
 test('a queue lists its pending runs in order; other projects counted, not named', () => {
@@ -105,6 +106,8 @@ test('blockers carry the run ids to link; other teams runs carry none', () => {
     status: 'queued',
     queue: 'q',
     layer: 'queue',
+    layer_text: 'held by our queue (dispatch)',
+    number_lines: [],
     reason: 'QueueConcurrency',
     message: 'full',
     position: 1,
@@ -128,7 +131,7 @@ test('failures collapse into one notice: one run by name, more counted, newest f
 
 test('the oldest wait of a queue among the runs held', () => {
   const m = new RunsModel();
-  m.addPage({ runs: [{ ...base, id: 'a', queued_at: 1010 }, { ...base, id: 'b', queued_at: 990 }, { ...base, id: 'c', queue: 'other', queued_at: 10 }, { ...base, id: 'd', status: 'running', queued_at: 5 }], next_before: null } as never, true);
+  m.addPage({ runs: [{ ...base, id: 'a', queued_at: 1010 }, { ...base, id: 'b', queued_at: 990 }, { ...base, id: 'c', queue: 'other', queued_at: 10 }, { ...base, id: 'd', status: 'running', phase: 'run', queued_at: 5 }], next_before: null } as never, true);
   assert.equal(m.oldestWaiting('team-a-train'), 990);
   assert.equal(m.oldestWaiting('nothing'), null);
 });

@@ -4,6 +4,7 @@ import assert from 'node:assert/strict';
 import { RunsModel } from '../src/runsmodel';
 import type { IRun, IStatusEvent } from '../src/types';
 import { EMPTY_FILTER } from '../src/viewmodel';
+import { PHASE } from './wire';
 
 function run(seq: number, over: Partial<IRun> = {}): IRun {
   return {
@@ -15,13 +16,14 @@ function run(seq: number, over: Partial<IRun> = {}): IRun {
     kind: 'job',
     queue: 'team-a-train',
     status: 'queued',
+    phase: PHASE[over.status ?? 'queued'],
     reason: 'Submitted',
     message: 'waiting',
     resources: { gpu: 1 },
     presets: ['single-gpu'],
     devices: [],
     exit_code: null,
-    clocks: { queue_wait_seconds: 1, start_wait_seconds: null, run_seconds: null },
+    clocks: { queue_wait_seconds: 1, start_wait_seconds: null, run_seconds: null, ticking: 'queue_wait_seconds' },
     created_at: 100 + seq,
     queued_at: 100 + seq,
     dispatched_at: null,
@@ -41,6 +43,7 @@ function ev(id: string, status: IStatusEvent['status'], at: number, over: Partia
     user: 'alice',
     name: null,
     status,
+    phase: PHASE[status],
     reason: 'Admitted',
     message: 'm',
     at,
@@ -61,7 +64,9 @@ test('pages keep newest-first order; events update in place and set the phase ti
   assert.equal(r2.status, 'running');
   assert.equal(r2.dispatched_at, 200);
   assert.equal(r2.started_at, 201);
-  assert.equal(m.applyEvent(ev('r-2', 'succeeded', 230)), 'updated');
+  // an end is shown at once and the record re-read: its final clocks are the service's
+  assert.equal(m.applyEvent(ev('r-2', 'succeeded', 230)), 'fetch');
+  assert.equal(m.get('r-2')!.phase, 'end');
   assert.equal(m.get('r-2')!.finished_at, 230);
   assert.equal(changes, 5);
 });

@@ -24,6 +24,7 @@ import {
   specFor,
   specOfRun
 } from '../src/sessionmodel';
+import { PHASE } from './wire';
 
 const SPECS = {
   python3: { name: 'python3', display_name: 'Python 3 (ipykernel)', metadata: {} },
@@ -45,6 +46,7 @@ const queued: ISessionRun = {
   project: 'team-a',
   queue: 'interactive',
   status: 'queued',
+  phase: 'dispatch',
   reason: 'UserLimit',
   message: 'alice has 1/1 runs dispatched in queue interactive (max_per_user)',
   devices: [],
@@ -56,6 +58,8 @@ const explain: IExplain = {
   status: 'queued',
   queue: 'interactive',
   layer: 'queue',
+  layer_text: 'held by our queue (dispatch)',
+  number_lines: [],
   reason: 'UserLimit',
   message: 'alice has 1/1 runs dispatched in queue interactive (max_per_user)',
   position: 1,
@@ -66,6 +70,7 @@ const explain: IExplain = {
 };
 
 function ev(over: Partial<IStatusEvent>): IStatusEvent {
+  const status = over.status ?? 'queued';
   return {
     id: 1,
     run_id: 'r-2',
@@ -73,7 +78,8 @@ function ev(over: Partial<IStatusEvent>): IStatusEvent {
     queue: 'interactive',
     user: 'alice',
     name: null,
-    status: 'queued',
+    status,
+    phase: PHASE[status],
     reason: 'UserLimit',
     message: '',
     at: 100,
@@ -121,11 +127,11 @@ test('the toolbar follows the lease: submitting, starting, running on its GPU, i
   const base = { explain: null, spec: null, submitting: false, idleDeadline: null, now: 1000 };
   assert.equal(sessionBarView({ ...base, run: null }).state, 'none');
   assert.equal(sessionBarView({ ...base, run: null, submitting: true }).text, 'GPU: asking for a GPU…');
-  const starting = sessionBarView({ ...base, run: { ...queued, status: 'dispatched', devices: [2] } });
+  const starting = sessionBarView({ ...base, run: { ...queued, status: 'dispatched', phase: 'execution', devices: [2] } });
   assert.equal(starting.state, 'starting');
   assert.equal(starting.text, 'GPU 2 · notebook · kernel starting…');
   const session = { notebook: 'a.ipynb', kernel: 'ready' as const, kernel_id: 'k', busy: false, idle_seconds: 3, idle_deadline: 1003, last_activity: 1000 };
-  const running = { ...queued, status: 'running' as const, reason: 'KernelReady', devices: [0], session };
+  const running = { ...queued, status: 'running' as const, phase: 'run' as const, reason: 'KernelReady', devices: [0], session };
   assert.deepEqual(sessionBarView({ ...base, run: running }), { state: 'running', text: 'GPU 0 · notebook', cancel: false, why: true, keep: false, start: false });
   assert.equal(sessionBarView({ ...base, run: { ...running, session: { ...session, kernel: 'starting' } } }).state, 'starting');
   assert.equal(sessionBarView({ ...base, run: { ...running, session: { ...session, busy: true } } }).text, 'GPU 0 · notebook · busy');
@@ -134,7 +140,7 @@ test('the toolbar follows the lease: submitting, starting, running on its GPU, i
   assert.equal(idle.keep, true);
   const spec = { name: 'gpuplat-team-a--big', displayName: 'x', project: 'team-a', preset: 'big' };
   assert.equal(sessionBarView({ ...base, run: { ...running, devices: [0, 1] }, spec }).text, 'GPUs 0, 1 · big');
-  const ended = { ...running, status: 'stopped' as const, reason: 'IdleTimeout', message: 'no kernel activity for 3 s; GPU 0 returned' };
+  const ended = { ...running, status: 'stopped' as const, phase: 'end' as const, reason: 'IdleTimeout', message: 'no kernel activity for 3 s; GPU 0 returned' };
   const v = sessionBarView({ ...base, run: ended, idleDeadline: 1003 });
   assert.equal(v.state, 'ended');
   assert.equal(v.text, 'GPU session ended (IdleTimeout): no kernel activity for 3 s; GPU 0 returned');
@@ -162,53 +168,53 @@ test('the launch wait message of the provisioner is recognised', () => {
 
 test('each event of the lease asks for what changed', () => {
   // its own events: re-read; while waiting also explain
-  assert.deepEqual(leaseActions(ev({}), 'r-2', 'interactive', 'queued'), ['refresh', 'explain']);
-  assert.deepEqual(leaseActions(ev({ status: 'dispatched', reason: 'Admitted' }), 'r-2', 'interactive', 'queued'), ['refresh', 'admitted']);
-  assert.deepEqual(leaseActions(ev({ status: 'running', reason: 'KernelStarting' }), 'r-2', 'interactive', 'dispatched'), [
+  assert.deepEqual(leaseActions(ev({}), 'r-2', 'interactive', { phase: PHASE.queued }), ['refresh', 'explain']);
+  assert.deepEqual(leaseActions(ev({ status: 'dispatched', reason: 'Admitted' }), 'r-2', 'interactive', { phase: PHASE.queued }), ['refresh', 'admitted']);
+  assert.deepEqual(leaseActions(ev({ status: 'running', reason: 'KernelStarting' }), 'r-2', 'interactive', { phase: PHASE.dispatched }), [
     'refresh',
     'admitted'
   ]);
-  assert.deepEqual(leaseActions(ev({ status: 'running', reason: 'IdleWarning' }), 'r-2', 'interactive', 'running'), [
+  assert.deepEqual(leaseActions(ev({ status: 'running', reason: 'IdleWarning' }), 'r-2', 'interactive', { phase: PHASE.running }), [
     'refresh',
     'idleWarning'
   ]);
-  assert.deepEqual(leaseActions(ev({ status: 'running', reason: 'KeepAlive' }), 'r-2', 'interactive', 'running'), [
+  assert.deepEqual(leaseActions(ev({ status: 'running', reason: 'KeepAlive' }), 'r-2', 'interactive', { phase: PHASE.running }), [
     'refresh',
     'idleCleared'
   ]);
-  assert.deepEqual(leaseActions(ev({ status: 'stopped', reason: 'IdleTimeout' }), 'r-2', 'interactive', 'running'), [
+  assert.deepEqual(leaseActions(ev({ status: 'stopped', reason: 'IdleTimeout' }), 'r-2', 'interactive', { phase: PHASE.running }), [
     'refresh',
     'ended'
   ]);
   // others' events: only while waiting, and only those that can move it in line
   const other = { run_id: 'r-1' };
-  assert.deepEqual(leaseActions(ev({ ...other, status: 'running', reason: 'KernelReady' }), 'r-2', 'interactive', 'queued'), ['explain']);
-  assert.deepEqual(leaseActions(ev({ ...other, queue: 'batch', status: 'running' }), 'r-2', 'interactive', 'queued'), []);
-  assert.deepEqual(leaseActions(ev({ ...other, queue: 'batch', status: 'succeeded' }), 'r-2', 'interactive', 'queued'), ['explain']);
-  assert.deepEqual(leaseActions(ev({ ...other, status: 'stopped' }), 'r-2', 'interactive', 'running'), []);
+  assert.deepEqual(leaseActions(ev({ ...other, status: 'running', reason: 'KernelReady' }), 'r-2', 'interactive', { phase: PHASE.queued }), ['explain']);
+  assert.deepEqual(leaseActions(ev({ ...other, queue: 'batch', status: 'running' }), 'r-2', 'interactive', { phase: PHASE.queued }), []);
+  assert.deepEqual(leaseActions(ev({ ...other, queue: 'batch', status: 'succeeded' }), 'r-2', 'interactive', { phase: PHASE.queued }), ['explain']);
+  assert.deepEqual(leaseActions(ev({ ...other, status: 'stopped' }), 'r-2', 'interactive', { phase: PHASE.running }), []);
 });
 
 test('the notebook starts its kernel again once per admitted lease, never over a kernel or a start', () => {
   const free = { hasKernel: false, starting: false };
-  const admitted = { id: 'r-2', status: 'running' };
+  const admitted = { id: 'r-2', status: 'running', phase: PHASE.running };
   assert.equal(shouldConnect(admitted, free, null), true);
-  assert.equal(shouldConnect({ id: 'r-2', status: 'dispatched' }, free, 'r-1'), true);
+  assert.equal(shouldConnect({ id: 'r-2', status: 'dispatched', phase: PHASE.dispatched }, free, 'r-1'), true);
   assert.equal(shouldConnect(admitted, free, 'r-2'), false); // tried already for this lease
   assert.equal(shouldConnect(admitted, { hasKernel: true, starting: false }, null), false);
   assert.equal(shouldConnect(admitted, { hasKernel: false, starting: true }, null), false); // the provisioner connects it
-  assert.equal(shouldConnect({ id: 'r-2', status: 'queued' }, free, null), false);
-  assert.equal(shouldConnect({ id: 'r-2', status: 'stopped' }, free, null), false);
+  assert.equal(shouldConnect({ id: 'r-2', status: 'queued', phase: PHASE.queued }, free, null), false);
+  assert.equal(shouldConnect({ id: 'r-2', status: 'stopped', phase: PHASE.stopped }, free, null), false);
   assert.equal(shouldConnect(null, free, null), false);
 });
 
 test('a reopened notebook leases only when its newest lease says so', () => {
   assert.equal(restoreDecision(null), 'start'); // never had one: opening it is asking
   for (const status of ['created', 'queued', 'dispatched', 'starting', 'running'] as const) {
-    assert.equal(restoreDecision({ status }), 'attach', status);
+    assert.equal(restoreDecision({ status, phase: PHASE[status] }), 'attach', status);
   }
-  assert.equal(restoreDecision({ status: 'stopping' }), 'ending'); // nothing attaches to an ending lease
+  assert.equal(restoreDecision({ status: 'stopping', phase: 'run' }), 'ending'); // nothing attaches to an ending lease
   for (const status of ['stopped', 'failed', 'succeeded'] as const) {
-    assert.equal(restoreDecision({ status }), 'offer', status);
+    assert.equal(restoreDecision({ status, phase: PHASE[status] }), 'offer', status);
   }
   assert.equal(isSessionKernelName('gpuplat-notebook', []), true); // before the specs loaded
   assert.equal(isSessionKernelName('python3', []), false);
@@ -228,7 +234,7 @@ test('one notice per session: what each stage says, which close by themselves, a
   assert.deepEqual([waiting?.type, waiting?.autoClose, waiting?.actions], ['in-progress', false, ['cancel', 'why']]);
   // Admitted from a record read before its devices are known: nothing yet (not "no GPU").
   assert.equal(sessionNotice('admitted', { ...queued, status: 'dispatched', devices: [] }, 'a.ipynb', ctx), null);
-  const admitted = sessionNotice('admitted', { ...queued, status: 'running', devices: [0] }, 'a.ipynb', ctx);
+  const admitted = sessionNotice('admitted', { ...queued, status: 'running', phase: 'run', devices: [0] }, 'a.ipynb', ctx);
   assert.deepEqual(
     [admitted?.message, admitted?.type, admitted?.autoClose],
     ['GPU session for a.ipynb: admitted on GPU 0', 'success', 5000]

@@ -27,6 +27,7 @@ import {
   statusGroup,
   timelinePhases
 } from '../src/viewmodel';
+import { PHASE } from './wire';
 
 const base: IRun = {
   id: 'r-1',
@@ -37,13 +38,14 @@ const base: IRun = {
   kind: 'job',
   queue: 'team-a-train',
   status: 'queued',
+  phase: 'dispatch',
   reason: 'QueuePaused',
   message: 'queue team-a-train is paused',
   resources: { gpu: 1, cpu: '4', memory: '16Gi' },
   presets: ['single-gpu'],
   devices: [],
   exit_code: null,
-  clocks: { queue_wait_seconds: 5, start_wait_seconds: null, run_seconds: null },
+  clocks: { queue_wait_seconds: 5, start_wait_seconds: null, run_seconds: null, ticking: 'queue_wait_seconds' },
   created_at: 1000,
   queued_at: 1000,
   dispatched_at: null,
@@ -64,8 +66,8 @@ test('durations read as people say them', () => {
   assert.equal(formatDuration(-3), '0.0s');
 });
 
-test('the three clocks: dispatch wait, execution wait, run time; live ones end at now', () => {
-  const waiting = clocks(base, 1030);
+test('the three clocks are the service\'s; only the ticking one goes on, by the time since the read', () => {
+  const waiting = clocks(base, 25);
   assert.deepEqual(
     waiting.map(c => [c.key, c.side, c.seconds, c.live]),
     [
@@ -74,37 +76,71 @@ test('the three clocks: dispatch wait, execution wait, run time; live ones end a
       ['run', 'run', null, false]
     ]
   );
-  const done = clocks({ queued_at: 1000, dispatched_at: 1060, started_at: 1062.5, finished_at: 1200 }, 5000);
+  const done = clocks({ clocks: { queue_wait_seconds: 60, start_wait_seconds: 2.5, run_seconds: 137.5, ticking: null } }, 5000);
   assert.deepEqual(done.map(c => c.text), ['1m 00s', '2s', '2m 17s']);
   assert.ok(done.every(c => !c.live));
-  const starting = clocks({ queued_at: 1000, dispatched_at: 1010, started_at: null, finished_at: null }, 1015);
+  // dispatched by the status before the service had its time: the start wait counts from the read
+  const starting = clocks({ clocks: { queue_wait_seconds: 10, start_wait_seconds: null, run_seconds: null, ticking: 'start_wait_seconds' } }, 5);
   assert.deepEqual(starting.map(c => [c.seconds, c.live]), [[10, false], [5, true], [null, false]]);
+});
+
+test('a preempted run shows the service\'s clocks: its wait again is start wait, not run time', () => {
+  // started at 1010, preempted at 1040, its replacement waited until 1100, ended at 1130:
+  // the service says 30 s + 30 s of run time and 10 s + 60 s of start wait (core/clocks.py).
+  const run = {
+    ...base,
+    status: 'succeeded' as const,
+    phase: 'end' as const,
+    dispatched_at: 1000,
+    started_at: 1010,
+    finished_at: 1130,
+    clocks: { queue_wait_seconds: 0, start_wait_seconds: 70, run_seconds: 60, ticking: null }
+  };
+  assert.deepEqual(
+    clocks(run, 0).map(c => [c.key, c.seconds]),
+    [
+      ['queue_wait', 0],
+      ['start_wait', 70],
+      ['run', 60]
+    ]
+  );
+  assert.equal(runRowView(run, 1430).phaseText, 'ran 1m 00s, 5m 00s ago');
+  // waiting again for the executor, while running: the start wait goes on, the run time stands
+  const live = clocks({ clocks: { ...run.clocks, ticking: 'start_wait_seconds' } }, 4);
+  assert.deepEqual(live.map(c => [c.seconds, c.live]), [[0, false], [74, true], [60, false]]);
 });
 
 test('the server clock offset comes from an open clock', () => {
   // the server computed queue_wait 5 s at its now = 1005; we read it at 1007
   assert.equal(clockOffset(base, 1007), 2);
-  assert.equal(clockOffset({ ...base, finished_at: 1100 }, 1007), null);
+  assert.equal(clockOffset({ ...base, finished_at: 1100, clocks: { ...base.clocks, ticking: null } }, 1007), null);
 });
 
 test('statuses group and count in display order', () => {
-  assert.equal(statusGroup('created'), 'waiting');
-  assert.equal(statusGroup('dispatched'), 'starting');
-  assert.equal(statusGroup('stopping'), 'running');
-  assert.equal(statusGroup('failed'), 'failed');
-  const c = groupCounts(['queued', 'queued', 'starting', 'running', 'succeeded', 'failed', 'stopped'].map(status => ({ status })));
+  // the group follows the service's phase; an ended run shows its final status
+  assert.equal(statusGroup({ status: 'created', phase: 'dispatch' }), 'waiting');
+  assert.equal(statusGroup({ status: 'dispatched', phase: 'execution' }), 'starting');
+  assert.equal(statusGroup({ status: 'stopping', phase: 'run' }), 'running');
+  assert.equal(statusGroup({ status: 'failed', phase: 'end' }), 'failed');
+  const phases = { queued: 'dispatch', starting: 'execution', running: 'run' } as const;
+  const c = groupCounts(
+    ['queued', 'queued', 'starting', 'running', 'succeeded', 'failed', 'stopped'].map(status => ({
+      status,
+      phase: phases[status as keyof typeof phases] ?? ('end' as const)
+    }))
+  );
   assert.deepEqual(c, { waiting: 2, starting: 1, running: 1, succeeded: 1, failed: 1, stopped: 1 });
 });
 
 test('the timeline splits into dispatch, execution, run and end phases', () => {
   const tl = [
-    { status: 'created', reason: 'Submitted', message: '', at: 10 },
-    { status: 'queued', reason: 'Submitted', message: '', at: 10 },
-    { status: 'queued', reason: 'QueuePaused', message: 'paused', at: 10.1 },
-    { status: 'dispatched', reason: 'Admitted', message: '', at: 70 },
-    { status: 'starting', reason: 'ImagePull', message: 'pulling', at: 71 },
-    { status: 'running', reason: 'Started', message: '', at: 75 },
-    { status: 'succeeded', reason: 'Completed', message: 'exit 0', at: 100 }
+    { status: 'created', phase: 'dispatch', reason: 'Submitted', message: '', at: 10 },
+    { status: 'queued', phase: 'dispatch', reason: 'Submitted', message: '', at: 10 },
+    { status: 'queued', phase: 'dispatch', reason: 'QueuePaused', message: 'paused', at: 10.1 },
+    { status: 'dispatched', phase: 'execution', reason: 'Admitted', message: '', at: 70 },
+    { status: 'starting', phase: 'execution', reason: 'ImagePull', message: 'pulling', at: 71 },
+    { status: 'running', phase: 'run', reason: 'Started', message: '', at: 75 },
+    { status: 'succeeded', phase: 'end', reason: 'Completed', message: 'exit 0', at: 100 }
   ] as const;
   const phases = timelinePhases(tl.map(e => ({ ...e })));
   assert.deepEqual(
@@ -125,9 +161,21 @@ test('a row shows status, queue, preset, GPUs and the time in the current phase'
   assert.equal(v.phaseText, 'waiting 2m 05s');
   assert.equal(v.presets, 'single-gpu');
   assert.equal(v.gpus, '1 GPU');
-  const running = runRowView({ ...base, status: 'running', dispatched_at: 1010, started_at: 1012 }, 1020);
+  const running = runRowView({ ...base, status: 'running', phase: 'run', dispatched_at: 1010, started_at: 1012 }, 1020);
   assert.equal(running.phaseText, 'running 8s');
-  const ended = runRowView({ ...base, status: 'succeeded', dispatched_at: 1010, started_at: 1012, finished_at: 1072, presets: [] }, 1372);
+  const ended = runRowView(
+    {
+      ...base,
+      status: 'succeeded',
+      phase: 'end',
+      dispatched_at: 1010,
+      started_at: 1012,
+      finished_at: 1072,
+      presets: [],
+      clocks: { queue_wait_seconds: 10, start_wait_seconds: 2, run_seconds: 60, ticking: null }
+    },
+    1372
+  );
   assert.equal(ended.phaseText, 'ran 1m 00s, 5m 00s ago');
   assert.equal(ended.presets, 'no preset');
   const fresh = runRowView({ ...base, presets: undefined, resources: {} }, 1000);
@@ -140,6 +188,8 @@ test('explain while waiting: layer, numbers, position, blockers and who can act'
     status: 'queued',
     queue: 'team-a-train',
     layer: 'queue',
+    layer_text: 'held by our queue (dispatch)',
+    number_lines: [],
     reason: 'QueueConcurrency',
     message: 'queue team-a-train is at its concurrency limit: 2/2 runs dispatched',
     numbers: { used: 2, limit: 2 },
@@ -174,6 +224,8 @@ test('explain on the execution side shows what the executor said; GPUs the execu
     status: 'starting',
     queue: 'q',
     layer: 'executor',
+    layer_text: 'dispatched; the executor has not started it yet (execution)',
+    number_lines: [],
     reason: 'Unschedulable',
     message: '0/3 nodes are available: 3 Insufficient nvidia.com/gpu.',
     position: null,
@@ -186,7 +238,7 @@ test('explain on the execution side shows what the executor said; GPUs the execu
   assert.deepEqual(v.details, ['raw: 0/3 nodes are available', 'nodes: 3']);
   assert.equal(v.position, null);
   const q = explainView({
-    run_id: 'r-3', status: 'queued', queue: 'q', layer: 'queue', reason: 'NoCapacity', message: 'm',
+    run_id: 'r-3', status: 'queued', queue: 'q', layer: 'queue', layer_text: 'held by our queue (dispatch)', number_lines: [], reason: 'NoCapacity', message: 'm',
     numbers: { requested: 2, free: 1 }, position: 1, pending_in_queue: 1, blockers: [],
     queue_usage: { runs: 0, concurrency: null, gpu: 0, gpu_quota: null, pending: 1, free_gpus: null },
     who_can_act: []
@@ -288,16 +340,16 @@ test('a queue row: GPUs and runs against their limits, pending, head wait, longe
 
 test('filters match live events as the service matches list queries', () => {
   const f = { project: 'team-a', queue: '', group: 'waiting' as const, search: 'train' };
-  assert.ok(matchesFilter({ project: 'team-a', queue: 'x', status: 'queued', name: 'my-train' }, f));
-  assert.ok(!matchesFilter({ project: 'team-a', queue: 'x', status: 'running', name: 'my-train' }, f));
-  assert.ok(!matchesFilter({ project: 'team-b', queue: 'x', status: 'queued', name: 'my-train' }, f));
-  assert.ok(!matchesFilter({ project: 'team-a', queue: 'x', status: 'queued', name: null }, f));
+  assert.ok(matchesFilter({ project: 'team-a', queue: 'x', status: 'queued', phase: 'dispatch', name: 'my-train' }, f));
+  assert.ok(!matchesFilter({ project: 'team-a', queue: 'x', status: 'running', phase: 'run', name: 'my-train' }, f));
+  assert.ok(!matchesFilter({ project: 'team-b', queue: 'x', status: 'queued', phase: 'dispatch', name: 'my-train' }, f));
+  assert.ok(!matchesFilter({ project: 'team-a', queue: 'x', status: 'queued', phase: 'dispatch', name: null }, f));
   assert.deepEqual(filterQuery(f), { project: 'team-a', status: 'created,queued', q: 'train' });
 });
 
 test('notifications: my starts, finishes and failures; never other people runs', () => {
   const ev = (status: IStatusEvent['status'], reason: string, user = 'alice'): IStatusEvent => ({
-    id: 1, run_id: 'r-1', project: 'team-a', queue: 'q', user, name: 'train.py', status, reason, message: 'exit code 1', at: 0
+    id: 1, run_id: 'r-1', project: 'team-a', queue: 'q', user, name: 'train.py', status, phase: PHASE[status], reason, message: 'exit code 1', at: 0
   });
   assert.equal(noticeFor(ev('running', 'Started'), 'alice', DEFAULT_NOTIFY)?.kind, 'started');
   assert.equal(noticeFor(ev('running', 'Reattached'), 'alice', DEFAULT_NOTIFY), null);
@@ -353,12 +405,13 @@ test('chart geometry scales into the box and breaks at missing values', () => {
 });
 
 test('Compare charts: the server default metric first, then by how many runs logged each; code rows carry the diff', () => {
-  const run = (id: string) => ({ id, name: id, project: 'p', user: 'u', queue: 'q', status: 'succeeded', created_at: 0, params: {}, metrics: {} });
+  const run = (id: string) => ({ id, name: id, project: 'p', user: 'u', queue: 'q', status: 'succeeded', phase: 'end', created_at: 0, params: {}, metrics: {} });
   const data = {
     runs: [run('r-1'), run('r-2')],
     metrics: ['a_extra', 'acc', 'loss'],
     metric_runs: { a_extra: 1, acc: 2, loss: 2 },
     default_metric: 'loss',
+    direction: { a_extra: 'max', acc: 'max', loss: 'min' },
     params: { keys: [], differ: [] },
     config: { differ: [{ path: 'entrypoint.code', values: { 'r-1': "first run's code", 'r-2': 'code differs' }, diff: '-K = 1\n+K = 2' }] },
     curves: {}
@@ -366,4 +419,18 @@ test('Compare charts: the server default metric first, then by how many runs log
   assert.deepEqual(chartOrder(data), ['loss', 'acc', 'a_extra']);
   const code = compareRows(data, 'r-1').find(r => r.label === 'entrypoint.code');
   assert.equal(code?.diff, '-K = 1\n+K = 2');
+  // "best" is the service's direction: min for a metric it says goes down, whatever its name
+  const summary = (min: number, max: number) => ({ count: 2, min, max, last: max, last_step: 1 });
+  const scored = {
+    ...data,
+    runs: [
+      { ...run('r-1'), metrics: { acc: summary(0.2, 0.9), score: summary(3, 7) } },
+      { ...run('r-2'), metrics: { acc: summary(0.1, 0.8), score: summary(2, 5) } }
+    ],
+    metrics: ['acc', 'score'],
+    direction: { acc: 'max', score: 'min' }
+  } as unknown as Parameters<typeof chartOrder>[0];
+  const best = (label: string) => compareRows(scored, 'r-1').find(r => r.label === label)!.cells.map(c => c.text);
+  assert.deepEqual(best('acc (best)'), ['0.9', '0.8']);
+  assert.deepEqual(best('score (best)'), ['3', '2']);
 });

@@ -12,6 +12,7 @@ from typing import Any
 
 from ....core.reasons import Layer, Reason
 from ....core.resources import format_memory, parse_memory
+from ....core.status import FINAL
 from ..manifests import ANN_PLACEMENT_FROM, ANN_PRESETS, CONTAINER
 
 Obj = Mapping[str, Any]
@@ -34,7 +35,7 @@ class Explanation:
 
     @property
     def final(self) -> bool:
-        return self.status in ("succeeded", "failed")
+        return self.status in FINAL  # one set (core/status.py); a Job never ends "stopped"
 
     def details(self) -> dict[str, Any]:
         out: dict[str, Any] = {"layer": LAYER, "who_can_act": [{"who": w, "can": c} for w, c in self.who_can_act]}
