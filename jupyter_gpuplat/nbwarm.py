@@ -34,9 +34,9 @@ import nbclient
 import nbformat  # noqa: F401
 from jupyter_client.provisioning import LocalProvisioner
 
-from . import nbrun
 from .core.request import NBRUN
 from .executors import warm_launcher
+from .run import nbrun
 
 KERNEL_MODULE = "ipykernel_launcher"
 

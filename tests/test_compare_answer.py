@@ -4,7 +4,7 @@ one most runs logged, and code that differs is said once with a diff, not printe
 from __future__ import annotations
 
 from jupyter_gpuplat.engine.compare import config_difference, default_metric
-from jupyter_gpuplat.widgets.comparetable import table_html
+from jupyter_gpuplat.notebook.widgets.comparetable import table_html
 
 A = "K = 1\nfor s in range(3):\n    log(s)\n"
 B = "K = 2\nfor s in range(3):\n    log(s)\n"

@@ -15,7 +15,6 @@ from urllib.parse import quote
 from jupyter_server.base.handlers import APIHandler, JupyterHandler
 from tornado import web
 
-from ..auth import platform_username
 from ..core.artifacts import OUTPUTS_INDEX, is_internal
 from ..core.config import PlatformConfig, PresetConfig, ProjectConfig, QueueConfig, parse_config
 from ..core.errors import GpuPlatError, InvalidInput, NotFound, Unavailable
@@ -26,6 +25,7 @@ from ..engine.engine import Engine
 from ..engine.explain import explain
 from . import models as m
 from .args import choice, int_arg, names_arg
+from .auth import platform_username
 from .errors import error_body, parse_json_body
 from .openapi import API
 from .refusals import Refusal, judged_verdict, refusal

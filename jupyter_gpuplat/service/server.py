@@ -39,13 +39,13 @@ from tornado import httpserver, web
 from traitlets import Float, Int, List, Type, Unicode, default, validate
 from traitlets.config import Application, catch_config_error
 
-from ..auth import TokenMapIdentityProvider
 from ..core.errors import NotLeader, Unavailable
 from ..executors.base import Executor
 from ..executors.local import LocalExecutor
 from ..store import schema
 from ..store.leader import LeaderLock
 from ..store.store import DEFAULT_BUSY_TIMEOUT_SECONDS
+from .auth import TokenMapIdentityProvider
 from .extension import Platform
 from .health import LiveHandler, ReadyHandler
 from .hub_identity import HubIdentityProvider, access_scopes_for
