@@ -24,8 +24,8 @@ import pytest
 
 from jupyter_gpuplat.core.request import Entrypoint
 from jupyter_gpuplat.executors.base import Device, ExecutorError, LaunchRequest, Observation
-from jupyter_gpuplat.executors.gpus import detect_gpus, parse_nvidia_smi
-from jupyter_gpuplat.executors.local import LocalExecutor, make_final_observation
+from jupyter_gpuplat.executors.local.executor import LocalExecutor, make_final_observation
+from jupyter_gpuplat.executors.local.gpus import detect_gpus, parse_nvidia_smi
 
 from .waiting import POLL_SECONDS
 

@@ -160,7 +160,7 @@ def cmd_config(args: argparse.Namespace) -> int:
 
 def cmd_lab(args: argparse.Namespace, extra: list[str]) -> int:
     """Start JupyterLab with the platform: example config, declared GPUs if none are found."""
-    from ..executors.gpus import detect_gpus
+    from ..executors.local.gpus import detect_gpus
 
     config = args.config or str(EXAMPLE_CONFIG)
     argv = ["jupyter", "lab", f"--GpuPlat.config_file={config}", f"--GpuPlat.default_user={args.user}"]
@@ -197,7 +197,7 @@ def _connections_of(path: str | None) -> list[dict[str, Any]]:
 def cmd_cluster(args: argparse.Namespace) -> int:
     """Check a Kubernetes cluster directly (not through the server): exit 1 when it is not fit."""
     if args.local:
-        from ..executors.local_check import check_local, to_text
+        from ..executors.local.check import check_local, to_text
 
         local = check_local(args.run_as, args.python)
         emit(args, local, to_text(local))

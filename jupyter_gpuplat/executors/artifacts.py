@@ -27,7 +27,7 @@ from ..core import artifacts as layout
 from ..core.request import Entrypoint
 from . import safefs
 from .base import ArtifactError, ArtifactReader, LaunchRequest, OutputFile
-from .local_users import Account
+from .local.users import Account
 
 log = logging.getLogger(__name__)
 

@@ -46,7 +46,7 @@ def echo(cell: Any, index: int, total: int) -> None:
 
 
 def main(argv: list[str], kernel_manager_class: type[Any] | None = None) -> int:
-    """Execute the notebook; `kernel_manager_class` is the warm launcher's forking one (nbwarm)."""
+    """Execute the notebook; `kernel_manager_class` is the warm launcher's forking one (warm/notebooks.py)."""
     if not argv:
         print("usage: python -m jupyter_gpuplat.nbrun NOTEBOOK.ipynb", file=sys.stderr)
         return 2

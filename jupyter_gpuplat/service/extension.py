@@ -30,8 +30,8 @@ from ..core.config import PlatformConfig, load_config_text
 from ..core.errors import Unavailable
 from ..engine.engine import Engine
 from ..executors.base import Executor, ExecutorError
-from ..executors.local import LocalExecutor
-from ..executors.local_users import unreachable_by_others
+from ..executors.local.executor import LocalExecutor
+from ..executors.local.users import unreachable_by_others
 from ..store import Store
 from ..store.store import DEFAULT_BUSY_TIMEOUT_SECONDS
 from . import session_client

@@ -41,7 +41,7 @@ from traitlets.config import Application, catch_config_error
 
 from ..core.errors import NotLeader, Unavailable
 from ..executors.base import Executor
-from ..executors.local import LocalExecutor
+from ..executors.local.executor import LocalExecutor
 from ..store import schema
 from ..store.leader import LeaderLock
 from ..store.store import DEFAULT_BUSY_TIMEOUT_SECONDS

@@ -9,13 +9,13 @@ survives a server restart; a stop request leaves `stop.json` next to it, so a st
 survives one too (layout: core.artifacts).
 
 Starting: by default each run's launcher is forked by the executor's warm launcher
-(warm_launcher.py, one long-lived stdlib-only process, started on the first run and again
+(warm/launcher.py, one long-lived stdlib-only process, started on the first run and again
 if it dies), which costs the server's machine far less CPU than a fresh interpreter per
 run; with `warm_launcher = False`, or when the warm launcher cannot take a run, launcher.py
 is spawned directly (for WARM_RESTART_SECONDS after a warm launcher died, too). Either way the
 launcher is the leader of its own session, so runs outlive both the warm launcher and the
 server, which the warm launcher never outlives (it ends on EOF from the executor). Notebooks
-go to a second warm launcher (jupyter_gpuplat.nbwarm: nbclient and ipykernel imported), which
+go to a second warm launcher (warm/notebooks.py: nbclient and ipykernel imported), which
 forks nbrun and its kernel instead of exec'ing fresh interpreters (`warm_notebooks`).
 
 Idempotent launch: before starting a launcher, submit takes the run's launch lock
@@ -50,11 +50,11 @@ from typing import Any, Final, Literal
 import psutil
 from traitlets import Bool, Dict, Enum, Float, Integer, List, Unicode, default
 
-from ..core import artifacts as layout
-from ..core.reasons import Reason
-from . import safefs
-from .artifacts import FilesystemArtifacts, capture_code, write_cell
-from .base import (
+from ...core import artifacts as layout
+from ...core.reasons import Reason
+from .. import safefs
+from ..artifacts import FilesystemArtifacts, capture_code, write_cell
+from ..base import (
     FAILED,
     RUNNING,
     Device,
@@ -63,11 +63,11 @@ from .base import (
     LaunchRequest,
     Observation,
 )
+from .confine import Confinement
+from .connections import connection_env, remove_run_secrets, remove_secret_dir
+from .env import DEFAULT_ENV_KEEP, kept, make_env
 from .gpus import detect_gpus
-from .local_confine import Confinement
-from .local_connections import connection_env, remove_run_secrets, remove_secret_dir
-from .local_env import DEFAULT_ENV_KEEP, kept, make_env
-from .local_process import (
+from .process import (
     LAUNCH_FILE,
     LAUNCHER_LOCK_FD,
     create_time_from_ticks,
@@ -81,12 +81,12 @@ from .local_process import (
     read_json,
     spawn_launcher,
 )
-from .local_users import Account, user_mode_problems
-from .local_warm import WarmLaunchers, WarmSlot
-from .warm_client import WarmLauncherError, WarmStart
+from .users import Account, user_mode_problems
+from .warm.client import WarmLauncherError, WarmStart
+from .warm.slots import WarmLaunchers, WarmSlot
 
 LAUNCHER = str(Path(__file__).with_name("launcher.py"))
-KERNEL_AGENT = str(Path(__file__).with_name("kernel_agent.py"))
+KERNEL_AGENT = str(Path(__file__).parent.parent / "kernel_agent.py")  # shared with the Kubernetes executor
 # after SIGKILL, how long stop() waits for the watcher to report the end
 KILL_WAIT_SECONDS = 5.0
 # how long submit waits for a live launcher (its lock held) to write its launch record

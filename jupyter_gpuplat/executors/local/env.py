@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from .base import ExecutorError, LaunchRequest
-from .local_users import Account
+from ..base import ExecutorError, LaunchRequest
+from .users import Account
 
 DEFAULT_ENV_KEEP = (
     "PATH",

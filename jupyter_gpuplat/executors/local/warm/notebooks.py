@@ -1,9 +1,9 @@
-"""The warm notebook launcher: `python -m jupyter_gpuplat.nbwarm FD [SPARES]`.
+"""The warm notebook launcher: `python -m jupyter_gpuplat.executors.local.warm.notebooks FD [SPARES]`.
 
 A notebook run spends seconds before its first cell: a fresh interpreter, importing nbclient,
 jupyter_client and nbformat, then a second fresh interpreter for the kernel importing ipykernel
 and IPython. This process imports all of that once (nothing that touches a GPU) and then serves
-runs exactly like warm_launcher.py (same protocol, same spares, same launcher code), except
+runs exactly like warm/launcher.py (same protocol, same spares, same launcher code), except
 that a `python -m jupyter_gpuplat.nbrun NOTEBOOK` command is not exec'd: the run's launcher
 forks it, and nbrun's kernel is forked too (`ForkingKernelManager`) instead of started as
 `python -m ipykernel_launcher`.
@@ -34,9 +34,9 @@ import nbclient
 import nbformat  # noqa: F401
 from jupyter_client.provisioning import LocalProvisioner
 
-from .core.request import NBRUN
-from .executors import warm_launcher
-from .run import nbrun
+from ....core.request import NBRUN
+from ....run import nbrun
+from . import launcher as warm_launcher
 
 KERNEL_MODULE = "ipykernel_launcher"
 

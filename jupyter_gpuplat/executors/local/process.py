@@ -28,9 +28,9 @@ from typing import Any
 
 import psutil
 
-from ..core.reasons import Reason
-from . import safefs
-from .base import FAILED, STOPPED, SUCCEEDED, Observation, describe_returncode
+from ...core.reasons import Reason
+from .. import safefs
+from ..base import FAILED, STOPPED, SUCCEEDED, Observation, describe_returncode
 
 # psutil derives create_time from clock ticks; a reused pid starts at another time
 CREATE_TIME_TOLERANCE_SECONDS = 0.05

@@ -1,4 +1,4 @@
-"""The executor's end of its warm launcher (warm_launcher.py): start it, hand it runs, hear their ends.
+"""The executor's end of its warm launcher (warm/launcher.py): start it, hand it runs, hear their ends.
 
 One warm launcher per local executor, started on the first run and again after it dies. A
 launch is one SOCK_SEQPACKET message (the run's argv, env, cwd and exit file, with its log and
@@ -22,7 +22,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from .local_process import DEFAULT_SIGNALS
+from ..process import DEFAULT_SIGNALS
 
 CONTROL_FD = 3
 SPARES = 2  # launchers kept forked ahead: a burst of starts rarely finds none
@@ -75,7 +75,7 @@ class WarmLauncherClient:
         on_exit: Callable[[int, int], None],
         on_gone: Callable[[], None],
     ) -> None:
-        """Start `argv FD SPARES` (warm_launcher.py by path, or jupyter_gpuplat.nbwarm)."""
+        """Start `argv FD SPARES` (warm/launcher.py by path, or warm/notebooks.py by module)."""
         self._on_exit = on_exit
         self._on_gone = on_gone
         self._pending: collections.deque[asyncio.Future[WarmStart]] = collections.deque()

@@ -5,7 +5,7 @@
 
 The local executor runs this file by path (stdlib only, never imports
 jupyter_gpuplat, so it starts in a few milliseconds) as the leader of a new
-session and process group; the warm launcher (warm_launcher.py) calls `launch`
+session and process group; the warm launcher (warm/launcher.py) calls `launch`
 in a forked child instead. stdout/stderr are already the run's log file and the
 command inherits them.
 
@@ -56,9 +56,9 @@ else:
     import _signal as signal  # the C module: `signal` imports enum, milliseconds on every run
 
 if TYPE_CHECKING or __package__:  # imported by the executor or the warm notebook launcher
-    from . import safefs
+    from .. import safefs
 else:  # run by path with -I, which leaves the script's directory out: never imports jupyter_gpuplat
-    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # safefs: executors/
     import safefs
 
     del sys.path[0]

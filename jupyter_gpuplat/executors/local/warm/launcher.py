@@ -1,6 +1,6 @@
 """The warm launcher: one long-lived process per local executor that forks each run's launcher.
 
-    python -I -S warm_launcher.py FD [SPARES]
+    python -I -S warm/launcher.py FD [SPARES]
 
 Starting a fresh interpreter for every run's launcher costs ~10-20 ms of CPU on the server's
 machine; forking this already-started one costs well under a millisecond. Stdlib only, like
@@ -47,14 +47,14 @@ if TYPE_CHECKING:
     from collections.abc import Callable
     from typing import NoReturn
 
-    from . import launcher
+    from .. import launcher
 else:
     import _signal as signal
 
-    if __package__:  # imported by the warm notebook launcher (jupyter_gpuplat.nbrun --serve)
-        from . import launcher
+    if __package__:  # imported by the warm notebook launcher (warm/notebooks.py)
+        from .. import launcher
     else:  # run by path with -I, which leaves the script's directory out: never imports jupyter_gpuplat
-        sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+        sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # local/launcher.py
         import launcher
 
         del sys.path[0]
@@ -271,7 +271,7 @@ def _wait_for_a_run(sock: socket.socket, policy: int | None, spawn: Callable[[li
 
 def main(argv: list[str], spawn: Callable[[list[str]], int] = launcher.spawn_command) -> int:
     if len(argv) not in (1, 2) or not all(a.isdigit() for a in argv):
-        print("usage: warm_launcher.py FD [SPARES]", file=sys.stderr)
+        print("usage: warm/launcher.py FD [SPARES]", file=sys.stderr)
         return 2
     if os.geteuid() == 0:
         import ctypes  # noqa: F401 - once here, not in each run's launcher (its account switch sets no_new_privs)

@@ -16,9 +16,9 @@ import tempfile
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ..core.connections import BUCKET_KEYS, env_var, plain_env, read_local_file
-from .base import ExecutorError, LaunchRequest
-from .local_users import Account
+from ...core.connections import BUCKET_KEYS, env_var, plain_env, read_local_file
+from ..base import ExecutorError, LaunchRequest
+from .users import Account
 
 
 def _values(run_id: str, c: Mapping[str, Any]) -> dict[str, str]:

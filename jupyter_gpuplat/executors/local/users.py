@@ -15,7 +15,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from .base import ExecutorError
+from ..base import ExecutorError
 
 
 @dataclass(frozen=True)

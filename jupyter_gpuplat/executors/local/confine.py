@@ -6,7 +6,7 @@ The executor (local.py) asks this module, per run, which account it runs as and 
 - `run_as = "user"`: the artifacts root is the server's, mode 0711 (runs may enter their own
   directory, never list or enter another's); each run's directory and its `.gpuplat/` are the
   run account's, mode 0700. Everything the platform later opens there goes through safefs.
-- cgroups (local_cgroups.py), in either mode where this machine offers them: the run's memory,
+- cgroups (cgroups.py), in either mode where this machine offers them: the run's memory,
   CPU and pids limits and its GPU device nodes; stop and the end of a run kill all of it.
 
 `isolation()` states, control by control, what this machine enforces: `capacity.isolation`.
@@ -20,11 +20,11 @@ import stat
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from ..core.resources import Resources
-from . import safefs
-from .base import Device, ExecutorError, LaunchRequest
-from .local_cgroups import Cgroups
-from .local_users import Account, run_account, server_account
+from ...core.resources import Resources
+from .. import safefs
+from ..base import Device, ExecutorError, LaunchRequest
+from .cgroups import Cgroups
+from .users import Account, run_account, server_account
 
 ARTIFACTS_ROOT_MODE = 0o711
 RUN_DIR_MODE = 0o700

@@ -8,7 +8,7 @@ import logging
 import os
 import subprocess
 
-from .base import Device
+from ..base import Device
 
 log = logging.getLogger(__name__)
 

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from .base import ExecutorError
-from .local import LocalExecutor
+from ..base import ExecutorError
+from .executor import LocalExecutor
 
 
 def check_local(run_as: str, python: str | None = None, gpus: int | None = None) -> dict[str, Any]:

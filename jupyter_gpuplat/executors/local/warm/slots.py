@@ -15,9 +15,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Generic, TypeVar
 
-from .warm_client import WarmLauncherClient
+from .client import WarmLauncherClient
 
-WARM_LAUNCHER = str(Path(__file__).with_name("warm_launcher.py"))
+WARM_LAUNCHER = str(Path(__file__).with_name("launcher.py"))
 # after a warm launcher dies, how long runs start directly before it is started again
 WARM_RESTART_SECONDS = 5.0
 
@@ -49,7 +49,7 @@ class WarmLaunchers(Generic[R]):
         self._log = log
         # -I -S: the command launcher needs only the stdlib; the notebook one imports nbclient, ipykernel
         self.command: WarmSlot[R] = WarmSlot([sys.executable, "-I", "-S", WARM_LAUNCHER])
-        self.notebook: WarmSlot[R] = WarmSlot([sys.executable, "-m", "jupyter_gpuplat.nbwarm"])
+        self.notebook: WarmSlot[R] = WarmSlot([sys.executable, "-m", "jupyter_gpuplat.executors.local.warm.notebooks"])
 
     def client(self, slot: WarmSlot[R]) -> WarmLauncherClient | None:
         """The slot's live warm launcher, started if needed; None: start the run's launcher directly."""
