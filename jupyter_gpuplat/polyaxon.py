@@ -1,13 +1,21 @@
 """`python -m jupyter_gpuplat.polyaxon fill -- ...`: the step a Polyaxon sweep child's command starts with.
 
-Stored sweep children carry this path (`core.polyaxon_op.FILL`), so it stays runnable; the
-code is `cli/polyaxon.py` (`gpuplat import polyaxon`), and imported, this name is that module.
+Stored sweep children and images with another version carry this path (`core.polyaxon_op.FILL`),
+so it stays runnable: `fill` runs `run/polyaxon_fill.py` without loading the CLI; anything else
+is `gpuplat import` (`cli/polyaxon.py`), and imported, this name is that module.
 """
 
 import sys
 
-from .cli import polyaxon as _moved
-
 if __name__ == "__main__":
-    sys.exit(_moved.main())
-sys.modules[__name__] = _moved
+    if sys.argv[1:2] == ["fill"]:
+        from .run.polyaxon_fill import fill
+
+        sys.exit(fill(sys.argv[2:]))
+    from .cli.polyaxon import main
+
+    sys.exit(main())
+else:
+    from .cli import polyaxon as _moved
+
+    sys.modules[__name__] = _moved

@@ -1,14 +1,14 @@
 """`gpuplat import polyaxon FILE...` and the file side of `gpuplat submit -f polyaxonfile.yaml`.
 
-The conversion is core/polyaxon.py's; here are the files, the printing and `fill`, which a sweep
-child's command runs through to fill `{{ param }}` from its params (GPUPLAT_PARAMS).
+The conversion is core/polyaxon.py's; here are the files and the printing. `fill`, which a sweep
+child's command runs through to fill `{{ param }}` from its params, runs inside the run:
+run/polyaxon_fill.py.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import os
 import re
 import sys
 from collections.abc import Sequence
@@ -21,8 +21,9 @@ from pydantic import ValidationError
 from ..client.suggest import SuggestingParser
 from ..core.config import PresetConfig, validation_messages
 from ..core.errors import GpuPlatError, InvalidInput
-from ..core.polyaxon import TEMPLATE, Note, convert_preset, report_text
+from ..core.polyaxon import Note, convert_preset, report_text
 from ..core.polyaxon_op import convert_operation
+from ..run.polyaxon_fill import fill
 
 SUFFIXES = (".yaml", ".yml")
 
@@ -99,20 +100,6 @@ def split_follow(follow: bool, command: list[str]) -> tuple[str | None, bool, li
     )
 
 
-def _fill(argv: list[str]) -> int:
-    """Run argv with `{{ name }}` filled in from this run's params, the way Polyaxon templates them."""
-    if argv and argv[0] == "--":
-        argv = argv[1:]
-    params = json.loads(os.environ.get("GPUPLAT_PARAMS") or "{}")
-    missing = sorted({m for a in argv for m in TEMPLATE.findall(a) if m not in params})
-    if not argv or missing:
-        print(f"gpuplat polyaxon fill: no param {', '.join(missing)} in GPUPLAT_PARAMS", file=sys.stderr)
-        return 2
-    words = [TEMPLATE.sub(lambda m: str(params[m.group(1)]), a) for a in argv]
-    os.execvp(words[0], words)
-    return 127  # pragma: no cover (execvp does not return)
-
-
 def _parser() -> argparse.ArgumentParser:
     p = SuggestingParser(
         prog="gpuplat import polyaxon",
@@ -131,7 +118,7 @@ def _parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] == ["fill"]:
-        return _fill(argv[1:])
+        return fill(argv[1:])  # `gpuplat import fill -- ...` has always run what a sweep child runs
     args = _parser().parse_args(argv)
     try:
         presets, reports = import_presets(args.files)
