@@ -169,7 +169,7 @@ def test_bad_inputs_are_refused(week: tuple[Harness, float, dict[str, str]], arg
 
 
 def test_the_report_as_table_and_csv(week: tuple[Harness, float, dict[str, str]]) -> None:
-    from jupyter_gpuplat import report
+    from jupyter_gpuplat.cli import report
 
     h, t0, _ = week
     out = _get(h, "ops", t0, bucket="1d")
