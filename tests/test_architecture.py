@@ -8,6 +8,7 @@ from __future__ import annotations
 import shutil
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -26,10 +27,20 @@ def _tool(name: str) -> str:
 
 
 def test_import_contracts_hold() -> None:
-    """core -> store -> engine -> executors -> service -> clients, and no import circles."""
+    """The rooms' layers, client/ speaking HTTP only, run/ importing only core, and no import circles."""
     out = _run(_tool("lint-imports"), "--no-cache")
     assert out.returncode == 0, out.stdout[-4000:] + out.stderr[-2000:]
     assert "0 broken" in out.stdout, out.stdout[-2000:]
+
+
+def test_layers_name_rooms_not_files() -> None:
+    """The layers contract names the package's rooms (at most 8), each a folder: a new module joins a room."""
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+    layers = next(c for c in config["tool"]["importlinter"]["contracts"] if c["type"] == "layers")["layers"]
+    names = [n.strip(" ()") for layer in layers for n in layer.split("|")]
+    assert len(names) <= 8, names
+    for name in names:
+        assert (ROOT / name.replace(".", "/") / "__init__.py").is_file(), f"{name} is not a room (a package)"
 
 
 @pytest.mark.parametrize("what", [["check"], ["format", "--check"]], ids=["lint", "format"])
