@@ -40,11 +40,9 @@ from traitlets import Float, Int, List, Type, Unicode, default, validate
 from traitlets.config import Application, catch_config_error
 
 from ..core.errors import NotLeader, Unavailable
-from ..executors.base import Executor
 from ..executors.local.executor import LocalExecutor
 from ..store import schema
 from ..store.leader import LeaderLock
-from ..store.store import DEFAULT_BUSY_TIMEOUT_SECONDS
 from .auth import TokenMapIdentityProvider
 from .extension import Platform
 from .health import LiveHandler, ReadyHandler
@@ -52,6 +50,7 @@ from .hub_identity import HubIdentityProvider, access_scopes_for
 from .leadership import Leadership
 from .prom import ControlPlaneMetrics, PrometheusHandler
 from .routes import make_handlers
+from .settings import PlatformSettings
 
 log = logging.getLogger(__name__)
 
@@ -144,7 +143,7 @@ class ControlPlane(Platform):
         return f"the leader is {row.holder} (epoch {row.epoch})"
 
 
-class GpuPlatServer(Application):
+class GpuPlatServer(PlatformSettings, Application):
     """The team-mode control plane (a tornado app; traits are the flags, see --help-all)."""
 
     name = "gpuplat-server"
@@ -182,36 +181,7 @@ class GpuPlatServer(Application):
         "The API is under <base_url>gpuplat/api/, probes at <base_url>health/live|ready, metrics at <base_url>metrics.",
     )
 
-    # ---- the platform (the same names as GpuPlat's) ------------------------------------
-    config_file = Unicode(
-        "",
-        config=True,
-        help="Platform config (YAML) the leader applies declaratively when elected; empty keeps what the store has.",
-    )
-    db_url = Unicode(
-        config=True,
-        help="SQLAlchemy URL of the shared store, PostgreSQL only: postgresql+psycopg://user:pw@host/db "
-        "(default: $GPUPLAT_DB_URL). A SQLite URL is refused at start.",
-    )
-    artifacts_root = Unicode(
-        config=True,
-        help="Directory holding each run's working directory, logs and outputs (a volume every control plane mounts).",
-    )
-    default_user = Unicode(
-        "gpuplat",
-        config=True,
-        help="Platform user of requests the identity provider names no user for (never, with the Hub provider).",
-    )
-    executor_class = Type(
-        default_value=LocalExecutor, klass=Executor, config=True, help="Executor that starts and observes runs."
-    )
-    safety_tick_seconds = Float(30.0, config=True, help="Seconds between safety wake-ups of the dispatcher.")
-    min_free_artifacts_bytes = Int(
-        64 * 2**20, config=True, help="Free bytes the artifacts disk must have for a run to start (0: no check)."
-    )
-    db_busy_timeout_seconds = Float(
-        DEFAULT_BUSY_TIMEOUT_SECONDS, config=True, help="Seconds a store write waits on a lock before a 503."
-    )
+    # ---- the platform: config_file, db_url, ... are PlatformSettings', shared with GpuPlat ----
 
     # ---- identity (JupyterHub) --------------------------------------------------------
     hub_api_url = Unicode(config=True, help="JupyterHub API URL (default: $JUPYTERHUB_API_URL).")
@@ -275,6 +245,10 @@ class GpuPlatServer(Application):
     @default("db_url")
     def _db_url_default(self) -> str:
         return os.environ.get("GPUPLAT_DB_URL", "")
+
+    @default("default_user")
+    def _default_user_default(self) -> str:
+        return "gpuplat"  # no request lacks a user with the Hub provider
 
     @default("artifacts_root")
     def _artifacts_root_default(self) -> str:
