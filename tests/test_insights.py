@@ -19,7 +19,7 @@ from jupyter_gpuplat.core.clocks import clocks
 from jupyter_gpuplat.core.errors import GpuPlatError, InvalidInput, NotFound
 from jupyter_gpuplat.core.insights import percentile
 from jupyter_gpuplat.executors.fake import FakeExecutor, Script
-from jupyter_gpuplat.service.insights_models import Insights
+from jupyter_gpuplat.service.schemas.insights import Insights
 
 from .fake_engine import Harness, config
 

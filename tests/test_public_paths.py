@@ -52,7 +52,7 @@ def test_public_names() -> None:
         "jupyter_gpuplat.auth.TokenMapIdentityProvider",
         "jupyter_gpuplat.executors.local.LocalExecutor",
         "jupyter_gpuplat.sweeping.make_matrix",
-        "jupyter_gpuplat.service.provisioner.GpuSessionProvisioner",
+        "jupyter_gpuplat.service.sessions.provisioner.GpuSessionProvisioner",
     ):
         assert import_item(name) is not None
 

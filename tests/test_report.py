@@ -14,7 +14,7 @@ import pytest
 
 from jupyter_gpuplat.cli import report
 from jupyter_gpuplat.cli import whatif as whatif_cli
-from jupyter_gpuplat.service.insights_models import Insights
+from jupyter_gpuplat.service.schemas.insights import Insights
 
 WEEK = 7 * 86400.0
 

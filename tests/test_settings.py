@@ -6,8 +6,8 @@ import pytest
 from traitlets.config import Config
 
 from jupyter_gpuplat.service.extension import GpuPlat
-from jupyter_gpuplat.service.server import GpuPlatServer
 from jupyter_gpuplat.service.settings import PlatformSettings
+from jupyter_gpuplat.service.team.server import GpuPlatServer
 
 SHARED = {
     "config_file",

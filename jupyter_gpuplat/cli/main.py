@@ -30,7 +30,11 @@ __all__ = ["HANDED_OVER", "build_parser", "main"]
 # Commands with parsers of their own, in their own modules: `gpuplat <cmd> --help` is theirs.
 # The third field: whether its parser takes the global flags (--url, --token, --json) itself.
 HANDED_OVER = {
-    "server": ("jupyter_gpuplat.service.server", "run the team-mode control plane (PostgreSQL; --help-all)", False),
+    "server": (
+        "jupyter_gpuplat.service.team.server",
+        "run the team-mode control plane (PostgreSQL; --help-all)",
+        False,
+    ),
     "db": ("jupyter_gpuplat.store.dbcli", "the database: upgrade (under a lock), copy (SQLite to PostgreSQL)", False),
     "report": (
         "jupyter_gpuplat.cli.report",

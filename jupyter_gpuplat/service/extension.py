@@ -11,7 +11,7 @@ forwards `/gpuplat/api/*` to the owner as remote mode does, or answers 409 `Stor
 
 Remote mode (`GpuPlat.mode = "remote"`, team mode): the server builds no store, engine or
 executor and holds no database URL or cluster credentials; `/gpuplat/api/*` is forwarded to
-`GpuPlat.control_plane_url` as the visiting user (service/remote.py).
+`GpuPlat.control_plane_url` as the visiting user (service/remote/forward.py).
 """
 
 from __future__ import annotations
@@ -32,15 +32,15 @@ from ..engine.engine import Engine
 from ..executors.base import Executor, ExecutorError
 from ..executors.local.users import unreachable_by_others
 from ..store import Store
-from . import session_client
-from .kernelspecs import KernelSpecDir, session_specs
 from .private_files import exposed, make_store_private
-from .provisioner import detach_session_kernels
-from .remote import ControlPlane
-from .remote import make_handlers as make_forwarding_handlers
-from .remote_kernels import RemoteSessionKernels, offer_remote_session_kernels
+from .remote.forward import ControlPlane
+from .remote.forward import make_handlers as make_forwarding_handlers
 from .routes import make_handlers
-from .session_client import InProcessSessionClient
+from .sessions import client as session_client
+from .sessions.client import InProcessSessionClient
+from .sessions.kernelspecs import KernelSpecDir, session_specs
+from .sessions.provisioner import detach_session_kernels
+from .sessions.remote_kernels import RemoteSessionKernels, offer_remote_session_kernels
 from .settings import PlatformSettings
 from .store_owner import Client, Owner, Refused, claim, forwarding_handlers, me_of, refusing_handlers
 

@@ -23,12 +23,12 @@ from ..core.outputs import logged_names, one_per_file
 from ..core.request import RunRequest
 from ..engine.engine import Engine
 from ..engine.explain import explain
-from . import models as m
 from .args import choice, int_arg, names_arg
 from .auth import platform_username
 from .errors import error_body, parse_json_body
 from .openapi import API
 from .refusals import Refusal, judged_verdict, refusal
+from .schemas import models as m
 from .views import queue_view, run_detail, run_summary, with_sweep
 
 ID = r"(?P<run_id>[A-Za-z0-9_-]{1,64})"

@@ -16,10 +16,10 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, RootModel
 
-from ..core.config import PresetConfig, ProjectConfig, Role
-from ..core.status import Status
-from .models_base import Number, Seconds, _Open, _Out
-from .models_runs import (  # noqa: F401  (re-exported: `models.RunSummary` keeps working)
+from ...core.config import PresetConfig, ProjectConfig, Role
+from ...core.status import Status
+from .base import Number, Seconds, _Open, _Out
+from .runs import (  # noqa: F401  (re-exported: `models.RunSummary` keeps working)
     BestChild,
     Clocks,
     CodeRecord,

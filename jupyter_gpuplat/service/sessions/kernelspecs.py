@@ -4,7 +4,7 @@ They are written to a directory private to this server and put first on the kern
 manager's `kernel_dirs`, which it reads on every listing: rewriting the directory when the
 platform config changes is all a refresh takes (JupyterLab sees it on its next spec poll).
 Nothing is left in the user's Jupyter data directory. In remote mode the same specs come from
-the control plane's answers (`remote_session_specs`, service/remote_kernels.py).
+the control plane's answers (`remote_session_specs`, service/sessions/remote_kernels.py).
 """
 
 from __future__ import annotations
@@ -17,8 +17,8 @@ import tempfile
 from dataclasses import dataclass
 from typing import Any
 
-from ..core.config import ROLE_RANK, PlatformConfig
-from ..core.policy import allowed_presets, has_role
+from ...core.config import ROLE_RANK, PlatformConfig
+from ...core.policy import allowed_presets, has_role
 
 PROVISIONER = "gpuplat-session"
 PREFIX = "gpuplat-"

@@ -51,11 +51,11 @@ from tornado.iostream import StreamClosedError
 from tornado.netutil import DefaultLoopResolver, Resolver
 from tornado.simple_httpclient import SimpleAsyncHTTPClient, _HTTPConnection
 
-from ..core.errors import Forbidden, GpuPlatError, InvalidInput
-from ..core.request import RunRequest
-from .errors import error_body
-from .handlers import _under_root
-from .openapi import API
+from ...core.errors import Forbidden, GpuPlatError, InvalidInput
+from ...core.request import RunRequest
+from ..errors import error_body
+from ..handlers import _under_root
+from ..openapi import API
 
 # Streams run as long as the client listens: no overall request timeout for them.
 STREAMS = re.compile(r"/(events|runs/[^/]+/logs|runs/[^/]+/outputs/.+)")

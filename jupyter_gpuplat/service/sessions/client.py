@@ -1,10 +1,10 @@
 """What the session kernel provisioner asks of the platform, and its in-process form.
 
-The provisioner (service/provisioner.py) only talks to a `SessionClient`: submit or attach
+The provisioner (service/sessions/provisioner.py) only talks to a `SessionClient`: submit or attach
 to a lease, wait for it, get the kernel's connection, report kernel events, end it. Here the
 platform runs in this Jupyter server, so `InProcessSessionClient` calls the engine and waits
 on its event bus (no polling). A control plane served elsewhere implements the same calls
-over the REST API: `HttpSessionClient` (service/http_session_client.py), in remote mode.
+over the REST API: `HttpSessionClient` (service/sessions/http_client.py), in remote mode.
 """
 
 from __future__ import annotations
@@ -15,12 +15,12 @@ import time
 from collections.abc import AsyncIterator, Callable
 from typing import Any, Protocol
 
-from ..core.errors import GpuPlatError
-from ..core.request import RunRequest
-from ..core.status import FINAL, Status
-from ..engine.engine import Engine
-from ..engine.explain import explain
-from .refusals import refusal
+from ...core.errors import GpuPlatError
+from ...core.request import RunRequest
+from ...core.status import FINAL, Status
+from ...engine.engine import Engine
+from ...engine.explain import explain
+from ..refusals import refusal
 
 # How long a kernel's connection file may take to appear once its lease runs (the agent writes
 # it first thing); checked in short steps: it is a file of this machine, written once.

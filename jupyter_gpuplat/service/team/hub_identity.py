@@ -22,7 +22,7 @@ from jupyterhub.services.auth import HubAuth, check_scopes  # type: ignore[impor
 from tornado import web
 from traitlets import Bool, Integer, List, Unicode, default
 
-from ..core.errors import Forbidden, Unavailable
+from ...core.errors import Forbidden, Unavailable
 
 AUTH_HEADER = re.compile(r"(?:token|bearer)\s+(\S+)\s*$", re.IGNORECASE)
 

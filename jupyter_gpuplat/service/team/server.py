@@ -39,18 +39,18 @@ from tornado import httpserver, web
 from traitlets import Float, Int, List, Type, Unicode, default, validate
 from traitlets.config import Application, catch_config_error
 
-from ..core.errors import NotLeader, Unavailable
-from ..executors.local.executor import LocalExecutor
-from ..store import schema
-from ..store.leader import LeaderLock
-from .auth import TokenMapIdentityProvider
-from .extension import Platform
+from ...core.errors import NotLeader, Unavailable
+from ...executors.local.executor import LocalExecutor
+from ...store import schema
+from ...store.leader import LeaderLock
+from ..auth import TokenMapIdentityProvider
+from ..extension import Platform
+from ..routes import make_handlers
+from ..settings import PlatformSettings
 from .health import LiveHandler, ReadyHandler
 from .hub_identity import HubIdentityProvider, access_scopes_for
 from .leadership import Leadership
 from .prom import ControlPlaneMetrics, PrometheusHandler
-from .routes import make_handlers
-from .settings import PlatformSettings
 
 log = logging.getLogger(__name__)
 
@@ -275,7 +275,7 @@ class GpuPlatServer(PlatformSettings, Application):
     def initialize(self, argv: Any = None) -> None:
         if argv and any(str(a).startswith("--help") for a in argv):
             # Only for the help: the Kubernetes executor's traits (its import loads the cluster client).
-            from ..executors.kubernetes.executor import KubernetesExecutor
+            from ...executors.kubernetes.executor import KubernetesExecutor
 
             self.classes = [*self.classes, KubernetesExecutor]
         super().initialize(argv)

@@ -12,7 +12,7 @@ provisioner launches no process itself:
   the kernel manager, so its restarter does not try to bring it back;
 - shutting the kernel down ends the lease (final reason KernelShutdown);
 - kernel activity (IOPub status of requests a user makes) feeds the session's idle clock,
-  followed from before the kernel is handed out (service/kernel_activity.py), so a cell sent
+  followed from before the kernel is handed out (service/sessions/kernel_activity.py), so a cell sent
   at once is never missed.
 
 The wait for admission is bounded (`launch_wait_seconds`, under common 60 s proxy timeouts);
@@ -33,11 +33,11 @@ from jupyter_client.connect import KernelConnectionInfo
 from jupyter_client.provisioning.provisioner_base import KernelProvisionerBase
 from traitlets import Float, Unicode
 
-from ..core.errors import GpuPlatError, Unavailable
-from ..core.reasons import Reason
-from ..core.status import FINAL, Status
+from ...core.errors import GpuPlatError, Unavailable
+from ...core.reasons import Reason
+from ...core.status import FINAL, Status
+from .client import WAITING, SessionClient, session_client
 from .kernel_activity import Activity, KernelReport, follow, subscribe
-from .session_client import WAITING, SessionClient, session_client
 
 ENDING = frozenset({Status.STOPPING.value, *(s.value for s in FINAL)})
 

@@ -17,8 +17,8 @@ import logging
 import time
 from collections.abc import Awaitable, Callable
 
-from ..core.errors import LostLeadership
-from ..store.leader import LeaderLock
+from ...core.errors import LostLeadership
+from ...store.leader import LeaderLock
 
 log = logging.getLogger("jupyter_gpuplat.leadership")
 

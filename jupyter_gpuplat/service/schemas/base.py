@@ -1,4 +1,4 @@
-"""The bases of the response models (service/models.py): closed and open objects."""
+"""The bases of the response models (service/schemas/models.py): closed and open objects."""
 
 from __future__ import annotations
 

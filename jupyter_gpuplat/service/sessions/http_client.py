@@ -1,7 +1,7 @@
 """The session client over a control plane's REST API (remote mode: no engine in this server).
 
 `HttpSessionClient` makes the same calls as `InProcessSessionClient` through
-`ControlPlaneAPI` (service/control_plane_api.py): GET sessions?notebook= then POST runs to
+`ControlPlaneAPI` (service/remote/control_plane.py): GET sessions?notebook= then POST runs to
 attach or lease, GET runs/{id}, GET/POST runs/{id}/kernel, GET runs/{id}/explain. Refusals
 come back as the errors the control plane raised, so a kernel's error text is the same in
 both modes. Waiting is on the shared events stream (`EventFeed`), not a poll.
@@ -15,10 +15,10 @@ import time
 from collections.abc import AsyncIterator
 from typing import Any
 
-from ..core.errors import Unavailable
-from ..core.status import FINAL, Status
-from .control_plane_api import ControlPlaneAPI
-from .session_client import CONNECTION_WAIT_SECONDS
+from ...core.errors import Unavailable
+from ...core.status import FINAL, Status
+from ..remote.control_plane import ControlPlaneAPI
+from .client import CONNECTION_WAIT_SECONDS
 
 CONNECTION_STEP_MAX_SECONDS = 0.1
 ENDED = frozenset({Status.STOPPING.value, *(s.value for s in FINAL)})

@@ -19,10 +19,10 @@ from tornado.ioloop import IOLoop
 from traitlets import Float
 from traitlets.config import LoggingConfigurable
 
-from ..core.errors import GpuPlatError
-from . import session_client
-from .control_plane_api import ControlPlaneAPI
-from .http_session_client import HttpSessionClient
+from ...core.errors import GpuPlatError
+from ..remote.control_plane import ControlPlaneAPI
+from . import client as session_client
+from .http_client import HttpSessionClient
 from .kernelspecs import KernelSpecDir, SessionSpec, remote_session_specs
 from .provisioner import detach_session_kernels
 

@@ -21,7 +21,7 @@ from typing import Any
 from tornado.httpclient import AsyncHTTPClient, HTTPClientError, HTTPRequest, HTTPResponse
 from tornado.simple_httpclient import HTTPTimeoutError
 
-from ..core.errors import (
+from ...core.errors import (
     Conflict,
     FieldNotAllowed,
     Forbidden,

@@ -1,6 +1,6 @@
 """Response models of runs: a run as listed, its full record, a page of them.
 
-Split out of service/models.py (which re-exports every name here).
+Split out of service/schemas/models.py (which re-exports every name here).
 """
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ from typing import Any, Literal
 
 from pydantic import ConfigDict, Field, model_validator
 
-from ..core.status import Status
-from .models_base import Seconds, _Open, _Out
+from ...core.status import Status
+from .base import Seconds, _Open, _Out
 
 # ---- runs ---------------------------------------------------------------------------------------
 
