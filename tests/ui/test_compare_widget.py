@@ -14,7 +14,7 @@ MAIN = "#jp-main-dock-panel"
 
 CELL = """\
 from jupyter_gpuplat.client import Client
-from jupyter_gpuplat.notebook.widgets import Compare
+from jupyter_gpuplat.widgets import Compare
 gp = Client()  # the kernel finds the server that started it
 code = "from jupyter_gpuplat import tracking\\nfor s in range(30): tracking.log_metrics(step=s, loss=K / (s + 1))"
 ids = [gp.submit("team-a", code="K = %d\\n" % k + code, name=f"compare-{k}", params={"k": k})["id"] for k in (1, 2)]

@@ -11,7 +11,7 @@ from .conftest import Lab
 
 CELL = """\
 from jupyter_gpuplat.client import Client
-from jupyter_gpuplat.notebook.widgets import Compare
+from jupyter_gpuplat.widgets import Compare
 gp = Client()  # the kernel finds the server that started it
 code = (
     "from jupyter_gpuplat import tracking\\n"
