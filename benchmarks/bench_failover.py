@@ -1,6 +1,6 @@
 """Failover of the team-mode control plane: the leader fails → the standby dispatches, in seconds.
 
-What runs for real: two `gpuplat server` processes (`python -m jupyter_gpuplat.service.server`)
+What runs for real: two `gpuplat server` processes (`python -m jupyter_gpuplat.service.team.server`)
 on one PostgreSQL (GPUPLAT_TEST_PG_URL, else a throw-away server from tests/pg.py), with the
 product's leader timings unless told otherwise (`--GpuPlatServer.leader_*`: retry 2 s, renew
 2 s, renew deadline 10 s, lock session idle timeout 15 s — client-go's lease defaults) and the
@@ -43,7 +43,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # tests/: Postg
 from _common import machine, table
 from bench_pg_admission import fresh_database, postgres
 
-from jupyter_gpuplat.service.server import GpuPlatServer
+from jupyter_gpuplat.service.team.server import GpuPlatServer
 from tests.test_failover import TOKEN, ControlPlane, gated, terminate_lock_session
 from tests.waiting import until
 

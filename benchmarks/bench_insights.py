@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 from types import SimpleNamespace
 
-from jupyter_gpuplat import report
+from jupyter_gpuplat.cli import report
 from jupyter_gpuplat.core.config import parse_config
 from jupyter_gpuplat.engine.insights import compute
 from jupyter_gpuplat.store import facts

@@ -39,7 +39,7 @@ from jupyter_gpuplat.engine.compare import compare, metrics_of
 from jupyter_gpuplat.engine.engine import Engine
 from jupyter_gpuplat.engine.metrics import MetricsIndexer
 from jupyter_gpuplat.executors.artifacts import LocalArtifactReader
-from jupyter_gpuplat.executors.local import LocalExecutor
+from jupyter_gpuplat.executors.local.executor import LocalExecutor
 from jupyter_gpuplat.store import Store
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "jupyter_gpuplat" / "platform.example.yaml"

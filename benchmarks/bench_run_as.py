@@ -42,7 +42,7 @@ from bench_api import SERVER_TOKEN, Client, EventStream, Server, create_to_runni
 
 from jupyter_gpuplat.core.request import Entrypoint
 from jupyter_gpuplat.executors.base import LaunchRequest, Observation
-from jupyter_gpuplat.executors.local import LocalExecutor
+from jupyter_gpuplat.executors.local.executor import LocalExecutor
 
 ACCOUNT = "gpb-ops"
 

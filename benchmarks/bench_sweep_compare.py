@@ -37,7 +37,7 @@ from jupyter_gpuplat.core.request import RunRequest
 from jupyter_gpuplat.core.sweep_compare import Objective, ranked, top
 from jupyter_gpuplat.engine.compare import compare, compare_sweep
 from jupyter_gpuplat.engine.engine import Engine
-from jupyter_gpuplat.executors.local import LocalExecutor
+from jupyter_gpuplat.executors.local.executor import LocalExecutor
 from jupyter_gpuplat.store import Store
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "jupyter_gpuplat" / "platform.example.yaml"

@@ -19,6 +19,6 @@ def _jupyter_server_extension_points() -> list[dict[str, object]]:
 
 def load_ipython_extension(ipython: object) -> None:
     """`%load_ext jupyter_gpuplat`: the %gpu_submit family of magics."""
-    from .magics import GpuMagics
+    from .notebook.magics import GpuMagics
 
     ipython.register_magics(GpuMagics)  # type: ignore[attr-defined]

@@ -13,7 +13,7 @@ What it starts, in a temp working directory of its own (the proxy's pid file liv
   users alice (group team-a) and bob (group team-b) plus `extra_users`, every user granted the
   service's access scope (`extra_user_scopes`), servers' tokens too (`server_token_scopes`,
   `oauth_client_allowed_scopes`);
-- services: `gpuplat` (`python -m jupyter_gpuplat.service.server` on a fresh PostgreSQL database,
+- services: `gpuplat` (`python -m jupyter_gpuplat.service.team.server` on a fresh PostgreSQL database,
   the given platform config, the local executor) and `admin-bot`, whose token (`admin_token`) drives
   the Hub's REST API (users, groups, servers, tokens);
 - each user's server is `jupyterhub-singleuser` from this venv, in remote mode
@@ -176,7 +176,7 @@ class HubEnv:
     # ---- life --------------------------------------------------------------------------
     def config_text(self) -> str:
         service_cmd = [
-            sys.executable, "-m", "jupyter_gpuplat.service.server",
+            sys.executable, "-m", "jupyter_gpuplat.service.team.server",
             f"--GpuPlatServer.db_url={self.db_url}",
             f"--GpuPlatServer.config_file={self.platform_config}",
             f"--GpuPlatServer.artifacts_root={self.artifacts_root}",

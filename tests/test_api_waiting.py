@@ -9,7 +9,6 @@ from typing import Any
 
 import pytest
 import yaml
-
 from jupyter_gpuplat.explaining import explanation_lines
 
 from .conftest import EXAMPLE

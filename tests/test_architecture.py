@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import re
+import tomllib
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -37,3 +38,13 @@ def test_the_lint_script_runs_every_gate() -> None:
     text = script.read_text()
     for gate in ('ruff" check', 'ruff" format --check', 'lint-imports" --no-cache', "cd emulator", 'mypy"'):
         assert gate in text, gate
+
+
+def test_layers_name_rooms_not_files() -> None:
+    """The layers contract names the package's rooms (at most 8), each a folder: a new module joins a room."""
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+    layers = next(c for c in config["tool"]["importlinter"]["contracts"] if c["type"] == "layers")["layers"]
+    names = [n.strip(" ()") for layer in layers for n in layer.split("|")]
+    assert len(names) <= 8, names
+    for name in names:
+        assert (ROOT / name.replace(".", "/") / "__init__.py").is_file(), f"{name} is not a room (a package)"

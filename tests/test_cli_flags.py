@@ -15,12 +15,12 @@ from typing import Any
 
 import pytest
 
-from jupyter_gpuplat.cli import HANDED_OVER, build_parser
-from jupyter_gpuplat.cli_base import cli_words
-from jupyter_gpuplat.cli_sweeps import sweep_lines
-from jupyter_gpuplat.cli_tables import resources_text, table
-from jupyter_gpuplat.runedits import parse_params, resubmit_body
-from jupyter_gpuplat.sweeping import params_text as sweep_params_text
+from jupyter_gpuplat.cli.base import cli_words
+from jupyter_gpuplat.cli.main import HANDED_OVER, build_parser
+from jupyter_gpuplat.cli.sweeps import sweep_lines
+from jupyter_gpuplat.cli.tables import resources_text, table
+from jupyter_gpuplat.client.runedits import parse_params, resubmit_body
+from jupyter_gpuplat.client.sweeping import params_text as sweep_params_text
 
 ROOT = Path(__file__).resolve().parents[1]
 # Nothing listens here: each case below must be decided before any request.

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from jupyter_gpuplat.suggest import did_you_mean
+from jupyter_gpuplat.client.suggest import did_you_mean
 
 FLAGS = ["--param", "--preset", "--project", "--name", "--json", "--queue", "--gpus"]
 

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from sqlalchemy import create_engine, text
 
-from jupyter_gpuplat.cli import main
+from jupyter_gpuplat.cli.main import main
 
 
 def test_gpuplat_db_upgrade_migrates_the_named_database(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from jupyter_gpuplat.core.compare import direction
 from jupyter_gpuplat.engine.compare import config_difference, default_metric
-from jupyter_gpuplat.widgets.comparetable import table_html
+from jupyter_gpuplat.notebook.widgets.comparetable import table_html
 
 A = "K = 1\nfor s in range(3):\n    log(s)\n"
 B = "K = 2\nfor s in range(3):\n    log(s)\n"

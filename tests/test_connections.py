@@ -16,7 +16,7 @@ from jupyter_gpuplat.core.request import Entrypoint, RunRequest
 from jupyter_gpuplat.executors.base import ExecutorError, LaunchRequest
 from jupyter_gpuplat.executors.kubernetes.connections import volume_name
 from jupyter_gpuplat.executors.kubernetes.manifests import JobSettings, make_job
-from jupyter_gpuplat.executors.local_connections import check_local, connection_env, remove_run_secrets
+from jupyter_gpuplat.executors.local.connections import check_local, connection_env, remove_run_secrets
 
 CONNECTIONS = [
     {"name": "datasets", "kind": "volume", "claim": "datasets", "host_path": "/srv/datasets", "mount_path": "/data",

@@ -23,7 +23,7 @@ from .pg import psycopg_conninfo
 from .waiting import until
 
 hub, hub_platform_config = hubenv.hub, hubenv.hub_platform_config  # module-scoped fixtures
-SERVER = [sys.executable, "-m", "jupyter_gpuplat.service.server"]
+SERVER = [sys.executable, "-m", "jupyter_gpuplat.service.team.server"]
 
 
 def _sample(text: str, name: str, **labels: str) -> float:

@@ -24,7 +24,7 @@ from jupyter_gpuplat.core.config import load_config_text
 from jupyter_gpuplat.executors.kubernetes.executor import KubernetesExecutor
 from jupyter_gpuplat.executors.kubernetes.manifests import KERNEL_PORTS
 from jupyter_gpuplat.service.extension import GpuPlat
-from jupyter_gpuplat.service.server import GpuPlatServer
+from jupyter_gpuplat.service.team.server import GpuPlatServer
 
 ROOT = Path(__file__).resolve().parents[1]
 KUBE = ROOT / "deploy" / "kubernetes"

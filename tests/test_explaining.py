@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from jupyter_gpuplat.explaining import explanation_lines, explanation_text, waiting_summary
+from jupyter_gpuplat.client.explaining import explanation_lines, explanation_text, waiting_summary
 
 QUEUED: dict[str, Any] = {
     "run_id": "r-1",

@@ -8,7 +8,7 @@ finish, and the queued ones are dispatched by it. A deposed leader exits 3 (its 
 would restart it as a standby); a frozen one, thawed, has its first write refused by the epoch
 and exits too.
 
-Real parts: both control planes are real processes (`python -m jupyter_gpuplat.service.server`),
+Real parts: both control planes are real processes (`python -m jupyter_gpuplat.service.team.server`),
 on a real PostgreSQL (tests/pg.py), with the local executor starting real subprocesses in a
 shared artifacts directory. Identity is the one stand-in, at its true outside edge: instead of
 JupyterHub (tests/test_control_plane.py has the real Hub), `FixedTokenIdentity` below takes
@@ -73,7 +73,7 @@ class ControlPlane:
         self.url = f"http://127.0.0.1:{self.port}/"
         self.log = tmp / f"{name}.log"
         self.argv = [
-            sys.executable, "-m", "jupyter_gpuplat.service.server",
+            sys.executable, "-m", "jupyter_gpuplat.service.team.server",
             f"--port={self.port}", f"--db-url={db_url}",
             f"--artifacts-root={tmp / 'artifacts'}", f"--config-file={tmp / 'platform.yaml'}",
             f"--GpuPlatServer.holder={name}",

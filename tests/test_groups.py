@@ -9,7 +9,6 @@ from __future__ import annotations
 import pytest
 from jupyter_server.auth.identity import IdentityProvider, User
 
-from jupyter_gpuplat.auth import platform_username
 from jupyter_gpuplat.core.config import parse_config
 from jupyter_gpuplat.core.errors import ConfigErrors, Forbidden, NotFound
 from jupyter_gpuplat.core.identity import Principal, groups_of
@@ -22,6 +21,7 @@ from jupyter_gpuplat.core.policy import (
     role_in,
     visible_projects,
 )
+from jupyter_gpuplat.service.auth import platform_username
 
 CFG = parse_config(
     {

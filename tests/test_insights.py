@@ -19,7 +19,7 @@ from jupyter_gpuplat.core.clocks import clocks
 from jupyter_gpuplat.core.errors import GpuPlatError, InvalidInput, NotFound
 from jupyter_gpuplat.core.insights import percentile
 from jupyter_gpuplat.executors.fake import FakeExecutor, Script
-from jupyter_gpuplat.service.insights_models import Insights
+from jupyter_gpuplat.service.schemas.insights import Insights
 
 from .fake_engine import Harness, config
 
@@ -169,7 +169,7 @@ def test_bad_inputs_are_refused(week: tuple[Harness, float, dict[str, str]], arg
 
 
 def test_the_report_as_table_and_csv(week: tuple[Harness, float, dict[str, str]]) -> None:
-    from jupyter_gpuplat import report
+    from jupyter_gpuplat.cli import report
 
     h, t0, _ = week
     out = _get(h, "ops", t0, bucket="1d")

@@ -6,7 +6,7 @@ test_kubernetes_sessions.py; this is the order of reports for the cases they can
 
 from __future__ import annotations
 
-from jupyter_gpuplat.service.kernel_activity import Activity
+from jupyter_gpuplat.service.sessions.kernel_activity import Activity
 
 
 def test_a_cell_seen_before_the_probe_is_answered_reports_ready_then_busy_then_idle() -> None:

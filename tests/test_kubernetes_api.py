@@ -15,13 +15,13 @@ from typing import Any
 
 import pytest
 import yaml
+from jupyter_gpuplat.widgets._html import seconds as seconds_text
+from jupyter_gpuplat.widgets.clocks import LiveClocks
 from kube_emulator import EmulatedCluster
 
 from jupyter_gpuplat.cli import main as cli_main
 from jupyter_gpuplat.client import Client
 from jupyter_gpuplat.widgets import RunMonitor
-from jupyter_gpuplat.widgets._html import seconds as seconds_text
-from jupyter_gpuplat.widgets.clocks import LiveClocks
 
 from .conftest import EXAMPLE, wait_for
 from .k8s import GPU_TAINT, NAMESPACE, TOLERATE_GPU, deployed_cluster, executor_config, run_selector

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from kube_emulator import EmulatedCluster
 
-from jupyter_gpuplat.cli import main
+from jupyter_gpuplat.cli.main import main
 
 from .k8s import GPU_TAINT, NAMESPACE, deployed_cluster
 

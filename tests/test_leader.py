@@ -25,7 +25,7 @@ import pytest
 from sqlalchemy import event, select
 
 from jupyter_gpuplat.core.errors import LostLeadership, NotLeader
-from jupyter_gpuplat.service.leadership import Leadership
+from jupyter_gpuplat.service.team.leadership import Leadership
 from jupyter_gpuplat.store import schema
 from jupyter_gpuplat.store.leader import LeaderLock
 from jupyter_gpuplat.store.store import Store
@@ -187,7 +187,7 @@ FROZEN_HOLDER = textwrap.dedent(
     """
     import asyncio, json, sys
     from jupyter_gpuplat.core.errors import LostLeadership
-    from jupyter_gpuplat.service.leadership import Leadership
+    from jupyter_gpuplat.service.team.leadership import Leadership
     from jupyter_gpuplat.store.leader import LeaderLock
     from jupyter_gpuplat.store.store import Store
 

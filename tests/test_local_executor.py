@@ -24,8 +24,9 @@ import pytest
 
 from jupyter_gpuplat.core.request import Entrypoint
 from jupyter_gpuplat.executors.base import Device, ExecutorError, LaunchRequest, Observation
-from jupyter_gpuplat.executors.gpus import detect_gpus, parse_nvidia_smi
-from jupyter_gpuplat.executors.local import LocalExecutor, make_final_observation
+from jupyter_gpuplat.executors.local.executor import LocalExecutor, make_final_observation
+from jupyter_gpuplat.executors.local.gpus import detect_gpus, parse_nvidia_smi
+from jupyter_gpuplat.executors.local.warm.slots import WARM_LAUNCHER
 
 from .waiting import POLL_SECONDS
 
@@ -864,7 +865,7 @@ def test_a_run_from_a_spare_launcher_counts_its_time_from_its_own_launch(tmp_pat
     harness = Harness(tmp_path, warm_launcher=True)
 
     def aged_spare() -> bool:
-        warm = [p for p in psutil.Process().children() if "warm_launcher" in " ".join(p.cmdline())]
+        warm = [p for p in psutil.Process().children() if WARM_LAUNCHER in p.cmdline()]
         return any(time.time() - s.create_time() >= 2.5 for w in warm for s in w.children())
 
     async def scenario() -> None:

@@ -20,9 +20,9 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from jupyter_gpuplat.service import models as m
 from jupyter_gpuplat.service.openapi import openapi_document
 from jupyter_gpuplat.service.routes import ROUTES
+from jupyter_gpuplat.service.schemas import models as m
 
 from .conftest import EXAMPLE
 from .server import ServerProcess

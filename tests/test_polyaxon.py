@@ -9,13 +9,13 @@ from typing import Any
 import pytest
 import yaml
 
+from jupyter_gpuplat.cli.polyaxon import import_presets, load, main, split_follow, submit_body
 from jupyter_gpuplat.core.config import parse_config
 from jupyter_gpuplat.core.errors import InvalidInput
 from jupyter_gpuplat.core.matrix import Matrix, count
 from jupyter_gpuplat.core.polyaxon import Refused, convert_preset
 from jupyter_gpuplat.core.polyaxon_op import FILL, convert_operation
 from jupyter_gpuplat.core.request import RunRequest
-from jupyter_gpuplat.polyaxon import import_presets, load, main, split_follow, submit_body
 
 FIX = Path(__file__).parent / "fixtures" / "polyaxon"
 

@@ -21,7 +21,7 @@ import pytest
 import requests
 from tornado.httpclient import AsyncHTTPClient
 
-from jupyter_gpuplat.service.remote import ControlPlane
+from jupyter_gpuplat.service.remote.forward import ControlPlane
 
 from .conftest import TOKENS, Api, wait_for
 from .kernel_ws import KernelSocket

@@ -22,10 +22,10 @@ from jupyter_client.asynchronous.client import AsyncKernelClient
 
 from jupyter_gpuplat.client import Client
 from jupyter_gpuplat.core.errors import FieldNotAllowed, Forbidden, NotFound, NotLeader, Unprocessable
-from jupyter_gpuplat.service.control_plane_api import ControlPlaneAPI, SSEParser, remote_error
 from jupyter_gpuplat.service.errors import error_body
-from jupyter_gpuplat.service.http_session_client import HttpSessionClient
-from jupyter_gpuplat.service.kernelspecs import remote_session_specs
+from jupyter_gpuplat.service.remote.control_plane import ControlPlaneAPI, SSEParser, remote_error
+from jupyter_gpuplat.service.sessions.http_client import HttpSessionClient
+from jupyter_gpuplat.service.sessions.kernelspecs import remote_session_specs
 
 from .kernel_ws import KernelSocket, a_cell_sent_at_once_is_not_culled
 from .server import ServerProcess

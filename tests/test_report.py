@@ -12,8 +12,9 @@ from typing import Any
 
 import pytest
 
-from jupyter_gpuplat import report, whatif_cli
-from jupyter_gpuplat.service.insights_models import Insights
+from jupyter_gpuplat.cli import report
+from jupyter_gpuplat.cli import whatif as whatif_cli
+from jupyter_gpuplat.service.schemas.insights import Insights
 
 WEEK = 7 * 86400.0
 

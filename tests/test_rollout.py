@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 import yaml
 
-from jupyter_gpuplat import rollout
+from jupyter_gpuplat.cli import rollout
 from jupyter_gpuplat.core import rollout as R
 
 from .conftest import EXAMPLE

@@ -16,7 +16,7 @@ import pytest
 import yaml
 from kube_emulator import EmulatedCluster
 
-from jupyter_gpuplat import rollout
+from jupyter_gpuplat.cli import rollout
 
 from .conftest import EXAMPLE
 from .k8s import GPU_TAINT, NAMESPACE, TOLERATE_GPU, deployed_cluster, executor_config

@@ -21,9 +21,9 @@ import requests
 from nbclient import NotebookClient
 
 from jupyter_gpuplat.client import Client, GpuPlatAPIError
-from jupyter_gpuplat.widgets import Launcher, SessionView
-from jupyter_gpuplat.widgets import _html as h
-from jupyter_gpuplat.widgets.session import session_state_text
+from jupyter_gpuplat.notebook.widgets import Launcher, SessionView
+from jupyter_gpuplat.notebook.widgets import _html as h
+from jupyter_gpuplat.notebook.widgets.session import session_state_text
 
 from .kernel_ws import KernelSocket
 from .server import ServerProcess

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from jupyter_gpuplat.service.http_session_client import HttpSessionClient
+from jupyter_gpuplat.service.sessions.http_client import HttpSessionClient
 
 
 class FakePlane:

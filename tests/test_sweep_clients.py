@@ -18,12 +18,19 @@ from typing import Any
 import pytest
 
 from jupyter_gpuplat.client import Client, GpuPlatAPIError
+from jupyter_gpuplat.client.sweeping import (
+    best_text,
+    by_status,
+    children_text,
+    concurrency_text,
+    done_count,
+    make_matrix,
+)
 from jupyter_gpuplat.core.errors import InvalidInput
 from jupyter_gpuplat.core.matrix import Matrix, expand
-from jupyter_gpuplat.sweeping import best_text, by_status, children_text, concurrency_text, done_count, make_matrix
-from jupyter_gpuplat.widgets.launcher import Launcher
-from jupyter_gpuplat.widgets.sweep import SweepView
-from jupyter_gpuplat.widgets.sweepform import SweepForm
+from jupyter_gpuplat.notebook.widgets.launcher import Launcher
+from jupyter_gpuplat.notebook.widgets.sweep import SweepView
+from jupyter_gpuplat.notebook.widgets.sweepform import SweepForm
 
 from .server import ServerProcess
 from .test_kernel import texts

@@ -21,7 +21,7 @@ from jupyter_gpuplat.core.request import RunRequest
 from jupyter_gpuplat.core.sweep_compare import Objective, best, param_axis, parcoords_axes, ranked, top
 from jupyter_gpuplat.engine.compare import compare_sweep
 from jupyter_gpuplat.executors.fake import FakeExecutor
-from jupyter_gpuplat.widgets import Compare
+from jupyter_gpuplat.notebook.widgets import Compare
 
 from .fake_engine import Harness, config
 from .server import ServerProcess

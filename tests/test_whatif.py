@@ -262,7 +262,7 @@ async def test_a_changed_limit_that_does_not_bind_is_named(make: Make) -> None:
     assert raised["notes"] == [] and raised["predicted_binding"] == "concurrency"
     loose = what_if(h.engine, "ops", {BUSY: {"max_per_user": 5}}, t0 - 1, t0 + 400)["queues"][0]
     assert loose["notes"] and "concurrency" in loose["notes"][0]
-    from jupyter_gpuplat import whatif_cli
+    from jupyter_gpuplat.cli import whatif as whatif_cli
 
     text = whatif_cli.render(out, False)
     assert "note: concurrency does not bind" in text

@@ -14,7 +14,7 @@ import pytest
 from tornado.routing import HostMatches, Rule
 from tornado.web import _ApplicationRouter
 
-from jupyter_gpuplat import whatif_cli
+from jupyter_gpuplat.cli import whatif as whatif_cli
 from jupyter_gpuplat.service.whatif_handler import WhatIfHandler
 
 

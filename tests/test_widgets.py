@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from jupyter_gpuplat.client import Client
-from jupyter_gpuplat.widgets import Compare, EventFeed, Launcher, RunMonitor
+from jupyter_gpuplat.notebook.widgets import Compare, EventFeed, Launcher, RunMonitor
 
 from .server import ServerProcess
 from .waiting import until

@@ -19,9 +19,9 @@ import nbformat
 import pytest
 
 from jupyter_gpuplat.client import Client
-from jupyter_gpuplat.widgets import Launcher, RunMonitor
-from jupyter_gpuplat.widgets.launchview import state_path
-from jupyter_gpuplat.widgets.naming import cell_label, label_runs, run_name
+from jupyter_gpuplat.notebook.widgets import Launcher, RunMonitor
+from jupyter_gpuplat.notebook.widgets.launchview import state_path
+from jupyter_gpuplat.notebook.widgets.naming import cell_label, label_runs, run_name
 
 from .server import ServerProcess
 from .waiting import until

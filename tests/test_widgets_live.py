@@ -17,9 +17,9 @@ from typing import Any
 import pytest
 
 from jupyter_gpuplat.client import Client
-from jupyter_gpuplat.widgets import Compare, RunMonitor
-from jupyter_gpuplat.widgets.clocks import LiveClocks, duration, ticking_clock
-from jupyter_gpuplat.widgets.statusline import StatusLine, status_text
+from jupyter_gpuplat.notebook.widgets import Compare, RunMonitor
+from jupyter_gpuplat.notebook.widgets.clocks import LiveClocks, duration, ticking_clock
+from jupyter_gpuplat.notebook.widgets.statusline import StatusLine, status_text
 
 from .server import ServerProcess
 from .waiting import until

@@ -108,7 +108,8 @@ def _fill_now(m: re.Match[str], values: Mapping[str, Any], later: set[str]) -> s
     return str(values[name]) if name in values and name not in later else m.group(0)
 
 
-# The run-time filler for `{{ matrix param }}` in a sweep child's command (jupyter_gpuplat.polyaxon).
+# The run-time filler for `{{ matrix param }}` in a sweep child's command (run/polyaxon_fill.py); the
+# path is the old one, which stored sweeps and images with another version still run.
 FILL = ["python", "-m", "jupyter_gpuplat.polyaxon", "fill", "--"]
 
 

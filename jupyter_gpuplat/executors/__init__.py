@@ -11,9 +11,9 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from .base import Device, Executor, ExecutorError, LaunchRequest, Observation
-    from .gpus import detect_gpus, parse_nvidia_smi
     from .kubernetes import KubernetesExecutor
-    from .local import LocalExecutor
+    from .local.executor import LocalExecutor
+    from .local.gpus import detect_gpus, parse_nvidia_smi
 
 __all__ = [
     "Device",
@@ -35,8 +35,8 @@ _HOMES = {
     "Observation": "base",
     "KubernetesExecutor": "kubernetes",
     "LocalExecutor": "local",
-    "detect_gpus": "gpus",
-    "parse_nvidia_smi": "gpus",
+    "detect_gpus": "local.gpus",
+    "parse_nvidia_smi": "local.gpus",
 }
 
 

@@ -21,13 +21,12 @@ import stat
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, Protocol
 
 from ..core import artifacts as layout
 from ..core.request import Entrypoint
 from . import safefs
 from .base import ArtifactError, ArtifactReader, LaunchRequest, OutputFile
-from .local_users import Account
 
 log = logging.getLogger(__name__)
 
@@ -37,6 +36,22 @@ MAX_DIFF_BYTES = 16 * 1024 * 1024
 RUN_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")  # as the API's routes accept them
 MAX_NAME_BYTES = 255  # NAME_MAX
 MAX_PATH_BYTES = 4096  # PATH_MAX
+
+
+class Account(Protocol):
+    """Whom a run's code is read as: the local executor's `local.users.Account`.
+
+    A protocol because the Kubernetes executor shares this module and must not import the local one.
+    """
+
+    @property
+    def uid(self) -> int: ...
+    @property
+    def gid(self) -> int: ...
+    @property
+    def groups(self) -> tuple[int, ...]: ...
+    @property
+    def home(self) -> str: ...
 
 
 class LocalArtifactReader(ArtifactReader):

@@ -11,7 +11,7 @@ forwards `/gpuplat/api/*` to the owner as remote mode does, or answers 409 `Stor
 
 Remote mode (`GpuPlat.mode = "remote"`, team mode): the server builds no store, engine or
 executor and holds no database URL or cluster credentials; `/gpuplat/api/*` is forwarded to
-`GpuPlat.control_plane_url` as the visiting user (service/remote.py).
+`GpuPlat.control_plane_url` as the visiting user (service/remote/forward.py).
 """
 
 from __future__ import annotations
@@ -24,25 +24,24 @@ from typing import Any
 
 from jupyter_core.paths import jupyter_data_dir
 from jupyter_server.extension.application import ExtensionApp
-from traitlets import Enum, Float, Int, Type, Unicode, default
+from traitlets import Enum, Float, Unicode, default
 
 from ..core.config import PlatformConfig, load_config_text
 from ..core.errors import Unavailable
 from ..engine.engine import Engine
 from ..executors.base import Executor, ExecutorError
-from ..executors.local import LocalExecutor
-from ..executors.local_users import unreachable_by_others
+from ..executors.local.users import unreachable_by_others
 from ..store import Store
-from ..store.store import DEFAULT_BUSY_TIMEOUT_SECONDS
-from . import session_client
-from .kernelspecs import KernelSpecDir, session_specs
 from .private_files import exposed, make_store_private
-from .provisioner import detach_session_kernels
-from .remote import ControlPlane
-from .remote import make_handlers as make_forwarding_handlers
-from .remote_kernels import RemoteSessionKernels, offer_remote_session_kernels
+from .remote.forward import ControlPlane
+from .remote.forward import make_handlers as make_forwarding_handlers
 from .routes import make_handlers
-from .session_client import InProcessSessionClient
+from .sessions import client as session_client
+from .sessions.client import InProcessSessionClient
+from .sessions.kernelspecs import KernelSpecDir, session_specs
+from .sessions.provisioner import detach_session_kernels
+from .sessions.remote_kernels import RemoteSessionKernels, offer_remote_session_kernels
+from .settings import PlatformSettings
 from .store_owner import Client, Owner, Refused, claim, forwarding_handlers, me_of, refusing_handlers
 
 
@@ -119,7 +118,13 @@ class Platform:
             self.owner.release()  # last: the engine is closed, another server may own the store now
 
 
-class GpuPlat(ExtensionApp):
+class GpuPlat(PlatformSettings, ExtensionApp):
+    """The Jupyter server extension: the platform in this server (embedded) or a forwarder to it (remote).
+
+    The platform's own settings (db_url, artifacts_root, executor_class, ...) are `PlatformSettings`,
+    shared with `gpuplat server`; the ones here are the extension's alone.
+    """
+
     name = "jupyter_gpuplat"
     description = "Shared, enforced GPU queues for JupyterLab"
 
@@ -147,39 +152,6 @@ class GpuPlat(ExtensionApp):
         60.0,
         config=True,
         help="Remote mode: seconds a forwarded request may take (streams and downloads have no limit).",
-    )
-    config_file = Unicode(
-        "",
-        config=True,
-        help="Platform config (YAML) applied declaratively at start-up; empty keeps what the store has.",
-    )
-    db_url = Unicode(config=True, help="SQLAlchemy URL of the store (SQLite by default, or postgresql+psycopg://…).")
-    artifacts_root = Unicode(config=True, help="Directory holding each run's working directory, logs and outputs.")
-    default_user = Unicode(
-        config=True,
-        help="Platform username of whoever holds the server's own token (single-user servers).",
-    )
-    executor_class = Type(
-        default_value=LocalExecutor,
-        klass=Executor,
-        config=True,
-        help="Executor that starts and observes runs.",
-    )
-    safety_tick_seconds = Float(
-        30.0, config=True, help="Seconds between safety wake-ups of the dispatcher (it is event-driven besides)."
-    )
-    min_free_artifacts_bytes = Int(
-        64 * 2**20,
-        config=True,
-        help="Free bytes the artifacts disk must have for a run to start; below it a run fails at once with "
-        "reason DiskFull (a run started on a full disk could write no log and no exit record). 0 turns the check off.",
-    )
-    db_busy_timeout_seconds = Float(
-        DEFAULT_BUSY_TIMEOUT_SECONDS,
-        config=True,
-        help="Seconds a write waits for another writer of a locked SQLite file before the request gets a 503 "
-        "(StoreUnavailable) and the engine keeps the write to retry. The store runs on the server's loop, so a "
-        "locked database stalls the server at most this long per write.",
     )
     store_owner_wait_seconds = Float(
         30.0,

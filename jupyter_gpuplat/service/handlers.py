@@ -15,7 +15,6 @@ from urllib.parse import quote
 from jupyter_server.base.handlers import APIHandler, JupyterHandler
 from tornado import web
 
-from ..auth import platform_username
 from ..core.artifacts import OUTPUTS_INDEX, is_internal
 from ..core.config import PlatformConfig, PresetConfig, ProjectConfig, QueueConfig, parse_config
 from ..core.errors import GpuPlatError, InvalidInput, NotFound, Unavailable
@@ -24,11 +23,12 @@ from ..core.outputs import logged_names, one_per_file
 from ..core.request import RunRequest
 from ..engine.engine import Engine
 from ..engine.explain import explain
-from . import models as m
 from .args import choice, int_arg, names_arg
+from .auth import platform_username
 from .errors import error_body, parse_json_body
 from .openapi import API
 from .refusals import Refusal, judged_verdict, refusal
+from .schemas import models as m
 from .views import queue_view, run_detail, run_summary, with_sweep
 
 ID = r"(?P<run_id>[A-Za-z0-9_-]{1,64})"

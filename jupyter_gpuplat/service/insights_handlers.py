@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from tornado import web
 
-from . import insights_models as im
 from .handlers import BaseHandler
+from .schemas import insights as im
 
 
 class InsightsHandler(BaseHandler):

@@ -1,7 +1,7 @@
 """The OpenAPI document, generated from the pydantic models and a route table given to it.
 
 Request bodies come from the core's request and config models, responses from
-`service/models.py`; query parameters are listed here with the bounds the handlers
+`service/schemas/models.py`; query parameters are listed here with the bounds the handlers
 enforce. The route table is an argument (service/routes.py owns it), so this module
 imports no handler. `labextension/openapi.json` is this document for base URL `/`,
 and the sidebar's TypeScript types are generated from it.
@@ -20,7 +20,7 @@ from pydantic.json_schema import JsonSchemaMode, models_json_schema
 from ..core.config import PlatformConfig, PresetConfig, ProjectConfig, QueueConfig
 from ..core.request import RunRequest
 from ..core.status import Status
-from . import models as m
+from .schemas import models as m
 
 API = "gpuplat/api"
 REF = "#/components/schemas/{model}"

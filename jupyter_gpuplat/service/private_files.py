@@ -14,7 +14,7 @@ from collections.abc import Iterable
 
 from sqlalchemy.engine import make_url
 
-from ..executors.local_users import unreachable_by_others
+from ..executors.local.users import unreachable_by_others
 
 SQLITE_SIDE_FILES = ("", "-wal", "-shm", "-journal")
 SECRET_MARKERS = ("TokenMapIdentityProvider", "IdentityProvider.token", "ServerApp.token", "db_url", "password")

@@ -12,8 +12,6 @@ import sys
 from tornado import web
 
 from ..core.errors import NotFound
-from . import insights_models as im
-from . import models as m
 from . import openapi
 from .handlers import (
     ID,
@@ -44,6 +42,8 @@ from .handlers import (
 )
 from .insights_handlers import InsightsHandler
 from .openapi import API, openapi_document
+from .schemas import insights as im
+from .schemas import models as m
 from .streams import EventsHandler, LogsHandler
 from .whatif_handler import WhatIfHandler, WhatIfRequest, WhatIfResponse
 

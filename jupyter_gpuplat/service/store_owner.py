@@ -14,7 +14,7 @@ GPUs against the same quota, and each would apply its `GpuPlat.config_file` over
    record never copies it), then, once it listens, its URLs (`Owner.listening`).
 3. A server that finds the lock held waits at most `wait_seconds` for the holder's record to
    have its URL (trying the lock again meanwhile: an owner that dies while starting hands the
-   store over), then becomes the owner's client: remote mode's forwarding (service/remote.py)
+   store over), then becomes the owner's client: remote mode's forwarding (service/remote/forward.py)
    to the owner's loopback URL with the owner's token, so both Labs show one platform.
 4. Where it cannot be a client (`client_of` says why: another account or machine, no URL
    after the wait, a Unix socket or HTTPS, the runtime file unreadable, password-only login,
@@ -42,7 +42,7 @@ from tornado import web
 from ..core.errors import StoreInUse, Unavailable
 from .openapi import API
 from .private_files import sqlite_path
-from .remote import BadGateway, ForwardHandler
+from .remote.forward import BadGateway, ForwardHandler
 
 OWNER_SUFFIX = ".owner"
 POLL_SECONDS = 0.05

@@ -1,56 +1,41 @@
-"""Notebook widgets: launch runs, follow one live, compare finished ones.
+"""`jupyter_gpuplat.widgets` and `jupyter_gpuplat.widgets.<module>`: the public names of `notebook/widgets/`.
 
-    from jupyter_gpuplat.widgets import Launcher, RunMonitor, Compare
-    Launcher(project="team-a")          # pickers limited to what policy allows, live preview, submit
-    Launcher(presets=["single-gpu"])    # (default: the last project and presets submitted from one)
-    RunMonitor("r-123")                 # status, timeline and ticking clocks, why it waits, logs, outputs
-    Compare("r-1,r-2", metrics=["loss"])  # params, config differences, metrics, curves, baseline, live clocks
-    SessionLauncher()                   # start a GPU session (also the Launcher's "GPU session" tab)
-    SessionView(lease)                  # one session live: its place in line and why, devices, open it
-    SweepView(sweep)                    # one sweep live: children by status, concurrency, best child
-    Compare("r-sweep")                  # a sweep: params vs objective, parallel coordinates, top curves
-
-Pure helpers without ipywidgets (used by the magics too): `clocks` (live clocks between reads),
-`statusline` (the magics' status line), `naming` (run names and labels). See docs/notebook-live.md.
-
-Submodules load on first use: ipywidgets and plotly are not imported by
-`import jupyter_gpuplat` nor by `import jupyter_gpuplat.widgets`.
+Notebooks import these paths, so they stay. Each name is the same module object as its new home
+(one class per widget, so `isinstance` and monkeypatching still hold): this package is replaced
+by `jupyter_gpuplat.notebook.widgets` in `sys.modules`, and a finder maps each submodule.
 """
 
 from __future__ import annotations
 
 import importlib
-from typing import TYPE_CHECKING, Any
+import importlib.abc
+import importlib.machinery
+import importlib.util
+import sys
+from types import ModuleType
 
-if TYPE_CHECKING:
-    from .compare import Compare
-    from .launcher import Launcher
-    from .live import EventFeed
-    from .monitor import RunMonitor
-    from .session import SessionLauncher, SessionView
-    from .sweep import SweepView
-
-__all__ = ["Compare", "EventFeed", "Launcher", "RunMonitor", "SessionLauncher", "SessionView", "SweepView"]
-
-_WHERE = {
-    "Compare": ".compare",
-    "Launcher": ".launcher",
-    "RunMonitor": ".monitor",
-    "EventFeed": ".live",
-    "SessionLauncher": ".session",
-    "SessionView": ".session",
-    "SweepView": ".sweep",
-}
+OLD = __name__
+NEW = "jupyter_gpuplat.notebook.widgets"
 
 
-def __getattr__(name: str) -> Any:
-    mod = _WHERE.get(name)
-    if mod is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(mod, __name__), name)
-    globals()[name] = value
-    return value
+class _Moved(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+    """Finds `jupyter_gpuplat.widgets.X` and loads it as `jupyter_gpuplat.notebook.widgets.X`."""
+
+    def find_spec(
+        self, fullname: str, path: object = None, target: ModuleType | None = None
+    ) -> importlib.machinery.ModuleSpec | None:
+        if not fullname.startswith(OLD + "."):
+            return None
+        return importlib.util.spec_from_loader(fullname, self)
+
+    def create_module(self, spec: importlib.machinery.ModuleSpec) -> None:
+        return None  # a blank module, replaced in exec_module
+
+    def exec_module(self, module: ModuleType) -> None:
+        # The import system returns what sys.modules holds under the name after this call.
+        sys.modules[module.__name__] = importlib.import_module(NEW + module.__name__[len(OLD) :])
 
 
-def __dir__() -> list[str]:
-    return sorted([*globals(), *__all__])
+if not any(isinstance(f, _Moved) for f in sys.meta_path):
+    sys.meta_path.insert(0, _Moved())
+sys.modules[OLD] = importlib.import_module(NEW)

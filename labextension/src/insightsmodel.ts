@@ -121,7 +121,7 @@ export function counts(v: unknown, keyField: string): ICount[] {
   return rows.sort((a, b) => b.count - a.count || a.key.localeCompare(b.key));
 }
 
-/** `GET insights` (service/insights_models.py Insights) as the views read it. */
+/** `GET insights` (service/schemas/insights.py Insights) as the views read it. */
 export function normalizeInsights(raw: Loose): IInsightsView {
   const queues: IQueueInsight[] = (raw.queues ?? []).map((q: Loose) => ({
     queue: String(q.name ?? q.queue),

@@ -1,7 +1,7 @@
 /**
  * Wire shapes of the gpuplat REST API (`/gpuplat/api`), as the sidebar reads them.
  *
- * Generated, not copied: the service's response models (jupyter_gpuplat/service/models.py)
+ * Generated, not copied: the service's response models (jupyter_gpuplat/service/schemas/models.py)
  * make the OpenAPI document (`labextension/openapi.json`, written by
  * `jlpm gen:openapi`), and `jlpm gen:types` (run by every build) turns it into
  * `api.gen.ts`. These are the names the views use for those generated types.

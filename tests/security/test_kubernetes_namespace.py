@@ -20,7 +20,7 @@ import pytest
 from kube_emulator import EmulatedCluster
 from kube_emulator.store import POD, RESOURCES
 
-from jupyter_gpuplat.cli import main
+from jupyter_gpuplat.cli.main import main
 from jupyter_gpuplat.executors.kubernetes.executor import KubernetesExecutor
 
 from ..conftest import wait_for

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from jupyter_gpuplat.executors.base import ExecutorError
-from jupyter_gpuplat.executors.local import LocalExecutor
+from jupyter_gpuplat.executors.local.executor import LocalExecutor
 
 from ..conftest import EXAMPLE, TOKENS
 from ..server import ServerProcess

@@ -6,7 +6,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from jupyter_gpuplat import report
+from jupyter_gpuplat.cli import report
 from jupyter_gpuplat.client import Client
 
 from .conftest import Lab

@@ -1,0 +1,275 @@
+"""`gpuplat report`: the insights of a period as a table, CSV or a self-contained HTML page.
+
+    gpuplat report --since 7d [--until 1d] [--queue Q] [--project P] [--bucket 1d]
+                   [--format table|csv|html] [--out FILE]
+
+The HTML carries plotly.js inline (no network needed to open it) and the sidebar's charts:
+wait percentiles, waits by reason, GPU-hours against quota over time, goodput.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import html
+import io
+import json
+import sys
+import textwrap
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+from ..client.rest import Client
+from ..client.suggest import SuggestingParser
+from ..core.errors import GpuPlatError
+from .tables import table, terminal_width
+
+CATEGORIES = ("quota", "concurrency", "max_per_user", "capacity", "placement", "other")
+COLUMNS = (
+    "queue",
+    "runs",
+    "qwait_p50",
+    "qwait_p90",
+    "qwait_p99",
+    "swait_p50",
+    "swait_p90",
+    "swait_p99",
+    *(f"wait_{c}" for c in CATEGORIES),
+    "gpu_hours",
+    "allowance_gpu_hours",
+    "utilisation",
+    "goodput",
+    "failed",
+)
+# What people read (the table and the HTML page): a column per figure, waits as p50 / p90 / p99.
+HEADERS = (
+    "queue",
+    "runs",
+    "queue wait p50 / p90 / p99",
+    "start wait p50 / p90 / p99",
+    "held by (total wait)",
+    "GPU-hours",
+    "quota GPU-hours",
+    "utilisation",
+    "goodput",
+    "failed",
+)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = SuggestingParser(prog="gpuplat report", description="Observed waits, GPU-hours and goodput of a period")
+    p.add_argument("--url")
+    p.add_argument("--token")
+    p.add_argument("--json", action="store_true", help="print the service's answer as JSON")
+    p.add_argument("--since", default="7d", help="how long ago (30m, 12h, 7d, 2w) or epoch seconds")
+    p.add_argument("--until", default=None, help="like --since; default now")
+    p.add_argument("--queue", default=None)
+    p.add_argument("--project", default=None)
+    p.add_argument("--bucket", default=None, help="series bucket (1h, 6h, 1d); default from the range")
+    p.add_argument("--format", choices=("table", "csv", "html"), default="table")
+    p.add_argument("--out", default=None, help="write here instead of stdout")
+    return p
+
+
+def rows(out: dict[str, Any]) -> list[list[Any]]:
+    result = []
+    for q in [*out["queues"], {"name": "(all)", **out["total"]}]:
+        qw, sw, cats = q["queue_wait"], q["start_wait"], q["waits_by_category"]
+        failed = sum(f["count"] for f in q["failures"])
+        result.append(
+            [
+                q["name"],
+                q["runs"],
+                qw["p50"],
+                qw["p90"],
+                qw["p99"],
+                sw["p50"],
+                sw["p90"],
+                sw["p99"],
+                *(cats[c] for c in CATEGORIES),
+                q["gpu_hours"],
+                q["allowance_gpu_hours"],
+                q["utilisation"],
+                q["goodput"],
+                failed,
+            ]
+        )
+    return result
+
+
+def percent(v: float | None) -> str:
+    """A share as a percentage that keeps a small non-zero figure visible: 0.083%, <0.001%, never 0.0%."""
+    if v is None:
+        return "-"
+    x = 100 * v
+    if x == 0:
+        return "0%"
+    if x >= 10:
+        return f"{x:.0f}%"
+    if x >= 0.1:
+        return f"{x:.1f}%"
+    return f"{x:.2g}%" if x >= 0.001 else "<0.001%"
+
+
+def wait_text(seconds: float | None) -> str:
+    """A wait as people read it: 45s, 1m 05s, 2h 03m, 3d 04h (under a second: <1s)."""
+    if seconds is None:
+        return "-"
+    s = max(0.0, seconds)
+    if s == 0:
+        return "0s"
+    if s < 1:
+        return "<1s"
+    n = round(s)
+    if n < 60:
+        return f"{n}s"
+    if n < 3600:
+        return f"{n // 60}m {n % 60:02d}s"
+    if n < 86400:
+        return f"{n // 3600}h {n % 3600 // 60:02d}m"
+    return f"{n // 86400}d {n % 86400 // 3600:02d}h"
+
+
+def _hours(v: float | None) -> str:
+    return "-" if v is None else f"{v:.2f}" if v >= 0.01 or v == 0 else f"{v:.2g}"
+
+
+def human_rows(out: dict[str, Any]) -> list[list[str]]:
+    """One row per queue and one for all, as HEADERS: waits humanized, shares as percentages."""
+    result = []
+    for q in [*out["queues"], {"name": "(all)", **out["total"]}]:
+        qw, sw, cats = q["queue_wait"], q["start_wait"], q["waits_by_category"]
+        held = ", ".join(f"{c} {wait_text(cats[c])}" for c in CATEGORIES if cats[c]) or "-"
+        result.append(
+            [
+                q["name"],
+                str(q["runs"]),
+                " / ".join(wait_text(qw[f"p{p}"]) for p in (50, 90, 99)),
+                " / ".join(wait_text(sw[f"p{p}"]) for p in (50, 90, 99)),
+                held,
+                _hours(q["gpu_hours"]),
+                _hours(q["allowance_gpu_hours"]),
+                percent(q["utilisation"]),
+                percent(q["goodput"]),
+                str(sum(f["count"] for f in q["failures"])),
+            ]
+        )
+    return result
+
+
+def warnings(out: dict[str, Any]) -> list[str]:
+    """What the figures would not say on their own: quotas that add up to more than the machine."""
+    machine = out.get("machine_gpus")
+    quotas = [(q["name"], q["quota_gpu"]) for q in out["queues"] if q.get("quota_gpu")]
+    total = sum(g for _, g in quotas)
+    if machine is None or total <= machine:
+        return []
+    each = ", ".join(f"{n} {g}" for n, g in quotas)
+    article = "an" if str(machine).startswith("8") or machine in (11, 18) else "a"
+    return [
+        f"quotas sum to {total} GPUs on {article} {machine}-GPU machine ({each}): "
+        "a queue may not reach its quota while the others use theirs"
+    ]
+
+
+def _when(t: float) -> str:
+    return datetime.fromtimestamp(t, UTC).strftime("%Y-%m-%d %H:%M UTC")
+
+
+def render_table(out: dict[str, Any], width: int | None = None) -> str:
+    """The figures as the CLI's tables are: wrapped to the terminal's width (`width`, default $COLUMNS/tty)."""
+    lines = [f"insights {_when(out['since'])} .. {_when(out['until'])}"]
+    width = terminal_width() if width is None else width
+    lines.append(table(human_rows(out), HEADERS, width))
+    after = [f"note: {w}" for w in warnings(out)]
+    if out["refusals"]:
+        after.append("refusals: " + ", ".join(f"{r['rule']} {r['count']}" for r in out["refusals"]))
+    if out["top_users"]:
+        after.append(
+            "top users: "
+            + ", ".join(f"{u['user']} ({u['project']}) {u['gpu_hours']:.2f} GPU-h" for u in out["top_users"])
+        )
+    for text in after:
+        lines += textwrap.wrap(text, width, subsequent_indent="  ") if width else [text]
+    return "\n".join(lines)
+
+
+def render_csv(out: dict[str, Any]) -> str:
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    w.writerow(COLUMNS)
+    w.writerows([["" if v is None else v for v in r] for r in rows(out)])
+    return buf.getvalue()
+
+
+def figures(out: dict[str, Any]) -> list[Any]:
+    import plotly.graph_objects as go  # only the HTML report needs plotly
+
+    names = [q["name"] for q in out["queues"]]
+    waits = go.Figure(
+        [go.Bar(name=f"p{p}", x=names, y=[q["queue_wait"][f"p{p}"] for q in out["queues"]]) for p in (50, 90, 99)]
+    )
+    waits.update_layout(title="Queue wait percentiles (s)", barmode="group")
+    reasons = go.Figure(
+        [go.Bar(name=c, x=names, y=[q["waits_by_category"][c] for q in out["queues"]]) for c in CATEGORIES]
+    )
+    reasons.update_layout(title="Waits by reason (s)", barmode="stack")
+    xs = [datetime.fromtimestamp(b["start"], UTC) for b in out["series"]]
+    usage = go.Figure([go.Scatter(name="GPU-hours used", x=xs, y=[b["gpu_hours"] for b in out["series"]])])
+    if any(b["allowance_gpu_hours"] is not None for b in out["series"]):
+        usage.add_trace(go.Scatter(name="quota", x=xs, y=[b["allowance_gpu_hours"] for b in out["series"]]))
+    if any(b["machine_gpu_hours"] is not None for b in out["series"]):
+        usage.add_trace(go.Scatter(name="machine", x=xs, y=[b["machine_gpu_hours"] for b in out["series"]]))
+    usage.update_layout(title="GPU-hours against quota")
+    goodput = go.Figure([go.Bar(x=names, y=[q["goodput"] for q in out["queues"]])])
+    goodput.update_layout(title="Goodput (running time / lifetime)", yaxis={"range": [0, 1]})
+    return [waits, reasons, usage, goodput]
+
+
+def render_html(out: dict[str, Any]) -> str:
+    charts = [f.to_html(full_html=False, include_plotlyjs=(i == 0)) for i, f in enumerate(figures(out))]
+    body = "".join(
+        "<tr>" + "".join(f"<{t}>{html.escape(v)}</{t}>" for v in r) + "</tr>"
+        for t, r in [("th", HEADERS), *(("td", r) for r in human_rows(out))]
+    )
+    notes = "".join(f"<p class='note'>{html.escape(w)}</p>" for w in warnings(out))
+    title = f"GPU platform report {_when(out['since'])} .. {_when(out['until'])}"
+    # Within 1280 px: the table takes the page's width at most and its cells wrap (headers between words).
+    style = (
+        "body{font-family:sans-serif;margin:1em;max-width:1248px}"
+        "table{border-collapse:collapse;width:100%;max-width:1248px;table-layout:fixed;font-size:13px}"
+        "td,th{border:1px solid #ccc;padding:2px 6px;overflow-wrap:anywhere;vertical-align:top}"
+        "th{text-align:left}.note{color:#a40}.chart{max-width:1248px}"
+    )
+    return (
+        f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title><style>{style}</style>"
+        f"</head><body><h1>{html.escape(title)}</h1>{notes}<table>{body}</table>"
+        + "".join(f"<div class='chart'>{c}</div>" for c in charts)
+        + "</body></html>"
+    )
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(list(sys.argv[1:] if argv is None else argv))
+    params = {k: getattr(args, k) for k in ("since", "until", "queue", "project", "bucket")}
+    try:
+        out = Client(args.url, args.token).request("GET", "insights", **params)
+    except GpuPlatError as exc:
+        hint = f"\n  hint: {exc.hint}" if exc.hint else ""
+        print(f"gpuplat report: {exc.message}{hint}", file=sys.stderr)
+        return 1
+    fmt = "json" if args.json else args.format
+    text = {"json": lambda o: json.dumps(o, indent=2), "table": render_table, "csv": render_csv, "html": render_html}[
+        fmt
+    ](out)
+    if args.out:
+        with open(args.out, "w", encoding="utf-8") as f:
+            f.write(text)
+    else:
+        sys.stdout.write(text if text.endswith("\n") else text + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,62 @@
+"""One renderer of an explanation (the answer of `GET runs/{id}/explain`) into lines of text.
+
+Shared by the CLI (`gpuplat runs explain`), the magics (`%gpu_explain`, the waiting status
+line) and the notebook monitor (which wraps the lines in HTML). The sidebar renders the
+same API fields in TypeScript. Layer words and their meaning come from the reason registry.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from ..core.explain_text import number_lines, position_text
+from ..core.reasons import LAYER_TEXT
+from ..core.status import FINAL
+
+__all__ = ["blocker_text", "explanation_lines", "explanation_text", "position_text", "waiting_summary"]
+
+Line = tuple[str, str]  # (label, text)
+
+
+def explanation_lines(ex: Mapping[str, Any] | None, run: Mapping[str, Any] | None = None) -> list[Line]:
+    """The explanation as labelled lines; with `run`, a run that has ended says so from its record."""
+    if run is not None and run.get("status") in FINAL:
+        return [("ended", f"{run['status']}: {run.get('message') or run.get('reason') or ''}")]
+    if ex is None:  # not asked yet
+        run = run or {}
+        return [("status", f"{run.get('status', '')}: {run.get('message') or ''}")]
+    layer = str(ex.get("layer", ""))
+    lines: list[Line] = [
+        ("held by", layer),
+        # the service's words (core/reasons.py, core/explain_text.py); an older service's answer lacks them
+        ("where", str(ex["layer_text"]) if "layer_text" in ex else LAYER_TEXT.get(layer, layer)),
+        ("why", f"{ex.get('message', '')} [{ex.get('reason', '')}]"),
+    ]
+    for line in ex["number_lines"] if "number_lines" in ex else number_lines(ex):
+        lines.append((line["label"], line["text"]))
+    blockers = ex.get("blockers") or []
+    if blockers:
+        lines.append(("blocked by", "; ".join(blocker_text(b) for b in blockers)))
+    raw = (ex.get("details") or {}).get("raw")
+    if raw:
+        lines.append(("executor said", str(raw)))
+    for who in ex.get("who_can_act") or []:
+        lines.append(("who can act", f"{who['who']}: {who['can']}"))
+    return lines
+
+
+def explanation_text(ex: Mapping[str, Any] | None, run: Mapping[str, Any] | None = None) -> str:
+    return "\n".join(f"{label}: {text}" for label, text in explanation_lines(ex, run))
+
+
+def waiting_summary(ex: Mapping[str, Any]) -> str:
+    """One line for a status line: the reason, the message and the place in line."""
+    pos = f" ({position_text(ex, short=True)})" if ex.get("position") else ""
+    return f"{ex.get('reason', '')}: {ex.get('message', '')}{pos}"
+
+
+def blocker_text(b: Mapping[str, Any]) -> str:
+    if b.get("id"):
+        return f"{b['id']} ({b.get('name') or '-'}, {b.get('user')}, {b['status']}, {b.get('gpu', 0)} GPU)"
+    return f"a run of project {b['project']} ({b['status']}, {b.get('gpu', 0)} GPU)"

@@ -1,0 +1,179 @@
+"""Response models of runs: a run as listed, its full record, a page of them.
+
+Split out of service/schemas/models.py (which re-exports every name here).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import ConfigDict, Field, model_validator
+
+from ...core.status import Phase, Status
+from .base import Seconds, _Open, _Out
+
+# ---- runs ---------------------------------------------------------------------------------------
+
+
+class ResourceAmounts(_Out):
+    """Amounts for people: gpu a count, cpu and memory as quantities (`4`, `500m`, `16Gi`)."""
+
+    gpu: int | None = None
+    cpu: str | None = None
+    memory: str | None = None
+
+
+class Clocks(_Out):
+    """Separate clocks: waiting in our queue, waiting to start, running."""
+
+    queue_wait_seconds: Seconds | None
+    start_wait_seconds: Seconds | None
+    run_seconds: Seconds | None
+    ticking: Literal["queue_wait_seconds", "start_wait_seconds", "run_seconds"] | None = Field(
+        description="The clock that goes on now (null once the run is final): between two reads a client adds "
+        "the time since its read to this one only (a preempted run waiting again ticks start wait, not run time)",
+    )
+
+
+class GitState(_Open):
+    commit: str | None = None
+    dirty: bool | None = None
+    diff_path: str | None = None
+
+
+class CodeRecord(_Open):
+    """What code ran: the snapshot in the artifacts and, in a git repository, the commit and diff."""
+
+    snapshot: str | None = None
+    git: GitState | None = None
+
+
+class SweepChildren(_Out):
+    total: int
+    by_status: dict[str, int]
+    ended: int = Field(description="How many children are final (succeeded, failed or stopped)")
+
+
+class BestChild(_Out):
+    id: str
+    value: float
+    params: dict[str, Any]
+
+
+class SweepChange(_Out):
+    """PATCH runs/{id}: a sweep's concurrency or pausing/resuming its dispatch; a session's notebook
+    (the notebook was renamed or moved: the lease, and its default name, follow it)."""
+
+    model_config = ConfigDict(extra="forbid")
+    concurrency: int | None = Field(default=None, ge=1, le=10_000, strict=True)
+    paused: bool | None = Field(default=None, strict=True)
+    notebook: str | None = Field(default=None, min_length=1, max_length=1024, pattern=r"^[^\x00]*\.ipynb$")
+
+    @model_validator(mode="after")
+    def _something(self) -> SweepChange:
+        if self.concurrency is None and self.paused is None and self.notebook is None:
+            raise ValueError("give concurrency (1..10000), paused (true/false), or a session's notebook (path.ipynb)")
+        return self
+
+
+class SessionState(_Out):
+    """A GPU session's kernel and idle clock (null for jobs)."""
+
+    notebook: str | None = Field(description="The notebook (relative to the Jupyter root) whose kernel this is")
+    kernel: Literal["waiting", "starting", "ready", "ended"]
+    kernel_id: str | None
+    busy: bool
+    idle_seconds: int | None = Field(description="The resolved termination.idle_seconds; null: never idle-culled")
+    idle_deadline: Seconds | None = Field(description="When the session ends unless its kernel is used or kept")
+    last_activity: Seconds | None
+    idle_for_seconds: Seconds | None = Field(
+        default=None, description="The idle clock: seconds since the kernel's last activity (null while busy)"
+    )
+
+
+class RunWaiting(_Out):
+    """Why a run that has not started waits: the reason code and message explain gives (no other team's names)."""
+
+    reason: str = Field(description="A reason code of the queue or the executor layer, e.g. QueueQuota, NoCapacity")
+    message: str = Field(description="With the numbers, e.g. 'queue a-train quota is exhausted: 2 gpu requested, ...'")
+
+
+class RunSummary(_Open):
+    """One run, as listed (and the body of `POST runs`)."""
+
+    id: str
+    seq: int
+    project: str
+    user: str
+    name: str | None
+    kind: str
+    queue: str
+    status: Status
+    phase: Phase = Field(
+        description="Where the status sits: dispatch (our queue), execution (the executor places and starts it), "
+        "run, or end (final)"
+    )
+    reason: str
+    message: str
+    resources: ResourceAmounts
+    devices: list[int]
+    presets: list[str] = Field(description="The presets the request picked (its `presets`)")
+    presets_applied: list[str] = Field(
+        description="Every preset that made the spec, in merge order: the project's default_presets, then those picked"
+    )
+    waiting: RunWaiting | None = Field(
+        description="Why it waits, while our queue or the executor holds it (not started); null otherwise"
+    )
+    actions: list[Literal["stop", "edit", "keep", "resubmit"]] = Field(
+        default_factory=list,
+        description="What the caller may do to it now: stop; edit (a sweep's concurrency, pausing); keep (a "
+        "session's idle clock); resubmit (a new run from its request). The service decides (core/policy.py)",
+    )
+    notes: list[str] | None = Field(
+        default=None, description="POST runs only: cautions on the new run (e.g. no GPU: CPU only); as the preview's"
+    )
+    exit_code: int | None
+    command: list[str] | None
+    clocks: Clocks
+    pid: int | None
+    created_at: Seconds | None
+    queued_at: Seconds | None
+    dispatched_at: Seconds | None
+    started_at: Seconds | None
+    finished_at: Seconds | None
+    updated_at: Seconds | None
+    code: CodeRecord | None = None
+    working_dir: str | None = None
+    session: SessionState | None = None
+    parent: str | None = Field(default=None, description="A sweep's child: the sweep's id")
+    params: dict[str, Any] | None = Field(default=None, description="A sweep's child: its params")
+    children: SweepChildren | None = Field(default=None, description="A sweep: its children by status")
+    concurrency: int | None = Field(default=None, description="A sweep: children dispatched at once, at most")
+    paused: bool | None = Field(default=None, description="A sweep: no more children are dispatched")
+    matrix: dict[str, Any] | None = Field(default=None, description="A sweep: what it runs")
+    best: BestChild | None = Field(default=None, description="A sweep: its best child by the matrix's objective")
+
+
+class TimelineEvent(_Open):
+    id: int | None = None
+    status: Status
+    phase: Phase = Field(description="The phase of this event's status (as a run's `phase`)")
+    reason: str
+    message: str
+    at: Seconds
+    details: dict[str, Any] | None = None
+
+
+class RunDetail(RunSummary):
+    """One run's full record: request, resolved spec, provenance and timeline."""
+
+    request: dict[str, Any] | None
+    resolved: dict[str, Any] | None
+    provenance: dict[str, str] | None
+    timeline: list[TimelineEvent]
+    stop_requested_by: str | None
+
+
+class RunsPage(_Out):
+    runs: list[RunSummary]
+    next_before: int | None = Field(description="Pass as `before` for the next (older) page; null on the last")
