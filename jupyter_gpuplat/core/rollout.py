@@ -1,6 +1,6 @@
 """The rollout check's pure part: expectations, verdicts and the report (no I/O).
 
-`gpuplat rollout-check` (jupyter_gpuplat.rollout) does the submitting; what it saw is judged here,
+`gpuplat rollout-check` (jupyter_gpuplat.cli.rollout) does the submitting; what it saw is judged here,
 so the verdicts can be tested without a server.
 """
 

@@ -1,4 +1,4 @@
-"""Run names and labels (jupyter_gpuplat.runnames, where they live so runedits can share them)."""
+"""Run names and labels (jupyter_gpuplat.client.runnames, where they live so runedits can share them)."""
 
 from __future__ import annotations
 
