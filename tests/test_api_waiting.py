@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 import yaml
+
 from jupyter_gpuplat.client.explaining import explanation_lines
 
 from .conftest import EXAMPLE
