@@ -20,6 +20,7 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from jupyter_gpuplat.core.status import Phase
 from jupyter_gpuplat.service.openapi import openapi_document
 from jupyter_gpuplat.service.routes import ROUTES
 from jupyter_gpuplat.service.schemas import models as m
@@ -89,7 +90,8 @@ def test_every_operation_documents_its_answers_and_parameters() -> None:
     runs = params[("/gpuplat/api/runs", "get")]
     assert runs["limit"]["schema"] | {} == {"type": "integer", "minimum": 1, "maximum": 1000, "default": 100}
     assert set(runs["status"]["schema"]["items"]["enum"]) == {s.value for s in m.Status}
-    assert set(runs) == {"project", "status", "queue", "user", "q", "kind", "parent", "notebook", "before", "limit"}
+    assert set(runs["phase"]["schema"]["items"]["enum"]) == {p.value for p in Phase}
+    assert set(runs) == {"project", "status", "phase", "queue", "user", "q", "kind", "parent", "notebook", "before", "limit"}
     assert set(params[("/gpuplat/api/runs/{run_id}/logs", "get")]) == {"run_id", "follow", "offset", "format"}
     assert set(params[("/gpuplat/api/events", "get")]) == {"since", "limit", "heartbeat"}
     assert set(params[("/gpuplat/api/compare", "get")]) == {"runs", "metrics", "max_points"}

@@ -280,6 +280,13 @@ async def test_list_filters_and_pagination(api: Any) -> None:
     assert [r["id"] for r in found["runs"]] == [ids[3]]
     assert len((await api.ok("GET", "runs", status="succeeded,failed"))["runs"]) == 5
     assert (await api.ok("GET", "runs", status="queued"))["runs"] == []
+    # by phase, as the sidebar's filter asks (it holds no status lists): a phase is its statuses
+    assert len((await api.ok("GET", "runs", phase="end"))["runs"]) == 5
+    assert (await api.ok("GET", "runs", phase="dispatch,execution,run"))["runs"] == []
+    assert len((await api.ok("GET", "runs", phase="end", status="succeeded,queued"))["runs"]) == 5
+    assert (await api.ok("GET", "runs", phase="run", status="succeeded"))["runs"] == []
+    got, body = await api("GET", "runs", phase="waiting")
+    assert got == 400 and "unknown phase" in body["error"]["message"]
     # each row names the presets the run asked for (the sidebar shows them)
     assert found["runs"][0]["presets"] == []
     with_preset = await api.submit(name="pre", command="true", presets=["single-gpu"])

@@ -50,6 +50,11 @@ def phase_of(status: str) -> Phase:
     return _PHASE.get(status, Phase.END)
 
 
+def statuses_in(phases: list[str] | frozenset[str]) -> list[Status]:
+    """The statuses whose phase is one of `phases` (a `GET runs?phase=` filter, so clients hold no status lists)."""
+    return [s for s in Status if phase_of(s).value in phases]
+
+
 def is_final(status: str) -> bool:
     return status in FINAL
 
@@ -84,4 +89,5 @@ __all__ = [
     "can_transition",
     "is_final",
     "phase_of",
+    "statuses_in",
 ]

@@ -31,7 +31,7 @@ from ..core.policy import (
 from ..core.refusal import Judgement, judge
 from ..core.request import RunRequest
 from ..core.spec import DEFAULT_KIND
-from ..core.status import Status
+from ..core.status import Phase, Status, statuses_in
 from ..store.insights import timelines
 from .compare import compare, metrics_of
 from .state import ActiveRun, EngineState
@@ -159,6 +159,7 @@ class ReadModel:
         *,
         project: str | None = None,
         statuses: list[str] | None = None,
+        phases: list[str] | None = None,
         queue: str | None = None,
         owner: str | None = None,
         name_contains: str | None = None,
@@ -174,6 +175,15 @@ class ReadModel:
         bad = [s for s in statuses if s not in Status.__members__.values()]
         if bad:
             raise InvalidInput(f"unknown status {bad[0]!r}", f"statuses: {', '.join(s.value for s in Status)}")
+        if phases:
+            odd = [p for p in phases if p not in Phase.__members__.values()]
+            if odd:
+                raise InvalidInput(f"unknown phase {odd[0]!r}", f"phases: {', '.join(p.value for p in Phase)}")
+            # A phase is its statuses; with `status` too, a run must match both.
+            in_phase = statuses_in(phases)
+            statuses = [s for s in statuses if s in in_phase] if statuses else [s.value for s in in_phase]
+            if not statuses:
+                return [], None
         rows = self.s.store.list_runs(
             projects,
             status=statuses,

@@ -296,6 +296,7 @@ class RunsHandler(RunRequestMixin):
             self.user_name,
             project=self.get_argument("project", None),
             statuses=[s for arg in self.get_arguments("status") for s in arg.split(",") if s],
+            phases=names_arg(self, "phase"),
             queue=self.get_argument("queue", None),
             owner=self.get_argument("user", None),
             name_contains=self.get_argument("q", None),

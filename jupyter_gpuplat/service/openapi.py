@@ -19,7 +19,7 @@ from pydantic.json_schema import JsonSchemaMode, models_json_schema
 
 from ..core.config import PlatformConfig, PresetConfig, ProjectConfig, QueueConfig
 from ..core.request import RunRequest
-from ..core.status import Status
+from ..core.status import Phase, Status
 from .schemas import models as m
 
 API = "gpuplat/api"
@@ -128,6 +128,12 @@ _QUERY: dict[tuple[str, str], list[dict[str, Any]]] = {
     ("runs", "get"): [
         _q("project", _STR, "Only this project's runs (one of yours)"),
         _q("status", {"type": "array", "items": {"type": "string", "enum": _STATUSES}}, "These statuses", csv=True),
+        _q(
+            "phase",
+            {"type": "array", "items": {"type": "string", "enum": [p.value for p in Phase]}},
+            "Runs in these phases (a run's `phase`); with `status`, runs that match both",
+            csv=True,
+        ),
         _q("queue", _STR, "Only this queue's runs"),
         _q("user", _STR, "Only this user's runs"),
         _q("q", _STR, "Name contains"),

@@ -3589,6 +3589,8 @@ export interface operations {
                 project?: string;
                 /** @description These statuses */
                 status?: ("created" | "queued" | "dispatched" | "starting" | "running" | "stopping" | "succeeded" | "failed" | "stopped")[];
+                /** @description Runs in these phases (a run's `phase`); with `status`, runs that match both */
+                phase?: ("dispatch" | "execution" | "run" | "end")[];
                 /** @description Only this queue's runs */
                 queue?: string;
                 /** @description Only this user's runs */

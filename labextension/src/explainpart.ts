@@ -6,7 +6,7 @@
 
 import { h } from './dom';
 import type { IExplain, IRunDetail } from './types';
-import { explainView, isFinal, liveMessage } from './viewmodel';
+import { explainView, liveMessage } from './viewmodel';
 
 export interface IExplainPartOptions {
   /** Open another run (a blocker's id). */
@@ -22,7 +22,8 @@ export class ExplainPart {
 
   readonly node: HTMLElement;
 
-  render(ex: IExplain, run: IRunDetail | null, now: number): void {
+  /** `elapsed`: seconds since `run` was read (its ticking clock goes on by them). */
+  render(ex: IExplain, run: IRunDetail | null, elapsed: number): void {
     this._ex = ex;
     const v = explainView(ex);
     this.node.dataset.side = v.side;
@@ -62,22 +63,20 @@ export class ExplainPart {
       h('div', { class: 'jp-GpuPlat-explainHeadline' }, v.headline),
       this._message,
       list('jp-GpuPlat-explainNumbers', 'Numbers', v.numbers),
-      v.position ? h('div', { class: 'jp-GpuPlat-explainPosition' }, `Position: ${v.position}`) : null,
       list('jp-GpuPlat-explainBlockers', 'Held up by', blockers),
       list('jp-GpuPlat-explainDetails', 'Executor says', v.details),
       list('jp-GpuPlat-explainWho', 'Who can act', who)
     ];
     this.node.replaceChildren(...parts.filter((p): p is HTMLElement => p !== null));
-    this.tick(run, now);
+    this.tick(run, elapsed);
   }
 
-  /** Re-count the message's clock (the answer itself is re-read on events only). */
-  tick(run: IRunDetail | null, now: number): void {
+  /** The message's "running for" is the run's clock (the answer itself is re-read on events only). */
+  tick(run: IRunDetail | null, elapsed: number): void {
     if (!this._ex || !this._message) {
       return;
     }
-    const started = this._ex.layer === 'running' ? (run?.started_at ?? run?.dispatched_at ?? null) : null;
-    const text = liveMessage(this._ex.message, started, now, run ? isFinal(run) : false);
+    const text = liveMessage(this._ex.message, run, elapsed);
     if (this._message.textContent !== text) {
       this._message.textContent = text;
     }

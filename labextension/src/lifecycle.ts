@@ -81,20 +81,21 @@ export type Phase = IRun['phase'];
 export type StatusGroup = 'waiting' | 'starting' | 'running' | 'succeeded' | 'failed' | 'stopped';
 
 /**
- * The status filter's choices. `statuses` is only what `GET runs?status=` is asked for a
- * choice; which group a run is in comes from its `phase` (statusGroup).
+ * The status filter's choices, each with what `GET runs` is asked for it: a phase (the service
+ * says which statuses are in it), or for an ended run its final status, which names the group.
+ * Which group a run is in comes from its `phase` (statusGroup).
  */
 export const STATUS_GROUPS: ReadonlyArray<{
   group: StatusGroup;
   label: string;
-  statuses: Status[];
+  query: { phase: Exclude<Phase, 'end'> } | { status: Status };
 }> = [
-  { group: 'waiting', label: 'Waiting', statuses: ['created', 'queued'] },
-  { group: 'starting', label: 'Starting', statuses: ['dispatched', 'starting'] },
-  { group: 'running', label: 'Running', statuses: ['running', 'stopping'] },
-  { group: 'succeeded', label: 'Succeeded', statuses: ['succeeded'] },
-  { group: 'failed', label: 'Failed', statuses: ['failed'] },
-  { group: 'stopped', label: 'Stopped', statuses: ['stopped'] }
+  { group: 'waiting', label: 'Waiting', query: { phase: 'dispatch' } },
+  { group: 'starting', label: 'Starting', query: { phase: 'execution' } },
+  { group: 'running', label: 'Running', query: { phase: 'run' } },
+  { group: 'succeeded', label: 'Succeeded', query: { status: 'succeeded' } },
+  { group: 'failed', label: 'Failed', query: { status: 'failed' } },
+  { group: 'stopped', label: 'Stopped', query: { status: 'stopped' } }
 ];
 
 /** Whether a run (or an event about it) is over: the service's phase says so. */
@@ -167,16 +168,66 @@ export function timelinePhases(timeline: ITimelineEvent[]): IPhaseView[] {
   return out;
 }
 
-/** When the run's current phase began (epoch seconds), from its timestamps. */
-export function phaseStart(run: IRun): number | null {
-  switch (run.phase) {
-    case 'dispatch':
-      return run.queued_at ?? run.created_at;
-    case 'execution':
-      return run.dispatched_at;
-    case 'run':
-      return run.started_at ?? run.dispatched_at;
-    default:
-      return run.finished_at;
+/** The clock each phase's time is (core/clocks.py counts a phase's time on it). */
+const PHASE_CLOCK: Record<Exclude<Phase, 'end'>, IClockView['key']> = {
+  dispatch: 'queue_wait',
+  execution: 'start_wait',
+  run: 'run'
+};
+
+/**
+ * A timeline phase's duration. A phase seen once is the service's clock for it (ticking by
+ * `elapsed` when the service says so): a preempted run's wait again is start wait, so its
+ * "Running" phase shows the run time, not the time since it started. A phase that comes back
+ * (more than one group) shows each group's own span, from its events' times to the next group's.
+ */
+export function phaseTime(
+  p: IPhaseView,
+  phases: readonly IPhaseView[],
+  run: { clocks: IClocks; finished_at: number | null },
+  elapsed: number,
+  now: number
+): { text: string; live: boolean } | null {
+  if (p.phase === 'end') {
+    return null;
   }
+  if (phases.filter(q => q.phase === p.phase).length === 1) {
+    const c = clocks(run, elapsed).find(v => v.key === PHASE_CLOCK[p.phase as Exclude<Phase, 'end'>])!;
+    return { text: c.text, live: c.live };
+  }
+  const live = p.end === null && run.finished_at === null;
+  return { text: formatDuration((p.end ?? run.finished_at ?? now) - p.start), live };
+}
+
+/** The verb a list row says before the clock that is ticking (the service's `clocks.ticking`). */
+const TICKING_VERB: Record<IClockView['key'], string> = {
+  queue_wait: 'waiting',
+  start_wait: 'starting',
+  run: 'running'
+};
+
+/**
+ * An unfinished run's row text: the clock the service says is ticking, with local elapsed time
+ * added (`waiting 12s`, `starting 40s`, `running 2m 05s`). A preempted run that waits again is
+ * `starting` with the service's start wait, never `running` with the wait counted as run time.
+ * No clock ticking yet (a row made from an event, its record not read): the group's word only.
+ */
+export function tickingText(run: { clocks: IClocks; phase: Phase; status: string }, elapsed: number): string {
+  const live = clocks(run, elapsed).find(c => c.live);
+  return live ? `${TICKING_VERB[live.key]} ${live.text}` : `${statusGroup(run)} …`;
+}
+
+// When each record arrived (client seconds), so its ticking clock goes on from there.
+const READ_AT = new WeakMap<object, number>();
+
+/** A record came from the service now (or at `at`): its clocks are as of then. */
+export function markRead<T extends object>(record: T, at: number = Date.now() / 1000): T {
+  READ_AT.set(record, at);
+  return record;
+}
+
+/** Seconds since the record was read (0 when not known: its clocks stand until it is). */
+export function readAgo(record: object, now: number = Date.now() / 1000): number {
+  const at = READ_AT.get(record);
+  return at === undefined ? 0 : Math.max(0, now - at);
 }

@@ -12,6 +12,7 @@ import { ServerConnection } from '@jupyterlab/services';
 import { ISignal, Signal } from '@lumino/signaling';
 
 import type { ICompare } from './comparemodel';
+import { markRead } from './lifecycle';
 import { SSEParser, ISSEvent } from './sse';
 import type { ISweepPoint } from './sweepmodel';
 import type {
@@ -201,11 +202,12 @@ export class GpuPlatService {
     if (before !== null) {
       q.before = String(before);
     }
-    return this._get('runs', q);
+    // each row's clocks are as of now: its ticking clock goes on from here (lifecycle.readAgo)
+    return this._get<IRunsPage>('runs', q).then(page => (page.runs.forEach(r => markRead(r)), page));
   }
 
   getRun(id: string): Promise<IRunDetail> {
-    return this._get(`runs/${encodeURIComponent(id)}`);
+    return this._get<IRunDetail>(`runs/${encodeURIComponent(id)}`).then(run => markRead(run));
   }
 
   explain(id: string): Promise<IExplain> {

@@ -20,9 +20,10 @@ import type { IOutputFile, IRunDetail, IStatusEvent } from './types';
 import {
   clocks,
   configRows,
-  formatDuration,
   formatGpus,
+  IPhaseView,
   isFinal,
+  phaseTime,
   presetsText,
   statusGroup,
   timelinePhases
@@ -177,7 +178,7 @@ export class RunDetail extends Widget {
     if (this._run && !isFinal(this._run)) {
       this._renderClocks();
       this._tickPhase();
-      this._explainPart.tick(this._run, Date.now() / 1000 - this._opts.clockOffset());
+      this._explainPart.tick(this._run, Date.now() / 1000 - this._readAt);
     }
   }
 
@@ -249,7 +250,7 @@ export class RunDetail extends Widget {
     try {
       const ex = await this._opts.service.explain(this._opts.runId);
       if (!this.isDisposed) {
-        this._explainPart.render(ex, this._run, Date.now() / 1000 - this._opts.clockOffset());
+        this._explainPart.render(ex, this._run, Date.now() / 1000 - this._readAt);
       }
     } catch (error) {
       if (!this.isDisposed) {
@@ -346,32 +347,35 @@ export class RunDetail extends Widget {
     );
   }
 
-  /** The current phase's duration, counting to the server's now (as the clocks do) until the run ends. */
+  /** The current phase's duration goes on (the service's clock for it, or its span since its first event). */
   private _tickPhase(): void {
     const live = this._livePhase;
-    if (live) {
-      live.node.textContent = formatDuration(Date.now() / 1000 - this._opts.clockOffset() - live.start);
+    if (live && this._run) {
+      const t = phaseTime(live.phase, live.phases, this._run, Date.now() / 1000 - this._readAt, Date.now() / 1000 - this._opts.clockOffset());
+      live.node.textContent = t?.text ?? '';
     }
   }
 
   private _renderTimeline(run: IRunDetail): void {
     const fmt = (at: number) => new Date(at * 1000).toLocaleTimeString();
     const now = Date.now() / 1000 - this._opts.clockOffset();
+    const elapsed = Date.now() / 1000 - this._readAt;
     const phases = timelinePhases(run.timeline);
     this._livePhase = null;
-    const time = (p: (typeof phases)[number], last: boolean) => {
-      if (p.phase === 'end') {
+    const time = (p: (typeof phases)[number]) => {
+      const t = phaseTime(p, phases, run, elapsed, now);
+      if (t === null) {
         return null;
       }
-      const node = h('span', { class: 'jp-GpuPlat-phaseTime' }, formatDuration((p.end ?? run.finished_at ?? now) - p.start));
-      if (last && p.end === null && run.finished_at === null && !isFinal(run)) {
+      const node = h('span', { class: 'jp-GpuPlat-phaseTime' }, t.text);
+      if (t.live && !isFinal(run)) {
         node.classList.add('jp-mod-live');
-        this._livePhase = { node, start: p.start };
+        this._livePhase = { node, phase: p, phases };
       }
       return node;
     };
     this._timeline.replaceChildren(
-      ...phases.map((p, i) =>
+      ...phases.map(p =>
         h(
           'li',
           { class: `jp-GpuPlat-phase jp-mod-${p.phase}`, 'data-phase': p.phase },
@@ -379,7 +383,7 @@ export class RunDetail extends Widget {
             'div',
             { class: 'jp-GpuPlat-phaseTitle' },
             h('span', null, p.label),
-            time(p, i === phases.length - 1)
+            time(p)
           ),
           h(
             'ul',
@@ -465,7 +469,7 @@ export class RunDetail extends Widget {
   private _runOnly: HTMLElement[];
   private _run: IRunDetail | null = null;
   private _readAt = 0;
-  private _livePhase: { node: HTMLElement; start: number } | null = null;
+  private _livePhase: { node: HTMLElement; phase: IPhaseView; phases: IPhaseView[] } | null = null;
   private _statusChanged = new Signal<this, string>(this);
   private _reloadTimer = 0;
   private _explainTimer = 0;

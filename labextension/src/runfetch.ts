@@ -55,7 +55,7 @@ export class RunFetcher {
       this._queues.clear();
       for (const q of queues) {
         this._o.service
-          .listRuns({ queue: q, status: 'created,queued' }, null, this._o.pageSize)
+          .listRuns({ queue: q, phase: 'dispatch' }, null, this._o.pageSize)
           .then(page => page.runs.filter(r => m.get(r.id)).forEach(r => m.upsert(r)))
           .catch(() => undefined);
       }

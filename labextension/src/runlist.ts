@@ -14,7 +14,7 @@ import { h } from './dom';
 import type { RunsModel } from './runsmodel';
 import type { IRun } from './types';
 import { IListRow, flattenRows, isSweep, paramsText, sweepView } from './sweepmodel';
-import { isFinal, runRowView } from './viewmodel';
+import { isFinal, readAgo, runRowView } from './viewmodel';
 
 export const ROW_HEIGHT = 58;
 const OVERSCAN = 8;
@@ -268,7 +268,7 @@ export class RunList extends Widget {
 
   private _fill(nodes: IRowNodes, row: IListRow, index: number, now: number): void {
     const run = row.run;
-    const v = runRowView(run, now);
+    const v = runRowView(run, now, readAgo(run));
     const sweep = sweepView(run);
     const r = nodes.root;
     if (r.dataset.runId !== run.id) {

@@ -7,7 +7,7 @@
  */
 
 import type { IRun, IRunsPage, IStatusEvent } from './types';
-import { EMPTY_FILTER, IRunFilter, isFinal, matchesFilter, statusGroup } from './viewmodel';
+import { EMPTY_FILTER, IRunFilter, isFinal, markRead, matchesFilter, readAgo, statusGroup } from './viewmodel';
 
 export type EventOutcome = 'updated' | 'removed' | 'fetch' | 'ignored';
 
@@ -136,8 +136,9 @@ export class RunsModel {
       return 'removed';
     }
     this._changed();
-    // An end: re-read the record, whose clocks the service has now closed (no clock is computed here).
-    return isFinal(ev) ? 'fetch' : 'updated';
+    // Re-read the record: which clock ticks and how long each ran are the service's (a phase begun,
+    // a preempted run waiting again, an end that closes the clocks); none is computed here.
+    return 'fetch';
   }
 
   /**
@@ -215,6 +216,8 @@ export class RunsModel {
 
   private _replace(old: IRun, run: IRun): void {
     Object.assign(old, run);
+    // the row keeps its object: its clocks are now as of the new record's read
+    markRead(old, Date.now() / 1000 - readAgo(run));
   }
 
   private _remove(id: string): void {

@@ -7,8 +7,8 @@
  */
 
 import type { IExplain, IPreset, IQueue, IRun } from './types';
-import { formatDuration, formatGpus, formatResources, humanReason, ordinal } from './format';
-import { Phase, STATUS_GROUPS, StatusGroup, isFinal, phaseStart, statusGroup } from './lifecycle';
+import { formatDuration, formatGpus, formatResources, humanReason } from './format';
+import { Phase, STATUS_GROUPS, StatusGroup, isFinal, statusGroup, tickingText } from './lifecycle';
 import { pendingCount, waitingOf, waitingText } from './waiting';
 
 export * from './format';
@@ -142,17 +142,11 @@ export interface IRunRowView {
   title: string;
 }
 
-const PHASE_VERB: Record<StatusGroup, string> = {
-  waiting: 'waiting',
-  starting: 'starting',
-  running: 'running',
-  succeeded: 'ran',
-  failed: 'ran',
-  stopped: 'ran'
-};
-
-/** A list row: status, queue, preset, GPUs and the time in the current phase. */
-export function runRowView(run: IRun, now: number): IRunRowView {
+/**
+ * A list row: status, queue, preset, GPUs and its clock. `now` is the server's time (for "ended
+ * 5m ago"); `elapsed` the seconds since the record was read, which the ticking clock goes on by.
+ */
+export function runRowView(run: IRun, now: number, elapsed = 0): IRunRowView {
   const group = statusGroup(run);
   let phaseText: string;
   if (isFinal(run)) {
@@ -161,8 +155,7 @@ export function runRowView(run: IRun, now: number): IRunRowView {
     const ago = run.finished_at !== null ? `${formatDuration(now - run.finished_at)} ago` : '';
     phaseText = ran !== null ? `ran ${formatDuration(ran)}${ago ? `, ${ago}` : ''}` : ago;
   } else {
-    const start = phaseStart(run);
-    phaseText = `${PHASE_VERB[group]} ${formatDuration(start === null ? null : now - start)}`;
+    phaseText = tickingText(run, elapsed);
   }
   const w = waitingOf(run);
   const why = w ? waitingText(w) : '';
@@ -230,7 +223,7 @@ export function filterQuery(f: IRunFilter): Record<string, string> {
   if (f.group) {
     const g = STATUS_GROUPS.find(x => x.group === f.group);
     if (g) {
-      q.status = g.statuses.join(',');
+      Object.assign(q, g.query);
     }
   }
   if (f.search) {
@@ -243,11 +236,12 @@ export function filterQuery(f: IRunFilter): Record<string, string> {
 
 export interface IExplainView {
   side: 'dispatch' | 'execution' | 'running' | 'done';
+  /** The service's words for the layer (`layer_text`). */
   layerLabel: string;
   headline: string;
   message: string;
+  /** The service's number lines (`number_lines`: numbers, position, queue), as the CLI prints them. */
   numbers: string[];
-  position: string | null;
   blockers: string[];
   /** The run id each blocker line names (null: another project's run, counted not named). */
   blockerIds: Array<string | null>;
@@ -255,57 +249,16 @@ export interface IExplainView {
   details: string[];
 }
 
-const LAYER_LABELS: Record<IExplainView['side'], string> = {
-  dispatch: 'Held by our queue (dispatch side)',
-  execution: 'Held by the executor (execution side)',
-  running: 'Running',
-  done: 'Finished'
+// Only which colour the layer's badge takes; its words are the service's `layer_text`.
+const SIDE_OF_LAYER: Record<string, IExplainView['side']> = {
+  queue: 'dispatch',
+  executor: 'execution',
+  running: 'running'
 };
 
-/** The explain answer as lines: layer, reason, numbers, position, blockers, who can act. */
+/** The explain answer as lines: layer, reason, the service's number lines, blockers, who can act. */
 export function explainView(ex: IExplain): IExplainView {
-  const side: IExplainView['side'] =
-    ex.layer === 'queue'
-      ? 'dispatch'
-      : ex.layer === 'executor'
-        ? 'execution'
-        : ex.layer === 'running'
-          ? 'running'
-          : 'done';
-  const numbers: string[] = [];
-  const n = ex.numbers ?? {};
-  switch (ex.reason) {
-    case 'QueueConcurrency':
-      numbers.push(`${n.used}/${n.limit} runs dispatched in queue ${ex.queue}`);
-      break;
-    case 'UserLimit':
-      numbers.push(`${n.used}/${n.limit} of this user's runs dispatched (max_per_user)`);
-      break;
-    case 'QueueQuota':
-      numbers.push(`${n.used}/${n.limit} in use, ${n.requested} requested`);
-      break;
-    case 'NoCapacity':
-      numbers.push(`${formatGpus(n.requested)} needed, ${n.free} free on this machine`);
-      break;
-    default:
-      break;
-  }
-  const u = ex.queue_usage;
-  if (u) {
-    const conc = u.concurrency === null ? `${u.runs}` : `${u.runs}/${u.concurrency}`;
-    const gpus = u.gpu_quota === null ? `${u.gpu}` : `${u.gpu}/${u.gpu_quota}`;
-    let line = `queue ${ex.queue}: ${conc} runs, ${gpus} GPUs in use, ${u.pending} pending`;
-    // null: the executor does not count GPUs (Kubernetes); say nothing then
-    if (u.free_gpus !== null && u.free_gpus !== undefined) {
-      line += `; ${u.free_gpus} GPUs free`;
-    }
-    numbers.push(line);
-  }
-  let position: string | null = null;
-  if (ex.position !== null && ex.position !== undefined) {
-    const of = ex.pending_in_queue ?? ex.position;
-    position = `${ordinal(ex.position)} of ${of} pending in queue ${ex.queue}`;
-  }
+  const side = SIDE_OF_LAYER[ex.layer] ?? 'done';
   const blockers = ex.blockers.map(b => {
     const what = b.id ? `${b.id}${b.name ? ` (${b.name}` + (b.user ? `, ${b.user})` : ')') : ''}` : `a ${b.project} run`;
     const dev = b.devices && b.devices.length ? ` on GPU ${b.devices.join(',')}` : '';
@@ -320,11 +273,10 @@ export function explainView(ex: IExplain): IExplainView {
   }
   return {
     side,
-    layerLabel: LAYER_LABELS[side],
+    layerLabel: ex.layer_text,
     headline: humanReason(ex.reason || ex.status),
     message: ex.message,
-    numbers,
-    position,
+    numbers: ex.number_lines.map(n => `${n.label}: ${n.text}`),
     blockers,
     blockerIds: ex.blockers.map(b => b.id ?? null),
     whoCanAct: ex.who_can_act.map(w => `${w.who} can ${w.can}`),

@@ -5,8 +5,9 @@
  * (the same text explain gives); older servers lack them, so each reader falls back.
  */
 
-import type { IQueue, IRun } from './types';
-import { formatDuration, humanReason, ordinal } from './format';
+import type { IClocks, IQueue, IRun } from './types';
+import { humanReason, ordinal } from './format';
+import { clocks } from './lifecycle';
 
 export interface IWaiting {
   reason: string;
@@ -79,12 +80,15 @@ export function queueRulesText(q: Pick<IQueue, 'ordering' | 'max_per_user'>): st
 }
 
 /**
- * The service writes "running for 12s" as of when it answered: re-count it from the
- * start time so an answer read once does not say "running for 0s" a minute later.
+ * The service writes "running for 12s" as of when it answered: say the run's own run clock
+ * instead (the service's `clocks.run_seconds`, gone on by `elapsed` while it ticks), so an answer
+ * read once does not say "running for 0s" a minute later, and a preempted run waiting again
+ * does not count the wait as running.
  */
-export function liveMessage(message: string, startedAt: number | null, now: number, final: boolean): string {
-  if (startedAt === null || final) {
+export function liveMessage(message: string, run: { clocks: IClocks } | null, elapsed: number): string {
+  const ran = run ? clocks(run, elapsed).find(c => c.key === 'run') : undefined;
+  if (!ran || ran.seconds === null) {
     return message;
   }
-  return message.replace(/running for \d+(?:\.\d+)? ?s\b/, `running for ${formatDuration(now - startedAt)}`);
+  return message.replace(/running for \d+(?:\.\d+)? ?s\b/, `running for ${ran.text}`);
 }

@@ -60,7 +60,7 @@ const queue: IQueue = {
 
 test('a waiting row says why it waits: the service field first, else a queue reason of its last event', () => {
   const why = { reason: 'QueueConcurrency', message: '2/2 runs dispatched in queue team-a-train' };
-  const row = runRowView({ ...base, waiting: why } as IRun, 1087);
+  const row = runRowView({ ...base, waiting: why } as IRun, 1087, 82);
   assert.equal(row.why, 'Queue concurrency: 2/2 runs dispatched in queue team-a-train');
   assert.equal(row.phaseText, 'waiting 1m 27s');
   assert.match(row.title, /Queue concurrency: 2\/2/);
@@ -91,13 +91,20 @@ test('a queue lists its pending runs in order; other projects counted, not named
   assert.equal(queueRulesText({ ...queue, max_per_user: null }), 'ordering fifo · no per-user limit');
 });
 
-test("explain's running for Ns counts on from the start time, and freezes when final", () => {
+test("explain's running for Ns is the run's clock: ticking while it runs, standing while a preempted run waits", () => {
   const msg = 'running for 0s on devices 0';
-  assert.equal(liveMessage(msg, 1000, 1007, false), 'running for 7s on devices 0');
-  assert.equal(liveMessage(msg, 1000, 1000 + 125, false), 'running for 2m 05s on devices 0');
-  assert.equal(liveMessage(msg, 1000, 2000, true), msg);
-  assert.equal(liveMessage('queue is paused', 1000, 2000, false), 'queue is paused');
-  assert.equal(liveMessage(msg, null, 2000, false), msg);
+  const ran = (run_seconds: number, ticking: IRun['clocks']['ticking']) => ({
+    clocks: { queue_wait_seconds: 1, start_wait_seconds: 2, run_seconds, ticking }
+  });
+  assert.equal(liveMessage(msg, ran(7, 'run_seconds'), 0), 'running for 7s on devices 0');
+  assert.equal(liveMessage(msg, ran(7, 'run_seconds'), 118), 'running for 2m 05s on devices 0');
+  // preempted, its replacement waiting: the run clock stands (the wait is start wait), though
+  // started_at is 200 s ago; the old sidebar counted it from started_at
+  assert.equal(liveMessage(msg, ran(30, 'start_wait_seconds'), 200), 'running for 30s on devices 0');
+  assert.equal(liveMessage(msg, ran(60, null), 2000), 'running for 1m 00s on devices 0');
+  assert.equal(liveMessage('queue is paused', ran(7, 'run_seconds'), 5), 'queue is paused');
+  assert.equal(liveMessage(msg, null, 2000), msg);
+  assert.equal(liveMessage(msg, { clocks: { ...ran(0, null).clocks, run_seconds: null } }, 2000), msg);
 });
 
 test('blockers carry the run ids to link; other teams runs carry none', () => {

@@ -3,7 +3,7 @@ import assert from 'node:assert/strict';
 
 import { RunsModel } from '../src/runsmodel';
 import type { IRun, IStatusEvent } from '../src/types';
-import { EMPTY_FILTER } from '../src/viewmodel';
+import { EMPTY_FILTER, markRead, readAgo } from '../src/viewmodel';
 import { PHASE } from './wire';
 
 function run(seq: number, over: Partial<IRun> = {}): IRun {
@@ -58,8 +58,9 @@ test('pages keep newest-first order; events update in place and set the phase ti
   m.addPage({ runs: [run(3), run(2)], next_before: 2 }, true);
   m.addPage({ runs: [run(1)], next_before: null }, false);
   assert.deepEqual(m.runs.map(r => r.seq), [3, 2, 1]);
-  assert.equal(m.applyEvent(ev('r-2', 'dispatched', 200)), 'updated');
-  assert.equal(m.applyEvent(ev('r-2', 'running', 201, { reason: 'Started' })), 'updated');
+  // every change re-reads the record: which clock ticks, and for how long, is the service's answer
+  assert.equal(m.applyEvent(ev('r-2', 'dispatched', 200)), 'fetch');
+  assert.equal(m.applyEvent(ev('r-2', 'running', 201, { reason: 'Started' })), 'fetch');
   const r2 = m.get('r-2')!;
   assert.equal(r2.status, 'running');
   assert.equal(r2.dispatched_at, 200);
@@ -69,6 +70,19 @@ test('pages keep newest-first order; events update in place and set the phase ti
   assert.equal(m.get('r-2')!.phase, 'end');
   assert.equal(m.get('r-2')!.finished_at, 230);
   assert.equal(changes, 5);
+  // a preempted run (still `running`, waiting again): its re-read record's clocks replace the row's,
+  // and they tick from that read
+  const preempted = run(2, {
+    status: 'running',
+    reason: 'InsufficientGPU',
+    updated_at: 240,
+    clocks: { queue_wait_seconds: 100, start_wait_seconds: 40, run_seconds: 20, ticking: 'start_wait_seconds' }
+  });
+  m.upsert(markRead(preempted, 1000));
+  assert.equal(m.applyEvent(ev('r-2', 'running', 239, { reason: 'InsufficientGPU' })), 'ignored'); // the record has it
+  const row = m.get('r-2')!;
+  assert.equal(row.clocks.ticking, 'start_wait_seconds');
+  assert.ok(readAgo(row) > 0);
 });
 
 test('stale events are ignored, unknown matching runs are fetched and inserted in order', () => {
@@ -87,7 +101,7 @@ test('a new submission is listed from its first event, then completed by the fet
   m.addPage({ runs: [run(5)], next_before: null }, true);
   assert.equal(m.applyEvent(ev('r-6', 'created', 300, { reason: 'Submitted', name: 'new' })), 'fetch');
   assert.deepEqual(m.runs.map(r => [r.id, r.status, r.presets]), [['r-6', 'created', undefined], ['r-5', 'queued', ['single-gpu']]]);
-  assert.equal(m.applyEvent(ev('r-6', 'queued', 300, { reason: 'Submitted' })), 'updated');
+  assert.equal(m.applyEvent(ev('r-6', 'queued', 300, { reason: 'Submitted' })), 'fetch');
   m.upsert(run(6, { updated_at: 300 }));
   assert.deepEqual(m.runs.map(r => [r.id, r.seq, r.presets]), [['r-6', 6, ['single-gpu']], ['r-5', 5, ['single-gpu']]]);
   // a run re-entering the list is not new: it waits for its record to find its place

@@ -24,6 +24,9 @@ import {
   queueView,
   runRowView,
   splitArgs,
+  markRead,
+  phaseTime,
+  readAgo,
   statusGroup,
   timelinePhases
 } from '../src/viewmodel';
@@ -156,13 +159,68 @@ test('the timeline splits into dispatch, execution, run and end phases', () => {
   assert.match(phases[1].label, /executor/);
 });
 
-test('a row shows status, queue, preset, GPUs and the time in the current phase', () => {
-  const v = runRowView(base, 1125);
+test("a timeline phase's time is the service's clock for it; a preempted run's Running is its run time", () => {
+  // started 75, preempted 105 (still `running`, its replacement waiting), now 165: the service
+  // says run 30 s and start wait 5 + 60 s, ticking; since the Running phase began is 90 s
+  const tl = [
+    { status: 'queued', phase: 'dispatch', reason: 'Submitted', message: '', at: 10 },
+    { status: 'dispatched', phase: 'execution', reason: 'Admitted', message: '', at: 70 },
+    { status: 'running', phase: 'run', reason: 'Started', message: '', at: 75 },
+    { status: 'running', phase: 'run', reason: 'InsufficientGPU', message: 'pod preempted', at: 105 }
+  ] as const;
+  const phases = timelinePhases(tl.map(e => ({ ...e })));
+  const run = {
+    finished_at: null,
+    clocks: { queue_wait_seconds: 60, start_wait_seconds: 65, run_seconds: 30, ticking: 'start_wait_seconds' as const }
+  };
+  assert.deepEqual(
+    phases.map(p => phaseTime(p, phases, run, 4, 169)),
+    [
+      { text: '1m 00s', live: false },
+      { text: '1m 09s', live: true },
+      { text: '30s', live: false }
+    ]
+  );
+  // a phase that comes back shows each group's own span, from its events' times
+  const back = timelinePhases(
+    [
+      { status: 'queued', phase: 'dispatch', reason: 'Submitted', message: '', at: 10 },
+      { status: 'dispatched', phase: 'execution', reason: 'Admitted', message: '', at: 20 },
+      { status: 'queued', phase: 'dispatch', reason: 'Requeued', message: '', at: 25 }
+    ].map(e => ({ ...e })) as typeof phases[number]['events']
+  );
+  const c = { finished_at: null, clocks: { queue_wait_seconds: 1, start_wait_seconds: 5, run_seconds: null, ticking: 'queue_wait_seconds' as const } };
+  assert.deepEqual(back.map(p => phaseTime(p, back, c, 0, 40)?.text), ['10s', '5s', '15s']);
+  assert.equal(phaseTime({ phase: 'end', label: '', start: 0, end: null, events: [] }, [], c, 0, 0), null);
+});
+
+test("each record's clocks tick from when it was read", () => {
+  const r = markRead({ ...base }, 1000);
+  assert.equal(readAgo(r, 1012), 12);
+  assert.equal(readAgo({ ...base }, 1012), 0); // not read from the service: its clocks stand
+});
+
+test("a row shows status, queue, preset, GPUs and the service's ticking clock", () => {
+  // queue wait 5 s when read, read 120 s ago
+  const v = runRowView(base, 1125, 120);
   assert.equal(v.phaseText, 'waiting 2m 05s');
   assert.equal(v.presets, 'single-gpu');
   assert.equal(v.gpus, '1 GPU');
-  const running = runRowView({ ...base, status: 'running', phase: 'run', dispatched_at: 1010, started_at: 1012 }, 1020);
+  const started = { ...base, status: 'running' as const, phase: 'run' as const, dispatched_at: 1010, started_at: 1012 };
+  const running = runRowView({ ...started, clocks: { queue_wait_seconds: 10, start_wait_seconds: 2, run_seconds: 6, ticking: 'run_seconds' } }, 1020, 2);
   assert.equal(running.phaseText, 'running 8s');
+  // preempted at 1042, its replacement waits since: the service says 30 s run, 2 + 60 s start wait, the
+  // start wait ticking; 1102 - started_at would say "running 1m 30s", the wait counted as run time
+  const preempted = {
+    ...started,
+    reason: 'InsufficientGPU',
+    clocks: { queue_wait_seconds: 10, start_wait_seconds: 62, run_seconds: 30, ticking: 'start_wait_seconds' as const }
+  };
+  assert.equal(runRowView(preempted, 1102, 0).phaseText, 'starting 1m 02s');
+  assert.equal(runRowView(preempted, 1107, 5).phaseText, 'starting 1m 07s');
+  // a row made from an event, its record not read yet: no clock to show
+  const unread = { ...base, clocks: { queue_wait_seconds: null, start_wait_seconds: null, run_seconds: null, ticking: null } };
+  assert.equal(runRowView(unread, 1125, 0).phaseText, 'waiting …');
   const ended = runRowView(
     {
       ...base,
@@ -182,14 +240,19 @@ test('a row shows status, queue, preset, GPUs and the time in the current phase'
   assert.deepEqual([fresh.presets, fresh.gpus], ['…', '… GPUs']);
 });
 
-test('explain while waiting: layer, numbers, position, blockers and who can act', () => {
+test("explain while waiting: the service's layer text and number lines, blockers and who can act", () => {
   const ex: IExplain = {
     run_id: 'r-9',
     status: 'queued',
     queue: 'team-a-train',
     layer: 'queue',
     layer_text: 'held by our queue (dispatch)',
-    number_lines: [],
+    // as core/explain_text.number_lines words them: the sidebar says them, never its own
+    number_lines: [
+      { label: 'numbers', text: '2/2 in use' },
+      { label: 'position', text: '2 of 3 waiting in queue team-a-train' },
+      { label: 'queue', text: '2/2 runs, 2/2 GPUs in use, 3 pending; 1 GPU(s) free on the machine' }
+    ],
     reason: 'QueueConcurrency',
     message: 'queue team-a-train is at its concurrency limit: 2/2 runs dispatched',
     numbers: { used: 2, limit: 2 },
@@ -207,13 +270,14 @@ test('explain while waiting: layer, numbers, position, blockers and who can act'
   };
   const v = explainView(ex);
   assert.equal(v.side, 'dispatch');
-  assert.equal(v.layerLabel, 'Held by our queue (dispatch side)');
+  assert.equal(v.layerLabel, 'held by our queue (dispatch)');
   assert.equal(v.headline, 'Queue concurrency');
+  // label: text, as the CLI and the widgets print them (client/explaining.py)
   assert.deepEqual(v.numbers, [
-    '2/2 runs dispatched in queue team-a-train',
-    'queue team-a-train: 2/2 runs, 2/2 GPUs in use, 3 pending; 1 GPUs free'
+    'numbers: 2/2 in use',
+    'position: 2 of 3 waiting in queue team-a-train',
+    'queue: 2/2 runs, 2/2 GPUs in use, 3 pending; 1 GPU(s) free on the machine'
   ]);
-  assert.equal(v.position, '2nd of 3 pending in queue team-a-train');
   assert.deepEqual(v.blockers, ['r-1 (train.py, bob): running, 1 GPU on GPU 0', 'a team-b run: running, 2 GPUs on GPU 1,2']);
   assert.deepEqual(v.whoCanAct, ['ops can raise the concurrency of queue team-a-train', 'bob can stop their runs that hold the queue']);
 });
@@ -234,17 +298,22 @@ test('explain on the execution side shows what the executor said; GPUs the execu
     who_can_act: [{ who: 'ops', can: 'check the executor' }]
   });
   assert.equal(v.side, 'execution');
-  assert.equal(v.layerLabel, 'Held by the executor (execution side)');
+  assert.equal(v.layerLabel, 'dispatched; the executor has not started it yet (execution)');
   assert.deepEqual(v.details, ['raw: 0/3 nodes are available', 'nodes: 3']);
-  assert.equal(v.position, null);
+  assert.deepEqual(v.numbers, []);
+  const lines = [
+    { label: 'numbers', text: 'requested 2, free 1' },
+    { label: 'position', text: '1 of 1 waiting in queue q' },
+    { label: 'queue', text: '0/∞ runs, 0/∞ GPUs in use, 1 pending' }
+  ];
   const q = explainView({
-    run_id: 'r-3', status: 'queued', queue: 'q', layer: 'queue', layer_text: 'held by our queue (dispatch)', number_lines: [], reason: 'NoCapacity', message: 'm',
+    run_id: 'r-3', status: 'queued', queue: 'q', layer: 'queue', layer_text: 'held by our queue (dispatch)', number_lines: lines, reason: 'NoCapacity', message: 'm',
     numbers: { requested: 2, free: 1 }, position: 1, pending_in_queue: 1, blockers: [],
     queue_usage: { runs: 0, concurrency: null, gpu: 0, gpu_quota: null, pending: 1, free_gpus: null },
     who_can_act: []
   });
-  assert.deepEqual(q.numbers, ['2 GPUs needed, 1 free on this machine', 'queue q: 0 runs, 0 GPUs in use, 1 pending']);
-  assert.equal(q.position, '1st of 1 pending in queue q');
+  // the numbers are the service's, not re-worded from `numbers`/`queue_usage` here
+  assert.deepEqual(q.numbers, ['numbers: requested 2, free 1', 'position: 1 of 1 waiting in queue q', 'queue: 0/∞ runs, 0/∞ GPUs in use, 1 pending']);
 });
 
 test('reasons and ordinals read as words', () => {
@@ -344,7 +413,10 @@ test('filters match live events as the service matches list queries', () => {
   assert.ok(!matchesFilter({ project: 'team-a', queue: 'x', status: 'running', phase: 'run', name: 'my-train' }, f));
   assert.ok(!matchesFilter({ project: 'team-b', queue: 'x', status: 'queued', phase: 'dispatch', name: 'my-train' }, f));
   assert.ok(!matchesFilter({ project: 'team-a', queue: 'x', status: 'queued', phase: 'dispatch', name: null }, f));
-  assert.deepEqual(filterQuery(f), { project: 'team-a', status: 'created,queued', q: 'train' });
+  // a group is asked by its phase (the service knows its statuses), an ended one by its final status
+  assert.deepEqual(filterQuery(f), { project: 'team-a', phase: 'dispatch', q: 'train' });
+  assert.deepEqual(filterQuery({ ...f, group: 'running', search: '' }), { project: 'team-a', phase: 'run' });
+  assert.deepEqual(filterQuery({ ...f, group: 'failed', search: '' }), { project: 'team-a', status: 'failed' });
 });
 
 test('notifications: my starts, finishes and failures; never other people runs', () => {
