@@ -132,11 +132,13 @@ def test_a_locked_queue_shows_as_locked_and_the_last_choices_are_remembered(clie
         assert launcher.gpu_picker.label == "default: 1 (project default preset single-gpu)"
         assert not launcher.queue_picker.disabled
         launcher.preset_picker.value = ["pinned"]
-        assert launcher.locked == {"queue": "pinned"}
-        assert launcher.queue_picker.disabled
-        assert launcher.queue_picker.options == (("interactive — locked, set by preset pinned", ""),)
         p = preview_of(launcher, presets=["pinned"])
         assert p["resolved"]["queue"] == "interactive"
+        # the locks are the preview's (the service resolved the presets), not derived here
+        assert p["locks"] == {"queue": "preset:pinned"}
+        until(lambda: launcher.queue_picker.disabled, "the preview's lock on the queue")
+        assert launcher.locked == {"queue": "preset:pinned"}
+        assert launcher.queue_picker.options == (("interactive — locked, set by preset pinned", ""),)
         assert launcher.queue_picker.label == "interactive — locked, set by preset pinned"
         launcher.mode_picker.value = "code"
         launcher.command_field.value = "print('pinned')"
@@ -145,8 +147,10 @@ def test_a_locked_queue_shows_as_locked_and_the_last_choices_are_remembered(clie
         mon = launcher.monitor
         assert isinstance(mon, RunMonitor)
         until(lambda: mon.status == "succeeded", "the run to end")
-        launcher.preset_picker.value = []  # unpicked: the queue can be chosen again
-        assert not launcher.queue_picker.disabled and launcher.queue_picker.value == ""
+        launcher.preset_picker.value = []  # unpicked: the queue can be chosen again once the preview says so
+        preview_of(launcher, presets=None)
+        until(lambda: not launcher.queue_picker.disabled, "the queue unlocked by the preview")
+        assert launcher.queue_picker.value == "" and launcher.locked == {}
     finally:
         launcher.close()
     assert json.loads(state_path().read_text()) == {"project": "team-a", "presets": {"team-a": ["pinned"]}}
@@ -154,7 +158,7 @@ def test_a_locked_queue_shows_as_locked_and_the_last_choices_are_remembered(clie
     again = Launcher(client)  # no project given: the last one, with its presets
     try:
         assert again.project_picker.value == "team-a" and again.preset_picker.value == ["pinned"]
-        assert again.queue_picker.disabled
+        until(lambda: again.queue_picker.disabled, "the first preview's lock on the queue")
     finally:
         again.close()
 

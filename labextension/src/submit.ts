@@ -3,7 +3,7 @@
  * (the project's default presets first, fixed), queue and overrides, a live preview
  * (resolved spec with the layer of each field, and the policy verdict), and the service's
  * message and hint when it refuses. Submit stays disabled while the preview refuses or the
- * form is incomplete, with the reason beside it; fields a preset locks show as locked.
+ * form is incomplete, with the reason beside it; fields the preview's `locks` name show as locked.
  */
 
 import { ISignal, Signal } from '@lumino/signaling';
@@ -17,10 +17,9 @@ import type { IPreset, IPreview, IProject, IRun, IRunRequest } from './types';
 import {
   buildRunRequest,
   formatResources,
-  ILock,
   ISubmitState,
   layerLabel,
-  lockedFields
+  lockOf
 } from './viewmodel';
 
 const PREVIEW_DELAY_MS = 250;
@@ -234,12 +233,6 @@ export class SubmitForm extends Widget {
     this._changed();
   }
 
-  /** The presets applied, in order: the project's defaults, then the chosen ones. */
-  private _applied(): IPreset[] {
-    const names = [...(this._currentProject()?.default_presets ?? []), ...this._state.presets];
-    return names.map(n => this._all.find(p => p.name === n)).filter((p): p is IPreset => !!p);
-  }
-
   private _renderPresets(): void {
     const chosen = this._state.presets;
     const move = (i: number, d: number) => {
@@ -304,23 +297,28 @@ export class SubmitForm extends Widget {
   }
 
   /**
-   * The queue select (and the resource fields) as the presets leave them: locked fields are
-   * disabled and say which preset set them; otherwise the default option names the queue the
-   * run gets and the layer that chose it (from the preview).
+   * The queue select (and the resource fields) as the last preview leaves them: a field its
+   * `locks` name is disabled and says which layer locked it (the service resolved the presets;
+   * none is derived here, so before the first preview answers nothing shows as locked); otherwise
+   * the default option names the queue the run gets and the layer that chose it (from the preview).
    */
   private _renderLocks(p: IPreview | null): void {
-    const locks = lockedFields(this._applied());
+    if (p) {
+      this._locks = p.locks;
+      this._lockedQueue = p.locks.queue !== undefined ? String(p.resolved.queue ?? '') : '';
+    }
+    const locks = this._locks;
     const project = this._currentProject();
-    const queueLock = locks.get('queue');
+    const queueLock = lockOf(locks, 'queue');
+    let cleared = false;
     if (queueLock) {
-      const preset = this._all.find(x => x.name === queueLock.preset);
-      const queue = String(p?.resolved.queue ?? preset?.queue ?? '');
+      cleared = this._state.queue !== '';
       this._state.queue = '';
       this._queue.disabled = true;
-      this._queue.dataset.locked = queueLock.preset;
-      this._queue.title = `Locked: preset ${queueLock.preset} fixes the queue; remove the preset to choose another`;
+      this._queue.dataset.locked = queueLock;
+      this._queue.title = `Locked: ${layerLabel(queueLock)} fixes the queue; remove it to choose another`;
       // An option holds text only: the lock is drawn beside the select (an icon: the emoji needs a font).
-      this._queue.replaceChildren(h('option', { value: '' }, `${queue} — locked, set by preset ${queueLock.preset}`));
+      this._queue.replaceChildren(h('option', { value: '' }, `${this._lockedQueue} — locked, set by ${layerLabel(queueLock)}`));
       this._queueLock.replaceChildren(lockGlyph(), 'locked');
     } else {
       this._queueLock.replaceChildren();
@@ -337,26 +335,34 @@ export class SubmitForm extends Widget {
       );
       this._queue.value = this._state.queue;
     }
-    this._lockInput(this._gpu, locks.get('resources'), 'gpu');
-    this._lockInput(this._cpu, locks.get('resources'), 'cpu');
-    this._lockInput(this._memory, locks.get('resources'), 'memory');
-    this._lockInput(this._env, locks.get('env'), 'env');
+    cleared = this._lockInput(this._gpu, lockOf(locks, 'resources.gpu'), 'gpu') || cleared;
+    cleared = this._lockInput(this._cpu, lockOf(locks, 'resources.cpu'), 'cpu') || cleared;
+    cleared = this._lockInput(this._memory, lockOf(locks, 'resources.memory'), 'memory') || cleared;
+    cleared = this._lockInput(this._env, lockOf(locks, 'env'), 'env') || cleared;
+    if (cleared && p) {
+      // the preview judged a value a lock now drops: judge the request without it
+      this._changed();
+    }
   }
 
-  private _lockInput(el: HTMLInputElement | HTMLTextAreaElement, lock: ILock | undefined, key: 'gpu' | 'cpu' | 'memory' | 'env'): void {
-    if (lock) {
+  /** Lock or unlock one field; true when a value the user typed was dropped. */
+  private _lockInput(el: HTMLInputElement | HTMLTextAreaElement, layer: string | undefined, key: 'gpu' | 'cpu' | 'memory' | 'env'): boolean {
+    let cleared = false;
+    if (layer) {
       if (this._state[key]) {
         this._state[key] = '';
         el.value = '';
+        cleared = true;
       }
       el.disabled = true;
-      el.dataset.locked = lock.preset;
-      el.placeholder = `locked, set by preset ${lock.preset}`;
+      el.dataset.locked = layer;
+      el.placeholder = `locked, set by ${layerLabel(layer)}`;
     } else if (el.dataset.locked) {
       el.disabled = false;
       delete el.dataset.locked;
       el.placeholder = key === 'env' ? 'NAME=value, one per line' : 'from presets';
     }
+    return cleared;
   }
 
   /** Any change: clear the last refusal and preview again shortly. */
@@ -408,6 +414,9 @@ export class SubmitForm extends Widget {
   }
 
   private _projects: IProject[];
+  /** The last preview's `locks` (path → layer) and the queue it locked: shown until the next preview. */
+  private _locks: Record<string, string> = {};
+  private _lockedQueue = '';
   private _state: ISubmitState;
   private _all: IPreset[] = [];
   private _available: IPreset[] = [];

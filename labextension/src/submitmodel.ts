@@ -1,6 +1,6 @@
 /** The submit form's state and the run request it makes (pure; submit.ts is the dialog). */
 
-import type { IPreset, IResources, IRunDetail, IRunRequest } from './types';
+import type { IResources, IRunDetail, IRunRequest } from './types';
 
 export interface ISubmitState {
   script: string;
@@ -212,26 +212,16 @@ export function stateFromRun(run: IRunDetail): ISubmitState {
   };
 }
 
-/** A field fixed by a preset's `locked`, and the preset that fixed it. */
-export interface ILock {
-  field: string;
-  preset: string;
-}
-
-/**
- * The fields the applied presets lock (project defaults first, then the chosen ones): the
- * first preset to lock a field fixes it; later layers cannot change it.
- */
-export function lockedFields(applied: IPreset[]): Map<string, ILock> {
-  const out = new Map<string, ILock>();
-  for (const p of applied) {
-    for (const field of p.locked ?? []) {
-      if (!out.has(field)) {
-        out.set(field, { field, preset: p.name });
-      }
+/** The layer that locks `path` in a preview's `locks`: the path itself or a field above it (`resources`). */
+export function lockOf(locks: Record<string, string>, path: string): string | undefined {
+  const parts = path.split('.');
+  for (let i = parts.length; i > 0; i--) {
+    const layer = locks[parts.slice(0, i).join('.')];
+    if (layer !== undefined) {
+      return layer;
     }
   }
-  return out;
+  return undefined;
 }
 
 /** `preset notebook`, `project team-a`, `project default preset gpu-small`, `org defaults`: who set a field. */

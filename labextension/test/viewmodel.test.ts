@@ -16,6 +16,8 @@ import {
   formatMetric,
   groupCounts,
   humanReason,
+  layerLabel,
+  lockOf,
   longWaiters,
   matchesFilter,
   noticeFor,
@@ -505,4 +507,16 @@ test('Compare charts: the server default metric first, then by how many runs log
   const best = (label: string) => compareRows(scored, 'r-1').find(r => r.label === label)!.cells.map(c => c.text);
   assert.deepEqual(best('acc (best)'), ['0.9', '0.8']);
   assert.deepEqual(best('score (best)'), ['3', '2']);
+});
+
+test("the dialog's locks are the preview's: a field is locked by its path or a field above it", () => {
+  // as `POST runs/preview` answers (core/merge.py: path → the first layer that locked it)
+  const locks = { queue: 'preset:pinned', resources: 'project:team-a/preset:gpu-small' };
+  assert.equal(lockOf(locks, 'queue'), 'preset:pinned');
+  assert.equal(lockOf(locks, 'resources.gpu'), 'project:team-a/preset:gpu-small');
+  assert.equal(lockOf({ 'resources.gpu': 'preset:one' }, 'resources.cpu'), undefined);
+  assert.equal(lockOf({}, 'env'), undefined);
+  // and said in the provenance's words
+  assert.equal(layerLabel(lockOf(locks, 'resources.gpu')), 'project default preset gpu-small');
+  assert.equal(layerLabel(lockOf(locks, 'queue')), 'preset pinned');
 });

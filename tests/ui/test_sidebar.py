@@ -114,9 +114,10 @@ def test_submit_from_the_file_browser_queued_running_succeeded(lab: Lab, lab_pag
     assert run_id
     expect(detail.locator(".jp-GpuPlat-detailHeader .jp-GpuPlat-status")).to_have_text("queued")
     explain = detail.locator(".jp-GpuPlat-explain")
-    expect(explain).to_contain_text("Held by our queue (dispatch side)")
+    # the service's words (explain's layer_text and number_lines), as the CLI prints them
+    expect(explain).to_contain_text("held by our queue (dispatch)")
     expect(explain).to_contain_text("queue team-a-train is paused")
-    expect(explain).to_contain_text("1st of 1 pending in queue team-a-train")
+    expect(explain).to_contain_text("position: 1 of 1 waiting in queue team-a-train")
     expect(explain).to_contain_text("ops can resume queue team-a-train")
     expect(detail.locator('[data-clock="queue_wait"]')).to_have_class(re.compile("jp-mod-live"))
     page.screenshot(path=screenshots / "run-queued.png")

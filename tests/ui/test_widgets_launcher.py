@@ -110,7 +110,7 @@ def test_the_submit_dialog_shows_a_queue_a_preset_locks(
         expect(queue).to_be_enabled()
         dialog.locator('select[name="preset-add"]').select_option("pinned")
         expect(queue).to_be_disabled()
-        expect(queue).to_have_attribute("data-locked", "pinned")
+        expect(queue).to_have_attribute("data-locked", "preset:pinned")  # the layer, as the preview names it
         expect(queue.locator("option")).to_have_text("interactive — locked, set by preset pinned")
         note = dialog.locator(".jp-GpuPlat-lockNote")
         expect(note).to_have_text("locked")

@@ -10,8 +10,8 @@ success, a RunMonitor for the new run.
 It starts from the project's `default_presets` (applied first by the service; the preset help
 names them) and from the project and presets last submitted from a Launcher (remembered in
 the Jupyter data dir, launchview.save_last). While the preview refuses, Submit is disabled
-with the reason beside it; a field a preset locks shows as locked (`interactive — locked, set by
-preset notebook`) and cannot be changed; 0 GPUs is said plainly (launchview.preview_html).
+with the reason beside it; a field the preview's `locks` name shows as locked (`interactive — locked,
+set by preset notebook`) and cannot be changed (once the first preview answers); 0 GPUs is said plainly (launchview.preview_html).
 
 Checking "sweep" (sweepform.SweepForm) makes Submit submit a sweep instead: params as rows (name and
 compact domain), grid or random, num runs, concurrency, with a preview of how many children and
@@ -38,7 +38,6 @@ from .launchview import (
     default_label,
     load_last,
     lock_label,
-    locks,
     preview_html,
     refusal_reason,
     save_last,
@@ -171,7 +170,6 @@ class Launcher(widgets.VBox):
         for w in (self.preset_picker, self.queue_picker, self.gpu_picker, self.name_field, self.command_field):
             w.observe(lambda _: self.schedule_preview(), "value")
         self.preset_picker.observe(lambda _: self._render_preset_help(), "value")
-        self.preset_picker.observe(lambda _: self._apply_locks(), "value")
         self.sweep_form.observe(lambda _: self.schedule_preview(), "preview_text")
         self.submit_button.on_click(lambda _: self.submit())
         self.schedule_preview()
@@ -272,8 +270,10 @@ class Launcher(widgets.VBox):
 
     @property
     def locked(self) -> dict[str, str]:
-        """Each path a preset locks (queue, resources…) and that preset, project defaults first."""
-        return locks([*self.default_presets, *self.preset_picker.value], self._presets_info)
+        """Each locked path (queue, resources…) and the layer that locked it (`preset:pinned`), as the
+        last preview answered (its `locks`): the service resolves the presets, this widget derives none.
+        Empty until the first preview (asked for as the Launcher opens)."""
+        return dict((self.preview or {}).get("locks") or {})
 
     def _project_changed(self, restore: bool = False) -> None:
         p = self.projects[self.project_picker.value]
@@ -317,16 +317,17 @@ class Launcher(widgets.VBox):
         current = self.preview if self.preview_request == self.request(for_preview=True) else None
         resolved = (current or {}).get("resolved") or {}
         provenance = (current or {}).get("provenance") or {}
+        # a locked value is the last preview's: no choice here changes it
+        fixed = (self.preview or {}).get("resolved") or {}
         gpu_lock = locked.get("resources.gpu") or locked.get("resources")
         for picker, options, lock, path in (
             (self.queue_picker, self._queue_options, locked.get("queue"), "queue"),
             (self.gpu_picker, self._gpu_options, gpu_lock, "resources.gpu"),
         ):
-            info = self._presets_info.get(lock or "", {})
-            own = info.get("queue") if path == "queue" else (info.get("resources") or {}).get("gpu")
             value = resolved.get("queue") if path == "queue" else (resolved.get("resources") or {}).get("gpu")
             if lock is not None:
-                options = [(lock_label(own if own is not None else value, lock, self.default_presets), DEFAULT)]
+                own = fixed.get("queue") if path == "queue" else (fixed.get("resources") or {}).get("gpu")
+                options = [(lock_label(own, lock), DEFAULT)]
             elif value is not None and path in provenance:
                 options = [(default_label(value, provenance[path]), DEFAULT), *options[1:]]
             relabel_only = lock is None and not picker.disabled

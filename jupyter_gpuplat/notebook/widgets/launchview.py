@@ -4,8 +4,8 @@
   the settings resolve to and asks for a command. A refusal shows every violation; the
   Launcher disables Submit and says why beside it (`refusal_reason`).
 - A run that asks for 0 GPUs says so plainly.
-- A field a preset locks (its `locked` paths; the first layer that locks a path wins, project
-  default presets first) shows as `interactive — locked, set by preset notebook` (`locks`).
+- A field the preview says is locked (its `locks`: path → the layer that locked it, resolved by the
+  service) shows as `interactive — locked, set by preset notebook` (`lock_label`).
 - The last project and, per project, the last presets submitted are remembered in the user's
   Jupyter data dir (`gpuplat/launcher.json`); a Launcher opened later starts from them.
 """
@@ -20,7 +20,7 @@ from typing import Any
 
 from . import _html as h
 
-__all__ = ["default_label", "load_last", "locks", "preview_html", "refusal_reason", "save_last"]
+__all__ = ["default_label", "load_last", "lock_label", "preview_html", "refusal_reason", "save_last"]
 
 
 # ---- remembered choices ---------------------------------------------------------------------------
@@ -56,18 +56,9 @@ def save_last(project: str, presets: list[str]) -> None:
 
 
 # ---- locks ----------------------------------------------------------------------------------------
-def locks(order: Iterable[str], presets_info: Mapping[str, Mapping[str, Any]]) -> dict[str, str]:
-    """Each locked path and the preset that locks it, presets in the order they apply."""
-    out: dict[str, str] = {}
-    for name in order:
-        for path in presets_info.get(name, {}).get("locked") or []:
-            out.setdefault(str(path), name)
-    return out
-
-
-def lock_label(value: Any, preset: str, defaults: Iterable[str]) -> str:
-    by = f"project default preset {preset}" if preset in defaults else f"preset {preset}"
-    return f"{h.value(value)} — locked, set by {by}"  # words: an emoji lock needs a font
+def lock_label(value: Any, layer: str) -> str:
+    """`interactive — locked, set by preset pinned`: a preview's lock (`locks`: path → layer) in words."""
+    return f"{h.value(value)} — locked, set by {layer_text(layer)}"  # words: an emoji lock needs a font
 
 
 def layer_text(layer: str) -> str:
