@@ -91,7 +91,19 @@ def test_every_operation_documents_its_answers_and_parameters() -> None:
     assert runs["limit"]["schema"] | {} == {"type": "integer", "minimum": 1, "maximum": 1000, "default": 100}
     assert set(runs["status"]["schema"]["items"]["enum"]) == {s.value for s in m.Status}
     assert set(runs["phase"]["schema"]["items"]["enum"]) == {p.value for p in Phase}
-    assert set(runs) == {"project", "status", "phase", "queue", "user", "q", "kind", "parent", "notebook", "before", "limit"}
+    assert set(runs) == {
+        "project",
+        "status",
+        "phase",
+        "queue",
+        "user",
+        "q",
+        "kind",
+        "parent",
+        "notebook",
+        "before",
+        "limit",
+    }
     assert set(params[("/gpuplat/api/runs/{run_id}/logs", "get")]) == {"run_id", "follow", "offset", "format"}
     assert set(params[("/gpuplat/api/events", "get")]) == {"since", "limit", "heartbeat"}
     assert set(params[("/gpuplat/api/compare", "get")]) == {"runs", "metrics", "max_points"}

@@ -7,6 +7,7 @@ timestamps and showed the wait again as run time. A Lab on the project's Kuberne
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from typing import Any
 
@@ -57,6 +58,37 @@ def explained(lab: Lab, run_id: str, reason: str) -> dict[str, Any]:
     )
 
 
+def open_sidebar(lab: Lab, browser_context: Any) -> Any:
+    page = browser_context.new_page()
+    browser_context.clear_cookies()
+    page.goto(f"{lab.url}lab?reset&token={lab.token}")
+    expect(page.locator('li[data-id="jupyter-gpuplat-sidebar"]')).to_be_visible(timeout=60_000)
+    page.evaluate(SHOW_SIDEBAR)
+    expect(page.locator(SIDEBAR)).to_be_visible()
+    widen_left_sidebar(page, 460)
+    return page
+
+
+def waiting_again(lab: Lab, rid: str, browser_context: Any) -> None:
+    """A preempted run still `running` whose replacement pod waits: its row ticks the start wait
+    (`starting …`), and its timeline's Running phase is the run clock, standing while it waits.
+    The old sidebar counted both from started_at ("running N s" with the wait in it)."""
+    page = open_sidebar(lab, browser_context)
+    try:
+        row = page.locator(f'{SIDEBAR} .jp-GpuPlat-runRow[data-run-id="{rid}"]')
+        expect(row.locator(".jp-GpuPlat-status")).to_have_text("running")
+        expect(row.locator(".jp-GpuPlat-runPhase")).to_have_text(re.compile(r"^starting \d"))
+        detail = open_from_list(page, rid)
+        ran = lab.ok("GET", f"runs/{rid}")["clocks"]
+        assert ran["ticking"] == "start_wait_seconds", ran
+        ran_text = format_duration(ran["run_seconds"])
+        expect(detail.locator('.jp-GpuPlat-phase[data-phase="run"] .jp-GpuPlat-phaseTime')).to_have_text(ran_text)
+        expect(detail.locator('[data-clock="run"] .jp-GpuPlat-clockValue')).to_have_text(ran_text)
+        expect(detail.locator('[data-clock="start_wait"]')).to_have_class(re.compile("jp-mod-live"))
+    finally:
+        page.close()
+
+
 def test_a_preempted_run_shows_the_services_clocks_in_the_sidebar_the_cli_and_the_widgets(
     k8s_lab: Lab, cluster: EmulatedCluster, browser_context: Any
 ) -> None:
@@ -79,6 +111,8 @@ def test_a_preempted_run_shows_the_services_clocks_in_the_sidebar_the_cli_and_th
         ),
         "the replacement to wait a while",
     )
+    # Still `running`, waiting again: the sidebar says the service's clocks, not time since it started.
+    waiting_again(lab, rid, browser_context)
     cluster.open_gate("release")
     explained(lab, rid, "Running")
     cluster.open_gate("again")
@@ -97,14 +131,8 @@ def test_a_preempted_run_shows_the_services_clocks_in_the_sidebar_the_cli_and_th
     finally:
         mon.close()
     # The sidebar shows them.
-    page = browser_context.new_page()
+    page = open_sidebar(lab, browser_context)
     try:
-        browser_context.clear_cookies()
-        page.goto(f"{lab.url}lab?reset&token={lab.token}")
-        expect(page.locator('li[data-id="jupyter-gpuplat-sidebar"]')).to_be_visible(timeout=60_000)
-        page.evaluate(SHOW_SIDEBAR)
-        expect(page.locator(SIDEBAR)).to_be_visible()
-        widen_left_sidebar(page, 460)
         detail = open_from_list(page, rid)
         for key, field in (("queue_wait", THREE[0]), ("start_wait", THREE[1]), ("run", THREE[2])):
             value = detail.locator(f'[data-clock="{key}"] .jp-GpuPlat-clockValue')
