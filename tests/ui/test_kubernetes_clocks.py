@@ -89,6 +89,26 @@ def waiting_again(lab: Lab, rid: str, browser_context: Any) -> None:
         page.close()
 
 
+def running_again(lab: Lab, rid: str, browser_context: Any) -> None:
+    """Running again after the wait: explain's "running for" is the run clock (the wait left out),
+    the same text as the Run time clock beside it. The old sidebar counted it from started_at."""
+    page = open_sidebar(lab, browser_context)
+    try:
+        detail = open_from_list(page, rid)
+        message = detail.locator(".jp-GpuPlat-explainMessage")
+        expect(message).to_contain_text("running for")
+        run_clock = detail.locator('[data-clock="run"] .jp-GpuPlat-clockValue')
+
+        def same() -> bool:
+            # both are drawn on the same tick; read together, they agree unless a tick fell between
+            said, clock = message.text_content() or "", run_clock.text_content() or ""
+            return f"running for {clock} " in f"{said} "
+
+        until(same, "explain's running for to say the run clock", timeout=10)
+    finally:
+        page.close()
+
+
 def test_a_preempted_run_shows_the_services_clocks_in_the_sidebar_the_cli_and_the_widgets(
     k8s_lab: Lab, cluster: EmulatedCluster, browser_context: Any
 ) -> None:
@@ -115,6 +135,7 @@ def test_a_preempted_run_shows_the_services_clocks_in_the_sidebar_the_cli_and_th
     waiting_again(lab, rid, browser_context)
     cluster.open_gate("release")
     explained(lab, rid, "Running")
+    running_again(lab, rid, browser_context)
     cluster.open_gate("again")
     done = lab.wait_status(rid, "succeeded")
     c = done["clocks"]
