@@ -11,7 +11,8 @@ It starts from the project's `default_presets` (applied first by the service; th
 names them) and from the project and presets last submitted from a Launcher (remembered in
 the Jupyter data dir, launchview.save_last). While the preview refuses, Submit is disabled
 with the reason beside it; a field the preview's `locks` name shows as locked (`interactive — locked,
-set by preset notebook`) and cannot be changed (once the first preview answers); 0 GPUs is said plainly (launchview.preview_html).
+set by preset notebook`) and cannot be changed (once the first preview answers); 0 GPUs is said
+plainly (launchview.preview_html).
 
 Checking "sweep" (sweepform.SweepForm) makes Submit submit a sweep instead: params as rows (name and
 compact domain), grid or random, num runs, concurrency, with a preview of how many children and
