@@ -185,7 +185,7 @@ export class Notifier {
 
   private async _loadWaiting(): Promise<void> {
     try {
-      const page = await this._service.listRuns({ user: this._user, status: 'created,queued' }, null, 1000);
+      const page = await this._service.listRuns({ user: this._user, phase: 'dispatch' }, null, 1000);
       for (const r of page.runs) {
         this._waiting.set(r.id, r);
       }

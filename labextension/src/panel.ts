@@ -117,8 +117,7 @@ export class GpuPlatPanel extends Panel {
     this.queuesView = new QueuesView({
       service,
       isAdmin: () => this._whoami?.platform_admin ?? false,
-      oldestWaiting: q => this.model.oldestWaiting(q),
-      clockOffset: () => this.clockOffset,
+      longestWait: q => this.model.longestWait(q),
       onOpen: id => void this.openRun(id),
       onRendered: () => this._ticker.poke()
     });

@@ -15,9 +15,8 @@ import { hiddenPendingText, pendingCount, pendingRunText, pendingRuns, queueRule
 export interface IQueuesOptions {
   service: GpuPlatService;
   isAdmin: () => boolean;
-  /** Oldest `queued_at` among the waiting runs we list in this queue. */
-  oldestWaiting: (queue: string) => number | null;
-  clockOffset: () => number;
+  /** The longest queue wait (the service's clock, ticking) among the waiting runs we list in this queue. */
+  longestWait: (queue: string) => number | null;
   /** Open a pending run (its row in the queue). */
   onOpen?: (id: string) => void;
   /** Rendered anew (the panel's clock may have to start). */
@@ -59,7 +58,6 @@ export class QueuesView extends Widget {
   }
 
   private _render(): void {
-    const now = Date.now() / 1000 - this._opts.clockOffset();
     const admin = this._opts.isAdmin();
     if (!this._queues.length) {
       this._list.replaceChildren(h('li', { class: 'jp-GpuPlat-empty' }, 'No queues you may use.'));
@@ -68,7 +66,7 @@ export class QueuesView extends Widget {
     this._lines.clear();
     this._list.replaceChildren(
       ...this._queues.map(q => {
-        const v = queueView(q, this._opts.oldestWaiting(q.name), now);
+        const v = queueView(q, this._opts.longestWait(q.name));
         const action = admin
           ? h(
               'button',
@@ -110,10 +108,9 @@ export class QueuesView extends Widget {
 
   /** Every second: the longest waits, text only (the links stay clickable). */
   tick(): void {
-    const now = Date.now() / 1000 - this._opts.clockOffset();
     for (const q of this._queues) {
       const el = this._lines.get(q.name);
-      const text = pendingLine(queueView(q, this._opts.oldestWaiting(q.name), now));
+      const text = pendingLine(queueView(q, this._opts.longestWait(q.name)));
       if (el && el.textContent !== text) {
         el.textContent = text;
       }

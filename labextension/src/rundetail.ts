@@ -481,7 +481,8 @@ export function codeFacts(run: IRunDetail): Array<[string, string]> {
   const facts: Array<[string, string]> = [['Ran in', run.working_dir || 'the run\'s artifact directory']];
   const code = run.code;
   if (!code) {
-    facts.push(['Snapshot', run.status === 'queued' ? 'taken when the run starts' : 'none']);
+    // still in our queue (the service's phase): the snapshot is taken at dispatch
+    facts.push(['Snapshot', run.phase === 'dispatch' ? 'taken when the run starts' : 'none']);
     return facts;
   }
   facts.push(['Snapshot', code.snapshot ? `${code.snapshot} (in outputs)` : 'none (a command)']);

@@ -7,7 +7,7 @@
  */
 
 import type { IRun, IRunsPage, IStatusEvent } from './types';
-import { EMPTY_FILTER, IRunFilter, isFinal, markRead, matchesFilter, readAgo, statusGroup } from './viewmodel';
+import { EMPTY_FILTER, IRunFilter, clocks, isFinal, markRead, matchesFilter, readAgo, statusGroup } from './viewmodel';
 
 export type EventOutcome = 'updated' | 'removed' | 'fetch' | 'ignored';
 
@@ -45,18 +45,21 @@ export class RunsModel {
     return this._version;
   }
 
-  /** The oldest `queued_at` among the waiting runs held in a queue (sweeps wait through their children). */
-  oldestWaiting(queue: string): number | null {
-    let oldest: number | null = null;
+  /**
+   * The longest queue wait among the waiting runs held in a queue (sweeps wait through their
+   * children), `now` in client seconds: each run's service clock, gone on since it was read.
+   */
+  longestWait(queue: string, now: number = Date.now() / 1000): number | null {
+    let longest: number | null = null;
     for (const r of this._order) {
       if (r.queue === queue && r.kind !== 'sweep' && statusGroup(r) === 'waiting') {
-        const at = r.queued_at ?? r.created_at;
-        if (at !== null && (oldest === null || at < oldest)) {
-          oldest = at;
+        const wait = clocks(r, readAgo(r, now))[0].seconds;
+        if (wait !== null && (longest === null || wait > longest)) {
+          longest = wait;
         }
       }
     }
-    return oldest;
+    return longest;
   }
 
   get(id: string): IRun | undefined {

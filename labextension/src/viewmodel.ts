@@ -102,7 +102,7 @@ function ratio(used: number, limit: number | null | undefined): number | null {
  * A queue's row: GPUs used/quota, runs dispatched/concurrency, pending count, what the
  * head of the queue waits for, and the longest wait among the pending runs we can see.
  */
-export function queueView(q: IQueue, oldestQueuedAt: number | null, now: number): IQueueView {
+export function queueView(q: IQueue, longestWait: number | null): IQueueView {
   const gpu = Number(q.usage.gpu ?? 0);
   const quota = q.quota.gpu ?? null;
   const runs = q.usage.runs;
@@ -120,9 +120,7 @@ export function queueView(q: IQueue, oldestQueuedAt: number | null, now: number)
     pendingText: `${pending} pending`,
     waitText: q.paused ? 'paused: nothing is dispatched' : head ? head.message : '',
     oldestWaitText:
-      oldestQueuedAt === null || pending === 0
-        ? ''
-        : `longest wait ${formatDuration(now - oldestQueuedAt)}`
+      longestWait === null || pending === 0 ? '' : `longest wait ${formatDuration(longestWait)}`
   };
 }
 

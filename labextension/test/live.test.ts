@@ -11,6 +11,7 @@ import {
   hiddenPendingText,
   presetsText,
   liveMessage,
+  markRead,
   pendingCount,
   pendingRunText,
   pendingRuns,
@@ -83,7 +84,7 @@ test('a queue lists its pending runs in order; other projects counted, not named
   // the list in `pending` itself counts too
   const listed = { ...queue, pending } as unknown as IQueue;
   assert.equal(pendingCount(listed), 2);
-  assert.equal(queueView(listed, null, 0).pendingText, '2 pending');
+  assert.equal(queueView(listed, null).pendingText, '2 pending');
   assert.equal(pendingRuns(queue), null); // an older server: a count only
   assert.equal(hiddenPendingText({ ...queue, pending_hidden: 2 } as IQueue), 'and 2 of other projects (not named)');
   assert.equal(hiddenPendingText({ ...queue, pending_hidden: 0 } as IQueue), '');
@@ -136,11 +137,24 @@ test('failures collapse into one notice: one run by name, more counted, newest f
   assert.equal(failureSummary([1, 2, 3, 4, 5].map(f)), '5 runs failed: run5, run4, run3 and 2 more');
 });
 
-test('the oldest wait of a queue among the runs held', () => {
+test("the longest wait of a queue among the runs held: each run's queue-wait clock, ticking since its read", () => {
   const m = new RunsModel();
-  m.addPage({ runs: [{ ...base, id: 'a', queued_at: 1010 }, { ...base, id: 'b', queued_at: 990 }, { ...base, id: 'c', queue: 'other', queued_at: 10 }, { ...base, id: 'd', status: 'running', phase: 'run', queued_at: 5 }], next_before: null } as never, true);
-  assert.equal(m.oldestWaiting('team-a-train'), 990);
-  assert.equal(m.oldestWaiting('nothing'), null);
+  const waited = (id: string, seconds: number, over: Partial<IRun> = {}) =>
+    markRead({ ...base, id, ...over, clocks: { ...base.clocks, queue_wait_seconds: seconds } }, 2000);
+  m.addPage(
+    {
+      runs: [
+        waited('a', 10),
+        waited('b', 30),
+        waited('c', 900, { queue: 'other' }),
+        waited('d', 999, { status: 'running', phase: 'run' })
+      ],
+      next_before: null
+    },
+    true
+  );
+  assert.equal(m.longestWait('team-a-train', 2005), 35);
+  assert.equal(m.longestWait('nothing', 2005), null);
 });
 
 test('the server clock takes the smallest offset seen', () => {

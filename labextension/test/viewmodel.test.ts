@@ -395,14 +395,14 @@ test('a queue row: GPUs and runs against their limits, pending, head wait, longe
     pending: 3,
     head_wait: { reason: 'QueueConcurrency', message: 'queue team-a-train is at its concurrency limit: 2/2 runs dispatched' }
   };
-  const v = queueView(q, 1000, 1090);
+  const v = queueView(q, 90);
   assert.equal(v.gpuText, '2/2 GPUs');
   assert.equal(v.gpuFraction, 1);
   assert.equal(v.runsText, '2/2 runs dispatched');
   assert.equal(v.pendingText, '3 pending');
   assert.match(v.waitText, /concurrency limit/);
   assert.equal(v.oldestWaitText, 'longest wait 1m 30s');
-  const paused = queueView({ ...q, paused: true, concurrency: null, quota: {}, pending: 0 }, null, 0);
+  const paused = queueView({ ...q, paused: true, concurrency: null, quota: {}, pending: 0 }, null);
   assert.equal(paused.waitText, 'paused: nothing is dispatched');
   assert.equal(paused.gpuText, '2 GPUs (no quota)');
   assert.equal(paused.runsFraction, null);
