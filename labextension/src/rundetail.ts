@@ -36,7 +36,6 @@ export interface IRunDetailOptions {
   clockOffset: () => number;
   /** Open another run (a sweep's best child). */
   onOpen?: (id: string) => void;
-  /** Whether the viewer may stop this run (and so change a sweep); the server decides in the end. */
   /** What the run's buttons open in the main area (JupyterLab commands); absent ones are not shown. */
   actions?: IRunActions;
 }
@@ -298,8 +297,11 @@ export class RunDetail extends Widget {
 
   private _render(run: IRunDetail): void {
     this.node.dataset.status = run.status;
-    this._stop.disabled = isFinal(run);
-    this._stop.title = isFinal(run) ? 'The run has ended' : 'Stop this run (asks first)';
+    // The service says who may stop it (`actions`, core/policy.run_actions); an older service sends
+    // none: then only an ended run cannot be stopped (the service refuses the rest itself).
+    const may = run.actions ? run.actions.includes('stop') : !isFinal(run);
+    this._stop.disabled = !may;
+    this._stop.title = may ? 'Stop this run (asks first)' : isFinal(run) ? 'The run has ended' : 'You may not stop this run';
     this._header.replaceChildren(
       h(
         'div',

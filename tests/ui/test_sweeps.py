@@ -182,6 +182,10 @@ def test_who_may_not_stop_a_sweep_sees_no_controls(sweep_lab: Lab, browser_conte
         part = page.locator(f'{SIDEBAR} .jp-GpuPlat-detail[data-run-id="{sweep["id"]}"] .jp-GpuPlat-sweep')
         expect(part.locator(".jp-GpuPlat-sweepCounts")).to_have_text("1 running · 1 queued")
         expect(part.locator(".jp-GpuPlat-sweepControls")).to_be_hidden()
+        # nor Stop: the run's `actions` (core/policy.run_actions) lack it; the old sidebar offered it to all
+        stop = page.locator(f'{SIDEBAR} .jp-GpuPlat-detail[data-run-id="{sweep["id"]}"] .jp-GpuPlat-stop')
+        expect(stop).to_be_disabled()
+        expect(stop).to_have_attribute("title", "You may not stop this run")
         code, _ = sweep_lab.call("PATCH", f"runs/{sweep['id']}", "bob", {"concurrency": 2})
         assert code == 403  # the server says the same
     finally:
