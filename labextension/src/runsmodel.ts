@@ -123,12 +123,7 @@ export class RunsModel {
     run.reason = ev.reason;
     run.message = ev.message;
     run.updated_at = ev.at;
-    if (ev.status === 'dispatched' && run.dispatched_at === null) {
-      run.dispatched_at = ev.at;
-    }
-    if (ev.status === 'running' && run.started_at === null) {
-      run.started_at = ev.at;
-    }
+    // No clock or phase time is kept from events: the record, re-read below, brings them.
     run.phase = ev.phase;
     if (isFinal(ev)) {
       run.finished_at = ev.at;
