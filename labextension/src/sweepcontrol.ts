@@ -80,8 +80,9 @@ export class SweepControl {
       return;
     }
     const children = this._children.get(sweepId);
-    if (children?.get(ev.run_id)) {
-      children.applyEvent(ev);
+    if (children?.get(ev.run_id) && children.applyEvent(ev) === 'fetch') {
+      // the child's clocks are the service's: re-read the expanded children
+      this._rereadChildren(sweepId);
     }
     if (this._o.model.get(sweepId) || detail?.runId === sweepId) {
       this._sweeps.request(sweepId);
@@ -148,6 +149,31 @@ export class SweepControl {
     }
   }
 
+  /**
+   * Re-read the first page of an expanded sweep's children (once per frame, one request per
+   * sweep, not one per child: a wide sweep's children change all at once) into its list.
+   */
+  private _rereadChildren(sweepId: string): void {
+    this._stale.add(sweepId);
+    if (this._frame !== null) {
+      return;
+    }
+    this._frame = requestAnimationFrame(() => {
+      this._frame = null;
+      const ids = [...this._stale];
+      this._stale.clear();
+      for (const id of ids) {
+        this._o.service
+          .listRuns({ parent: id }, null, this._o.pageSize)
+          .then(page => {
+            const children = this._children.get(id);
+            page.runs.filter(r => children?.get(r.id)).forEach(r => children?.upsert(r));
+          })
+          .catch(() => undefined);
+      }
+    });
+  }
+
   /** A child listed before its sweep: list the sweep (its row then stands for the child). */
   private _ensureListed(id: string): void {
     const fetching = this._o.fetching;
@@ -164,5 +190,7 @@ export class SweepControl {
 
   private _children = new Map<string, RunsModel>();
   private _loading = new Set<string>();
+  private _stale = new Set<string>();
+  private _frame: number | null = null;
   private _sweeps: SweepRereader;
 }

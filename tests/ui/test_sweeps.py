@@ -5,6 +5,7 @@ releasing the children's gate ends the sweep succeeded."""
 
 from __future__ import annotations
 
+import re
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -137,8 +138,16 @@ def test_a_sweep_is_one_live_row_whose_concurrency_changes_from_the_panel(
     detail.locator(".jp-GpuPlat-back").click()
     expect(row).to_contain_text("4 running · 8 queued")
 
+    # Expanded while its children change: each child row says the service's clocks, its record
+    # re-read on its events (the queued ones start, then all end: "ran …", the service's run time).
+    row.locator(".jp-GpuPlat-sweepToggle").click()
+    phase = children.locator(".jp-GpuPlat-runPhase")
+    expect(phase.filter(has_text=re.compile(r"^running \d"))).to_have_count(4)
+
     # The gate opens: every child ends, the sweep succeeds, the row fills up.
     gate.write_text("go")
+    expect(phase.filter(has_text=re.compile(r"^ran \d"))).to_have_count(12, timeout=60_000)
+    row.locator(".jp-GpuPlat-sweepToggle").click()
     expect(row).to_contain_text("12 succeeded", timeout=60_000)
     expect(row).to_contain_text("12/12 ended")
     expect(row.locator(".jp-GpuPlat-status")).to_have_text("succeeded")
