@@ -166,24 +166,38 @@ test('the server clock takes the smallest offset seen', () => {
   assert.equal(c.offset, 1.5);
 });
 
+/** Resolves once `cond` holds; fails after `ms` (a fixed sleep failed under load: fewer beats than expected). */
+async function until(cond: () => boolean, ms = 5000): Promise<void> {
+  const end = Date.now() + ms;
+  while (!cond()) {
+    if (Date.now() > end) {
+      throw new Error('condition not met in time');
+    }
+    await new Promise(r => setTimeout(r, 5));
+  }
+}
+
 test('the ticker runs while a clock counts and stops by itself when none does', async () => {
   let live = true;
   let ticks = 0;
   const states: boolean[] = [];
   const t = new Ticker(() => (ticks += 1), () => live, on => states.push(on), 5);
-  t.poke();
-  assert.ok(t.running);
-  await new Promise(r => setTimeout(r, 30));
-  assert.ok(ticks >= 2, `ticked ${ticks}`);
-  live = false;
-  await new Promise(r => setTimeout(r, 20));
-  assert.equal(t.running, false);
-  const after = ticks;
-  await new Promise(r => setTimeout(r, 20));
-  assert.equal(ticks, after); // stopped: no more ticks
-  t.poke(); // nothing counts: stays stopped
-  assert.equal(t.running, false);
-  assert.deepEqual(states, [true, false]);
+  // A failed assertion must not leave the interval running: it would keep node's test process alive.
+  try {
+    t.poke();
+    assert.ok(t.running);
+    await until(() => ticks >= 2);
+    live = false;
+    await until(() => !t.running); // its next beat sees nothing counts
+    const after = ticks;
+    await new Promise(r => setTimeout(r, 20)); // several intervals: none may beat
+    assert.equal(ticks, after);
+    t.poke(); // nothing counts: stays stopped
+    assert.equal(t.running, false);
+    assert.deepEqual(states, [true, false]);
+  } finally {
+    t.stop();
+  }
 });
 
 test('a run shows the presets that made its spec, project defaults included', () => {
