@@ -14,6 +14,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from ..core.admission import QueueState, Wait, wait_reason
+from ..core.clocks import clocks
 from ..core.explain_text import number_lines
 from ..core.policy import admins_of
 from ..core.reasons import LAYER_TEXT, PLATFORM_ADMINS, Layer, Reason, layer_of
@@ -71,9 +72,9 @@ def _explain(source: Engine | ReadModel, user: str, run_id: str) -> dict[str, An
         }
     last = row["timeline"][-1] if row["timeline"] else {"reason": row["reason"], "message": row["message"]}
     if a.status == Status.RUNNING and layer_of(str(last["reason"])) not in (Layer.EXECUTOR, Layer.QUEUE):
-        now = reads.now()
-        started = row["started_at"] or row["dispatched_at"] or now
-        msg = f"running for {now - started:.0f}s on devices {','.join(map(str, a.devices)) or 'none'}"
+        # The run clock (core/clocks): a wait again after a preemption is start wait, not running time.
+        ran = clocks(row, row["timeline"], reads.now())["run_seconds"] or 0.0
+        msg = f"running for {ran:.0f}s on devices {','.join(map(str, a.devices)) or 'none'}"
         return {
             **base,
             "layer": Layer.RUNNING.value,
