@@ -11,22 +11,22 @@ import { IStateDB } from '@jupyterlab/statedb';
 import { LabIcon } from '@jupyterlab/ui-components';
 import { ReadonlyPartialJSONObject } from '@lumino/coreutils';
 
-import { CompareTab } from './comparetab';
-import { RunOutputsDrive } from './drive';
-import { addMainAreaStyle } from './mainstyle';
-import { OutputsOpener, readOnlyNotebooks } from './outputs';
-import { GpuPlatPanel, IPanelState } from './panel';
-import { GpuPlatService } from './request';
-import type { IRunActions } from './rundetail';
-import { RunTab } from './runtab';
-import { INotebookLike, SessionsController } from './sessions';
-import { SubmitForm } from './submit';
-import { SubmitDialog } from './submitdialog';
-import type { IRunRequest } from './types';
-import { DEFAULT_NOTIFY, INotifySettings, ISubmitState, stateFromRun } from './viewmodel';
+import { CompareTab } from './views/compare/comparetab';
+import { RunOutputsDrive } from './models/drive';
+import { addMainAreaStyle } from './views/mainstyle';
+import { OutputsOpener, readOnlyNotebooks } from './views/outputs/outputs';
+import { GpuPlatPanel, IPanelState } from './views/panel/panel';
+import { GpuPlatService } from './api/request';
+import type { IRunActions } from './views/runs/rundetail';
+import { RunTab } from './views/runs/runtab';
+import { INotebookLike, SessionsController } from './views/sessions/sessions';
+import { SubmitForm } from './views/submit/submit';
+import { SubmitDialog } from './views/submit/submitdialog';
+import type { IRunRequest } from './api/types';
+import { DEFAULT_NOTIFY, INotifySettings, ISubmitState, stateFromRun } from './models/viewmodel';
 
-export { requestAPI, GpuPlatAPIError, GpuPlatService, API_NAMESPACE } from './request';
-export { GpuPlatPanel } from './panel';
+export { requestAPI, GpuPlatAPIError, GpuPlatService, API_NAMESPACE } from './api/request';
+export { GpuPlatPanel } from './views/panel/panel';
 
 /** The id of the sidebar widget (also its restorer key). */
 export const SIDEBAR_ID = 'jupyter-gpuplat-sidebar';

@@ -1,7 +1,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 
-import type { IExplain, IStatusEvent } from '../src/types';
+import type { IExplain, IStatusEvent } from '../src/api/types';
 import {
   ISessionRun,
   NOTICE_SETTLE_MS,
@@ -23,8 +23,8 @@ import {
   shouldConnect,
   specFor,
   specOfRun
-} from '../src/sessionmodel';
-import { PHASE } from './wire';
+} from '../src/models/sessionmodel';
+import { PHASE } from '../src/wire';
 
 const SPECS = {
   python3: { name: 'python3', display_name: 'Python 3 (ipykernel)', metadata: {} },
