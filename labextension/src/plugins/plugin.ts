@@ -11,22 +11,22 @@ import { IStateDB } from '@jupyterlab/statedb';
 import { LabIcon } from '@jupyterlab/ui-components';
 import { ReadonlyPartialJSONObject } from '@lumino/coreutils';
 
-import { CompareTab } from './views/compare/comparetab';
-import { RunOutputsDrive } from './models/drive';
-import { addMainAreaStyle } from './views/mainstyle';
-import { OutputsOpener, readOnlyNotebooks } from './views/outputs/outputs';
-import { GpuPlatPanel, IPanelState } from './views/panel/panel';
-import { GpuPlatService } from './api/request';
-import type { IRunActions } from './views/runs/rundetail';
-import { RunTab } from './views/runs/runtab';
-import { INotebookLike, SessionsController } from './views/sessions/sessions';
-import { SubmitForm } from './views/submit/submit';
-import { SubmitDialog } from './views/submit/submitdialog';
-import type { IRunRequest } from './api/types';
-import { DEFAULT_NOTIFY, INotifySettings, ISubmitState, stateFromRun } from './models/viewmodel';
+import { CompareTab } from '../views/compare/comparetab';
+import { RunOutputsDrive } from '../models/drive';
+import { addMainAreaStyle } from '../views/mainstyle';
+import { OutputsOpener, readOnlyNotebooks } from '../views/outputs/outputs';
+import { GpuPlatPanel, IPanelState } from '../views/panel/panel';
+import { GpuPlatService } from '../api/request';
+import type { IRunActions } from '../views/runs/rundetail';
+import { RunTab } from '../views/runs/runtab';
+import { INotebookLike, SessionsController } from '../views/sessions/sessions';
+import { SubmitForm } from '../views/submit/submit';
+import { SubmitDialog } from '../views/submit/submitdialog';
+import type { IRunRequest } from '../api/types';
+import { DEFAULT_NOTIFY, INotifySettings, ISubmitState, stateFromRun } from '../models/viewmodel';
 
-export { requestAPI, GpuPlatAPIError, GpuPlatService, API_NAMESPACE } from './api/request';
-export { GpuPlatPanel } from './views/panel/panel';
+export { requestAPI, GpuPlatAPIError, GpuPlatService, API_NAMESPACE } from '../api/request';
+export { GpuPlatPanel } from '../views/panel/panel';
 
 /** The id of the sidebar widget (also its restorer key). */
 export const SIDEBAR_ID = 'jupyter-gpuplat-sidebar';
