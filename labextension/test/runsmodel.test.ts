@@ -4,7 +4,7 @@ import assert from 'node:assert/strict';
 import { RunsModel } from '../src/models/runsmodel';
 import type { IRun, IStatusEvent } from '../src/api/types';
 import { EMPTY_FILTER, markRead, readAgo } from '../src/models/viewmodel';
-import { PHASE } from '../src/wire';
+import { PHASE } from './wire';
 
 function run(seq: number, over: Partial<IRun> = {}): IRun {
   return {

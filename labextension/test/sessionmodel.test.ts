@@ -24,7 +24,7 @@ import {
   specFor,
   specOfRun
 } from '../src/models/sessionmodel';
-import { PHASE } from '../src/wire';
+import { PHASE } from './wire';
 
 const SPECS = {
   python3: { name: 'python3', display_name: 'Python 3 (ipykernel)', metadata: {} },

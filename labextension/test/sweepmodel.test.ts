@@ -11,7 +11,7 @@ import {
   sweepView
 } from '../src/models/sweepmodel';
 import type { IRun } from '../src/api/types';
-import { PHASE } from '../src/wire';
+import { PHASE } from './wire';
 
 function run(seq: number, over: Partial<IRun> = {}): IRun {
   return {

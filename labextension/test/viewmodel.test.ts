@@ -32,7 +32,7 @@ import {
   statusGroup,
   timelinePhases
 } from '../src/models/viewmodel';
-import { PHASE } from '../src/wire';
+import { PHASE } from './wire';
 
 const base: IRun = {
   id: 'r-1',
