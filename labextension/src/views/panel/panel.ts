@@ -1,9 +1,9 @@
 /**
  * The left-sidebar panel: Runs (live list, filters, detail), Queues, Presets and Insights tabs.
  *
- * It is the controller: it owns the runs model, the event stream (through the
- * service) and hands events to the list, the open run, the queues view and the
- * notifier. Views render; the service fetches.
+ * It lays out the views and hands them what the runs page's data source (models/runssource:
+ * the runs model, the event stream, the pages) reads: events go to the list, the open run, the
+ * queues view and the notifier. Views render; the source fetches.
  */
 
 import type { CommandRegistry } from '@lumino/commands';
@@ -13,20 +13,20 @@ import { Signal, ISignal } from '@lumino/signaling';
 import { errorBox } from '../dom';
 import { RunFilters } from '../runs/filters';
 import { PanelHeader, TabStrip } from './panelchrome';
-import { RunFetcher } from '../../models/runfetch';
 import { InsightsView } from '../insights/insights';
 import { Notifier } from './notify';
 import { PresetsView } from '../submit/presets';
 import { QueuesView } from '../queues/queues';
-import type { GpuPlatService, IStreamHandle, StreamState } from '../../api/request';
+import type { GpuPlatService, StreamState } from '../../api/request';
 import { RunDetail } from '../runs/rundetail';
 import { runActions } from './panelactions';
 import { RunList } from '../runs/runlist';
-import { RunsModel } from '../../models/runsmodel';
+import type { RunsModel } from '../../models/runsmodel';
+import { RunsLoad, RunsSource } from '../../models/runssource';
 import { SweepControl } from './sweepcontrol';
-import { ServerClock, Ticker } from '../../models/ticker';
-import type { IProject, IQueue, IRun, IStatusEvent, IWhoAmI } from '../../api/types';
-import { IRunFilter, filterQuery } from '../../models/viewmodel';
+import { Ticker } from '../../models/ticker';
+import type { IProject, IQueue, IStatusEvent, IWhoAmI } from '../../api/types';
+import type { IRunFilter } from '../../models/viewmodel';
 
 export type TabName = 'runs' | 'queues' | 'presets' | 'insights';
 const TABS: Array<{ name: TabName; label: string }> = [
@@ -59,8 +59,20 @@ export class GpuPlatPanel extends Panel {
     super();
     this.addClass('jp-GpuPlat-panel');
     const service = _opts.service;
-    this.model = new RunsModel();
-    _opts.service.runChanged.connect((_, run) => this._fetched(run), this);
+    this.source = new RunsSource({ service, pageSize: PAGE_SIZE });
+    this.model = this.source.model;
+    this.source.eventReceived.connect((_, ev) => this._onEvent(ev), this);
+    this.source.fetched.connect((_, run) => this._sweeps.fetched(run), this);
+    this.source.loadChanged.connect((_, load) => this._showLoad(load), this);
+    this.source.pageFailed.connect((_, error) => this._listError.replaceChildren(errorBox(error)), this);
+    this.source.streamReady.connect((_, resumed) => {
+      this._streamReady.emit(resumed);
+      if (resumed && this.source.loaded) {
+        // after a long gap the replay may be partial (events are capped): refresh
+        this.queuesView.schedule();
+      }
+    }, this);
+    this.source.streamState.connect((_, s) => this._showState(s), this);
     // One second clock while a shown run counts; it stops when all are final or hidden.
     this._ticker = new Ticker(
       () => {
@@ -88,18 +100,17 @@ export class GpuPlatPanel extends Panel {
     this.list = new RunList({
       model: this.model,
       onOpen: id => void this.openRun(id),
-      onNeedMore: sweepId => void (sweepId ? this._sweeps.loadMore(sweepId) : this._loadMore()),
+      onNeedMore: sweepId => void (sweepId ? this._sweeps.loadMore(sweepId) : this.source.loadMore()),
       children: id => this._sweeps.children(id),
       onToggle: id => void this._sweeps.toggle(id),
       clockOffset: () => this.clockOffset
     });
-    this._fetcher = new RunFetcher({ service, model: this.model, pageSize: PAGE_SIZE, fetched: run => this._fetched(run) });
     this.list.selectionChanged.connect((_, ids) => this._filters.setSelected(ids.length));
     this._sweeps = new SweepControl({
       service,
       model: this.model,
       pageSize: PAGE_SIZE,
-      fetching: this._fetcher.fetching,
+      fetching: this.source.fetching,
       detail: () => this._detail,
       changed: () => this.list.schedule(),
       onError: error => this._listError.replaceChildren(errorBox(error))
@@ -157,6 +168,8 @@ export class GpuPlatPanel extends Panel {
     this.notifier = new Notifier(service, id => void this.openRun(id, true), () => this.clockOffset);
   }
 
+  /** The runs page's data source; `model` is its runs model. */
+  readonly source: RunsSource;
   readonly model: RunsModel;
   readonly list: RunList;
   readonly queuesView: QueuesView;
@@ -193,7 +206,7 @@ export class GpuPlatPanel extends Panel {
 
   /** Client clock minus server clock, in seconds (0 until measured). */
   get clockOffset(): number {
-    return this._clock.offset;
+    return this.source.clockOffset;
   }
 
   /** The project the presets tab and the submit dialog start with. */
@@ -220,18 +233,7 @@ export class GpuPlatPanel extends Panel {
   }
 
   private async _start(): Promise<void> {
-    this._events = this._opts.service.events({
-      onEvent: ev => this._onEvent(ev),
-      onReady: resumed => {
-        this._live = true;
-        this._streamReady.emit(resumed);
-        if (resumed && this._loaded) {
-          // after a long gap the replay may be partial (events are capped): refresh
-          this.queuesView.schedule();
-        }
-      },
-      onState: s => this._showState(s)
-    });
+    this.source.connect();
     try {
       const [who, projects] = await Promise.all([this._opts.service.whoami(), this._opts.service.projects()]);
       this._whoami = who;
@@ -246,7 +248,7 @@ export class GpuPlatPanel extends Panel {
       this._listError.replaceChildren(errorBox(error));
     }
     if (this.isVisible) {
-      void this._ensureLoaded();
+      void this.source.ensureLoaded();
     }
   }
 
@@ -314,33 +316,20 @@ export class GpuPlatPanel extends Panel {
   }
 
   /** Reload the runs list from the first page (the filter stays). */
-  async reload(): Promise<void> {
-    this._loading = true;
-    this._buffer = [];
-    this._sweeps.clear();
-    this.list.emptyText = 'Loading runs…';
-    const filter = this.model.filter;
-    try {
-      const t0 = Date.now() / 1000;
-      const page = await this._opts.service.listRuns(filterQuery(filter), null, PAGE_SIZE);
-      if (filter !== this.model.filter) {
-        return; // the filter changed meanwhile; that reload wins
-      }
-      this._clock.sampleRuns(page.runs, t0);
-      this.model.addPage(page, true);
+  reload(): Promise<void> {
+    return this.source.reload();
+  }
+
+  private _showLoad(load: RunsLoad): void {
+    if (load.state === 'loading') {
+      this._sweeps.clear();
+      this.list.emptyText = 'Loading runs…';
+    } else if (load.state === 'loaded') {
       this._listError.replaceChildren();
       this.list.emptyText = 'No runs match.';
-    } catch (error) {
-      this._listError.replaceChildren(errorBox(error));
+    } else {
+      this._listError.replaceChildren(errorBox(load.error));
       this.list.emptyText = 'Could not load runs.';
-    } finally {
-      this._loading = false;
-      this._loaded = true;
-    }
-    const buffered = this._buffer;
-    this._buffer = [];
-    for (const ev of buffered) {
-      this._applyToModel(ev);
     }
   }
 
@@ -348,15 +337,14 @@ export class GpuPlatPanel extends Panel {
     if (this.isDisposed) {
       return;
     }
-    this._events?.close();
+    this.source.dispose();
     this.notifier.dispose();
     this._ticker.stop();
-    this._fetcher.dispose();
     super.dispose();
   }
 
   protected onAfterShow(): void {
-    void this._ensureLoaded();
+    void this.source.ensureLoaded();
     this._ticker.poke();
   }
 
@@ -364,50 +352,13 @@ export class GpuPlatPanel extends Panel {
     this._ticker.stop();
   }
 
-  private async _ensureLoaded(): Promise<void> {
-    if (!this._loaded && !this._loading) {
-      await this.reload();
-    }
-  }
-
-  private async _loadMore(): Promise<void> {
-    const before = this.model.nextBefore;
-    if (this._loading || this._loadingMore || before === null) {
-      return;
-    }
-    this._loadingMore = true;
-    const filter = this.model.filter;
-    try {
-      const page = await this._opts.service.listRuns(filterQuery(filter), before, PAGE_SIZE);
-      if (filter === this.model.filter) {
-        this.model.addPage(page, false);
-      }
-    } catch (error) {
-      this._listError.replaceChildren(errorBox(error));
-    } finally {
-      this._loadingMore = false;
-    }
-  }
-
   private _setFilter(change: Partial<IRunFilter>): void {
-    this.model.setFilter({ ...this.model.filter, ...change });
-    void this.reload();
+    void this.source.setFilter(change);
   }
 
   private _onEvent(ev: IStatusEvent): void {
-    if (this._live) {
-      this._clock.sample(Date.now() / 1000 - ev.at);
-    }
-    if (this._loading) {
-      this._buffer.push(ev);
-    } else if (this._loaded) {
-      this._applyToModel(ev);
-    }
     this._detail?.onEvent(ev);
     this._sweeps.follow(ev);
-    if (this._loaded) {
-      this._fetcher.rereadWaiting(ev.queue);
-    }
     this._ticker.poke();
     if (this._tab === 'queues') {
       this.queuesView.schedule();
@@ -417,17 +368,6 @@ export class GpuPlatPanel extends Panel {
       this.notifier.onEvent(ev);
     }
     this._eventReceived.emit(ev);
-  }
-
-  private _applyToModel(ev: IStatusEvent): void {
-    if (this.model.applyEvent(ev) === 'fetch') {
-      this._fetcher.unknown(ev.run_id);
-    }
-  }
-
-  private _fetched(run: IRun): void {
-    this.model.upsert(run);
-    this._sweeps.fetched(run);
   }
 
   private _fillFilterOptions(): void {
@@ -442,31 +382,20 @@ export class GpuPlatPanel extends Panel {
 
   private _showState(s: StreamState): void {
     this._header.state = s;
-    if (s !== 'live') {
-      this._live = false;
-    }
   }
 
   private _tab: TabName = 'runs';
   private _header: PanelHeader;
   private _tabStrip: TabStrip<TabName>;
-  private _fetcher: RunFetcher;
   private _runsPage: Panel;
   private _filters: RunFilters;
   private _listError: HTMLElement;
   private _detail: RunDetail | null = null;
-  private _events: IStreamHandle | null = null;
   private _started: Promise<void> | null = null;
   private _whoami: IWhoAmI | null = null;
   private _projects: IProject[] = [];
   private _project = '';
   private _defaultProject = '';
-  private _clock = new ServerClock();
-  private _live = false;
-  private _loaded = false;
-  private _loading = false;
-  private _loadingMore = false;
-  private _buffer: IStatusEvent[] = [];
   private _sweeps: SweepControl;
   private _ticker: Ticker;
   private _stateChanged = new Signal<this, IPanelState>(this);
