@@ -11,11 +11,10 @@ import { URLExt } from '@jupyterlab/coreutils';
 import { ServerConnection } from '@jupyterlab/services';
 import { ISignal, Signal } from '@lumino/signaling';
 
-import type { ICompare } from '../models/comparemodel';
-import { markRead } from '../models/lifecycle';
+import { markRead } from './readclock';
 import { SSEParser, ISSEvent } from './sse';
-import type { ISweepPoint } from '../models/sweepmodel';
 import type {
+  ICompare,
   IExplain,
   IMetrics,
   IOutputFile,
@@ -29,6 +28,7 @@ import type {
   IRunsPage,
   IStatusEvent,
   ISweepChange,
+  ISweepPoint,
   IWhoAmI
 } from './types';
 

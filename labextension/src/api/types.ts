@@ -87,3 +87,13 @@ export type IMetrics = Schemas['Metrics'];
 export type ICapacity = Schemas['Capacity'];
 
 export type IError = Schemas['Error'];
+
+/** `GET compare`: what the Compare tab shows (models/comparemodel.ts computes from it). */
+export type ICompare = Schemas['Compare'];
+
+/** One child as `GET runs/{id}/compare` lists it (only what the sweep's chart reads). */
+export interface ISweepPoint {
+  id: string;
+  params: Record<string, unknown>;
+  value: number | null;
+}

@@ -1,8 +1,9 @@
 /** What the Compare tab shows, computed from `GET compare` (pure; comparetab.ts draws it). */
 
 import type { components } from '../api/api.gen';
+import type { ICompare } from '../api/types';
 
-export type ICompare = components['schemas']['Compare'];
+export type { ICompare };
 export type ICompareRun = components['schemas']['CompareRun'];
 
 export function showValue(v: unknown): string {

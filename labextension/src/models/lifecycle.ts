@@ -217,17 +217,5 @@ export function tickingText(run: { clocks: IClocks; phase: Phase; status: string
   return live ? `${TICKING_VERB[live.key]} ${live.text}` : `${statusGroup(run)} …`;
 }
 
-// When each record arrived (client seconds), so its ticking clock goes on from there.
-const READ_AT = new WeakMap<object, number>();
-
-/** A record came from the service now (or at `at`): its clocks are as of then. */
-export function markRead<T extends object>(record: T, at: number = Date.now() / 1000): T {
-  READ_AT.set(record, at);
-  return record;
-}
-
-/** Seconds since the record was read (0 when not known: its clocks stand until it is). */
-export function readAgo(record: object, now: number = Date.now() / 1000): number {
-  const at = READ_AT.get(record);
-  return at === undefined ? 0 : Math.max(0, now - at);
-}
+// When each record arrived: the service marks what it reads (api/readclock.ts).
+export { markRead, readAgo } from '../api/readclock';

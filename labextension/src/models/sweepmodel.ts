@@ -6,7 +6,7 @@
  * Pure (no DOM, no network): the scheduler and the fetch are passed in.
  */
 
-import type { IRun } from '../api/types';
+import type { IRun, ISweepPoint } from '../api/types';
 
 /** At most this many children dispatched at once (the engine's MAX_CONCURRENCY). */
 export const MAX_CONCURRENCY = 10_000;
@@ -151,12 +151,8 @@ export class SweepRereader {
 
 // ---- the detail's params-vs-metric chart ------------------------------------------------------
 
-/** One child as `GET runs/{id}/compare` lists it (only what the chart reads). */
-export interface ISweepPoint {
-  id: string;
-  params: Record<string, unknown>;
-  value: number | null;
-}
+/** One child as `GET runs/{id}/compare` lists it (declared with the service's answers). */
+export type { ISweepPoint };
 
 export interface IScatterDot {
   id: string;
