@@ -30,7 +30,7 @@ from .server import ServerProcess
 
 LABEXT = Path(__file__).resolve().parents[1] / "labextension"
 CHECKED_IN = LABEXT / "openapi.json"
-GENERATED_TS = LABEXT / "src" / "api.gen.ts"
+GENERATED_TS = LABEXT / "src" / "api" / "api.gen.ts"
 METHODS = ("get", "post", "put", "delete")
 
 
@@ -64,7 +64,9 @@ def test_generated_typescript_matches_the_document(tmp_path: Path) -> None:
         timeout=120,
     )
     assert gen.returncode == 0, gen.stdout + gen.stderr
-    assert out.read_text() == GENERATED_TS.read_text(), "src/api.gen.ts is stale: run `jlpm gen:types` in labextension/"
+    assert out.read_text() == GENERATED_TS.read_text(), (
+        "src/api/api.gen.ts is stale: run `jlpm gen:types` in labextension/"
+    )
 
 
 def test_every_operation_documents_its_answers_and_parameters() -> None:

@@ -12,7 +12,7 @@ import {
   usagePaths,
   waitBars,
   whatifBody
-} from '../src/insightsmodel';
+} from '../src/models/insightsmodel';
 
 const wait = (p50: number | null, p90: number | null, p99: number | null, n: number) => ({ n, p50, p90, p99, max: p99, mean: p50 });
 const figures = {

@@ -1,9 +1,9 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 
-import { RunsModel } from '../src/runsmodel';
-import { ServerClock, Ticker } from '../src/ticker';
-import type { IExplain, IQueue, IRun } from '../src/types';
+import { RunsModel } from '../src/models/runsmodel';
+import { ServerClock, Ticker } from '../src/models/ticker';
+import type { IExplain, IQueue, IRun } from '../src/api/types';
 import {
   TOAST_MS,
   explainView,
@@ -19,7 +19,7 @@ import {
   queueView,
   runRowView,
   waitingOf
-} from '../src/viewmodel';
+} from '../src/models/viewmodel';
 
 const base: IRun = {
   id: 'r-1',

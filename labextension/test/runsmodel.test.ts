@@ -1,9 +1,9 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 
-import { RunsModel } from '../src/runsmodel';
-import type { IRun, IStatusEvent } from '../src/types';
-import { EMPTY_FILTER, markRead, readAgo } from '../src/viewmodel';
+import { RunsModel } from '../src/models/runsmodel';
+import type { IRun, IStatusEvent } from '../src/api/types';
+import { EMPTY_FILTER, markRead, readAgo } from '../src/models/viewmodel';
 import { PHASE } from './wire';
 
 function run(seq: number, over: Partial<IRun> = {}): IRun {

@@ -1,7 +1,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 
-import type { IExplain, IStatusEvent } from '../src/types';
+import type { IExplain, IStatusEvent } from '../src/api/types';
 import {
   ISessionRun,
   NOTICE_SETTLE_MS,
@@ -23,7 +23,7 @@ import {
   shouldConnect,
   specFor,
   specOfRun
-} from '../src/sessionmodel';
+} from '../src/models/sessionmodel';
 import { PHASE } from './wire';
 
 const SPECS = {

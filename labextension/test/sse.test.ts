@@ -1,7 +1,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 
-import { SSEParser } from '../src/sse';
+import { SSEParser } from '../src/api/sse';
 
 test('events cut anywhere across chunks come out whole', () => {
   const text = 'id: 7\nevent: status\ndata: {"a": 1}\n\n: keep-alive\n\nevent: ready\ndata: {"last_event_id": 7}\n\n';

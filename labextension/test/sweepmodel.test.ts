@@ -1,7 +1,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 
-import { RunsModel } from '../src/runsmodel';
+import { RunsModel } from '../src/models/runsmodel';
 import {
   SweepRereader,
   flattenRows,
@@ -9,8 +9,8 @@ import {
   parseConcurrency,
   scatterGeometry,
   sweepView
-} from '../src/sweepmodel';
-import type { IRun } from '../src/types';
+} from '../src/models/sweepmodel';
+import type { IRun } from '../src/api/types';
 import { PHASE } from './wire';
 
 function run(seq: number, over: Partial<IRun> = {}): IRun {

@@ -1,8 +1,8 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 
-import type { IExplain, IPreset, IQueue, IRun, IStatusEvent } from '../src/types';
-import { chartOrder, compareRows } from '../src/comparemodel';
+import type { IExplain, IPreset, IQueue, IRun, IStatusEvent } from '../src/api/types';
+import { chartOrder, compareRows } from '../src/models/comparemodel';
 import {
   DEFAULT_NOTIFY,
   buildRunRequest,
@@ -31,7 +31,7 @@ import {
   readAgo,
   statusGroup,
   timelinePhases
-} from '../src/viewmodel';
+} from '../src/models/viewmodel';
 import { PHASE } from './wire';
 
 const base: IRun = {

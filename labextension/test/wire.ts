@@ -3,7 +3,7 @@
  * `phase_of` owns it), so tests can build records and events as the wire carries them.
  */
 
-import type { Phase } from '../src/lifecycle';
+import type { Phase } from '../src/models/lifecycle';
 
 export const PHASE: Record<string, Phase> = {
   created: 'dispatch',

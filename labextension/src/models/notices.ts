@@ -1,0 +1,98 @@
+/** Which of the user's run events deserve a notification (pure; notify.ts shows them). */
+
+import type { IRun, IStatusEvent } from '../api/types';
+import { statusGroup } from './lifecycle';
+
+export interface INotifySettings {
+  started: boolean;
+  finished: boolean;
+  failed: boolean;
+  longWait: boolean;
+  longWaitMinutes: number;
+}
+
+export const DEFAULT_NOTIFY: INotifySettings = {
+  started: true,
+  finished: true,
+  failed: true,
+  longWait: true,
+  longWaitMinutes: 10
+};
+
+export interface INotice {
+  kind: 'started' | 'finished' | 'failed' | 'longWait';
+  type: 'info' | 'success' | 'error' | 'warning';
+  message: string;
+}
+
+/** The notification a status event deserves for `me`, or null (others' runs, repeats). */
+export function noticeFor(ev: IStatusEvent, me: string, s: INotifySettings): INotice | null {
+  if (ev.user !== me) {
+    return null;
+  }
+  const name = ev.name || ev.run_id;
+  if (ev.status === 'running' && ev.reason === 'Started' && s.started) {
+    return { kind: 'started', type: 'info', message: `Run ${name} started in ${ev.queue}` };
+  }
+  if (ev.status === 'succeeded' && s.finished) {
+    return { kind: 'finished', type: 'success', message: `Run ${name} succeeded` };
+  }
+  if (ev.status === 'stopped' && s.finished) {
+    return { kind: 'finished', type: 'info', message: `Run ${name} stopped: ${ev.message}` };
+  }
+  if (ev.status === 'failed' && s.failed) {
+    return { kind: 'failed', type: 'error', message: `Run ${name} failed: ${ev.message}` };
+  }
+  return null;
+}
+
+/** My waiting runs that have waited at least the threshold and were not announced yet. */
+export type IWaitingRun = Pick<IRun, 'id' | 'user' | 'status' | 'phase' | 'queued_at' | 'created_at' | 'name' | 'queue'>;
+
+export function longWaiters(
+  runs: Iterable<IWaitingRun>,
+  me: string,
+  now: number,
+  s: INotifySettings,
+  announced: ReadonlySet<string>
+): IWaitingRun[] {
+  if (!s.longWait) {
+    return [];
+  }
+  const limit = s.longWaitMinutes * 60;
+  const out: IWaitingRun[] = [];
+  for (const r of runs) {
+    const since = r.queued_at ?? r.created_at;
+    if (r.user === me && statusGroup(r) === 'waiting' && since !== null && now - since >= limit && !announced.has(r.id)) {
+      out.push(r);
+    }
+  }
+  return out;
+}
+
+export interface IFailedRun {
+  id: string;
+  name: string;
+  message: string;
+}
+
+/** Toasts that close by themselves (ms); failures stay longer but never for minutes. */
+export const TOAST_MS: Record<INotice['type'], number> = { info: 5000, success: 5000, warning: 10000, error: 15000 };
+
+/** Names shown in the one failure notice; the rest are counted. */
+export const FAILED_NAMED = 3;
+
+/**
+ * The one notice for every failure since it was last dismissed: `Run a failed: why` for
+ * one, `3 runs failed: a, b, c` for more (the newest first, the rest counted).
+ */
+export function failureSummary(failed: readonly IFailedRun[]): string {
+  if (failed.length === 1) {
+    const f = failed[0];
+    return `Run ${f.name || f.id} failed${f.message ? `: ${f.message}` : ''}`;
+  }
+  const newest = [...failed].reverse();
+  const names = newest.slice(0, FAILED_NAMED).map(f => f.name || f.id);
+  const more = failed.length - names.length;
+  return `${failed.length} runs failed: ${names.join(', ')}${more > 0 ? ` and ${more} more` : ''}`;
+}

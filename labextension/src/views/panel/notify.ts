@@ -1,0 +1,208 @@
+/**
+ * Notifications (JupyterLab's notification API) when the user's runs start, finish,
+ * fail, or have waited unusually long; each links to the run in the sidebar.
+ *
+ * Every toast closes by itself (the notification centre keeps it); failures share ONE
+ * notice, updated in place ("3 runs failed" with a link per run) until it is dismissed.
+ */
+
+import { Notification } from '@jupyterlab/apputils';
+
+import type { GpuPlatService } from '../../api/request';
+import type { IStatusEvent } from '../../api/types';
+import {
+  DEFAULT_NOTIFY,
+  FAILED_NAMED,
+  IFailedRun,
+  INotifySettings,
+  IWaitingRun,
+  TOAST_MS,
+  failureSummary,
+  formatDuration,
+  longWaiters,
+  noticeFor,
+  statusGroup
+} from '../../models/viewmodel';
+
+const LONG_WAIT_CHECK_MS = 30_000;
+// A "started" toast waits this long: a run that ended meanwhile is announced by its end only.
+const STARTED_GRACE_MS = 1000;
+
+export class Notifier {
+  constructor(
+    private _service: GpuPlatService,
+    private _openRun: (id: string) => void,
+    private _clockOffset: () => number
+  ) {
+    this._timer = window.setInterval(() => this.checkLongWaits(), LONG_WAIT_CHECK_MS);
+  }
+
+  settings: INotifySettings = { ...DEFAULT_NOTIFY };
+
+  /** Runs announced elsewhere (a notebook follows its GPU session and says how it ends). */
+  ignore: (runId: string) => boolean = () => false;
+
+  /** Whose runs to announce; empty until `whoami` answered. */
+  set user(name: string) {
+    this._user = name;
+    void this._loadWaiting();
+  }
+
+  onEvent(ev: IStatusEvent): void {
+    if (ev.user !== this._user) {
+      return;
+    }
+    this._trackWaiting(ev);
+    const n = noticeFor(ev, this._user, this.settings);
+    if (!n || this.ignore(ev.run_id)) {
+      return;
+    }
+    const key = `${ev.run_id}:${n.kind}`;
+    if (this._shown.has(key)) {
+      return;
+    }
+    this._shown.add(key);
+    if (n.kind !== 'started') {
+      // the run ended: its "started" notice is old news (or never shown, for a quick end)
+      this._ended.add(ev.run_id);
+      this._dismissStarted(ev.run_id);
+    }
+    if (n.kind === 'failed') {
+      this._failed({ id: ev.run_id, name: ev.name || ev.run_id, message: ev.message });
+    } else {
+      if (n.kind !== 'started') {
+        this._emit(n.message, n.type, ev.run_id);
+      } else {
+        // A run that ends at once is announced by its end alone: no toast per start of a burst.
+        const runId = ev.run_id;
+        window.setTimeout(() => {
+          if (!this._ended.has(runId)) {
+            this._started.set(runId, this._emit(n.message, n.type, runId));
+          }
+        }, STARTED_GRACE_MS);
+      }
+    }
+  }
+
+  /** The id of the one failure notice while it is shown or in the centre; null otherwise. */
+  get failureNoticeId(): string | null {
+    return this._failureId !== null && Notification.manager.has(this._failureId) ? this._failureId : null;
+  }
+
+  /** Announce my runs that have waited longer than the setting (once per run). */
+  checkLongWaits(): void {
+    const now = Date.now() / 1000 - this._clockOffset();
+    for (const r of longWaiters(this._waiting.values(), this._user, now, this.settings, this._announced)) {
+      this._announced.add(r.id);
+      const since = r.queued_at ?? r.created_at ?? now;
+      this._emit(
+        `Run ${r.name || r.id} has waited ${formatDuration(now - since)} in queue ${r.queue}`,
+        'warning',
+        r.id
+      );
+    }
+  }
+
+  dispose(): void {
+    window.clearInterval(this._timer);
+  }
+
+  /**
+   * Add a failure to the one failure notice; a new notice once the last was dismissed or
+   * its toast has closed (a failure an hour later is news, not "4 runs failed").
+   */
+  private _failed(run: IFailedRun): void {
+    const now = Date.now();
+    let id = this.failureNoticeId;
+    if (id !== null && now - this._failureAt > TOAST_MS.error) {
+      id = null;
+    }
+    this._failureAt = now;
+    if (id === null) {
+      this._failures = [];
+    }
+    this._failures.push(run);
+    const message = failureSummary(this._failures);
+    const actions = this._failures
+      .slice(-FAILED_NAMED)
+      .reverse()
+      .map(f => ({
+        label: this._failures.length === 1 ? 'Open run' : `Open ${f.name || f.id}`,
+        caption: `Show ${f.id} in the GPU platform sidebar`,
+        displayType: 'link' as const,
+        callback: (ev: MouseEvent) => {
+          if (this._failures.length > 1) {
+            ev.preventDefault(); // keep the notice: its other runs are still to see
+          }
+          this._openRun(f.id);
+        }
+      }));
+    if (id !== null && Notification.update({ id, message, type: 'error', autoClose: TOAST_MS.error, actions })) {
+      return;
+    }
+    this._failureId = Notification.emit(message, 'error', { autoClose: TOAST_MS.error, actions });
+  }
+
+  private _dismissStarted(runId: string): void {
+    const id = this._started.get(runId);
+    if (id !== undefined) {
+      this._started.delete(runId);
+      Notification.dismiss(id);
+    }
+  }
+
+  private _emit(message: string, type: 'info' | 'success' | 'error' | 'warning', runId: string): string {
+    return Notification.emit(message, type, {
+      autoClose: TOAST_MS[type],
+      actions: [
+        {
+          label: 'Open run',
+          caption: `Show ${runId} in the GPU platform sidebar`,
+          callback: () => this._openRun(runId)
+        }
+      ]
+    });
+  }
+
+  private _trackWaiting(ev: IStatusEvent): void {
+    if (statusGroup(ev) !== 'waiting') {
+      this._waiting.delete(ev.run_id);
+      return;
+    }
+    if (!this._waiting.has(ev.run_id)) {
+      this._waiting.set(ev.run_id, {
+        id: ev.run_id,
+        user: ev.user,
+        status: ev.status,
+        phase: ev.phase,
+        queued_at: ev.at,
+        created_at: ev.at,
+        name: ev.name,
+        queue: ev.queue
+      });
+    }
+  }
+
+  private async _loadWaiting(): Promise<void> {
+    try {
+      const page = await this._service.listRuns({ user: this._user, phase: 'dispatch' }, null, 1000);
+      for (const r of page.runs) {
+        this._waiting.set(r.id, r);
+      }
+      this.checkLongWaits();
+    } catch {
+      // the sidebar shows connection problems; notifications just stay quiet
+    }
+  }
+
+  private _user = '';
+  private _timer: number;
+  private _waiting = new Map<string, IWaitingRun>();
+  private _shown = new Set<string>();
+  private _announced = new Set<string>();
+  private _failures: IFailedRun[] = [];
+  private _started = new Map<string, string>();
+  private _ended = new Set<string>();
+  private _failureId: string | null = null;
+  private _failureAt = 0;
+}

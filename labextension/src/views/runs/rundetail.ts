@@ -1,0 +1,499 @@
+/**
+ * One run in detail: clocks, explain, the timeline by phase, live logs, outputs,
+ * metrics, the resolved config with the layer of each field, and stop.
+ */
+
+import { Dialog, showDialog } from '@jupyterlab/apputils';
+import { ISignal, Signal } from '@lumino/signaling';
+import { Widget } from '@lumino/widgets';
+
+import { configTable, errorBox, h, saveBlob, section } from '../dom';
+import { ExplainPart } from './explainpart';
+import { renderOutputs } from './outputspart';
+import { LogView } from './logview';
+import { MetricsView } from './metricsview';
+import type { GpuPlatService } from '../../api/request';
+import { isSweep } from '../../models/sweepmodel';
+import { stopConfirmation } from '../../models/sessionmodel';
+import { SweepPart } from './sweepview';
+import type { IOutputFile, IRunDetail, IStatusEvent } from '../../api/types';
+import {
+  clocks,
+  configRows,
+  formatGpus,
+  IPhaseView,
+  isFinal,
+  phaseTime,
+  presetsText,
+  statusGroup,
+  timelinePhases
+} from '../../models/viewmodel';
+
+export interface IRunDetailOptions {
+  service: GpuPlatService;
+  runId: string;
+  onBack: () => void;
+  clockOffset: () => number;
+  /** Open another run (a sweep's best child). */
+  onOpen?: (id: string) => void;
+  /** What the run's buttons open in the main area (JupyterLab commands); absent ones are not shown. */
+  actions?: IRunActions;
+}
+
+/** The main-area commands a run's buttons call; the sidebar passes them, a dock tab may omit some. */
+export interface IRunActions {
+  /** This run in a main-area tab (gpuplat:open-run). */
+  openInTab?: (id: string) => void;
+  /** The run's artifacts in a file browser (gpuplat:open-run-folder). */
+  openFolder?: (id: string) => void;
+  /** The submit dialog prefilled from this run (gpuplat:resubmit). */
+  resubmit?: (id: string) => void;
+  /** One output file in a main-area tab (gpuplat:open-output). */
+  openOutput?: (id: string, path: string) => void;
+}
+
+/** While logs stream, output sizes are re-read at most this often. */
+const OUTPUTS_EVERY_MS = 1500;
+
+export class RunDetail extends Widget {
+  constructor(private _opts: IRunDetailOptions) {
+    super();
+    this.addClass('jp-GpuPlat-detail');
+    this.id = `jp-GpuPlat-detail-${_opts.runId}`;
+    this.node.dataset.runId = _opts.runId;
+    this._header = h('div', { class: 'jp-GpuPlat-detailHeader' });
+    this._summary = h('div', { class: 'jp-GpuPlat-summary' });
+    this._clocks = h('div', { class: 'jp-GpuPlat-clocks', role: 'group', 'aria-label': 'Clocks' });
+    const act = _opts.actions ?? {};
+    this._explainPart = new ExplainPart({
+      onOpen: _opts.onOpen,
+      resubmit: act.resubmit ? () => act.resubmit?.(_opts.runId) : undefined
+    });
+    this._timeline = h('ol', { class: 'jp-GpuPlat-timeline' });
+    this._outputs = h('div', { class: 'jp-GpuPlat-outputs' });
+    this._config = h('div', { class: 'jp-GpuPlat-config' });
+    this._code = h('dl', { class: 'jp-GpuPlat-code' });
+    this._error = h('div', { class: 'jp-GpuPlat-detailError' });
+    this._logs = new LogView(_opts.service, _opts.runId);
+    this._metrics = new MetricsView(_opts.service, _opts.runId);
+    // the run writes its log into its outputs: the sizes grow with the lines
+    this._logs.linesAdded.connect(() => this._scheduleOutputs());
+    this._sweep = new SweepPart({
+      service: _opts.service,
+      onChanged: run => this.showRecord(run),
+      onOpen: id => _opts.onOpen?.(id)
+    });
+    this._sweepSection = section('Sweep', 'jp-GpuPlat-sweepSection', this._sweep.node);
+    this._sweepSection.hidden = true;
+    // A sweep runs nothing itself: its logs, outputs, metrics and code are its children's.
+    this._runOnly = [
+      section('Logs', 'jp-GpuPlat-logSection', this._logs.node),
+      section('Outputs', 'jp-GpuPlat-outputSection', this._outputs),
+      section('Metrics', 'jp-GpuPlat-metricSection', this._metrics.node),
+      section('Code', 'jp-GpuPlat-codeSection', this._code)
+    ];
+    const back = h(
+      'button',
+      { class: 'jp-GpuPlat-button jp-GpuPlat-back', title: 'Back to the runs list (Escape)', onclick: () => _opts.onBack() },
+      '← Runs'
+    );
+    this._stop = h(
+      'button',
+      { class: 'jp-GpuPlat-button jp-GpuPlat-stop jp-mod-warn', onclick: () => void this._confirmStop() },
+      'Stop…'
+    );
+    const id = _opts.runId;
+    const tool = (label: string, cls: string, title: string, fn?: (id: string) => void) =>
+      fn ? h('button', { class: `jp-GpuPlat-button ${cls}`, title, onclick: () => fn(id) }, label) : null;
+    this.node.append(
+      h(
+        'div',
+        { class: 'jp-GpuPlat-toolbar jp-GpuPlat-detailToolbar' },
+        back,
+        tool('Open in tab', 'jp-GpuPlat-openTab', 'Open this run in a main-area tab with room for logs, charts and config', act.openInTab),
+        tool('Run folder', 'jp-GpuPlat-openFolder', "Open run folder: the run's artifacts in a file browser", act.openFolder),
+        h('span', { class: 'jp-GpuPlat-spacer' }),
+        this._stop
+      ),
+      this._header,
+      this._error,
+      this._summary,
+      this._clocks,
+      this._sweepSection,
+      section('Why is it here?', 'jp-GpuPlat-explainSection', this._explainPart.node),
+      section('Timeline', 'jp-GpuPlat-timelineSection', this._timeline),
+      ...this._runOnly,
+      section('Resolved config', 'jp-GpuPlat-configSection', this._config)
+    );
+    this.node.addEventListener('keydown', ev => {
+      if (ev.key === 'Escape' && !(ev.target as HTMLElement).closest('input')) {
+        ev.preventDefault();
+        _opts.onBack();
+      }
+    });
+    this.node.tabIndex = -1;
+  }
+
+  get runId(): string {
+    return this._opts.runId;
+  }
+
+  get run(): IRunDetail | null {
+    return this._run;
+  }
+
+  /** The status shown changed: at once from an event, then with each record read (a tab's title follows it). */
+  get statusChanged(): ISignal<this, string> {
+    return this._statusChanged;
+  }
+
+  /** Load the record, start the log stream and the outputs. */
+  async load(): Promise<void> {
+    this._logs.start();
+    await this._reload();
+  }
+
+  /** A status event: this run's (reload it) or its queue's (its explain may change). */
+  onEvent(ev: IStatusEvent): void {
+    if (ev.run_id === this._opts.runId) {
+      // Show the new status at once; the full record follows.
+      this._setStatus(ev);
+      this._scheduleReload();
+    } else if (this._run && ev.queue === this._run.queue && !isFinal(this._run)) {
+      this._scheduleExplain();
+    }
+  }
+
+  /** A fresher record of this run (a sweep re-read after its children's events, a PATCH's answer). */
+  showRecord(run: IRunDetail): void {
+    if (this.isDisposed || run.id !== this._opts.runId) {
+      return;
+    }
+    this._setRun(run);
+  }
+
+  /** Every second: the live clocks. */
+  tick(): void {
+    if (this._run && !isFinal(this._run)) {
+      this._renderClocks();
+      this._tickPhase();
+      this._explainPart.tick(this._run, Date.now() / 1000 - this._readAt);
+    }
+  }
+
+  /** Whether this run's clocks still count (the panel's timer runs while any shown run does). */
+  get ticking(): boolean {
+    return this._run === null || !isFinal(this._run);
+  }
+
+  /** An error of something this view started (a command it ran). */
+  showError(error: unknown): void {
+    if (!this.isDisposed) {
+      this._error.replaceChildren(errorBox(error));
+    }
+  }
+
+  focusFirst(): void {
+    this.node.querySelector<HTMLElement>('.jp-GpuPlat-back')?.focus();
+  }
+
+  dispose(): void {
+    if (this.isDisposed) {
+      return;
+    }
+    window.clearTimeout(this._reloadTimer);
+    window.clearTimeout(this._explainTimer);
+    window.clearTimeout(this._outputsTimer);
+    this._logs.dispose();
+    this._metrics.dispose();
+    super.dispose();
+  }
+
+  private _scheduleReload(): void {
+    window.clearTimeout(this._reloadTimer);
+    this._reloadTimer = window.setTimeout(() => void this._reload(), 30);
+  }
+
+  private _scheduleExplain(): void {
+    window.clearTimeout(this._explainTimer);
+    this._explainTimer = window.setTimeout(() => void this._loadExplain(), 150);
+  }
+
+  private _scheduleOutputs(): void {
+    if (this._outputsTimer === 0) {
+      this._outputsTimer = window.setTimeout(() => {
+        this._outputsTimer = 0;
+        void this._loadOutputs();
+      }, OUTPUTS_EVERY_MS);
+    }
+  }
+
+  private async _reload(): Promise<void> {
+    const s = this._opts.service;
+    try {
+      const run = await s.getRun(this._opts.runId);
+      if (this.isDisposed) {
+        return;
+      }
+      this._error.replaceChildren();
+      this._setRun(run);
+      await Promise.all([this._loadExplain(), this._loadOutputs(), this._metrics.refresh(isFinal(run))]);
+    } catch (error) {
+      if (!this.isDisposed) {
+        this._error.replaceChildren(errorBox(error));
+      }
+    }
+  }
+
+  private async _loadExplain(): Promise<void> {
+    try {
+      const ex = await this._opts.service.explain(this._opts.runId);
+      if (!this.isDisposed) {
+        this._explainPart.render(ex, this._run, Date.now() / 1000 - this._readAt);
+      }
+    } catch (error) {
+      if (!this.isDisposed) {
+        this._explainPart.node.replaceChildren(errorBox(error));
+      }
+    }
+  }
+
+  private async _loadOutputs(): Promise<void> {
+    try {
+      const files = await this._opts.service.outputs(this._opts.runId);
+      if (!this.isDisposed) {
+        this._renderOutputs(files);
+      }
+    } catch (error) {
+      // A run that has not started has no directory yet: nothing to list.
+      if (!this.isDisposed) {
+        this._renderOutputs([]);
+      }
+    }
+  }
+
+  /** A record read now: its clocks tick from here (local time, so the two clocks need not agree). */
+  private _setRun(run: IRunDetail): void {
+    this._run = run;
+    this._readAt = Date.now() / 1000;
+    this._render(run);
+  }
+
+  private _setStatus(ev: IStatusEvent): void {
+    const { status, message } = ev;
+    const badge = this._header.querySelector<HTMLElement>('.jp-GpuPlat-status');
+    if (badge) {
+      badge.textContent = status;
+      badge.dataset.group = statusGroup(ev);
+    }
+    const msg = this._header.querySelector<HTMLElement>('.jp-GpuPlat-detailMessage');
+    if (msg) {
+      msg.textContent = message;
+    }
+    this.node.dataset.status = status;
+    this._stop.disabled = isFinal(ev);
+    this._statusChanged.emit(status);
+  }
+
+  private _render(run: IRunDetail): void {
+    this.node.dataset.status = run.status;
+    // The service says who may stop it (`actions`, core/policy.run_actions); an older service sends
+    // none: then only an ended run cannot be stopped (the service refuses the rest itself).
+    const may = run.actions ? run.actions.includes('stop') : !isFinal(run);
+    this._stop.disabled = !may;
+    this._stop.title = may ? 'Stop this run (asks first)' : isFinal(run) ? 'The run has ended' : 'You may not stop this run';
+    this._header.replaceChildren(
+      h(
+        'div',
+        { class: 'jp-GpuPlat-detailTitle' },
+        h('span', { class: 'jp-GpuPlat-detailName' }, run.name || run.id),
+        h('span', { class: 'jp-GpuPlat-status', 'data-group': statusGroup(run) }, run.status)
+      ),
+      h('div', { class: 'jp-GpuPlat-detailMessage' }, run.message)
+    );
+    const devices = run.devices.length ? ` on GPU ${run.devices.join(',')}` : '';
+    const exit = run.exit_code !== null ? ` · exit code ${run.exit_code}` : '';
+    this._summary.replaceChildren(
+      h('span', null, `${run.id} · ${run.project} · ${run.user}`),
+      h(
+        'span',
+        null,
+        `queue ${run.queue} · ${presetsText(run)} · ${formatGpus(run.resources.gpu)}${devices}${exit}`
+      )
+    );
+    this._renderClocks();
+    this._sweepSection.hidden = !isSweep(run);
+    this._runOnly.forEach(s => (s.hidden = isSweep(run)));
+    if (isSweep(run)) {
+      // Its controls show when the service says the caller may change it (`actions`, core/policy.py).
+      this._sweep.render(run, (run.actions ?? []).includes('edit'));
+    }
+    this._renderTimeline(run);
+    this._renderConfig(run);
+    this._statusChanged.emit(run.status);
+  }
+
+  private _renderClocks(): void {
+    if (!this._run) {
+      return;
+    }
+    this._clocks.replaceChildren(
+      ...clocks(this._run, Date.now() / 1000 - this._readAt).map(c =>
+        h(
+          'div',
+          { class: `jp-GpuPlat-clock jp-mod-${c.side}${c.live ? ' jp-mod-live' : ''}`, title: c.help, 'data-clock': c.key },
+          h('div', { class: 'jp-GpuPlat-clockLabel' }, c.label),
+          h('div', { class: 'jp-GpuPlat-clockValue' }, c.text)
+        )
+      )
+    );
+  }
+
+  /** The current phase's duration goes on (the service's clock for it, or its span since its first event). */
+  private _tickPhase(): void {
+    const live = this._livePhase;
+    if (live && this._run) {
+      const t = phaseTime(live.phase, live.phases, this._run, Date.now() / 1000 - this._readAt, Date.now() / 1000 - this._opts.clockOffset());
+      live.node.textContent = t?.text ?? '';
+    }
+  }
+
+  private _renderTimeline(run: IRunDetail): void {
+    const fmt = (at: number) => new Date(at * 1000).toLocaleTimeString();
+    const now = Date.now() / 1000 - this._opts.clockOffset();
+    const elapsed = Date.now() / 1000 - this._readAt;
+    const phases = timelinePhases(run.timeline);
+    this._livePhase = null;
+    const time = (p: (typeof phases)[number]) => {
+      const t = phaseTime(p, phases, run, elapsed, now);
+      if (t === null) {
+        return null;
+      }
+      const node = h('span', { class: 'jp-GpuPlat-phaseTime' }, t.text);
+      if (t.live && !isFinal(run)) {
+        node.classList.add('jp-mod-live');
+        this._livePhase = { node, phase: p, phases };
+      }
+      return node;
+    };
+    this._timeline.replaceChildren(
+      ...phases.map(p =>
+        h(
+          'li',
+          { class: `jp-GpuPlat-phase jp-mod-${p.phase}`, 'data-phase': p.phase },
+          h(
+            'div',
+            { class: 'jp-GpuPlat-phaseTitle' },
+            h('span', null, p.label),
+            time(p)
+          ),
+          h(
+            'ul',
+            { class: 'jp-GpuPlat-events' },
+            ...p.events.map(e =>
+              h(
+                'li',
+                { class: 'jp-GpuPlat-event', 'data-status': e.status, 'data-phase': e.phase },
+                h('span', { class: 'jp-GpuPlat-eventTime' }, fmt(e.at)),
+                h('span', { class: 'jp-GpuPlat-eventStatus' }, `${e.status} · ${e.reason}`),
+                h('span', { class: 'jp-GpuPlat-eventMessage' }, e.message)
+              )
+            )
+          )
+        )
+      )
+    );
+  }
+
+  private _renderOutputs(files: IOutputFile[]): void {
+    renderOutputs(this._outputs, files, {
+      ended: this._run !== null && isFinal(this._run),
+      open: this._opts.actions?.openOutput ? path => this._opts.actions?.openOutput?.(this._opts.runId, path) : undefined,
+      download: path => void this._download(path)
+    });
+  }
+
+  private async _download(path: string): Promise<void> {
+    try {
+      saveBlob(await this._opts.service.outputBlob(this._opts.runId, path), path.split('/').pop() || path);
+    } catch (error) {
+      this._error.replaceChildren(errorBox(error));
+    }
+  }
+
+  private _renderConfig(run: IRunDetail): void {
+    const rows = configRows(run.resolved ?? {}, run.provenance ?? {});
+    this._config.replaceChildren(configTable(rows));
+    const facts: HTMLElement[] = [];
+    for (const [label, value] of codeFacts(run)) {
+      facts.push(h('dt', null, label), h('dd', null, value));
+    }
+    this._code.replaceChildren(...facts);
+  }
+
+  private async _confirmStop(): Promise<void> {
+    const run = this._run;
+    if (!run) {
+      return;
+    }
+    const ask = stopConfirmation(run);
+    const result = await showDialog({
+      title: ask.title,
+      body: ask.body,
+      buttons: [Dialog.cancelButton({ label: 'Keep running' }), Dialog.warnButton({ label: ask.button })]
+    });
+    if (!result.button.accept) {
+      return;
+    }
+    try {
+      const updated = await this._opts.service.stop(run.id);
+      this._run = updated;
+      this._render(updated);
+    } catch (error) {
+      this._error.replaceChildren(errorBox(error));
+    }
+  }
+
+  private _header: HTMLElement;
+  private _summary: HTMLElement;
+  private _clocks: HTMLElement;
+  private _explainPart: ExplainPart;
+  private _timeline: HTMLElement;
+  private _outputs: HTMLElement;
+  private _config: HTMLElement;
+  private _code: HTMLElement;
+  private _error: HTMLElement;
+  private _stop: HTMLButtonElement;
+  private _logs: LogView;
+  private _metrics: MetricsView;
+  private _sweep: SweepPart;
+  private _sweepSection: HTMLElement;
+  private _runOnly: HTMLElement[];
+  private _run: IRunDetail | null = null;
+  private _readAt = 0;
+  private _livePhase: { node: HTMLElement; phase: IPhaseView; phases: IPhaseView[] } | null = null;
+  private _statusChanged = new Signal<this, string>(this);
+  private _reloadTimer = 0;
+  private _explainTimer = 0;
+  private _outputsTimer = 0;
+}
+
+/** What code ran, as label/value pairs: where it ran, the snapshot kept with the run, the git commit. */
+export function codeFacts(run: IRunDetail): Array<[string, string]> {
+  const facts: Array<[string, string]> = [['Ran in', run.working_dir || 'the run\'s artifact directory']];
+  const code = run.code;
+  if (!code) {
+    // still in our queue (the service's phase): the snapshot is taken at dispatch
+    facts.push(['Snapshot', run.phase === 'dispatch' ? 'taken when the run starts' : 'none']);
+    return facts;
+  }
+  facts.push(['Snapshot', code.snapshot ? `${code.snapshot} (in outputs)` : 'none (a command)']);
+  const git = code.git;
+  if (git?.commit) {
+    facts.push(['Git commit', `${git.commit.slice(0, 12)}${git.dirty ? ' + uncommitted changes' : ''}`]);
+    if (git.diff_path) {
+      facts.push(['Diff', `${git.diff_path} (in outputs)`]);
+    }
+  }
+  return facts;
+}

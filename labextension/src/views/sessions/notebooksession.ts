@@ -1,0 +1,587 @@
+/** One notebook on a GPU session kernel and the lease it follows (see sessions.ts). */
+
+import { Dialog, ISessionContext, Notification, SessionContextDialogs, showDialog } from '@jupyterlab/apputils';
+import type { DocumentRegistry } from '@jupyterlab/docregistry';
+
+import { isFinal } from '../../models/lifecycle';
+import { SessionBar } from './sessionbar';
+import { SessionToast } from './sessiontoast';
+import {
+  ISessionNotice,
+  ISessionRun,
+  NoticeStage,
+  devicesKnown,
+  isAdmitted,
+  isSessionKernelName,
+  isWaiting,
+  leaseActions,
+  newSessionPrompt,
+  restoreDecision,
+  sessionBarView,
+  sessionNotice,
+  shouldConnect,
+  specOfRun
+} from '../../models/sessionmodel';
+import type { INotebookLike, SessionsController } from './sessions';
+import type { IExplain, IStatusEvent } from '../../api/types';
+
+export const STARTING = new Set(['starting', 'initializing', 'restarting']);
+const TOOLBAR_ITEM = 'gpuplat-session';
+
+/** One notebook and the lease of its session kernel. */
+export class NotebookSession {
+  constructor(
+    private _ctrl: SessionsController,
+    panel: INotebookLike,
+    private _context: DocumentRegistry.IContext<DocumentRegistry.IModel>
+  ) {
+    this.bar = new SessionBar({
+      start: () => this.startNew(),
+      cancel: () => this._act(id => this._ctrl.service.stop(id)),
+      keep: () => this._act(id => this._ctrl.service.keepalive(id)),
+      why: () => this.run && this._ctrl.openRun(this.run.id)
+    });
+    // Before the spacer: the toolbar moves what does not fit, from its right end, into its "…" menu.
+    if (!panel.toolbar.insertBefore('spacer', TOOLBAR_ITEM, this.bar)) {
+      panel.toolbar.addItem(TOOLBAR_ITEM, this.bar);
+    }
+    const sc = this._sc;
+    // A kernel named when the notebook was opened (launcher, Start GPU session) is the user's
+    // choice; otherwise the kernel comes from the notebook's metadata and waits for the gate.
+    this._chosen = isSessionKernelName(sc.kernelPreference.name, []);
+    // Before the context's own `ready` continuation reads the preference and starts a kernel.
+    void _context.ready.then(() => this._gate());
+    sc.kernelChanged.connect(this._onKernel, this);
+    sc.statusChanged.connect(this.update, this);
+    sc.connectionStatusChanged.connect(this.update, this);
+    _context.pathChanged.connect(this._onMoved, this);
+    _context.pathChanged.connect(this.update, this);
+    void _context.ready.then(() => this.update());
+    this.update();
+  }
+
+  readonly bar: SessionBar;
+  run: ISessionRun | null = null;
+
+  get name(): string {
+    return this._context.path.split('/').pop() ?? this._context.path;
+  }
+
+  /** A session kernel is (being) started here and its lease is not known (or it ended). */
+  get looking(): boolean {
+    return this._specName() !== null && (this.run === null || isFinal(this.run));
+  }
+
+  /** The lease is known and not over. */
+  get followsLease(): boolean {
+    return this.run !== null && !isFinal(this.run);
+  }
+
+  /** The lease ended and the notebook offers a new one (it leases only when asked). */
+  get offering(): boolean {
+    return this._held && this._offer && this.run !== null && isFinal(this.run);
+  }
+
+  /** The kernel picker the user asked for from our prompt: let it through. */
+  get pickerAllowed(): boolean {
+    return this._pickerAllowed;
+  }
+
+  /** The user asks for a new session: the notebook's session kernel starts (a new lease). */
+  startNew(): void {
+    const name = this._gpuSpec();
+    if (!name) {
+      return;
+    }
+    this._release();
+    this._askedFor = null;
+    this._render();
+    this._startKernel(name);
+  }
+
+  /** A cell was run in a notebook whose session ended: ask before leasing again. */
+  async promptNewSession(): Promise<void> {
+    if (this._prompting) {
+      return;
+    }
+    this._prompting = true;
+    try {
+      const other = Dialog.createButton({ label: 'Choose another kernel…', accept: false, displayType: 'default' });
+      const result = await showDialog({
+        title: 'GPU session ended',
+        body: newSessionPrompt(this.run),
+        buttons: [Dialog.cancelButton(), other, Dialog.okButton({ label: 'Start a new GPU session' })]
+      });
+      if (result.button.accept) {
+        this.startNew();
+      } else if (result.button.label === other.label) {
+        this._pickerAllowed = true;
+        await new SessionContextDialogs().selectKernel(this._sc).finally(() => (this._pickerAllowed = false));
+      }
+    } finally {
+      this._prompting = false;
+    }
+  }
+
+  dispose(): void {
+    if (this._disposed) {
+      return;
+    }
+    this._disposed = true;
+    window.clearInterval(this._ticker);
+    this._toast.dispose();
+    this.bar.dispose();
+  }
+
+  /** Renamed or moved while it holds a lease: the lease follows (a reload finds it at the new path). */
+  private _onMoved(): void {
+    const run = this.run;
+    const path = this._context.path;
+    if (!run || isFinal(run) || run.session?.notebook === path) {
+      return;
+    }
+    this._ctrl.service.moveSession(run.id, path).then(
+      r => {
+        if (this.run?.id === r.id) {
+          this.run = { ...this.run, name: r.name, session: r.session };
+          this._render();
+        }
+      },
+      (e: Error) => console.warn(`gpuplat: session ${run.id} did not follow ${path}: ${e.message}`)
+    );
+  }
+
+  /** The notebook's kernel or spec changed: re-render; look for the lease; connect if due. */
+  update(): void {
+    if (this._disposed) {
+      return;
+    }
+    const spec = this._specName();
+    if (spec !== null) {
+      this._lastSpec = spec;
+    }
+    if (spec !== null && this._askedFor !== this._context.path && (this.run === null || isFinal(this.run))) {
+      this._askedFor = this._context.path;
+      void this._find();
+    }
+    this._render();
+    this._maybeConnect();
+  }
+
+  adoptFrom(runs: ISessionRun[]): void {
+    if (!this.looking || this.offering) {
+      return;
+    }
+    const mine = runs.find(r => r.session?.notebook === this._context.path && r.id !== this.run?.id);
+    if (mine) {
+      this._adopt(mine);
+    }
+  }
+
+  resync(): void {
+    if (this.run && !isFinal(this.run)) {
+      this._refresh();
+    } else if (this.looking) {
+      this._askedFor = null;
+      this.update();
+    }
+  }
+
+  onEvent(ev: IStatusEvent): void {
+    const run = this.run;
+    if (!run || (isFinal(run) && ev.run_id !== run.id)) {
+      return;
+    }
+    const actions = leaseActions(ev, run.id, run.queue, run);
+    if (ev.run_id === run.id) {
+      // Shown at once; the re-read fills in the rest (devices, the kernel's state).
+      const devices = (ev.details?.devices as number[] | undefined) ?? run.devices;
+      this.run = { ...run, status: ev.status, phase: ev.phase, reason: ev.reason, message: ev.message, devices };
+    }
+    for (const a of actions) {
+      switch (a) {
+        case 'refresh':
+          this._refresh();
+          break;
+        case 'explain':
+          this._refreshExplain();
+          break;
+        case 'idleWarning':
+          this._idleWarning((ev.details?.deadline as number | undefined) ?? null);
+          break;
+        case 'idleCleared':
+          this._clearIdle(true);
+          break;
+        case 'admitted':
+          this._admitPending = true; // said once the re-read knows its devices
+          break;
+        case 'ended':
+          this._ended();
+          break;
+      }
+    }
+    this._render();
+    this._maybeConnect();
+  }
+
+  // ---- the lease ---------------------------------------------------------------------------
+  private async _find(): Promise<void> {
+    try {
+      const runs = await this._ctrl.service.sessions(this._context.path);
+      this.adoptFrom(runs);
+    } catch {
+      // not reachable now: the stream's reconnect resyncs
+    }
+  }
+
+  private _adopt(run: ISessionRun): void {
+    this._clearIdle(false);
+    this.run = run;
+    this.explain = null;
+    this._admitPending = false;
+    this._render();
+    this._ctrl.dismissStale();
+    if (isWaiting(run)) {
+      this._refreshExplain();
+    } else if (run.session?.idle_deadline && run.reason === 'IdleWarning') {
+      this._idleWarning(run.session.idle_deadline);
+    }
+    this._maybeConnect();
+  }
+
+  private _refresh(): void {
+    const run = this.run;
+    if (!run) {
+      return;
+    }
+    if (this._reading) {
+      this._rereadRun = true;
+      return;
+    }
+    this._reading = true;
+    this._ctrl.service
+      .getRun(run.id)
+      .then(r => {
+        if (this.run?.id === r.id) {
+          // The event shown meanwhile may be newer than this read (an end): keep the final status.
+          this.run = isFinal(this.run) && !isFinal(r) ? { ...r, ...pickStatus(this.run) } : r;
+          if (isWaiting(r)) {
+            this._refreshExplain();
+          }
+          if (this._admitPending && isAdmitted(r) && devicesKnown(r)) {
+            this._admitPending = false;
+            if (this._toast.stageOf(r.id) === 'waiting') {
+              this._notify('admitted');
+            }
+          }
+          this._render();
+          this._maybeConnect();
+        }
+      })
+      .catch(() => undefined)
+      .finally(() => {
+        this._reading = false;
+        if (this._rereadRun) {
+          this._rereadRun = false;
+          this._refresh();
+        }
+      });
+  }
+
+  private _refreshExplain(): void {
+    const run = this.run;
+    if (!run || !isWaiting(run)) {
+      return;
+    }
+    if (this._explaining) {
+      this._reexplain = true;
+      return;
+    }
+    this._explaining = true;
+    this._ctrl.service
+      .explain(run.id)
+      .then(ex => {
+        if (this.run?.id === ex.run_id && isWaiting(this.run)) {
+          this.explain = ex;
+          this._render();
+        }
+      })
+      .catch(() => undefined)
+      .finally(() => {
+        this._explaining = false;
+        if (this._reexplain) {
+          this._reexplain = false;
+          this._refreshExplain();
+        }
+      });
+  }
+
+  private _act(call: (id: string) => Promise<unknown>): void {
+    const run = this.run;
+    if (!run) {
+      return;
+    }
+    call(run.id)
+      .then(() => this._refresh())
+      .catch(error => Notification.error(`GPU session ${run.id}: ${(error as Error).message}`, { autoClose: 8000 }));
+  }
+
+  // ---- the notebook's kernel -----------------------------------------------------------------
+  private get _sc(): ISessionContext {
+    return this._context.sessionContext;
+  }
+
+  private _onKernel(): void {
+    const kernel = this._sc.session?.kernel;
+    if (kernel && this._held) {
+      this._release(); // a kernel the user chose (the picker, our prompt): no longer held
+    }
+    if (!kernel && this.followsLease) {
+      this._ctrl.dismissStale(); // a start that gave up waiting, or its kernel picker
+    }
+    if (kernel && this.run && isFinal(this.run) && this._specName() !== null) {
+      this._askedFor = null; // a new session kernel after the lease ended: a new lease
+    }
+    this.update();
+  }
+
+  /** The session kernelspec the notebook is on, or is starting, or prefers; null if none. */
+  private _specName(): string | null {
+    const specs = this._ctrl.specs();
+    const names = new Set(specs.map(s => s.name));
+    const sc = this._sc;
+    const kernel = sc.session?.kernel;
+    if (kernel) {
+      return names.has(kernel.name) ? kernel.name : null;
+    }
+    if (STARTING.has(sc.kernelDisplayStatus)) {
+      const pending = specs.find(s => s.displayName === sc.kernelDisplayName);
+      if (pending) {
+        return pending.name;
+      }
+    }
+    const preferred = sc.kernelPreference.name;
+    return preferred && names.has(preferred) ? preferred : null;
+  }
+
+  private _kernelState(): { hasKernel: boolean; starting: boolean } {
+    const sc = this._sc;
+    return { hasKernel: !!sc.session?.kernel, starting: STARTING.has(sc.kernelDisplayStatus) };
+  }
+
+  /** Admitted while the notebook has no kernel (its start gave up waiting): start it again. */
+  private _maybeConnect(): void {
+    if (this._deciding || this.offering || !shouldConnect(this.run, this._kernelState(), this._triedFor) || !this.run) {
+      return;
+    }
+    const name = this._lastSpec ?? specOfRun(this._ctrl.specs(), this.run)?.name;
+    if (!name) {
+      return;
+    }
+    this._triedFor = this.run.id;
+    this._startKernel(name);
+  }
+
+  // ---- notifications ----------------------------------------------------------------------
+  private _render(): void {
+    const run = this.run;
+    const spec = run ? specOfRun(this._ctrl.specs(), run) : null;
+    const submitting = run === null && this._specName() !== null && STARTING.has(this._sc.kernelDisplayStatus);
+    const view = sessionBarView({
+      run,
+      explain: this.explain,
+      spec,
+      submitting,
+      idleDeadline: this._idleDeadline,
+      now: this._ctrl.now(),
+      offer: this.offering
+    });
+    this.bar.render(view);
+    this.bar.node.dataset.notebook = this._context.path; // which notebook's bar (it follows a rename)
+    if (run && isWaiting(run) && this.explain !== null) {
+      this._notify('waiting');
+    }
+  }
+
+  /** The session's one notice, at `stage` (see SessionToast). */
+  private _notify(stage: NoticeStage): void {
+    const run = this.run;
+    if (!run) {
+      return;
+    }
+    const n = sessionNotice(stage, run, this.name, {
+      explain: this.explain,
+      idleDeadline: this._idleDeadline,
+      now: this._ctrl.now()
+    });
+    if (n) {
+      this._toast.show(n, run.id);
+    }
+  }
+
+  private _actions(n: ISessionNotice, runId: string): Notification.IAction[] {
+    return n.actions.map(a => {
+      switch (a) {
+        case 'cancel':
+          return { label: 'Cancel', caption: `Stop session ${runId}: it leaves the queue`, callback: () => this._act(id => this._ctrl.service.stop(id)) };
+        case 'keep':
+          return { label: 'Keep session', caption: 'Start the idle clock again', callback: () => this._act(id => this._ctrl.service.keepalive(id)) };
+        case 'why':
+          return { label: 'Why?', caption: `Show ${runId} in the GPU platform sidebar`, callback: () => this._ctrl.openRun(runId) };
+      }
+    });
+  }
+
+  private _idleWarning(deadline: number | null): void {
+    if (!this.run) {
+      return;
+    }
+    this._idleDeadline = deadline;
+    this._notify('idle');
+    window.clearInterval(this._ticker);
+    this._ticker = window.setInterval(() => this._render(), 1000); // the toolbar's countdown
+  }
+
+  /** The idle warning no longer stands; `kept`: say so where it was (the session was kept or used). */
+  private _clearIdle(kept: boolean): void {
+    this._idleDeadline = null;
+    window.clearInterval(this._ticker);
+    if (kept && this._toast.stageOf(this.run?.id) === 'idle') {
+      this._notify('kept');
+    }
+  }
+
+  private _ended(): void {
+    const run = this.run;
+    if (!run) {
+      return;
+    }
+    this._idleDeadline = null;
+    window.clearInterval(this._ticker);
+    this._admitPending = false;
+    // The notice it had (waiting, idle) ends with it; a session that ended quietly says so once.
+    this._notify('ended');
+    // From now on nothing leases again by itself: the bar offers a new session, a cell run asks.
+    this._hold();
+    this._offer = true;
+    // The kernel the lease's end shut down: JupyterLab learns it from its session list.
+    void this._sc.sessionManager.refreshRunning().catch(() => undefined);
+  }
+
+  // ---- leasing only when asked ------------------------------------------------------------
+  /** The session kernel this notebook runs on or is saved with (null if none). */
+  private _gpuSpec(): string | null {
+    const name = this._specName() ?? this._lastSpec ?? this._context.model.defaultKernelName;
+    return isSessionKernelName(name, this._ctrl.specs()) ? name : null;
+  }
+
+  /**
+   * The notebook was opened: if it is saved with a session kernel nobody just chose, hold
+   * JupyterLab's own start (its preference's shouldStart, read by `sessionContext.initialize`
+   * and by the cell executor's `startKernel`) until the server says what its newest lease is.
+   */
+  private _gate(): void {
+    if (this._disposed || this._chosen) {
+      return;
+    }
+    const name = this._context.model.defaultKernelName;
+    if (!isSessionKernelName(name, this._ctrl.specs())) {
+      return;
+    }
+    this._hold();
+    this._deciding = true;
+    void this._decide(name);
+  }
+
+  private async _decide(name: string): Promise<void> {
+    let latest: ISessionRun | null = null;
+    try {
+      const user = await this._ctrl.whenUser();
+      latest = user ? await this._ctrl.service.latestSession(this._context.path, user) : null;
+    } catch {
+      latest = null; // not reachable: as before (the kernel start says what is wrong)
+    }
+    await this._sc.ready;
+    this._deciding = false;
+    if (this._disposed) {
+      return;
+    }
+    const decision = restoreDecision(latest);
+    if (latest && decision !== 'attach') {
+      this._hold(); // again: a session of the ended lease that JupyterLab reconnected to is stale
+      this._adopt(latest);
+      this._offer = true; // `ending`: offered once its end is known (its events follow)
+      this._render();
+      return;
+    }
+    this._release();
+    if (!this._sc.session?.kernel && !STARTING.has(this._sc.kernelDisplayStatus)) {
+      this._startKernel(name);
+    }
+  }
+
+  /**
+   * One kernel start at a time from here: JupyterLab shuts down the session of a start another
+   * one pre-empted, and shutting a session kernel down ends its lease (KernelShutdown), which
+   * the kernel of the other start shares.
+   */
+  private _startKernel(name: string): void {
+    if (this._startInFlight) {
+      return;
+    }
+    this._startInFlight = true;
+    this._sc
+      .changeKernel({ name })
+      .catch(error => console.warn(`gpuplat: ${this.name}: kernel start failed`, error))
+      .finally(() => (this._startInFlight = false));
+  }
+
+  /** JupyterLab starts no kernel for this notebook by itself (restored, or a cell run with none). */
+  private _hold(): void {
+    const sc = this._sc;
+    if (!this._held) {
+      this._saved = { shouldStart: sc.kernelPreference.shouldStart, autoStartDefault: sc.kernelPreference.autoStartDefault };
+      this._held = true;
+    }
+    sc.kernelPreference = { ...sc.kernelPreference, shouldStart: false, autoStartDefault: false };
+  }
+
+  private _release(): void {
+    this._offer = false;
+    if (!this._held) {
+      return;
+    }
+    this._held = false;
+    const sc = this._sc;
+    sc.kernelPreference = { ...sc.kernelPreference, ...this._saved };
+  }
+
+  explain: IExplain | null = null;
+  private _disposed = false;
+  private _lastSpec: string | null = null;
+  private _askedFor: string | null = null;
+  private _triedFor: string | null = null;
+  private _reading = false;
+  private _rereadRun = false;
+  private _explaining = false;
+  private _reexplain = false;
+  private _idleDeadline: number | null = null;
+  private _ticker = 0;
+  private _admitPending = false;
+  // The session's one notice.
+  private _toast = new SessionToast((n, runId) => this._actions(n, runId));
+  // Leasing only when asked.
+  private _chosen = false;
+  private _held = false;
+  private _offer = false;
+  private _saved: { shouldStart?: boolean; autoStartDefault?: boolean } = {};
+  private _prompting = false;
+  private _pickerAllowed = false;
+  private _deciding = false;
+  private _startInFlight = false;
+}
+
+/** What an event said of a run that a slower re-read must not undo. */
+function pickStatus(run: ISessionRun): Pick<ISessionRun, 'status' | 'phase' | 'reason' | 'message'> {
+  return { status: run.status, phase: run.phase, reason: run.reason, message: run.message };
+}
