@@ -2,6 +2,7 @@
 
 Fixtures (here unless named):
 - `own_jupyter_data_dir` (session, autouse): JUPYTER_DATA_DIR in a temp dir, not the developer's.
+- `close_kernel_sockets` (autouse): closes the kernel websockets (kernel_ws.py) a failed test left open.
 - `platform_config_file`: the platform file the server loads (the example); override per module.
 - `jp_server_config`: pytest-jupyter's server config with the extension, the token-map identity
   (`TOKENS`: `tok-<user>`), a fresh SQLite store and artifacts root under `tmp_path`, 4 GPUs.
@@ -52,6 +53,15 @@ pytest_plugins = ("pytest_jupyter.jupyter_server",)
 TESTS = Path(__file__).resolve().parent
 EXAMPLE = TESTS.parent / "jupyter_gpuplat" / "platform.example.yaml"
 TOKENS = {f"tok-{u}": u for u in ("ops", "alice", "bob", "carol", "dave", "erin", "frank", "mallory")}
+
+
+@pytest.fixture(autouse=True)
+def close_kernel_sockets() -> Iterator[None]:
+    """Kernel websockets a test left open (it failed before closing them) are closed with it."""
+    yield
+    from .kernel_ws import KernelSocket  # here: kernel_ws → server → conftest
+
+    KernelSocket.close_all()
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import time
 import uuid
-from typing import Any
+from typing import Any, ClassVar
 
 import websocket  # websocket-client, a jupyter_server dependency
 
@@ -39,10 +39,15 @@ def _msg(msg_type: str, content: dict[str, Any], session: str) -> dict[str, Any]
 
 
 class KernelSocket:
+    # Open sockets, closed by conftest's `close_kernel_sockets` after each test: a test that fails
+    # before its `close()` must not leave its socket to be collected (and warned about) in another.
+    opened: ClassVar[set[KernelSocket]] = set()
+
     def __init__(self, server: ServerProcess, kernel_id: str, timeout: float = 60) -> None:
         url = server.url.replace("http://", "ws://") + f"api/kernels/{kernel_id}/channels?token={server.token}"
         self.ws = websocket.create_connection(url, timeout=timeout)
         self.session = uuid.uuid4().hex
+        KernelSocket.opened.add(self)
 
     def execute(self, code: str) -> tuple[str, str]:
         """(what the cell printed, its reply status: ok / error / aborted)."""
@@ -79,7 +84,13 @@ class KernelSocket:
                 return str(reply["content"]["status"])
 
     def close(self) -> None:
+        KernelSocket.opened.discard(self)
         self.ws.close()
+
+    @classmethod
+    def close_all(cls) -> None:
+        for ks in list(cls.opened):
+            ks.close()
 
 
 def a_cell_sent_at_once_is_not_culled(

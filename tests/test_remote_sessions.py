@@ -247,6 +247,20 @@ def lease_of(upstream: ServerProcess, notebook: str) -> dict[str, Any]:
     return dict(found[0])
 
 
+def reported_busy(remote: ServerProcess, upstream: ServerProcess, notebook: str) -> dict[str, Any]:
+    """Wait for the remote server to report the running cell busy; a miss says what both servers saw."""
+
+    def busy() -> dict[str, Any] | None:
+        lease = lease_of(upstream, notebook)
+        return lease if lease["session"]["busy"] else None
+
+    try:
+        return until(busy, "the cell reported busy")
+    except AssertionError as exc:
+        seen = (remote.root / "server.log").read_text(errors="replace")[-4000:]
+        raise AssertionError(f"{exc}; lease: {lease_of(upstream, notebook)}; remote server log: {seen}") from None
+
+
 def end(upstream: ServerProcess, run_id: str) -> None:
     if upstream.ok("GET", f"runs/{run_id}")["status"] not in ("stopped", "failed", "succeeded"):
         upstream.call("POST", f"runs/{run_id}/stop")
@@ -416,7 +430,7 @@ def test_after_a_control_plane_restart_the_remote_kernel_is_reported_up_and_busy
     until(lambda: lease_of(upstream, "failover.ipynb")["session"]["kernel"] == "ready", "the kernel reported ready")
     ks = KernelSocket(remote, kid)
     msg = ks.send_execute("import time; time.sleep(60)")
-    until(lambda: lease_of(upstream, "failover.ipynb")["session"]["busy"], "the cell reported busy")
+    reported_busy(remote, upstream, "failover.ipynb")
     upstream.stop()
     upstream.start()
 

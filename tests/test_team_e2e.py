@@ -82,6 +82,7 @@ class HubKernelSocket(KernelSocket):
         url = server_url.replace("http://", "ws://") + f"api/kernels/{kernel_id}/channels"
         self.ws = websocket.create_connection(url, timeout=timeout, header=[f"Authorization: token {token}"])
         self.session = uuid.uuid4().hex
+        KernelSocket.opened.add(self)
 
 
 class User:

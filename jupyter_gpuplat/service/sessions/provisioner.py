@@ -39,6 +39,8 @@ from ...core.status import FINAL, Status
 from .client import WAITING, SessionClient, session_client
 from .kernel_activity import Activity, KernelReport, follow, subscribe
 
+# How long a busy/idle turn is tried again while the platform cannot be reached (7.5 s in all).
+TURN_RETRY_SECONDS = (0.5, 1.0, 2.0, 4.0)
 ENDING = frozenset({Status.STOPPING.value, *(s.value for s in FINAL)})
 
 
@@ -263,11 +265,20 @@ class GpuSessionProvisioner(KernelProvisionerBase):
             kc.stop_channels()
 
     async def _report_turn(self, run_id: str, event: str) -> None:
-        """A busy/idle turn; a platform briefly unavailable (a control plane failing over) skips one, not all."""
-        try:
-            await self.client.report(run_id, event)
-        except Unavailable as exc:
-            self.log.info("gpuplat: session %s: %s not reported: %s", run_id, event, exc.message)
+        """A busy/idle turn, tried again while the platform is briefly unavailable: a `busy` lost to one
+        failed call would let the idle clock end a long cell. Given up after TURN_RETRY_SECONDS (the
+        next turn reports afresh; a control plane that failed over is told again on re-attach)."""
+        for delay in (*TURN_RETRY_SECONDS, None):
+            try:
+                await self.client.report(run_id, event)
+                return
+            except Unavailable as exc:
+                if delay is None:
+                    self.log.warning("gpuplat: session %s: %s not reported: %s", run_id, event, exc.message)
+                    return
+                why = exc.message
+                self.log.info("gpuplat: session %s: %s not reported (%s); again in %ss", run_id, event, why, delay)
+                await asyncio.sleep(delay)
 
     async def _tell_kernel_state(self, run_id: str) -> None:
         """A platform that restarted (or a new leader) watches the lease again from "starting": say it is up."""
