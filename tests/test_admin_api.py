@@ -10,10 +10,17 @@ import yaml
 from .conftest import EXAMPLE
 
 
+async def queue_actions(api: Any, user: str) -> list[str]:
+    return next(q["actions"] for q in (await api.ok("GET", "queues", user))["queues"] if q["name"] == "team-a-train")
+
+
 async def test_pause_holds_runs_and_resume_dispatches(api: Any) -> None:
+    # The queue view says who may pause it (clients offer the button from `actions`, not a role check).
+    assert await queue_actions(api, "alice") == [] and await queue_actions(api, "ops") == ["pause"]
     code, body = await api("POST", "queues/team-a-train/pause", "alice")
     assert code == 403 and "not a platform admin" in body["error"]["message"]
-    await api.ok("POST", "queues/team-a-train/pause", "ops")
+    paused = await api.ok("POST", "queues/team-a-train/pause", "ops")
+    assert paused["queue"]["actions"] == ["resume"] and await queue_actions(api, "alice") == []
     run = await api.submit(command="true")
     ex = await api.ok("GET", f"runs/{run['id']}/explain")
     assert ex["reason"] == "QueuePaused" and ex["layer"] == "queue"
@@ -58,7 +65,8 @@ async def test_presets_and_projects_writes(api: Any) -> None:
     assert code == 403 and "set by platform admins" in err["error"]["message"]
     added = {**mine, "members": {**mine["members"], "mallory": "member"}}
     await api.ok("PUT", "projects/team-a", "alice", added)
-    assert (await api.ok("GET", "whoami", "mallory"))["projects"] == [{"name": "team-a", "role": "member"}]
+    mallory = await api.ok("GET", "whoami", "mallory")
+    assert mallory["projects"] == [{"name": "team-a", "role": "member", "may_submit": True}]
     code, err = await api("PUT", "projects/team-a", "bob", added)
     assert code == 403
     # Creating a project as a project admin: refused as if it were another team's (it tells nothing).

@@ -182,8 +182,23 @@ async def test_preview_verdict_includes_capacity(make: Make) -> None:
     v = h.engine.preview("bob", req)["verdict"]
     assert v["allowed"] is False
     assert [x["code"] for x in v["violations"]] == ["NoCapacity"]
+    # Judged as submit judges it (core/refusal): the rule and an alternative the policy accepts.
+    assert [r["rule"] for r in v["rules"]] == ["NoCapacity"]
+    assert [a["changes"] for a in v["alternatives"]] == [{"resources": {"gpu": 2}}], v
     ok = RunRequest.model_validate({"project": "p", "queue": "q", "command": ["x"], "resources": {"gpu": 2}})
-    assert h.engine.preview("bob", ok)["verdict"] == {"allowed": True, "violations": []}
+    assert h.engine.preview("bob", ok)["verdict"] == {"allowed": True, "violations": [], "rules": [], "alternatives": []}
+
+
+async def test_a_refused_submit_carries_every_rule_and_the_alternatives_judged_once(make: Make) -> None:
+    """The engine's own refusal is the API's answer: no second judgement in the service."""
+    h = await make([{"name": "q"}], FakeExecutor(gpus=2))
+    req = RunRequest.model_validate({"project": "p", "queue": "q", "command": ["x"], "resources": {"gpu": 3}})
+    with pytest.raises(Unprocessable) as refused:
+        h.engine.submit("bob", req)
+    body = refused.value.to_dict()
+    assert body["code"] == "NoCapacity" and [r["rule"] for r in body["rules"]] == ["NoCapacity"], body
+    assert [a["changes"] for a in body["alternatives"]] == [{"resources": {"gpu": 2}}], body
+    assert "2 gpu" in body["hint"], body
 
 
 async def test_run_cycle_merges_wake_ups(make: Make) -> None:

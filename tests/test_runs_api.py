@@ -161,6 +161,10 @@ async def test_failure_exit_code_and_reason(api: Any) -> None:
     assert b"boom" in log
     ex = await api.ok("GET", f"runs/{run['id']}/explain")
     assert ex["layer"] == "done" and ex["reason"] == "Error"
+    # The line names its action; the run's `actions` say who may take it (the sidebar's button needs both).
+    assert ex["who_can_act"] == [{"who": "alice", "can": "submit it again", "action": "resubmit"}]
+    assert "resubmit" in final["actions"]
+    assert "resubmit" not in (await api.ok("GET", f"runs/{run['id']}", "carol"))["actions"]
 
 
 async def test_preview_shows_provenance_and_verdict(api: Any) -> None:
@@ -228,9 +232,13 @@ async def test_whoami_queues_presets_projects_capacity_openapi(api: Any, tmp_pat
         "user": "bob",
         "groups": [],
         "platform_admin": False,
-        "projects": [{"name": "team-a", "role": "member"}],
+        "projects": [{"name": "team-a", "role": "member", "may_submit": True}],
     }
     assert (await api.ok("GET", "whoami", "ops"))["platform_admin"] is True
+    # A viewer sees the project and is told, by the server, that it may not submit there.
+    assert (await api.ok("GET", "whoami", "carol"))["projects"] == [
+        {"name": "team-a", "role": "viewer", "may_submit": False}
+    ]
     qs = await api.ok("GET", "queues", "erin")
     assert [q["name"] for q in qs["queues"]] == ["interactive", "team-b-train"]  # dispatch order
     gate = tmp_path / "g"

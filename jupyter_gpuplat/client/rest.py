@@ -355,7 +355,7 @@ class Client:
             return env
         me = self.whoami()
         for p in me["projects"]:
-            if p["role"] in ("member", "admin"):
+            if p["may_submit"]:  # the server's answer (core/policy), not a copy of the role rule
                 return str(p["name"])
         raise GpuPlatAPIError(f"{me['user']} may submit to no project", "ask a project admin to add you as a member")
 

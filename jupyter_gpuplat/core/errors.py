@@ -5,7 +5,8 @@ The service maps them to HTTP statuses in one place (service/errors.py).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from types import MappingProxyType
 from typing import Any, Self
 
 
@@ -14,6 +15,8 @@ class GpuPlatError(Exception):
 
     status = 400
     code = "BadRequest"
+    # More fields the API answers with the error (a refused submit's `rules` and `alternatives`).
+    answers: Mapping[str, Any] = MappingProxyType({})
 
     def __init__(self, message: str, hint: str = "", *, code: str | None = None) -> None:
         super().__init__(message)
@@ -23,7 +26,7 @@ class GpuPlatError(Exception):
             self.code = code
 
     def to_dict(self) -> dict[str, Any]:
-        return {"code": self.code, "message": self.message, "hint": self.hint}
+        return {"code": self.code, "message": self.message, "hint": self.hint, **self.answers}
 
     def with_hint(self, hint: str) -> Self:
         """The same error (class, status, code and every extra field) with another hint."""

@@ -126,6 +126,11 @@ def require_visible_run(cfg: PlatformConfig, user: str, run_id: str, run: dict[s
     return run
 
 
+def queue_actions(cfg: PlatformConfig, user: str, paused: bool) -> list[str]:
+    """What `user` may do to a queue, as queue views say it (`actions`): pause or resume it (platform admins)."""
+    return (["resume"] if paused else ["pause"]) if is_platform_admin(cfg, user) else []
+
+
 def require_platform_admin(cfg: PlatformConfig, user: str) -> None:
     """Admin writes (queues, presets, the whole config, pause/resume, project create/delete)."""
     if not is_platform_admin(cfg, user):

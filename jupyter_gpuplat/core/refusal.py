@@ -88,6 +88,17 @@ class Judgement:
                 out.append({"rule": v.code, "limit": limit, "message": v.message})
         return out
 
+    def refusal(self) -> GpuPlatError:
+        """What a refused submit raises: the first violation's class, status, code and fields, every
+        rule's words, and the rules and alternatives the API answers with (so `POST runs` and the
+        preview name the same rules)."""
+        first = self.violations[0]
+        message = "; ".join(dict.fromkeys(v.message for v in self.violations))
+        out = first.with_hint("; ".join(dict.fromkeys(v.hint for v in self.violations if v.hint)))
+        out.message, out.args = message, (message,)
+        out.answers = {"rules": self.rules, "alternatives": [a.to_dict() for a in self.alternatives]}
+        return out
+
     def verdict(self, *more: GpuPlatError) -> dict[str, Any]:
         violations = (*self.violations, *more)
         return {
@@ -296,6 +307,18 @@ def judge(cfg: PlatformConfig, user: str, req: RunRequest, platform_gpus: int | 
     Raises like `resolve` for access (an unknown or invisible project: 404; a viewer: 403).
     """
     res, problems = check(cfg, user, req, platform_gpus)
+    return judged(cfg, user, req, res, problems, platform_gpus)
+
+
+def judged(
+    cfg: PlatformConfig,
+    user: str,
+    req: RunRequest,
+    res: Resolution,
+    problems: list[GpuPlatError],
+    platform_gpus: int | None,
+) -> Judgement:
+    """`check`'s answer judged: the hints and alternatives of its violations (none when it has none)."""
     if not problems:
         return Judgement(res, (), ())
     pr = require_project(cfg, user, req.project, "member")

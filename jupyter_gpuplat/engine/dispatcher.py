@@ -20,7 +20,7 @@ from ..core.artifacts import run_dir
 from ..core.errors import GpuPlatError, Unprocessable
 from ..core.matrix import count, expand
 from ..core.notes import run_notes
-from ..core.policy import resolve
+from ..core.refusal import check, judged
 from ..core.request import Entrypoint, RunRequest
 from ..core.resources import Resources, format_memory
 from ..core.search import BayesSearch
@@ -64,15 +64,10 @@ class Dispatcher:
         state.deferred.on_retry(self._retry_cycle)
 
     # ---- submission ------------------------------------------------------
-    def capacity_violation(self, req: Resources) -> Unprocessable | None:
-        n = len(self.s.devices)
-        if self.s.assigns_devices and req.gpu > n:
-            return Unprocessable(
-                f"requests {req.gpu} GPU(s) but this platform has {n} in all: it could never start",
-                f"ask for at most {n} GPU(s)",
-                code="NoCapacity",
-            )
-        return None
+    @property
+    def platform_gpus(self) -> int | None:
+        """The platform's GPUs in all, for the capacity rule (None: the executor places work itself)."""
+        return len(self.s.devices) if self.s.assigns_devices else None
 
     def working_dir_violation(self, req: RunRequest) -> Unprocessable | None:
         """The executor cannot start runs in this directory (Kubernetes: off the shared artifact volume)."""
@@ -86,12 +81,13 @@ class Dispatcher:
         return None
 
     def preview(self, user: str, req: RunRequest) -> dict[str, Any]:
-        """What submit would do: the resolved spec, where each field came from, and the verdict."""
-        res = resolve(self.s.cfg, user, req)
+        """What submit would do: the resolved spec, where each field came from, and the verdict
+        (judged as submit judges it: the same rules, hints and alternatives)."""
+        res, problems = check(self.s.cfg, user, req, self.platform_gpus)
         if not res.violations:  # with an unknown preset the kind is not known: the verdict says why
             req.check_entrypoint(res.resolved.get("kind", "job"))
-        extra = [v for v in (self.capacity_violation(res.resources), self.working_dir_violation(req)) if v]
-        verdict = res.verdict(*extra)
+        wd = self.working_dir_violation(req)
+        verdict = judged(self.s.cfg, user, req, res, problems, self.platform_gpus).verdict(*([wd] if wd else []))
         return {
             "resolved": res.resolved,
             "provenance": res.provenance,
@@ -115,14 +111,18 @@ class Dispatcher:
 
     def submit(self, user: str, req: RunRequest) -> dict[str, Any]:
         s = self.s
-        res = resolve(s.cfg, user, req)
+        # Judged once: a policy refusal is raised with every rule, its hints and alternatives.
+        res, problems = check(s.cfg, user, req, self.platform_gpus)
         try:
-            res.raise_first()
+            if res.violations:
+                raise judged(s.cfg, user, req, res, problems, self.platform_gpus).refusal()
             kind = res.resolved.get("kind", "job")
             req.check_entrypoint(kind)
-            cap = self.capacity_violation(res.resources) or self.working_dir_violation(req)
-            if cap:
-                raise cap
+            if problems:  # the platform's capacity
+                raise judged(s.cfg, user, req, res, problems, self.platform_gpus).refusal()
+            wd = self.working_dir_violation(req)
+            if wd:
+                raise wd
         except GpuPlatError as e:  # a refusal creates no run: the insights' record of it (v9)
             record_refusal(s.store.engine, s.clock(), req.project, user, res.queue or "", e)
             raise

@@ -55,7 +55,7 @@ def _explain(source: Engine | ReadModel, user: str, run_id: str) -> dict[str, An
             "layer": Layer.DONE.value,
             "reason": row["reason"],
             "message": row["message"],
-            "who_can_act": [{"who": row["user"], "can": "submit it again"}],
+            "who_can_act": [{"who": row["user"], "can": "submit it again", "action": "resubmit"}],
         }
     q = reads.queue_state(a.queue)
     if a.status in (Status.CREATED, Status.QUEUED) and q is not None:

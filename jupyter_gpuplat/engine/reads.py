@@ -22,14 +22,13 @@ from ..core.policy import (
     listable_queues,
     listable_run_projects,
     platform_admins,
+    queue_actions,
     require_platform_admin,
     require_visible_run,
     role_in,
     run_actions,
     visible_projects,
 )
-from ..core.refusal import Judgement, judge
-from ..core.request import RunRequest
 from ..core.spec import DEFAULT_KIND
 from ..core.status import Phase, Status, statuses_in
 from ..store.insights import timelines
@@ -51,7 +50,10 @@ class ReadModel:
 
     def whoami(self, user: str) -> dict[str, Any]:
         cfg = self.s.cfg
-        projects = [{"name": p, "role": role_in(cfg, user, p)} for p in visible_projects(cfg, user)]
+        projects = [
+            {"name": p, "role": role_in(cfg, user, p), "may_submit": has_role(cfg, user, p, "member")}
+            for p in visible_projects(cfg, user)
+        ]
         groups = sorted(groups_of(user))
         return {"user": user, "groups": groups, "platform_admin": is_platform_admin(cfg, user), "projects": projects}
 
@@ -91,14 +93,13 @@ class ReadModel:
         names = listable_queues(self.s.cfg, user)
         return order_queues(self.s.queues[n] for n in names if n in self.s.queues), self.s.free_gpus
 
-    def judge(self, user: str, req: RunRequest) -> Judgement:
-        """The policy's verdict on a request, the platform's GPUs included, with hints it accepts."""
-        s = self.s
-        return judge(s.cfg, user, req, len(s.devices) if s.assigns_devices else None)
-
     def pending_runs(self, user: str, q: QueueState) -> tuple[list[dict[str, Any]], int]:
         """The user's visible pending runs of `q` with positions, and how many others' (not named)."""
         return pending_runs(self.s, q, self.visible_projects(user))
+
+    def queue_actions(self, user: str, q: QueueState) -> list[str]:
+        """What `user` may do to the queue (core.policy.queue_actions): queue views carry it as `actions`."""
+        return queue_actions(self.s.cfg, user, q.limits.paused)
 
     def actions(self, user: str, row: dict[str, Any]) -> list[str]:
         """What `user` may do to the run (core.policy.run_actions): run views carry it as `actions`."""

@@ -10,14 +10,13 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
-from sqlalchemy import and_, select
 
 from ..core.config import QueueConfig
 from ..core.errors import InvalidInput, NotFound
 from ..core.policy import is_platform_admin, listable_queues, visible_projects
 from ..core.resources import Resources
 from ..core.whatif import ASSUMPTIONS, RecordedRun, binding, binding_notes, censored_wait, replay, summarize
-from ..store import schema
+from ..store.insights import arrived_or_holding
 from .state import queue_limits
 
 if TYPE_CHECKING:
@@ -29,25 +28,7 @@ MAX_RUNS = 1_000_000
 
 def recorded_runs(engine: Engine, since: float, until: float) -> list[RecordedRun]:
     """Runs that arrived in [since, until), and those dispatched before `since` still holding at it."""
-    r = schema.runs.c
-    cols = select(
-        r.id, r.seq, r.queue, r.project, r.user, r.gpu, r.cpu_milli, r.memory_bytes, r.parent,
-        r.created_at, r.queued_at, r.dispatched_at, r.finished_at,
-    ).where(r.kind != "sweep")  # fmt: skip
-    # Three index ranges (queued_at; finished_at), not one OR that scans every run ever recorded.
-    parts = [
-        and_(r.queued_at >= since, r.queued_at < until),
-        and_(r.finished_at > since, r.dispatched_at < since),
-        and_(r.finished_at.is_(None), r.dispatched_at < since),
-    ]
-    found: dict[str, Any] = {}
-    with engine.store.engine.connect() as conn:
-        for cond in parts:
-            for x in conn.execute(cols.where(cond).limit(MAX_RUNS + 1)):
-                found.setdefault(x.id, x)
-            if len(found) > MAX_RUNS:
-                break
-    rows = sorted(found.values(), key=lambda x: x.seq)
+    rows = arrived_or_holding(engine.store.engine, since, until, MAX_RUNS)
     if len(rows) > MAX_RUNS:
         raise InvalidInput(f"the period holds more than {MAX_RUNS} runs", "replay a shorter period")
     return [

@@ -15,6 +15,7 @@ from urllib.parse import quote
 from jupyter_server.base.handlers import APIHandler, JupyterHandler
 from tornado import web
 
+from ..core.admission import QueueState
 from ..core.artifacts import OUTPUTS_INDEX, is_internal
 from ..core.config import PlatformConfig, PresetConfig, ProjectConfig, QueueConfig, parse_config
 from ..core.errors import GpuPlatError, InvalidInput, NotFound, Unavailable
@@ -27,7 +28,6 @@ from .args import choice, int_arg, names_arg
 from .auth import platform_username
 from .errors import error_body, parse_json_body
 from .openapi import API
-from .refusals import Refusal, judged_verdict, refusal
 from .schemas import models as m
 from .views import queue_view, run_detail, run_summary, with_sweep
 
@@ -72,10 +72,7 @@ class BaseHandler(APIHandler):
             self.set_header("Content-Type", "application/json")
             if isinstance(e, Unavailable):
                 self.set_header("Retry-After", str(e.retry_after_seconds))
-            body = error_body(e)
-            if isinstance(e, Refusal):
-                body["error"].update(e.details())
-            self.finish(json.dumps(body))
+            self.finish(json.dumps(error_body(e)))
             return
         super()._handle_request_exception(e)
 
@@ -118,7 +115,14 @@ class BaseHandler(APIHandler):
 
     def queue_view(self, name: str) -> dict[str, Any]:
         q, free = self.engine.reads.queue(name)
-        return queue_view(q, free, self.engine.reads.pending_runs(self.user_name, q))
+        return self.queue_view_of(q, free)
+
+    def queue_view_of(self, q: QueueState, free: int | None) -> dict[str, Any]:
+        reads = self.engine.reads
+        return {
+            **queue_view(q, free, reads.pending_runs(self.user_name, q)),
+            "actions": reads.queue_actions(self.user_name, q),
+        }
 
 
 class WhoAmIHandler(BaseHandler):
@@ -136,9 +140,8 @@ class CapacityHandler(BaseHandler):
 class QueuesHandler(BaseHandler):
     @web.authenticated
     async def get(self) -> None:
-        reads = self.engine.reads
-        states, free = reads.queues(self.user_name)  # dispatch order
-        views = [queue_view(q, free, reads.pending_runs(self.user_name, q)) for q in states]
+        states, free = self.engine.reads.queues(self.user_name)  # dispatch order
+        views = [self.queue_view_of(q, free) for q in states]
         self.send_model(m.QueuesPage, {"queues": views})
 
 
@@ -272,7 +275,6 @@ class PreviewHandler(RunRequestMixin):
     async def post(self) -> None:
         req = self.run_request()
         out = self.engine.preview(self.user_name, req)
-        out["verdict"] = judged_verdict(self.engine.reads.judge(self.user_name, req), out["verdict"])
         self.send_model(m.Preview, out)
 
 
@@ -280,10 +282,7 @@ class RunsHandler(RunRequestMixin):
     @web.authenticated
     async def post(self) -> None:
         req = self.run_request()
-        try:
-            row = self.engine.submit(self.user_name, req)
-        except GpuPlatError as e:
-            raise refusal(e, lambda: self.engine.reads.judge(self.user_name, req)) from None
+        row = self.engine.submit(self.user_name, req)
         self.set_header("Location", f"{self.base_url}{API}/runs/{row['id']}")
         out = self.summary(row)
         out["notes"] = run_notes(int(row.get("gpu") or 0)) if row.get("kind") != "sweep" else []

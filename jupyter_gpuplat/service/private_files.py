@@ -12,19 +12,11 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable
 
-from sqlalchemy.engine import make_url
-
 from ..executors.local.users import unreachable_by_others
+from ..store.urls import sqlite_path
 
 SQLITE_SIDE_FILES = ("", "-wal", "-shm", "-journal")
 SECRET_MARKERS = ("TokenMapIdentityProvider", "IdentityProvider.token", "ServerApp.token", "db_url", "password")
-
-
-def sqlite_path(db_url: str) -> str | None:
-    url = make_url(db_url)
-    if url.get_backend_name() != "sqlite" or not url.database or url.database == ":memory:":
-        return None
-    return url.database
 
 
 def make_store_private(db_url: str) -> None:

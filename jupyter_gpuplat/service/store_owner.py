@@ -40,8 +40,8 @@ from typing import Any
 from tornado import web
 
 from ..core.errors import StoreInUse, Unavailable
+from ..store.urls import sqlite_path
 from .openapi import API
-from .private_files import sqlite_path
 from .remote.forward import BadGateway, ForwardHandler
 
 OWNER_SUFFIX = ".owner"

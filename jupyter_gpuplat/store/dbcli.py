@@ -22,6 +22,7 @@ from ..core.errors import GpuPlatError
 from .copy import CopyError, copy_database, safe_url
 from .migrations import LATEST, migrate
 from .store import make_engine
+from .urls import sqlite_path
 
 
 def default_db_url() -> str:
@@ -50,10 +51,8 @@ class Missing(Exception):
 
 
 def _sqlite_path(url: str) -> Path | None:
-    u = make_url(url)
-    if u.get_backend_name() != "sqlite" or not u.database or u.database == ":memory:":
-        return None
-    return Path(u.database)
+    path = sqlite_path(url)
+    return Path(path) if path else None
 
 
 def _check_sqlite_directory(url: str) -> None:

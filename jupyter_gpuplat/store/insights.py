@@ -61,6 +61,30 @@ def record_refusal(engine: Engine, at: float, project: str, user: str, queue: st
         log.warning("could not record a refused submit of project %s", project, exc_info=True)
 
 
+def arrived_or_holding(engine: Engine, since: float, until: float, limit: int) -> list[Any]:
+    """Runs (sweeps' parents left out) that arrived in [since, until), and those dispatched before
+    `since` still holding at it, in submit order; at most `limit` + 1 (the caller says when it is too many)."""
+    r = schema.runs.c
+    cols = select(
+        r.id, r.seq, r.queue, r.project, r.user, r.gpu, r.cpu_milli, r.memory_bytes, r.parent,
+        r.created_at, r.queued_at, r.dispatched_at, r.finished_at,
+    ).where(r.kind != "sweep")  # fmt: skip
+    # Three index ranges (queued_at; finished_at), not one OR that scans every run ever recorded.
+    parts = [
+        and_(r.queued_at >= since, r.queued_at < until),
+        and_(r.finished_at > since, r.dispatched_at < since),
+        and_(r.finished_at.is_(None), r.dispatched_at < since),
+    ]
+    found: dict[str, Any] = {}
+    with engine.connect() as conn:
+        for cond in parts:
+            for x in conn.execute(cols.where(cond).limit(limit + 1)):
+                found.setdefault(x.id, x)
+            if len(found) > limit:
+                break
+    return sorted(found.values(), key=lambda x: x.seq)
+
+
 def window_runs(
     engine: Engine, queues: Sequence[str], projects: Sequence[str], since: float, until: float
 ) -> tuple[list[dict[str, Any]], dict[str, RunFacts]]:

@@ -135,6 +135,17 @@ class Store:
     def close(self) -> None:
         self.engine.dispose()
 
+    def ping(self) -> None:
+        """`SELECT 1` on the pool: raises if the database does not answer (the readiness probe)."""
+        with self.engine.connect() as conn:
+            conn.execute(text("SELECT 1"))
+
+    def leader(self) -> tuple[str | None, int | None]:
+        """Team mode: who holds the leader lock, and its epoch (None, None before any election)."""
+        with self.engine.connect() as conn:
+            row = conn.execute(select(schema.leader.c.holder, schema.leader.c.epoch)).first()
+        return (row.holder, row.epoch) if row is not None else (None, None)
+
     # ---- team mode: fencing ---------------------------------------------
     @property
     def fenced_epoch(self) -> int | None:

@@ -105,6 +105,10 @@ class SessionsPage(_Out):
 class WhoCanAct(_Open):
     who: str
     can: str
+    action: Literal["stop", "resubmit"] | None = Field(
+        None,
+        description="the run action this line is about; a client offers it when the run's `actions` include it",
+    )
 
 
 class Blocker(_Open):
@@ -194,6 +198,9 @@ class QueueView(_Open):
     )
     pending_hidden: int = Field(description="Pending runs of projects the caller may not see (not named)")
     head_wait: HeadWait | None
+    actions: list[Literal["pause", "resume"]] = Field(
+        default_factory=list, description="What the caller may do to the queue (platform admins pause and resume it)"
+    )
 
 
 class QueuesPage(_Out):
@@ -233,6 +240,7 @@ class ProjectsPage(_Out):
 class ProjectRole(_Out):
     name: str
     role: Role | None
+    may_submit: bool = Field(description="Whether the caller may submit runs here (a member or more)")
 
 
 class WhoAmI(_Out):

@@ -15,12 +15,10 @@ import time
 from collections.abc import AsyncIterator, Callable
 from typing import Any, Protocol
 
-from ...core.errors import GpuPlatError
 from ...core.request import RunRequest
 from ...core.status import FINAL, Status
 from ...engine.engine import Engine
 from ...engine.explain import explain
-from ..refusals import refusal
 
 # How long a kernel's connection file may take to appear once its lease runs (the agent writes
 # it first thing); checked in short steps: it is a file of this machine, written once.
@@ -72,10 +70,7 @@ class InProcessSessionClient:
         if working_dir and self.engine.executor.check_working_dir(working_dir, self.engine.artifacts_root) is None:
             fields["working_dir"] = working_dir
         req = RunRequest.model_validate(fields)
-        try:
-            return self.engine.submit(self.user, req)
-        except GpuPlatError as e:  # refused in the words `POST runs` answers (remote mode's text)
-            raise refusal(e, lambda: self.engine.reads.judge(self.user, req)) from None
+        return self.engine.submit(self.user, req)  # refused in the words `POST runs` answers
 
     async def wait_running(self, run_id: str, timeout: float) -> dict[str, Any]:
         deadline = time.monotonic() + timeout

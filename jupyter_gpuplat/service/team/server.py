@@ -33,16 +33,14 @@ from urllib.parse import urlparse
 
 from jupyter_server.auth.authorizer import AllowAllAuthorizer
 from jupyter_server.utils import url_path_join
-from sqlalchemy import select
-from sqlalchemy.engine import make_url
 from tornado import httpserver, web
 from traitlets import Float, Int, List, Type, Unicode, default, validate
 from traitlets.config import Application, catch_config_error
 
 from ...core.errors import NotLeader, Unavailable
 from ...executors.local.executor import LocalExecutor
-from ...store import schema
 from ...store.leader import LeaderLock
+from ...store.urls import backend_of
 from ..auth import TokenMapIdentityProvider
 from ..extension import Platform
 from ..routes import make_handlers
@@ -67,7 +65,7 @@ def check_db_url(url: str) -> str | None:
     if not url:
         return f"no db_url: set --GpuPlatServer.db_url (or $GPUPLAT_DB_URL) to {allowed}"
     try:
-        backend = make_url(url).get_backend_name()
+        backend = backend_of(url)
     except Exception:
         return f"db_url is not a database URL; give {allowed}"
     if backend != "postgresql":
@@ -134,13 +132,12 @@ class ControlPlane(Platform):
 
     def _read_leader(self) -> str:
         try:
-            with self.store.engine.connect() as conn:
-                row = conn.execute(select(schema.leader.c.holder, schema.leader.c.epoch)).first()
+            holder, epoch = self.store.leader()
         except Exception as e:  # a hint only: the 503 stands without it
             return f"the leader is unknown (the store did not answer: {type(e).__name__})"
-        if row is None or not row.holder:
+        if not holder:
             return "no leader has been elected yet"
-        return f"the leader is {row.holder} (epoch {row.epoch})"
+        return f"the leader is {holder} (epoch {epoch})"
 
 
 class GpuPlatServer(PlatformSettings, Application):

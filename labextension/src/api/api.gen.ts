@@ -1705,6 +1705,11 @@ export interface components {
             name: string;
             /** Role */
             role: ("viewer" | "member" | "admin") | null;
+            /**
+             * May Submit
+             * @description Whether the caller may submit runs here (a member or more)
+             */
+            may_submit: boolean;
         };
         /**
          * ProjectView
@@ -1978,6 +1983,11 @@ export interface components {
              */
             pending_hidden: number;
             head_wait: components["schemas"]["HeadWait"] | null;
+            /**
+             * Actions
+             * @description What the caller may do to the queue (platform admins pause and resume it)
+             */
+            actions?: ("pause" | "resume")[];
         };
         /** QueueWhatIf */
         QueueWhatIf: {
@@ -3096,6 +3106,12 @@ export interface components {
             who: string;
             /** Can */
             can: string;
+            /**
+             * Action
+             * @description the run action this line is about; a client offers it when the run's `actions` include it
+             * @default null
+             */
+            action?: ("stop" | "resubmit") | null;
         };
     };
     responses: never;

@@ -127,7 +127,6 @@ export class GpuPlatPanel extends Panel {
 
     this.queuesView = new QueuesView({
       service,
-      isAdmin: () => this._whoami?.platform_admin ?? false,
       longestWait: q => this.model.longestWait(q),
       onOpen: id => void this.openRun(id),
       onRendered: () => this._ticker.poke()

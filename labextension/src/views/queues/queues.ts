@@ -1,8 +1,8 @@
 /**
  * Queues: per queue, GPUs used/quota, runs dispatched/concurrency, its rules (ordering,
  * max_per_user), the pending runs in order with their positions (others' projects
- * counted, not named), what the head waits for, paused state; platform admins pause
- * and resume.
+ * counted, not named), what the head waits for, paused state; Pause or Resume where the
+ * queue's `actions` offer it (platform admins).
  */
 
 import { Widget } from '@lumino/widgets';
@@ -14,7 +14,6 @@ import { hiddenPendingText, pendingCount, pendingRunText, pendingRuns, queueRule
 
 export interface IQueuesOptions {
   service: GpuPlatService;
-  isAdmin: () => boolean;
   /** The longest queue wait (the service's clock, ticking) among the waiting runs we list in this queue. */
   longestWait: (queue: string) => number | null;
   /** Open a pending run (its row in the queue). */
@@ -58,7 +57,6 @@ export class QueuesView extends Widget {
   }
 
   private _render(): void {
-    const admin = this._opts.isAdmin();
     if (!this._queues.length) {
       this._list.replaceChildren(h('li', { class: 'jp-GpuPlat-empty' }, 'No queues you may use.'));
       return;
@@ -67,7 +65,8 @@ export class QueuesView extends Widget {
     this._list.replaceChildren(
       ...this._queues.map(q => {
         const v = queueView(q, this._opts.longestWait(q.name));
-        const action = admin
+        // The server says what this user may do to the queue (pause or resume: platform admins).
+        const action = (q.actions ?? []).includes(v.paused ? 'resume' : 'pause')
           ? h(
               'button',
               {

@@ -1,7 +1,7 @@
 /**
  * "Why is it here?" of one run: the explain answer, its message kept live (a running
  * run's "running for …" counts on), blockers' run ids as links, "Submit again…" where
- * the answer says the user can.
+ * the answer's line is about resubmitting and the run's `actions` let this user.
  */
 
 import { h } from '../dom';
@@ -46,8 +46,9 @@ export class ExplainPart {
       );
     });
     const who = v.whoCanAct.map((text, i) => {
-      const can = ex.who_can_act[i]?.can ?? '';
-      if (!this._opts.resubmit || !/submit it again/.test(can)) {
+      // The answer names the action a line is about; the run's `actions` say whether this user may take it.
+      const action = ex.who_can_act[i]?.action;
+      if (!this._opts.resubmit || action !== 'resubmit' || !run?.actions?.includes('resubmit')) {
         return text;
       }
       return h(
