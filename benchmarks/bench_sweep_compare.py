@@ -13,7 +13,7 @@ indexer does. Measured, median over rounds:
   pages of 1,000 (store list), `GET compare` on the objective in chunks of 500
   (`engine.compare.compare`, curves at 4 points), then `GET compare` of the top 5 at 500
   points; in-process (no HTTP), and without `index_metrics` per run (a stat per child).
-- engine best: `Engine.sweep_view`'s best child (what `GET runs/{id}` adds for a sweep).
+- engine best: `ReadModel.sweep_view`'s best child (what `GET runs/{id}` adds for a sweep).
 
     python benchmarks/bench_sweep_compare.py [--children 1000] [--steps 1000] [--rounds 7]
 """
@@ -121,12 +121,12 @@ def main() -> None:
         assert len(out["children"]) == args.children and len(out["top"]) == 5
         row = engine.store.get_run(sweep_id)
         assert row is not None
-        view = engine.sweep_view(row)
+        view = engine.reads.sweep_view(row)
         assert view is not None and view["best"]["id"] == out["best"], (view["best"], out["best"])
         model = timed(lambda: compare_sweep(engine, "alice", sweep_id, None, 5, 500), args.rounds)
         with_json = timed(lambda: json.dumps(compare_sweep(engine, "alice", sweep_id, None, 5, 500)), args.rounds)
         rest = timed(lambda: rest_path(engine, sweep_id), args.rounds)
-        best = timed(lambda: engine.sweep_view(row), args.rounds)
+        best = timed(lambda: engine.reads.sweep_view(row), args.rounds)
         size = len(json.dumps(out))
         print(f"\ncompare of a {args.children}-child sweep (median of {args.rounds}); answer {size / 1e3:.0f} kB")
         print(

@@ -49,15 +49,28 @@ class KernelSocket:
         self.session = uuid.uuid4().hex
         KernelSocket.opened.add(self)
 
-    def execute(self, code: str) -> tuple[str, str]:
+    def _recv(self, deadline: float, what: str) -> dict[str, Any]:
+        """The next message, or a failure at the deadline (the server's pings would keep a plain recv waiting)."""
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise AssertionError(f"timed out waiting for {what}")
+            self.ws.settimeout(min(left, 5.0))
+            try:
+                return dict(json.loads(self.ws.recv()))
+            except websocket.WebSocketTimeoutException:
+                continue
+
+    def execute(self, code: str, timeout: float = 120) -> tuple[str, str]:
         """(what the cell printed, its reply status: ok / error / aborted)."""
         msg = _msg("execute_request", {"code": code, "silent": False, "store_history": True}, self.session)
         self.ws.send(json.dumps(msg))
         out: list[str] = []
         status = None
         idle = False
+        deadline = time.monotonic() + timeout
         while status is None or not idle:
-            reply = json.loads(self.ws.recv())
+            reply = self._recv(deadline, f"the reply to {code[:40]!r}")
             if reply.get("parent_header", {}).get("msg_id") != msg["header"]["msg_id"]:
                 continue
             kind = reply["msg_type"]
@@ -77,11 +90,20 @@ class KernelSocket:
         self.ws.send(json.dumps(msg))
         return str(msg["header"]["msg_id"])
 
-    def wait_reply(self, msg_id: str) -> str:
+    def wait_reply(self, msg_id: str, timeout: float = 120) -> str:
+        deadline = time.monotonic() + timeout
         while True:
-            reply = json.loads(self.ws.recv())
+            reply = self._recv(deadline, "the cell's reply")
             if reply.get("parent_header", {}).get("msg_id") == msg_id and reply["msg_type"] == "execute_reply":
                 return str(reply["content"]["status"])
+
+    def wait_output(self, msg_id: str, text: str, timeout: float = 60) -> None:
+        """Until the cell has printed `text`: its code runs (not the kernel's own set-up before it)."""
+        deadline, seen = time.monotonic() + timeout, ""
+        while text not in seen:
+            reply = self._recv(deadline, f"the cell to print {text!r}")
+            if reply.get("parent_header", {}).get("msg_id") == msg_id and reply["msg_type"] == "stream":
+                seen += reply["content"]["text"]
 
     def close(self) -> None:
         KernelSocket.opened.discard(self)

@@ -6,6 +6,8 @@ one command still checks everything it checked when the gates ran inside pytest.
 
 from __future__ import annotations
 
+import ast
+import inspect
 import os
 import re
 import tomllib
@@ -48,3 +50,28 @@ def test_layers_name_rooms_not_files() -> None:
     assert len(names) <= 8, names
     for name in names:
         assert (ROOT / name.replace(".", "/") / "__init__.py").is_file(), f"{name} is not a room (a package)"
+
+
+def _engine_doors() -> set[str]:
+    """What the service may touch on an Engine: its read door, its config writes, and its own methods."""
+    from jupyter_gpuplat.engine.engine import Engine
+
+    methods = {n for n, v in vars(Engine).items() if not n.startswith("_") and inspect.isfunction(v)}
+    return {"reads", "admin", *methods}
+
+
+def test_the_service_and_clients_use_the_engine_s_two_doors_only() -> None:
+    """Handlers read through `engine.reads` and act through the engine's commands; none reaches the
+    store, the snapshot, the executor, the bus or the sessions behind them (a standby could serve the reads)."""
+    doors = _engine_doors()
+    assert {"submit", "stop", "preview"} <= doors and "store" not in doors and "sessions" not in doors
+    reached: list[str] = []
+    for room in ("service", "cli", "notebook", "client"):
+        for path in sorted((ROOT / "jupyter_gpuplat" / room).rglob("*.py")):
+            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+                if not (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Attribute | ast.Name)):
+                    continue
+                owner = node.value.attr if isinstance(node.value, ast.Attribute) else node.value.id
+                if owner == "engine" and node.attr not in doors:
+                    reached.append(f"{path.relative_to(ROOT)}:{node.lineno}: engine.{node.attr}")
+    assert not reached, "\n".join(reached)

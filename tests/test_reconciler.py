@@ -46,7 +46,7 @@ async def test_stop_queued_ends_it_at_once_and_unblocks_strict_fifo(make: Make) 
     head = h.submit(queue="fifo")
     behind = h.submit("erin", queue="fifo")
     await h.settle()
-    h.engine.reconciler.stop("bob", h.engine.get_visible("bob", head))
+    h.engine.reconciler.stop("bob", h.engine.reads.get_visible("bob", head))
     assert h.status(head) == "stopped"
     assert h.timeline(head)[-1]["message"] == "stopped by bob before dispatch"
     assert h.ex.stopped == []  # nothing was handed over: nothing to stop in the executor

@@ -282,7 +282,9 @@ def test_restart_and_interrupt_stay_inside_the_lease_and_shutdown_ends_it(srv: S
     assert (after["id"], after["devices"], after["status"]) == (lease["id"], lease["devices"], "running")
     until(lambda: "KernelRestarted" in reasons(srv, lease["id"]), "the restart on the timeline")
 
-    msg = ks.send_execute("while True: pass")
+    # Interrupted once its code runs: a SIGINT during the kernel's own set-up of the cell can be lost.
+    msg = ks.send_execute("print('spinning', flush=True)\nwhile True: pass")
+    ks.wait_output(msg, "spinning")
     until(lambda: session_of(srv, "restart.ipynb")["session"]["busy"], "the cell to run")
     r = requests.post(srv.url + f"api/kernels/{kid}/interrupt", headers=headers(srv), timeout=30)
     assert r.status_code == 204

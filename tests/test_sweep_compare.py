@@ -140,7 +140,7 @@ def test_read_model_ranks_every_child_and_reads_curves_of_the_top_only(harness: 
     assert out["children"][0]["value"] == pytest.approx(0.1 + 0.2)
     row = harness.store.get_run(sweep["id"])
     assert row is not None
-    view = harness.engine.sweep_view(row)
+    view = harness.engine.reads.sweep_view(row)
     assert view is not None and out["best"] == view["best"]["id"] == out["children"][0]["id"]
     assert out["top"] == [c["id"] for c in out["children"][:2]] and set(out["curves"]) == set(out["top"])
     assert out["curves"][out["best"]]["loss"]["count"] == 5

@@ -2,7 +2,7 @@
 axes of a parallel-coordinates plot over params of mixed types.
 
 1. A child's objective value is its best over steps (min when minimizing, max when maximizing),
-   as the service's `best` child is chosen (Engine.sweep_view); a child with no value yet ranks last.
+   as the service's `best` child is chosen (ReadModel.sweep_view); a child with no value yet ranks last.
 2. Ranking is stable: equal values keep the children's given order, so the first of equals is
    best, as the service's strict comparison keeps the first it met.
 3. A param is numeric when every value given is a number (bools are not numbers here); otherwise

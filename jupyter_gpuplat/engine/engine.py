@@ -34,12 +34,11 @@ from .dispatcher import Dispatcher
 from .metrics import MetricsIndexer
 from .reads import ReadModel
 from .reconciler import Reconciler
-from .sessions import Sessions, is_session
+from .sessions import Sessions
 from .state import ActiveRun, EngineState, new_run_id, queue_limits
 from .sweeps import Sweeps
 
 log = logging.getLogger("jupyter_gpuplat.engine")
-MAX_SWEEP_CHILDREN = 10_000
 
 
 class Engine:
@@ -71,7 +70,12 @@ class Engine:
         )
         self.dispatcher.reconciler = self.reconciler
         self.admin = ConfigAdmin(self.state, self.dispatcher)
-        self.reads = ReadModel(self.state)
+        # The service's two doors: `reads` (answers from the snapshot and the store) and the
+        # commands (this object's methods; config writes by people in `admin`). It reaches no
+        # other component (tests/test_architecture).
+        self.reads = ReadModel(
+            self.state, self.artifacts, self.reconciler.sessions, self.reconciler.sweeps, artifacts_root
+        )
         self._tick: asyncio.Task[None] | None = None
         self._metrics_task: asyncio.Task[None] | None = None
 
@@ -154,6 +158,11 @@ class Engine:
         return self.admin.update_config(user, change, source=source)
 
     # ---- submission and the cycle ------------------------------------------
+    def on_config(self, listener: Callable[[PlatformConfig], None]) -> None:
+        """Call `listener` with the config in force now and with each one applied later."""
+        self.state.config_listeners.append(listener)
+        listener(self.cfg)
+
     def preview(self, user: str, req: RunRequest) -> dict[str, Any]:
         return self.dispatcher.preview(user, req)
 
@@ -195,43 +204,6 @@ class Engine:
                 await self.index_metrics(rid)
         return compare_sweep(self.state, user, sweep_id, metric, n_top, max_points)
 
-    def sweep_view(self, row: dict[str, Any]) -> dict[str, Any] | None:
-        """A sweep's children by status, its gate and its best child (by its objective); None for other runs."""
-        if row.get("kind") != "sweep":
-            return None
-        spec = (row.get("resolved") or {}).get("sweep") or {}
-        counts = self.store.child_counts(row["id"])
-        live = self.sweeps.of(row["id"])
-        out: dict[str, Any] = {
-            "total": int(spec.get("total") or sum(counts.values())),
-            "by_status": counts,
-            "concurrency": live.gate.concurrency if live else spec.get("concurrency"),
-            "paused": live.gate.paused if live else bool(spec.get("paused")),
-            "matrix": spec.get("matrix"),
-            "best": self._best_child(row["id"], row["project"], (spec.get("matrix") or {}).get("objective")),
-        }
-        return out
-
-    def _best_child(self, sweep_id: str, project: str, objective: dict[str, Any] | None) -> dict[str, Any] | None:
-        if not objective:
-            return None
-        rows = self.store.list_runs([project], parent=sweep_id, limit=MAX_SWEEP_CHILDREN)
-        ids = [r["id"] for r in rows]
-        metric, maximize = objective["metric"], objective.get("optimization") == "maximize"
-        best: dict[str, Any] | None = None
-        # Oldest first, so that of equal values the first submitted child is best (as compare ranks them).
-        for rid, metrics in reversed(list(self.store.metrics.summaries(ids, [metric]).items())):
-            s = metrics.get(metric)
-            value = None if s is None else (s["max"] if maximize else s["min"])
-            if value is None:
-                continue
-            if best is None or (value > best["value"] if maximize else value < best["value"]):
-                best = {"id": rid, "value": value}
-        if best is not None:
-            params = next(r for r in rows if r["id"] == best["id"])["resolved"].get("params") or {}
-            best["params"] = params
-        return best
-
     # ---- GPU sessions ----------------------------------------------------------
     @property
     def sessions(self) -> Sessions:
@@ -272,34 +244,10 @@ class Engine:
             return None
         return await self.executor.kernel_connection(run_id, a.handle)
 
-    def user_sessions(self, user: str, notebook: str | None = None) -> list[dict[str, Any]]:
-        """The user's unfinished sessions, newest first (from the snapshot, then their rows)."""
-        mine = [
-            a
-            for a in self.active.values()
-            if a.user == user
-            and is_session(a)
-            and (notebook is None or (a.resolved.get("session") or {}).get("notebook") == notebook)
-        ]
-        mine.sort(key=lambda a: a.seq, reverse=True)
-        return [row for a in mine if (row := self.store.get_run(a.id)) is not None]
-
-    # ---- reads with access control ------------------------------------------
-    def get_visible(self, user: str, run_id: str) -> dict[str, Any]:
-        return self.reads.get_visible(user, run_id)
-
-    def visible_projects(self, user: str) -> list[str]:
-        return self.reads.visible_projects(user)
-
-    def is_admin(self, user: str) -> bool:
-        return self.reads.is_admin(user)
-
+    # ---- reads that index first, and listeners ---------------------------------
     def insights(self, user: str, **args: str | None) -> dict[str, Any]:
         """Waits, GPU-hours, goodput, refusals and failures over a range (engine/insights.py)."""
         return insights.compute(self.state, user, **args)
-
-    def is_final(self, run_id: str) -> bool:
-        return self.reads.is_final(run_id)
 
     async def run_metrics(self, user: str, run_id: str, names: list[str] | None, max_points: int) -> dict[str, Any]:
         """A visible run's metric curves, with all it has written indexed first."""

@@ -31,15 +31,40 @@ from ..core.policy import (
 )
 from ..core.spec import DEFAULT_KIND
 from ..core.status import Phase, Status, statuses_in
+from ..executors.base import ArtifactReader
 from ..store.insights import timelines
-from .compare import compare, metrics_of
+from .bus import Subscription
+from .compare import MAX_SWEEP_CHILDREN, compare, metrics_of
+from .sessions import Sessions, is_session
 from .state import ActiveRun, EngineState
+from .sweeps import Sweeps
 from .waiting import pending_runs, waiting_of
 
 
 class ReadModel:
-    def __init__(self, state: EngineState) -> None:
+    """The engine's read door: answers from the snapshot and the store, nothing written."""
+
+    def __init__(
+        self,
+        state: EngineState,
+        artifacts: ArtifactReader,
+        sessions: Sessions,
+        sweeps: Sweeps,
+        artifacts_root: str,
+    ) -> None:
         self.s = state
+        # Logs, outputs and tracking files, read where the executor keeps them.
+        self.artifacts = artifacts
+        self._sessions = sessions
+        self._sweeps = sweeps
+        self._artifacts_root = artifacts_root
+
+    # ---- the status events, as they happen ------------------------------------------
+    def subscribe(self) -> Subscription:
+        return self.s.bus.subscribe()
+
+    def unsubscribe(self, sub: Subscription) -> None:
+        self.s.bus.unsubscribe(sub)
 
     # ---- identity -----------------------------------------------------------
     def visible_projects(self, user: str) -> list[str]:
@@ -87,6 +112,10 @@ class ReadModel:
             "devices": devices,
             "isolation": s.executor.isolation(),
         }
+
+    def queue_states(self) -> dict[str, QueueState]:
+        """Every queue's live state by name (the metrics exporter's gauges)."""
+        return dict(self.s.queues)
 
     def queues(self, user: str) -> tuple[list[QueueState], int | None]:
         """The queues the user may list, in dispatch order, and the free GPUs (for their usage)."""
@@ -153,6 +182,72 @@ class ReadModel:
 
     def is_final(self, run_id: str) -> bool:
         return run_id not in self.s.active
+
+    def status_of(self, run_id: str) -> str | None:
+        row = self.s.store.get_run(run_id)
+        return None if row is None else str(row["status"])
+
+    def working_dir_problem(self, path: str) -> str | None:
+        """Why the executor cannot start runs in `path` (None: it can)."""
+        return self.s.executor.check_working_dir(path, self._artifacts_root)
+
+    # ---- sweeps -----------------------------------------------------------------------
+    def sweep_view(self, row: dict[str, Any]) -> dict[str, Any] | None:
+        """A sweep's children by status, its gate and its best child (by its objective); None for other runs."""
+        if row.get("kind") != "sweep":
+            return None
+        spec = (row.get("resolved") or {}).get("sweep") or {}
+        counts = self.s.store.child_counts(row["id"])
+        live = self._sweeps.of(row["id"])
+        out: dict[str, Any] = {
+            "total": int(spec.get("total") or sum(counts.values())),
+            "by_status": counts,
+            "concurrency": live.gate.concurrency if live else spec.get("concurrency"),
+            "paused": live.gate.paused if live else bool(spec.get("paused")),
+            "matrix": spec.get("matrix"),
+            "best": self._best_child(row["id"], row["project"], (spec.get("matrix") or {}).get("objective")),
+        }
+        return out
+
+    def _best_child(self, sweep_id: str, project: str, objective: dict[str, Any] | None) -> dict[str, Any] | None:
+        if not objective:
+            return None
+        rows = self.s.store.list_runs([project], parent=sweep_id, limit=MAX_SWEEP_CHILDREN)
+        ids = [r["id"] for r in rows]
+        metric, maximize = objective["metric"], objective.get("optimization") == "maximize"
+        best: dict[str, Any] | None = None
+        # Oldest first, so that of equal values the first submitted child is best (as compare ranks them).
+        for rid, metrics in reversed(list(self.s.store.metrics.summaries(ids, [metric]).items())):
+            s = metrics.get(metric)
+            value = None if s is None else (s["max"] if maximize else s["min"])
+            if value is None:
+                continue
+            if best is None or (value > best["value"] if maximize else value < best["value"]):
+                best = {"id": rid, "value": value}
+        if best is not None:
+            params = next(r for r in rows if r["id"] == best["id"])["resolved"].get("params") or {}
+            best["params"] = params
+        return best
+
+    # ---- GPU sessions -----------------------------------------------------------------
+    def session_view(self, run_id: str) -> dict[str, Any] | None:
+        """A session's lease (its kernel, busy, idle clock); None for other runs or before it starts."""
+        return self._sessions.view(run_id)
+
+    def session_leased(self, run_id: str) -> bool:
+        return run_id in self._sessions.leases
+
+    def user_sessions(self, user: str, notebook: str | None = None) -> list[dict[str, Any]]:
+        """The user's unfinished sessions, newest first (from the snapshot, then their rows)."""
+        mine = [
+            a
+            for a in self.s.active.values()
+            if a.user == user
+            and is_session(a)
+            and (notebook is None or (a.resolved.get("session") or {}).get("notebook") == notebook)
+        ]
+        mine.sort(key=lambda a: a.seq, reverse=True)
+        return [row for a in mine if (row := self.s.store.get_run(a.id)) is not None]
 
     def list_runs(
         self,

@@ -79,8 +79,7 @@ class Platform:
         def refresh(cfg: PlatformConfig) -> None:
             specs.write(session_specs(cfg, self.session_user))
 
-        self.engine.state.config_listeners.append(refresh)
-        refresh(self.engine.cfg)
+        self.engine.on_config(refresh)
         session_client.register(lambda: InProcessSessionClient(self.engine, self.session_user))
 
     async def ensure_started(self) -> None:

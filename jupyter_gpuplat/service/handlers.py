@@ -103,15 +103,15 @@ class BaseHandler(APIHandler):
 
     def summary(self, row: dict[str, Any]) -> dict[str, Any]:
         waiting = self.engine.reads.waiting(row)
-        out = run_summary(row, self.engine.clock(), self.engine.sessions.view(row["id"]), waiting)
+        out = run_summary(row, self.engine.reads.now(), self.engine.reads.session_view(row["id"]), waiting)
         out["actions"] = self.engine.reads.actions(self.user_name, row)
-        return with_sweep(out, self.engine.sweep_view(row))
+        return with_sweep(out, self.engine.reads.sweep_view(row))
 
     def detail(self, row: dict[str, Any]) -> dict[str, Any]:
         waiting = self.engine.reads.waiting(row)
-        out = run_detail(row, self.engine.clock(), self.engine.sessions.view(row["id"]), waiting)
+        out = run_detail(row, self.engine.reads.now(), self.engine.reads.session_view(row["id"]), waiting)
         out["actions"] = self.engine.reads.actions(self.user_name, row)
-        return with_sweep(out, self.engine.sweep_view(row))
+        return with_sweep(out, self.engine.reads.sweep_view(row))
 
     def queue_view(self, name: str) -> dict[str, Any]:
         q, free = self.engine.reads.queue(name)
@@ -311,7 +311,7 @@ class RunsHandler(RunRequestMixin):
 class SessionsHandler(BaseHandler):
     @web.authenticated
     async def get(self) -> None:
-        rows = self.engine.user_sessions(self.user_name, self.get_argument("notebook", None))
+        rows = self.engine.reads.user_sessions(self.user_name, self.get_argument("notebook", None))
         self.send_model(m.SessionsPage, {"sessions": [self.summary(r) for r in rows]})
 
 
@@ -333,13 +333,13 @@ class KernelHandler(BaseHandler):
     async def post(self, run_id: str) -> None:
         report = self.body(m.KernelReport)
         self.engine.session_report(self.user_name, run_id, report.event, report.kernel_id)
-        self.send_model(m.RunSummary, self.summary(self.engine.get_visible(self.user_name, run_id)))
+        self.send_model(m.RunSummary, self.summary(self.engine.reads.get_visible(self.user_name, run_id)))
 
 
 class RunHandler(BaseHandler):
     @web.authenticated
     async def get(self, run_id: str) -> None:
-        row = self.engine.get_visible(self.user_name, run_id)
+        row = self.engine.reads.get_visible(self.user_name, run_id)
         self.send_model(m.RunDetail, self.detail(row))
 
     @web.authenticated
@@ -368,8 +368,8 @@ class StopHandler(BaseHandler):
 class OutputsHandler(BaseHandler):
     @web.authenticated
     async def get(self, run_id: str, path: str = "") -> None:
-        self.engine.get_visible(self.user_name, run_id)
-        reader = self.engine.artifacts
+        self.engine.reads.get_visible(self.user_name, run_id)
+        reader = self.engine.reads.artifacts
         missing = NotFound(f"output {path!r} not found in run {run_id}", "list outputs with GET runs/{id}/outputs")
         if not path or reader.is_dir(run_id, path):
             listed = reader.list_outputs(run_id, path)

@@ -52,8 +52,8 @@ class LogsHandler(SSEHandler):
 
     @web.authenticated
     async def get(self, run_id: str) -> None:
-        row = self.engine.get_visible(self.user_name, run_id)
-        reader = self.engine.artifacts
+        row = self.engine.reads.get_visible(self.user_name, run_id)
+        reader = self.engine.reads.artifacts
         fmt = choice(self, "format", "sse", ("sse", "text"))
         follow = choice(self, "follow", "true", ("true", "false")) == "true"
         offset = self._resume_offset(reader.log_size(run_id), run_id)  # a log linking out is refused here too
@@ -66,12 +66,12 @@ class LogsHandler(SSEHandler):
         try:
             await self.flush()  # headers now: a client sees the stream open before the first line
             while True:
-                final = self.engine.is_final(row["id"])  # read before the file: no line is missed
+                final = self.engine.reads.is_final(row["id"])  # read before the file: no line is missed
                 offset = await self._send_lines(reader, run_id, offset, final)
                 if final or not follow:
                     break
                 await asyncio.sleep(self.poll_seconds)
-            status = (self.engine.store.get_run(run_id) or row)["status"]
+            status = self.engine.reads.status_of(run_id) or row["status"]
             await self.emit(json.dumps({"status": status, "offset": offset}), event="end")
         except StreamClosedError:
             return
@@ -118,13 +118,13 @@ class EventsHandler(SSEHandler):
     @web.authenticated
     async def get(self) -> None:
         user = self.user_name
-        projects = set(self.engine.visible_projects(user))
+        projects = set(self.engine.reads.visible_projects(user))
         last_id = self.request.headers.get("Last-Event-ID")
         since, since_name = (last_id, "Last-Event-ID") if last_id else (self.get_argument("since", ""), "since")
         start = stream_position(since, since_name) if since else None
         limit = int_arg(self, "limit", 0, 0, 10**9)
         heartbeat = float(int_arg(self, "heartbeat", int(self.heartbeat_seconds), 1, 300))
-        sub = self.engine.bus.subscribe()
+        sub = self.engine.reads.subscribe()
         sent = 0
         self.start_stream()
         try:
@@ -149,5 +149,5 @@ class EventsHandler(SSEHandler):
         except StreamClosedError:
             return
         finally:
-            self.engine.bus.unsubscribe(sub)
+            self.engine.reads.unsubscribe(sub)
         self.finish()

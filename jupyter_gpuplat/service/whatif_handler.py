@@ -169,7 +169,7 @@ class WhatIfHandler(BaseHandler):
     @web.authenticated
     async def post(self) -> None:
         req: WhatIfRequest = self.body(WhatIfRequest)
-        now = self.engine.clock()
+        now = self.engine.reads.now()
         since, until = req.instant(req.since, now), req.instant(req.until, now)
         if not until > since:
             raise InvalidInput(f"until ({until}) must be after since ({since})", "give a period that is not empty")

@@ -19,6 +19,9 @@ import {
   layerLabel,
   lockOf,
   longWaiters,
+  waitedBy,
+  waitingFromEvent,
+  waitingRun,
   matchesFilter,
   noticeFor,
   ordinal,
@@ -433,10 +436,21 @@ test('notifications: my starts, finishes and failures; never other people runs',
   });
   assert.equal(noticeFor(ev('failed', 'Error', 'bob'), 'alice', DEFAULT_NOTIFY), null);
   assert.equal(noticeFor(ev('succeeded', 'Completed'), 'alice', { ...DEFAULT_NOTIFY, finished: false }), null);
-  const waiting = [base, { ...base, id: 'r-2', queued_at: 1500 }, { ...base, id: 'r-3', user: 'bob' }];
-  assert.deepEqual(longWaiters(waiting, 'alice', 1000 + 600, DEFAULT_NOTIFY, new Set()).map(r => r.id), ['r-1']);
-  assert.deepEqual(longWaiters(waiting, 'alice', 1600, DEFAULT_NOTIFY, new Set(['r-1'])), []);
+  // The service's queue-wait clock, not now - queued_at: a requeued run queued at 1500 had waited 500 s before.
+  const requeued = waitingRun({ ...base, id: 'r-4', queued_at: 1500, clocks: { ...base.clocks, queue_wait_seconds: 500 } }, 1500);
+  const waiting = [
+    waitingRun(base, 1005),
+    waitingRun({ ...base, id: 'r-2', queued_at: 1500, clocks: { ...base.clocks, queue_wait_seconds: 0 } }, 1500),
+    waitingRun({ ...base, id: 'r-3', user: 'bob' }, 1005),
+    requeued
+  ];
+  assert.deepEqual(longWaiters(waiting, 'alice', 1000 + 600, DEFAULT_NOTIFY, new Set()).map(r => r.id), ['r-1', 'r-4']);
+  assert.equal(waitedBy(requeued, 1700), 700);
+  assert.deepEqual(longWaiters(waiting, 'alice', 1600, DEFAULT_NOTIFY, new Set(['r-1', 'r-4'])), []);
   assert.deepEqual(longWaiters(waiting, 'alice', 1600, { ...DEFAULT_NOTIFY, longWait: false }, new Set()), []);
+  // A run seen entering the queue by its event: its clock starts at the event's time.
+  const entered: IStatusEvent = { id: 9, run_id: 'r-5', project: 'team-a', queue: 'q', user: 'alice', name: 'x', status: 'queued', phase: 'dispatch', reason: 'Submitted', message: '', at: 2000 };
+  assert.equal(waitedBy(waitingFromEvent(entered), 2600), 600);
 });
 
 test('arguments split like a shell line', () => {

@@ -59,7 +59,7 @@ class InProcessSessionClient:
         self.user = user
 
     async def start(self, project: str, preset: str, notebook: str | None, working_dir: str | None) -> dict[str, Any]:
-        for row in self.engine.user_sessions(self.user, notebook):
+        for row in self.engine.reads.user_sessions(self.user, notebook):
             same = row["project"] == project and preset in ((row.get("request") or {}).get("presets") or [])
             if same and row["status"] != Status.STOPPING.value:  # an ending lease is not attached to
                 return row
@@ -67,19 +67,19 @@ class InProcessSessionClient:
         if notebook:
             fields["notebook"] = notebook
         # The notebook's directory, where the executor can start there (not off a cluster's shared volume).
-        if working_dir and self.engine.executor.check_working_dir(working_dir, self.engine.artifacts_root) is None:
+        if working_dir and self.engine.reads.working_dir_problem(working_dir) is None:
             fields["working_dir"] = working_dir
         req = RunRequest.model_validate(fields)
         return self.engine.submit(self.user, req)  # refused in the words `POST runs` answers
 
     async def wait_running(self, run_id: str, timeout: float) -> dict[str, Any]:
         deadline = time.monotonic() + timeout
-        sub = self.engine.bus.subscribe()
+        sub = self.engine.reads.subscribe()
         try:
             while True:
-                row = self.engine.get_visible(self.user, run_id)
+                row = self.engine.reads.get_visible(self.user, run_id)
                 if row["status"] in FINAL or (
-                    row["status"] == Status.RUNNING.value and run_id in self.engine.sessions.leases
+                    row["status"] == Status.RUNNING.value and self.engine.reads.session_leased(run_id)
                 ):
                     return row
                 if row["status"] == Status.STOPPING.value:
@@ -90,7 +90,7 @@ class InProcessSessionClient:
                 with contextlib.suppress(TimeoutError):
                     await _next_of(sub.queue, run_id, left)
         finally:
-            self.engine.bus.unsubscribe(sub)
+            self.engine.reads.unsubscribe(sub)
 
     async def connection(self, run_id: str, newer_than: int | None = None) -> dict[str, Any] | None:
         deadline = time.monotonic() + CONNECTION_WAIT_SECONDS
@@ -98,7 +98,7 @@ class InProcessSessionClient:
             info = await self.engine.kernel_connection(self.user, run_id)
             generation = (info or {}).get("gpuplat_generation")
             fresh = newer_than is None or generation is None or generation > newer_than
-            if (info is not None and fresh) or self.engine.is_final(run_id) or time.monotonic() > deadline:
+            if (info is not None and fresh) or self.engine.reads.is_final(run_id) or time.monotonic() > deadline:
                 return info if info is not None and fresh else None
             await asyncio.sleep(CONNECTION_STEP_SECONDS)
 
@@ -112,13 +112,13 @@ class InProcessSessionClient:
         return explain(self.engine, self.user, run_id)
 
     async def events(self, run_id: str) -> AsyncIterator[dict[str, Any]]:
-        sub = self.engine.bus.subscribe()
+        sub = self.engine.reads.subscribe()
         try:
             while True:
                 ev = await _next_of(sub.queue, run_id, None)
                 yield ev
         finally:
-            self.engine.bus.unsubscribe(sub)
+            self.engine.reads.unsubscribe(sub)
 
 
 async def _next_of(queue: asyncio.Queue[dict[str, Any]], run_id: str, timeout: float | None) -> dict[str, Any]:

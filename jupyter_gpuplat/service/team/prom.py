@@ -83,7 +83,7 @@ class ControlPlaneMetrics:
 
     # ---- what the collector reads ---------------------------------------------
     def queues(self) -> dict[str, Any]:
-        return dict(self.platform.engine.queues) if self.platform.is_leader else {}
+        return self.platform.engine.reads.queue_states() if self.platform.is_leader else {}
 
     def role(self) -> str:
         return "leader" if self.platform.is_leader else "standby"

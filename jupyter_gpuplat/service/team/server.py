@@ -343,7 +343,7 @@ class GpuPlatServer(PlatformSettings, Application):
 
         async def on_elected(epoch: int) -> None:
             self.log.info("elected leader (epoch %s): starting the engine", epoch)
-            metrics.follow(platform.engine.bus)
+            metrics.follow(platform.engine.reads)
             starting.append(platform.lead(epoch))
             starting[-1].add_done_callback(engine_started)
 

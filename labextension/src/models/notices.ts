@@ -46,13 +46,37 @@ export function noticeFor(ev: IStatusEvent, me: string, s: INotifySettings): INo
   return null;
 }
 
-/** My waiting runs that have waited at least the threshold and were not announced yet. */
-export type IWaitingRun = Pick<IRun, 'id' | 'user' | 'status' | 'phase' | 'queued_at' | 'created_at' | 'name' | 'queue'>;
+/**
+ * A waiting run as the notices follow it: its queue-wait clock as the service gave it
+ * (core/clocks: every wait in our queue, a wait again after a requeue included), `waited`
+ * seconds at `readAt` (the server's time of that reading). The clock goes on from there.
+ */
+export interface IWaitingRun extends Pick<IRun, 'id' | 'user' | 'status' | 'phase' | 'name' | 'queue'> {
+  waited: number;
+  readAt: number;
+}
 
+/** A listed waiting run, read when the server's clock said `serverNow`. */
+export function waitingRun(r: IRun, serverNow: number): IWaitingRun {
+  const { id, user, status, phase, name, queue } = r;
+  return { id, user, status, phase, name, queue, waited: r.clocks.queue_wait_seconds ?? 0, readAt: serverNow };
+}
+
+/** A run that has just entered the queue (its status event): its queue-wait clock starts at the event. */
+export function waitingFromEvent(ev: IStatusEvent): IWaitingRun {
+  return { id: ev.run_id, user: ev.user, status: ev.status, phase: ev.phase, name: ev.name, queue: ev.queue, waited: 0, readAt: ev.at };
+}
+
+/** How long the run has waited in our queue by `serverNow` (its clock goes on since the reading). */
+export function waitedBy(r: IWaitingRun, serverNow: number): number {
+  return r.waited + Math.max(0, serverNow - r.readAt);
+}
+
+/** My waiting runs that have waited at least the threshold by `serverNow` and were not announced yet. */
 export function longWaiters(
   runs: Iterable<IWaitingRun>,
   me: string,
-  now: number,
+  serverNow: number,
   s: INotifySettings,
   announced: ReadonlySet<string>
 ): IWaitingRun[] {
@@ -62,8 +86,7 @@ export function longWaiters(
   const limit = s.longWaitMinutes * 60;
   const out: IWaitingRun[] = [];
   for (const r of runs) {
-    const since = r.queued_at ?? r.created_at;
-    if (r.user === me && statusGroup(r) === 'waiting' && since !== null && now - since >= limit && !announced.has(r.id)) {
+    if (r.user === me && statusGroup(r) === 'waiting' && waitedBy(r, serverNow) >= limit && !announced.has(r.id)) {
       out.push(r);
     }
   }

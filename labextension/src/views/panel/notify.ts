@@ -20,6 +20,9 @@ import {
   failureSummary,
   formatDuration,
   longWaiters,
+  waitedBy,
+  waitingFromEvent,
+  waitingRun,
   noticeFor,
   statusGroup
 } from '../../models/viewmodel';
@@ -94,9 +97,8 @@ export class Notifier {
     const now = Date.now() / 1000 - this._clockOffset();
     for (const r of longWaiters(this._waiting.values(), this._user, now, this.settings, this._announced)) {
       this._announced.add(r.id);
-      const since = r.queued_at ?? r.created_at ?? now;
       this._emit(
-        `Run ${r.name || r.id} has waited ${formatDuration(now - since)} in queue ${r.queue}`,
+        `Run ${r.name || r.id} has waited ${formatDuration(waitedBy(r, now))} in queue ${r.queue}`,
         'warning',
         r.id
       );
@@ -170,24 +172,16 @@ export class Notifier {
       return;
     }
     if (!this._waiting.has(ev.run_id)) {
-      this._waiting.set(ev.run_id, {
-        id: ev.run_id,
-        user: ev.user,
-        status: ev.status,
-        phase: ev.phase,
-        queued_at: ev.at,
-        created_at: ev.at,
-        name: ev.name,
-        queue: ev.queue
-      });
+      this._waiting.set(ev.run_id, waitingFromEvent(ev));
     }
   }
 
   private async _loadWaiting(): Promise<void> {
     try {
       const page = await this._service.listRuns({ user: this._user, phase: 'dispatch' }, null, 1000);
+      const serverNow = Date.now() / 1000 - this._clockOffset();
       for (const r of page.runs) {
-        this._waiting.set(r.id, r);
+        this._waiting.set(r.id, waitingRun(r, serverNow));
       }
       this.checkLongWaits();
     } catch {
