@@ -260,7 +260,7 @@ async def test_unreachable_control_plane_is_a_502(remote: Api, jp_serverapp: Any
     try:
         code, body = await remote("GET", "whoami")
     finally:
-        settings["gpuplat_remote"].close()
+        await settings["gpuplat_remote"].aclose()
         settings["gpuplat_remote"] = reachable
     assert code == 502 and body["error"]["code"] == "ControlPlaneUnreachable"
     assert "did not answer" in body["error"]["message"] and body["error"]["hint"]
@@ -372,7 +372,7 @@ async def test_whose_token_goes_upstream(jp_fetch: Any, jp_http_port: int, jp_ba
     try:
         r = await jp_fetch("gpuplat", "api", "whoami", raise_error=False)
     finally:
-        settings["gpuplat_remote"].close()
+        await settings["gpuplat_remote"].aclose()
         settings["gpuplat_remote"] = configured
     body = json.loads(r.body)
     assert r.code == 403 and body["error"]["code"] == "Forbidden" and "control_plane_token" in body["error"]["hint"]
