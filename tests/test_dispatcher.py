@@ -186,7 +186,12 @@ async def test_preview_verdict_includes_capacity(make: Make) -> None:
     assert [r["rule"] for r in v["rules"]] == ["NoCapacity"]
     assert [a["changes"] for a in v["alternatives"]] == [{"resources": {"gpu": 2}}], v
     ok = RunRequest.model_validate({"project": "p", "queue": "q", "command": ["x"], "resources": {"gpu": 2}})
-    assert h.engine.preview("bob", ok)["verdict"] == {"allowed": True, "violations": [], "rules": [], "alternatives": []}
+    assert h.engine.preview("bob", ok)["verdict"] == {
+        "allowed": True,
+        "violations": [],
+        "rules": [],
+        "alternatives": [],
+    }
 
 
 async def test_a_refused_submit_carries_every_rule_and_the_alternatives_judged_once(make: Make) -> None:

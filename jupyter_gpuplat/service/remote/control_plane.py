@@ -19,7 +19,6 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from tornado.httpclient import AsyncHTTPClient, HTTPClientError, HTTPRequest, HTTPResponse
-from tornado.simple_httpclient import HTTPTimeoutError
 
 from ...core.errors import (
     Conflict,
@@ -243,6 +242,7 @@ class EventFeed:
             request_timeout=STREAM_SECONDS,
             follow_redirects=False,
         )
+        started = loop.time()
         fetch = asyncio.ensure_future(self.plane.http.fetch(req, raise_error=False))
         try:
             while not (await asyncio.wait({fetch}, timeout=SILENCE_SECONDS))[0]:
@@ -255,8 +255,10 @@ class EventFeed:
                 fetch.add_done_callback(lambda f: f.cancelled() or f.exception())
         try:
             resp = fetch.result()
-        except HTTPTimeoutError:
-            if conn.opened:
+        except HTTPClientError as exc:
+            # tornado's request timeout (599, public API: no HTTPTimeoutError) at STREAM_SECONDS
+            renewal = exc.code == 599 and loop.time() - started >= STREAM_SECONDS - 1
+            if renewal and conn.opened:
                 return True  # the planned renewal (STREAM_SECONDS): resume
             raise
         if resp.code >= 300:
