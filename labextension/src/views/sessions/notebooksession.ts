@@ -37,8 +37,8 @@ export class NotebookSession {
   ) {
     this.bar = new SessionBar({
       start: () => this.startNew(),
-      cancel: () => this._act(id => this._ctrl.service.stop(id)),
-      keep: () => this._act(id => this._ctrl.service.keepalive(id)),
+      cancel: () => this._act(id => this._ctrl.source.stop(id)),
+      keep: () => this._act(id => this._ctrl.source.keepalive(id)),
       why: () => this.run && this._ctrl.openRun(this.run.id)
     });
     // Before the spacer: the toolbar moves what does not fit, from its right end, into its "…" menu.
@@ -140,7 +140,7 @@ export class NotebookSession {
     if (!run || isFinal(run) || run.session?.notebook === path) {
       return;
     }
-    this._ctrl.service.moveSession(run.id, path).then(
+    this._ctrl.source.moveSession(run.id, path).then(
       r => {
         if (this.run?.id === r.id) {
           this.run = { ...this.run, name: r.name, session: r.session };
@@ -227,7 +227,7 @@ export class NotebookSession {
   // ---- the lease ---------------------------------------------------------------------------
   private async _find(): Promise<void> {
     try {
-      const runs = await this._ctrl.service.sessions(this._context.path);
+      const runs = await this._ctrl.source.sessions(this._context.path);
       this.adoptFrom(runs);
     } catch {
       // not reachable now: the stream's reconnect resyncs
@@ -259,7 +259,7 @@ export class NotebookSession {
       return;
     }
     this._reading = true;
-    this._ctrl.service
+    this._ctrl.source
       .getRun(run.id)
       .then(r => {
         if (this.run?.id === r.id) {
@@ -298,7 +298,7 @@ export class NotebookSession {
       return;
     }
     this._explaining = true;
-    this._ctrl.service
+    this._ctrl.source
       .explain(run.id)
       .then(ex => {
         if (this.run?.id === ex.run_id && isWaiting(this.run)) {
@@ -423,9 +423,9 @@ export class NotebookSession {
     return n.actions.map(a => {
       switch (a) {
         case 'cancel':
-          return { label: 'Cancel', caption: `Stop session ${runId}: it leaves the queue`, callback: () => this._act(id => this._ctrl.service.stop(id)) };
+          return { label: 'Cancel', caption: `Stop session ${runId}: it leaves the queue`, callback: () => this._act(id => this._ctrl.source.stop(id)) };
         case 'keep':
-          return { label: 'Keep session', caption: 'Start the idle clock again', callback: () => this._act(id => this._ctrl.service.keepalive(id)) };
+          return { label: 'Keep session', caption: 'Start the idle clock again', callback: () => this._act(id => this._ctrl.source.keepalive(id)) };
         case 'why':
           return { label: 'Why?', caption: `Show ${runId} in the GPU platform sidebar`, callback: () => this._ctrl.openRun(runId) };
       }
@@ -497,7 +497,7 @@ export class NotebookSession {
     let latest: ISessionRun | null = null;
     try {
       const user = await this._ctrl.whenUser();
-      latest = user ? await this._ctrl.service.latestSession(this._context.path, user) : null;
+      latest = user ? await this._ctrl.source.latestSession(this._context.path, user) : null;
     } catch {
       latest = null; // not reachable: as before (the kernel start says what is wrong)
     }

@@ -22,7 +22,7 @@ import type { IDisposable } from '@lumino/disposable';
 import { Widget } from '@lumino/widgets';
 
 import { NotebookSession } from './notebooksession';
-import type { GpuPlatService } from '../../api/request';
+import type { SessionSource } from '../../models/sessionsource';
 import { ISessionSpec, LAUNCH_WAIT_PREFIX, noSpecMessage, sessionSpecs, specFor } from '../../models/sessionmodel';
 import type { IStatusEvent } from '../../api/types';
 
@@ -33,7 +33,7 @@ export interface INotebookLike {
 }
 
 export interface ISessionsOptions {
-  service: GpuPlatService;
+  source: SessionSource;
   kernelspecs: KernelSpec.IManager;
   openRun: (id: string) => void;
   /** Client clock minus server clock, in seconds. */
@@ -50,8 +50,9 @@ export class SessionsController {
     Dialog.tracker.widgetAdded.connect((_, dialog) => void (dialog.ready ?? Promise.resolve()).then(() => this._maybeDismiss(dialog)));
   }
 
-  get service(): GpuPlatService {
-    return this._opts.service;
+  /** The sessions' data source (each notebook's toolbar calls it). */
+  get source(): SessionSource {
+    return this._opts.source;
   }
 
   /** Whose sessions these are; empty until `whoami` answered. */
@@ -143,7 +144,7 @@ export class SessionsController {
       return;
     }
     this._discovering = true;
-    this._opts.service
+    this._opts.source
       .sessions()
       .then(runs => {
         for (const r of runs) {
