@@ -8,6 +8,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 
 import type { IExplain, IQueue, IRunDetail, ISweepChange } from '../src/api/types';
+import { OneAtATime } from '../src/models/coalesce';
 import { InsightsSource } from '../src/models/insightssource';
 import { QUEUES_COALESCE_MS, QueuesSource } from '../src/models/queuessource';
 import { RunDetailService, RunDetailSource } from '../src/models/rundetailsource';
@@ -157,4 +158,34 @@ test('insights: only the latest request answers; an older one answers null, even
   const third = source.insights({ queue: 'c' });
   pending[2].reject(new Error('down'));
   await assert.rejects(third, /down/);
+});
+
+test('one at a time: asks while a request is out cost one more request after it, not one each', async () => {
+  const out: Array<() => void> = [];
+  let sent = 0;
+  let nothing = false;
+  const reads = new OneAtATime(() => (nothing ? null : (sent++, new Promise<void>(resolve => out.push(resolve)))));
+  reads.request();
+  reads.request();
+  reads.request();
+  assert.equal(sent, 1);
+  assert.equal(reads.busy, true);
+  out[0]();
+  await sleep(0);
+  assert.equal(sent, 2); // the asks meanwhile: one more read, after the first
+  out[1]();
+  await sleep(0);
+  assert.equal(sent, 2);
+  assert.equal(reads.busy, false);
+  nothing = true; // nothing to read: no request, nothing held
+  reads.request();
+  assert.equal(reads.busy, false);
+  // a failed read does not stop the next
+  nothing = false;
+  const failing = new OneAtATime(() => (sent++, Promise.reject(new Error('down'))));
+  failing.request();
+  failing.request();
+  await sleep(0);
+  await sleep(0);
+  assert.equal(sent, 4);
 });

@@ -22,6 +22,7 @@ import type { IDisposable } from '@lumino/disposable';
 import { Widget } from '@lumino/widgets';
 
 import { NotebookSession } from './notebooksession';
+import { OneAtATime } from '../../models/coalesce';
 import type { SessionSource } from '../../models/sessionsource';
 import { ISessionSpec, LAUNCH_WAIT_PREFIX, noSpecMessage, sessionSpecs, specFor } from '../../models/sessionmodel';
 import type { IStatusEvent } from '../../api/types';
@@ -139,27 +140,7 @@ export class SessionsController {
 
   /** Find the leases of notebooks that wait for one (one request, however many ask). */
   discover(): void {
-    if (this._discovering) {
-      this._rediscover = true;
-      return;
-    }
-    this._discovering = true;
-    this._opts.source
-      .sessions()
-      .then(runs => {
-        for (const r of runs) {
-          this._seen.add(r.id);
-        }
-        this._each(n => n.adoptFrom(runs));
-      })
-      .catch(() => undefined) // the sidebar shows connection problems
-      .finally(() => {
-        this._discovering = false;
-        if (this._rediscover) {
-          this._rediscover = false;
-          this.discover();
-        }
-      });
+    this._discover.request();
   }
 
   /** Dismiss the dialogs a notebook's wait makes stale (e.g. opened before its lease was known). */
@@ -210,6 +191,12 @@ export class SessionsController {
   private _userPromise = new Promise<string>(resolve => (this._userKnown = resolve));
   private _notebooks = new Set<NotebookSession>();
   private _seen = new Set<string>();
-  private _discovering = false;
-  private _rediscover = false;
+  private _discover = new OneAtATime(() =>
+    this._opts.source.sessions().then(runs => {
+      for (const r of runs) {
+        this._seen.add(r.id);
+      }
+      this._each(n => n.adoptFrom(runs));
+    }) // failures: the sidebar shows connection problems
+  );
 }
