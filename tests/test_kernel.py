@@ -109,7 +109,7 @@ def test_full_queue_shows_explain_and_disallowed_queue_shows_allowed(server: Ser
         assert "gpu_submit refused" in refused and "QueueNotAllowed" in refused
         assert "allowed queues: team-a-train, interactive" in refused
         assert "ERROR" not in refused and "Traceback" not in refused
-        assert "held by <b>queue</b>" in texts(outs[3])
+        assert "</b>: <b>queue</b> — QueueConcurrency" in texts(outs[3])
     finally:
         gate.touch()
     waiting = [r for r in server.ok("GET", "runs", "alice")["runs"] if r["command"][-1] == "cell.py"]

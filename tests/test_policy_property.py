@@ -81,7 +81,13 @@ def test_preview_verdict_is_submit_outcome(engine: Engine, case: tuple[str, dict
     assert verdict["violations"], verdict
     with pytest.raises(GpuPlatError) as refused:
         engine.submit(user, req)
-    assert refused.value.to_dict() == verdict["violations"][0]
+    # The refusal is the preview's verdict, judged once: the first violation's code and fields,
+    # every violation's words, and the same rules and alternatives.
+    body, first = refused.value.to_dict(), verdict["violations"][0]
+    assert body["message"] == "; ".join(dict.fromkeys(v["message"] for v in verdict["violations"]))
+    assert (body["rules"], body["alternatives"]) == (verdict["rules"], verdict["alternatives"])
+    own = {k: v for k, v in body.items() if k not in ("message", "hint", "rules", "alternatives")}
+    assert own == {k: v for k, v in first.items() if k not in ("message", "hint")}
 
 
 def test_the_generator_reaches_every_outcome(engine: Engine) -> None:
