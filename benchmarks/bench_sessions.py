@@ -36,7 +36,7 @@ from _common import machine, ms, summary  # noqa: E402
 
 from tests.kernel_ws import KernelSocket  # noqa: E402
 from tests.server import ServerProcess  # noqa: E402
-from tests.test_sessions import SESSIONS, session_of, start_kernel  # noqa: E402
+from tests.service.test_sessions import SESSIONS, session_of, start_kernel  # noqa: E402
 
 TARGET_OVERHEAD_S = 0.150
 TARGET_WAKE_S = 1.0

@@ -25,7 +25,8 @@ so that a developer can leave an area out: `python -m pytest -m "not browser and
 not slow"`.
 - `browser`: tests/ui and any test marked so (Chromium through Playwright).
 - `postgres`: uses `pg_url` (so `pg_db_url` and `hub` too) or a `postgresql` parameter, or is marked so.
-- `kubernetes`: its file imports the Kubernetes emulator (kube_emulator) or k8s.py.
+- `kubernetes`: tests/executors/kubernetes, and any file that imports the Kubernetes emulator
+  (kube_emulator) or k8s.py.
 - `hub`: uses the `hub` fixture (a real JupyterHub).
 - `slow`: named in `SLOW` below (measured over 20 s).
 Markers only select; they never reorder, so ui/'s package-scoped Playwright loop still comes last.
@@ -189,12 +190,12 @@ def platform(jp_serverapp: Any) -> Any:
 # Only the modules measured so far; add one when a run shows it over 20 s.
 SLOW: frozenset[str] = frozenset(
     {
-        "test_crash_loop.py::test_sigkill_loop_loses_and_doubles_nothing",
-        "test_failover.py::test_the_standby_takes_over_and_every_run_is_dispatched_once_and_finishes",
-        "test_kubernetes_restart.py::test_restart_reattaches_to_running_jobs_and_finishes_their_records",
-        "test_kubernetes_sessions.py::test_a_pod_kernel_s_cell_sent_before_ready_keeps_the_lease_busy",
-        "test_rollout_kubernetes.py::test_presets_without_the_gpu_toleration_fail_with_the_schedulers_message",
-        "test_sessions.py::test_a_server_killed_with_a_running_session_keeps_its_record_and_re_adopts_the_kernel",
+        "service/test_crash_loop.py::test_sigkill_loop_loses_and_doubles_nothing",
+        "service/test_failover.py::test_the_standby_takes_over_and_every_run_is_dispatched_once_and_finishes",
+        "executors/kubernetes/test_kubernetes_restart.py::test_restart_reattaches_to_running_jobs_and_finishes_their_records",
+        "executors/kubernetes/test_kubernetes_sessions.py::test_a_pod_kernel_s_cell_sent_before_ready_keeps_the_lease_busy",
+        "executors/kubernetes/test_rollout_kubernetes.py::test_presets_without_the_gpu_toleration_fail_with_the_schedulers_message",
+        "service/test_sessions.py::test_a_server_killed_with_a_running_session_keeps_its_record_and_re_adopts_the_kernel",
     }
 )
 
@@ -218,6 +219,8 @@ def _area_markers(item: pytest.Item) -> set[str]:
     path = item.path.relative_to(TESTS) if item.path.is_relative_to(TESTS) else item.path
     if path.parts[:1] == ("ui",):
         marks.add("browser")
+    if path.parts[:2] == ("executors", "kubernetes"):
+        marks.add("kubernetes")
     names = set(getattr(item, "fixturenames", ()))
     params = getattr(getattr(item, "callspec", None), "params", {})
     # pg_url, or a store fixture parametrized over backends that asks for pg_db_url when it runs

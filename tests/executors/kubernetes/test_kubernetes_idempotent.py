@@ -1,0 +1,158 @@
+"""Idempotent launch on Kubernetes: a Job created before a crash that lost its handle is adopted.
+
+The real `KubernetesExecutor` (official client, over HTTP) against the project's emulator,
+with the project's Role enforced. The crash window: one executor creates the run's Job, its
+handle is thrown away (the server died before saving it), a new executor is asked to submit
+the same run. It must find the Job (409 on create), check that it is this run's by its label,
+and watch it to its end: one Job, one pod, the log once. A Job of the same name that belongs
+to another run is refused with an error naming both runs' Job, and left alone.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kube_emulator import EmulatedCluster
+from kube_emulator.store import JOB
+
+from jupyter_gpuplat.core.request import Entrypoint
+from jupyter_gpuplat.executors.base import ExecutorError, LaunchRequest, Observation
+from jupyter_gpuplat.executors.kubernetes.executor import KubernetesExecutor
+from jupyter_gpuplat.executors.kubernetes.manifests import LABEL_INSTANCE, LABEL_RUN, MANAGED_BY, MANAGER
+
+from ...conftest import wait_for
+from ...k8s import NAMESPACE, deployed_cluster, executor_config, run_selector
+
+
+@pytest.fixture
+def cluster() -> Iterator[EmulatedCluster]:
+    c = deployed_cluster()
+    c.add_node("gpu-1", gpus=4)
+    yield c
+    c.stop()
+    assert not c.errors, c.errors
+
+
+class Executors:
+    """New KubernetesExecutors on the emulator, each with its own list of observations; all closed at the end."""
+
+    def __init__(self, cluster: EmulatedCluster, tmp_path: Path) -> None:
+        self.artifacts = tmp_path / "artifacts"
+        self.settings = executor_config(cluster, tmp_path, self.artifacts)
+        self.made: list[KubernetesExecutor] = []
+
+    def new(self) -> tuple[KubernetesExecutor, list[Observation]]:
+        seen: list[Observation] = []
+        ex = KubernetesExecutor(**self.settings)
+        ex.set_observer(seen.append)  # starts the shared list+watch cache, as the engine's start does
+        self.made.append(ex)
+        return ex, seen
+
+    def request(self, run_id: str, shell: str) -> LaunchRequest:
+        return LaunchRequest(
+            run_id=run_id,
+            entrypoint=Entrypoint(kind="shell", shell=shell),
+            env={},
+            devices=(),
+            workdir=str(self.artifacts / run_id),
+            spec={"queue": "team-a-train", "resources": {"gpu": 1, "cpu": "1", "memory": "1Gi"}},
+            project="team-a",
+            user="alice",
+        )
+
+    async def close(self) -> None:
+        for ex in self.made:
+            await ex.close()
+
+
+@pytest.fixture
+def executors(
+    cluster: EmulatedCluster, tmp_path: Path, jp_asyncio_loop: asyncio.AbstractEventLoop
+) -> Iterator[Executors]:
+    made = Executors(cluster, tmp_path)
+    yield made
+    jp_asyncio_loop.run_until_complete(made.close())
+
+
+async def test_a_job_created_before_the_crash_is_adopted_and_watched_to_its_end(
+    cluster: EmulatedCluster, executors: Executors
+) -> None:
+    req = executors.request("r-adopt0001", "echo one; gate g1; echo two; exit 3")
+    first, _ = executors.new()
+    lost = await first.submit(req)  # the Job exists; the server dies before saving this handle
+    await first.close()
+    [job] = cluster.jobs_in(NAMESPACE, run_selector(req.run_id))
+    await until(lambda: _running(cluster, req.run_id), 20, "the first pod to run")
+
+    second, seen = executors.new()
+    handle = await second.submit(req)  # the restarted engine submits the same run again
+    assert handle["job"] == lost["job"] == job["metadata"]["name"]
+    assert handle["uid"] == lost["uid"] == job["metadata"]["uid"]  # the same Job, not a new one
+    assert [j["metadata"]["uid"] for j in cluster.jobs_in(NAMESPACE, run_selector(req.run_id))] == [handle["uid"]]
+
+    cluster.open_gate("g1")
+    final = await until(lambda: next((o for o in seen if o.final), None), 20, "the adopted run's end")
+    assert (final.status, final.exit_code) == ("failed", 3), final
+    assert "exited with code 3" in final.message
+    assert len(cluster.pods(NAMESPACE, run_selector(req.run_id))) <= 1  # never a second pod
+    log = Path(executors.artifacts, req.run_id, "output.log").read_bytes()
+    assert log == b"one\ntwo\n"  # followed once by the adopting executor, nothing doubled
+
+
+async def test_a_job_of_the_same_name_for_another_run_is_not_adopted(
+    cluster: EmulatedCluster, executors: Executors
+) -> None:
+    run_id, other = "r-victim001", "r-someone01"
+    labels = {MANAGED_BY: MANAGER, LABEL_INSTANCE: "default", LABEL_RUN: other}
+    name = f"gpuplat-{run_id}"  # the name the executor gives run_id's Job, labelled as another run's
+    cluster.store.create(
+        JOB,
+        NAMESPACE,
+        {
+            "metadata": {"name": name, "labels": labels},
+            "spec": {
+                "backoffLimit": 0,
+                "template": {
+                    "metadata": {"labels": labels},
+                    "spec": {
+                        "restartPolicy": "Never",
+                        "containers": [
+                            {"name": "main", "image": "python:3.11-slim", "command": ["sh", "-c", "gate x"]}
+                        ],
+                    },
+                },
+            },
+        },
+    )
+    ex, seen = executors.new()
+    with pytest.raises(ExecutorError) as refused:
+        await ex.submit(executors.request(run_id, "echo mine"))
+    message = str(refused.value)
+    assert run_id in message and name in message, message
+    assert "already exists" in message and repr(other) in message and "not adopted" in message, message
+    # Left alone: still one Job of that name, still the other run's.
+    jobs = [j for j in cluster.jobs_in(NAMESPACE) if j["metadata"]["name"] == name]
+    assert [j["metadata"]["labels"][LABEL_RUN] for j in jobs] == [other]
+    assert cluster.jobs_in(NAMESPACE, run_selector(run_id)) == []
+    assert seen == []  # nothing observed for a run that was never started
+
+
+def _running(cluster: EmulatedCluster, run_id: str) -> bool:
+    return any(
+        "running" in (cs.get("state") or {})
+        for p in cluster.pods(NAMESPACE, run_selector(run_id))
+        for cs in (p.get("status") or {}).get("containerStatuses") or ()
+    )
+
+
+async def until(cond: Callable[[], Any], timeout: float, what: str) -> Any:
+    """Poll a plain condition on the loop (the executor works on it meanwhile) until truthy, or fail."""
+
+    async def check() -> Any:
+        return cond()
+
+    return await wait_for(check, timeout, what)
