@@ -49,7 +49,7 @@ import pytest
 from sqlalchemy.engine import make_url
 
 from .pg import psycopg_conninfo
-from .waiting import POLL_SECONDS
+from .waiting import POLL_SECONDS, until
 
 CHP_VERSION = "5.3.0"
 SERVICE = "gpuplat"
@@ -393,3 +393,74 @@ def hub(pg_url: str, hub_platform_config: Path) -> Iterator[HubEnv]:
         finally:
             env.stop()
             shutil.rmtree(workdir, ignore_errors=True)
+
+
+# ---- control planes without the Hub's own service (`gpuplat server` started here) ------------
+
+CONTROL_PLANE = [sys.executable, "-m", "jupyter_gpuplat.service.team.server"]
+
+
+def start_control_plane(
+    tmp_path: Path, db_url: str, *args: str, **popen: Any
+) -> tuple[subprocess.Popen[bytes], Path, str]:
+    """A control plane on `db_url` without a Hub (the probes need no identity); its log and /cp/ URL."""
+    port = free_port()
+    log = tmp_path / f"server-{port}.log"
+    cmd = [
+        *CONTROL_PLANE,
+        f"--port={port}",
+        f"--db-url={db_url}",
+        f"--artifacts-root={tmp_path / 'a'}",
+        "--base-url=/cp",
+    ]
+    with open(log, "wb") as out:
+        proc = subprocess.Popen([*cmd, *args], stdout=out, stderr=subprocess.STDOUT, **popen)
+    return proc, log, f"http://127.0.0.1:{port}/cp/"
+
+
+def wait_leader(proc: subprocess.Popen[bytes], log: Path, url: str) -> Any:
+    def leader() -> Any:
+        assert proc.poll() is None, log.read_text()
+        try:
+            r = httpx.get(url + "health/ready")
+        except httpx.HTTPError:
+            return None
+        return r.json() if r.status_code == 200 else None
+
+    return until(leader, "the control plane to lead", timeout=30)
+
+
+@pytest.fixture
+def standby(hub: HubEnv, tmp_path: Path) -> Iterator[str]:
+    port = free_port()
+    log = tmp_path / "standby.log"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("JUPYTERHUB_")}
+    with open(log, "wb") as out:
+        proc = subprocess.Popen(
+            [
+                *CONTROL_PLANE,
+                f"--port={port}",
+                f"--db-url={hub.db_url}",
+                f"--artifacts-root={tmp_path / 'artifacts'}",
+                f"--GpuPlatServer.hub_api_url={hub.hub_api}",
+                "--GpuPlatServer.holder=standby-1",
+            ],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            env=env,
+        )
+    url = f"http://127.0.0.1:{port}/"
+
+    def up() -> bool:
+        assert proc.poll() is None, log.read_text()
+        try:
+            return httpx.get(url + "health/live").status_code == 200
+        except httpx.HTTPError:
+            return False
+
+    try:
+        until(up, "the standby to listen", timeout=30)
+        yield url
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(20) == 0, log.read_text()

@@ -26,12 +26,16 @@ import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import psycopg
 import pytest
 from sqlalchemy.engine import make_url
 
 from .waiting import POLL_SECONDS
+
+if TYPE_CHECKING:
+    from jupyter_gpuplat.store.store import Store
 
 ENV_URL = "GPUPLAT_TEST_PG_URL"
 SERVER_USER = "postgres"  # the OS user that owns the cluster when we run as root; also the DB superuser
@@ -202,3 +206,16 @@ def pg_db_url(pg_url: str) -> Iterator[str]:
     finally:
         with psycopg.connect(admin, autocommit=True) as conn:
             conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def open_store(url: str) -> Store:
+    """A migrated store: revision 0008 made the leader row (id 1, epoch 0)."""
+    from sqlalchemy import select
+
+    from jupyter_gpuplat.store import schema
+    from jupyter_gpuplat.store.store import Store
+
+    store = Store(url)
+    with store.engine.connect() as conn:
+        assert conn.execute(select(schema.leader.c.epoch)).all() == [(0,)]
+    return store

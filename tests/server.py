@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -165,3 +166,40 @@ class ServerProcess:
             if time.monotonic() > deadline:
                 raise AssertionError(f"run {run_id} is {run['status']}, not {statuses}, after {timeout}s")
             time.sleep(POLL_SECONDS)  # polling a condition with a deadline
+
+
+def parse_sse(text: str) -> list[dict[str, str]]:
+    """A text/event-stream body read back: one dict per event (its fields; `data` lines joined)."""
+    events = []
+    for block in text.split("\n\n"):
+        ev: dict[str, str] = {}
+        for line in block.split("\n"):
+            if line.startswith(":") or not line:
+                continue
+            key, _, value = line.partition(": ")
+            ev[key] = ev[key] + "\n" + value if key in ev else value
+        if ev:
+            events.append(ev)
+    return events
+
+
+def cells_of(text: str, ncols: int) -> list[list[str]]:
+    """A printed table read back: each row's cells, their wrapped pieces joined by spaces.
+
+    A last column printed under its row (table(tail=True) when narrow) is read back as the last cell."""
+    lines = text.splitlines()
+    tail = len(lines) > 1 and re.match(r"    \S", lines[1]) is not None
+    starts = [m.start() for m in re.finditer(r"\S+(?: \S+)*", lines[0])]
+    assert len(starts) == ncols - tail, lines[0]
+    rows: list[list[list[str]]] = []
+    for line in lines:
+        if tail and re.match(r"    \S", line):
+            rows[-1][-1].append(line.strip())
+            continue
+        pieces = [line[a:b].strip() for a, b in zip(starts, [*starts[1:], None], strict=True)]
+        if pieces[0] or not rows:
+            rows.append([[] for _ in range(ncols)])
+        for i, piece in enumerate(pieces):
+            if piece:
+                rows[-1][i].append(piece)
+    return [[" ".join(c) for c in row] for row in rows]

@@ -6,7 +6,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -21,6 +20,8 @@ from jupyter_gpuplat.cli.sweeps import sweep_lines
 from jupyter_gpuplat.cli.tables import resources_text, table
 from jupyter_gpuplat.client.runedits import parse_params, resubmit_body
 from jupyter_gpuplat.client.sweeping import params_text as sweep_params_text
+
+from ..server import cells_of
 
 ROOT = Path(__file__).resolve().parents[2]
 # Nothing listens here: each case below must be decided before any request.
@@ -132,26 +133,6 @@ def test_handed_over_commands_take_the_global_flags_before_or_after() -> None:
 
 
 # ---- tables at 80 columns --------------------------------------------------------------------
-def cells_of(text: str, ncols: int) -> list[list[str]]:
-    """A printed table read back: each row's cells, their wrapped pieces joined by spaces.
-
-    A last column printed under its row (table(tail=True) when narrow) is read back as the last cell."""
-    lines = text.splitlines()
-    tail = len(lines) > 1 and re.match(r"    \S", lines[1]) is not None
-    starts = [m.start() for m in re.finditer(r"\S+(?: \S+)*", lines[0])]
-    assert len(starts) == ncols - tail, lines[0]
-    rows: list[list[list[str]]] = []
-    for line in lines:
-        if tail and re.match(r"    \S", line):
-            rows[-1][-1].append(line.strip())
-            continue
-        pieces = [line[a:b].strip() for a, b in zip(starts, [*starts[1:], None], strict=True)]
-        if pieces[0] or not rows:
-            rows.append([[] for _ in range(ncols)])
-        for i, piece in enumerate(pieces):
-            if piece:
-                rows[-1][i].append(piece)
-    return [[" ".join(c) for c in row] for row in rows]
 
 
 QUEUE_HEADERS = ("QUEUE", "PRIORITY", "RUNS", "GPUS", "PENDING", "PAUSED", "HEAD WAITS FOR")

@@ -14,8 +14,7 @@ import pytest
 
 from jupyter_gpuplat.client import Client, GpuPlatAPIError
 
-from ..server import ServerProcess
-from .test_cli_flags import cells_of
+from ..server import ServerProcess, cells_of
 
 PRINT_PARAMS = "import os; print('params', os.environ.get('GPUPLAT_PARAMS'), flush=True)"
 

@@ -11,9 +11,9 @@ from typing import Any
 import nbformat
 import pytest
 from jupyter_client import BlockingKernelClient
-from nbclient import NotebookClient
 
 from ..server import ServerProcess
+from ..widget_env import run_cells, texts
 
 
 @pytest.fixture(scope="module")
@@ -22,27 +22,6 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
     srv.start()
     yield srv
     srv.stop()
-
-
-def run_notebook(server: ServerProcess, cells: list[str], user: str = "alice") -> list[list[dict[str, Any]]]:
-    """Execute cells in a fresh kernel that reaches the server through GPUPLAT_URL/TOKEN; outputs per cell."""
-    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(c) for c in cells])
-    env = {**server.env, "GPUPLAT_URL": server.url, "GPUPLAT_TOKEN": f"tok-{user}"}
-    client = NotebookClient(nb, timeout=120, kernel_name="python3", resources={"metadata": {"path": str(server.root)}})
-    client.execute(env=env)
-    return [c.get("outputs", []) for c in nb.cells]
-
-
-def texts(outputs: list[dict[str, Any]]) -> str:
-    out = []
-    for o in outputs:
-        if o["output_type"] == "stream":
-            out.append(o["text"])
-        elif o["output_type"] in ("display_data", "execute_result"):
-            out.append(o["data"].get("text/html") or o["data"].get("text/plain", ""))
-        elif o["output_type"] == "error":
-            out.append("ERROR " + o["ename"])
-    return "".join(out)
 
 
 TRAIN_CELL = """%%gpu_submit --preset single-gpu --name nb-train --param scale=3 --wait
@@ -55,7 +34,7 @@ print("trained")
 
 
 def test_cell_submitted_tracked_and_compared_in_a_real_kernel(server: ServerProcess) -> None:
-    outs = run_notebook(
+    outs = run_cells(
         server,
         [
             "%load_ext jupyter_gpuplat",
@@ -93,7 +72,7 @@ def test_full_queue_shows_explain_and_disallowed_queue_shows_allowed(server: Ser
     for h in holders:
         server.wait_status(h, "running")
     try:
-        outs = run_notebook(
+        outs = run_cells(
             server,
             [
                 "%load_ext jupyter_gpuplat",
@@ -127,7 +106,7 @@ def test_script_and_notebook_line_magic(server: ServerProcess) -> None:
         ]
     )
     nbformat.write(nb, root / "analysis.ipynb")
-    outs = run_notebook(
+    outs = run_cells(
         server,
         [
             "%load_ext jupyter_gpuplat",

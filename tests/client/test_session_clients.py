@@ -15,10 +15,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import nbformat
 import pytest
 import requests
-from nbclient import NotebookClient
 
 from jupyter_gpuplat.client import Client, GpuPlatAPIError
 from jupyter_gpuplat.notebook.widgets import Launcher, SessionView
@@ -28,8 +26,7 @@ from jupyter_gpuplat.notebook.widgets.session import session_state_text
 from ..kernel_ws import KernelSocket
 from ..server import ServerProcess
 from ..waiting import until
-from ..widget_env import alice, served
-from .test_kernel import texts
+from ..widget_env import alice, run_cells, served, texts
 
 SESSIONS = Path(__file__).parents[1] / "fixtures" / "sessions.yaml"
 WAITING = re.compile(
@@ -68,15 +65,6 @@ def notebook_kernel(path: Path) -> dict[str, Any]:
 
 def running(server: ServerProcess, run_id: str) -> dict[str, Any]:
     return server.wait_status(run_id, "running")
-
-
-def run_cells(server: ServerProcess, cells: list[str], cwd: Path) -> list[list[dict[str, Any]]]:
-    """Execute cells in a fresh kernel in `cwd` (as a notebook there) that reaches the server through GPUPLAT_URL."""
-    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(c) for c in cells])
-    env = {**server.env, "GPUPLAT_URL": server.url, "GPUPLAT_TOKEN": "tok-alice"}
-    client = NotebookClient(nb, timeout=120, kernel_name="python3", resources={"metadata": {"path": str(cwd)}})
-    client.execute(env=env)
-    return [c.get("outputs", []) for c in nb.cells]
 
 
 # ---- the client ------------------------------------------------------------------------------------

@@ -34,9 +34,7 @@ from jupyter_gpuplat.notebook.widgets.sweepform import SweepForm
 
 from ..server import ServerProcess
 from ..waiting import until
-from ..widget_env import alice, served
-from .test_kernel import texts
-from .test_session_clients import run_cells
+from ..widget_env import alice, run_cells, served, texts
 
 # A child that prints its params, then waits until the test writes `release` beside the Jupyter root.
 CHILD = (

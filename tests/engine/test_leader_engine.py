@@ -19,7 +19,7 @@ from jupyter_gpuplat.executors.fake import FakeExecutor
 from jupyter_gpuplat.store.leader import LeaderLock
 
 from ..fake_engine import Harness, config
-from ..store.test_leader import open_store
+from ..pg import open_store
 
 
 @pytest.fixture

@@ -1,4 +1,9 @@
-"""A crash of the Jupyter server loses nothing: runs re-attach, waiting runs dispatch in order."""
+"""A crash of the Jupyter server loses nothing: runs re-attach, waiting runs dispatch in order.
+
+Each scenario runs twice: with the default, the warm launcher (`warm`), and with launcher.py
+spawned per run (`direct`, `warm_launcher = False`); the SIGKILL of the server must lose nothing
+on either path.
+"""
 
 from __future__ import annotations
 
@@ -30,9 +35,10 @@ def open_gate(gate: Path, code: str) -> None:
     os.replace(tmp, gate)
 
 
-@pytest.fixture
-def server(tmp_path: Path) -> Iterator[ServerProcess]:
-    srv = ServerProcess(tmp_path)
+@pytest.fixture(params=["warm", "direct"])
+def server(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[ServerProcess]:
+    extra = {"LocalExecutor": {"warm_launcher": False}} if request.param == "direct" else None
+    srv = ServerProcess(tmp_path, extra_config=extra)
     srv.start()
     yield srv
     srv.stop()

@@ -6,7 +6,6 @@ every writing endpoint and bad values for every query parameter of the reading o
 
 from __future__ import annotations
 
-import json
 import math
 import re
 import sys
@@ -20,56 +19,9 @@ from jupyter_gpuplat.core.request import RunRequest
 from jupyter_gpuplat.service.openapi import API, openapi_document, openapi_path
 from jupyter_gpuplat.service.routes import ROUTES
 
-from ..conftest import wait_for
+from ..conftest import Http, assert_refused, wait_for
 
 RUN = {"project": "team-a", "command": "true"}
-
-
-class Http:
-    """One request as a given user; the answer as (status, headers, body: JSON when it is JSON)."""
-
-    def __init__(self, fetch: Any) -> None:
-        self.fetch = fetch
-
-    async def __call__(
-        self,
-        method: str,
-        path: str,
-        *,
-        user: str = "alice",
-        body: Any = None,
-        raw: bytes | None = None,
-        params: Any = None,
-        headers: dict[str, str] | None = None,
-    ) -> tuple[int, Any, Any]:
-        kw: dict[str, Any] = {"method": method, "raise_error": False, "params": params}
-        if raw is not None:
-            kw["body"] = raw
-        elif body is not None:
-            kw["body"] = json.dumps(body)
-        elif method in ("POST", "PUT", "PATCH"):
-            kw["body"] = b"{}"
-        resp = await self.fetch(
-            "gpuplat", "api", *path.split("/"), headers={"Authorization": f"token tok-{user}", **(headers or {})}, **kw
-        )
-        data: Any = resp.body
-        if resp.body and "json" in resp.headers.get("Content-Type", ""):
-            data = json.loads(resp.body)
-        return resp.code, resp.headers, data
-
-
-def assert_refused(code: int, body: Any, *words: str, status: int = 400) -> None:
-    """A 4xx in the error shape whose message names every one of `words`."""
-    assert code == status, (code, body)
-    assert isinstance(body, dict) and set(body) == {"error"}, body
-    err = body["error"]
-    # a refused run request also lists every refusing rule and what the policy would accept
-    assert {"code", "message", "hint"} <= set(err) <= {"code", "message", "hint", "rules", "alternatives"}, err
-    if "rules" in err:
-        assert err["rules"] and all(set(r) == {"rule", "limit", "message"} for r in err["rules"]), err
-        assert err["rules"][0]["rule"] == err["code"] and isinstance(err["alternatives"], list), err
-    for w in words:
-        assert w in err["message"], (w, err["message"])
 
 
 async def run_count(http: Http) -> int:

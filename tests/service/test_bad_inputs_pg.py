@@ -6,7 +6,9 @@ from typing import Any
 
 import pytest
 
-from .test_bad_inputs import RUN, Http, assert_refused
+from ..conftest import Http, assert_refused
+
+RUN = {"project": "team-a", "command": "true"}
 
 
 @pytest.fixture

@@ -8,22 +8,20 @@ import os
 import signal
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import httpx
 import psycopg
-import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from .. import hubenv
-from ..hubenv import ACCESS_SCOPE, HubEnv, free_port
+from ..hubenv import ACCESS_SCOPE, HubEnv, free_port, start_control_plane, wait_leader
 from ..pg import psycopg_conninfo
 from ..waiting import until
 
 hub, hub_platform_config = hubenv.hub, hubenv.hub_platform_config  # module-scoped fixtures
-SERVER = [sys.executable, "-m", "jupyter_gpuplat.service.team.server"]
+SERVER = hubenv.CONTROL_PLANE
+standby = hubenv.standby  # a second control plane on the Hub's database
 
 
 def _sample(text: str, name: str, **labels: str) -> float:
@@ -118,42 +116,6 @@ def test_metrics_parse_and_count_an_admission_and_its_wait(hub: HubEnv) -> None:
 # ---- a second control plane on the same database: a standby ------------------------------------
 
 
-@pytest.fixture
-def standby(hub: HubEnv, tmp_path: Path) -> Iterator[str]:
-    port = free_port()
-    log = tmp_path / "standby.log"
-    env = {k: v for k, v in os.environ.items() if not k.startswith("JUPYTERHUB_")}
-    with open(log, "wb") as out:
-        proc = subprocess.Popen(
-            [
-                *SERVER,
-                f"--port={port}",
-                f"--db-url={hub.db_url}",
-                f"--artifacts-root={tmp_path / 'artifacts'}",
-                f"--GpuPlatServer.hub_api_url={hub.hub_api}",
-                "--GpuPlatServer.holder=standby-1",
-            ],
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            env=env,
-        )
-    url = f"http://127.0.0.1:{port}/"
-
-    def up() -> bool:
-        assert proc.poll() is None, log.read_text()
-        try:
-            return httpx.get(url + "health/live").status_code == 200
-        except httpx.HTTPError:
-            return False
-
-    try:
-        until(up, "the standby to listen", timeout=30)
-        yield url
-    finally:
-        proc.send_signal(signal.SIGTERM)
-        assert proc.wait(20) == 0, log.read_text()
-
-
 def test_a_standby_answers_503_not_leader_naming_the_leader(hub: HubEnv, standby: str) -> None:
     r = httpx.get(standby + "health/ready")
     assert r.status_code == 503
@@ -212,33 +174,13 @@ def test_help_all_lists_the_traits(tmp_path: Path) -> None:
     assert "--KubernetesExecutor.namespace=" in out and "--LocalExecutor.gpus=" in out
 
 
-def _start(tmp_path: Path, db_url: str, *args: str, **popen: Any) -> tuple[subprocess.Popen[bytes], Path, str]:
-    """A control plane on `db_url` without a Hub (the probes need no identity); its log and /cp/ URL."""
-    port = free_port()
-    log = tmp_path / f"server-{port}.log"
-    cmd = [*SERVER, f"--port={port}", f"--db-url={db_url}", f"--artifacts-root={tmp_path / 'a'}", "--base-url=/cp"]
-    with open(log, "wb") as out:
-        proc = subprocess.Popen([*cmd, *args], stdout=out, stderr=subprocess.STDOUT, **popen)
-    return proc, log, f"http://127.0.0.1:{port}/cp/"
-
-
-def _wait_leader(proc: subprocess.Popen[bytes], log: Path, url: str) -> Any:
-    def leader() -> Any:
-        assert proc.poll() is None, log.read_text()
-        try:
-            r = httpx.get(url + "health/ready")
-        except httpx.HTTPError:
-            return None
-        return r.json() if r.status_code == 200 else None
-
-    return until(leader, "the control plane to lead", timeout=30)
-
-
 def test_sigint_stops_it_even_when_inherited_as_ignored(pg_db_url: str, tmp_path: Path) -> None:
     # As a service started with `&` from a non-interactive shell: SIGINT arrives ignored.
-    proc, log, url = _start(tmp_path, pg_db_url, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
+    proc, log, url = start_control_plane(
+        tmp_path, pg_db_url, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN)
+    )
     try:
-        ready = _wait_leader(proc, log, url)
+        ready = wait_leader(proc, log, url)
         assert ready["role"] == "leader" and ready["epoch"] == 1  # a fresh database: the first leader
         # Not a Hub service and no hub_api_url: nobody can be identified, and it says why.
         r = httpx.get(url + "gpuplat/api/whoami", headers={"Authorization": "token t"})
@@ -260,9 +202,9 @@ def test_a_deposed_leader_stops_serving_and_exits_non_zero(pg_db_url: str, tmp_p
         "--GpuPlatServer.leader_idle_timeout_seconds=3",
     ]
     dead_hub = f"http://127.0.0.1:{free_port()}/hub/api/"
-    proc, log, url = _start(tmp_path, pg_db_url, *leader_args, f"--GpuPlatServer.hub_api_url={dead_hub}")
+    proc, log, url = start_control_plane(tmp_path, pg_db_url, *leader_args, f"--GpuPlatServer.hub_api_url={dead_hub}")
     try:
-        _wait_leader(proc, log, url)
+        wait_leader(proc, log, url)
         # The Hub unreachable: 503 (retry), not 403 (the token may be fine) nor 500.
         r = httpx.get(url + "gpuplat/api/whoami", headers={"Authorization": "token t"})
         assert r.status_code == 503, r.text
@@ -286,7 +228,7 @@ def test_a_deposed_leader_stops_serving_and_exits_non_zero(pg_db_url: str, tmp_p
 def test_a_leader_that_cannot_start_exits_1_saying_why(pg_db_url: str, tmp_path: Path) -> None:
     bad = tmp_path / "platform.yaml"
     bad.write_text("queues:\n  - {name: q, concurrency: -1}\n")
-    proc, log, _ = _start(tmp_path, pg_db_url, f"--config-file={bad}")
+    proc, log, _ = start_control_plane(tmp_path, pg_db_url, f"--config-file={bad}")
     assert proc.wait(60) == 1, log.read_text()
     text = log.read_text()
     assert "the engine failed to start" in text and "concurrency" in text and "stopped (exit 1)" in text

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import httpx
 
-from .test_control_plane import _start, _wait_leader
+from ..hubenv import start_control_plane, wait_leader
 
 PLATFORM = """
 admins: [ops]
@@ -32,9 +32,11 @@ def test_token_map_identity_creates_a_run_without_a_cookie_secret(pg_db_url: str
             }
         )
     )
-    proc, log, url = _start(tmp_path, pg_db_url, f"--config={config}", f"--config-file={tmp_path / 'platform.yaml'}")
+    proc, log, url = start_control_plane(
+        tmp_path, pg_db_url, f"--config={config}", f"--config-file={tmp_path / 'platform.yaml'}"
+    )
     try:
-        _wait_leader(proc, log, url)
+        wait_leader(proc, log, url)
         auth = {"Authorization": "token tok-alice"}
         r = httpx.post(url + "gpuplat/api/runs", json={"project": "p", "queue": "q", "command": "true"}, headers=auth)
         assert r.status_code in (200, 201), r.text

@@ -25,9 +25,8 @@ from jupyter_gpuplat.service.remote.forward import ControlPlane
 
 from ..conftest import TOKENS, Api, wait_for
 from ..kernel_ws import KernelSocket
-from ..server import ServerProcess, free_port
+from ..server import ServerProcess, free_port, parse_sse
 from ..waiting import until
-from .test_streams import parse_sse
 
 
 @pytest.fixture(scope="module")

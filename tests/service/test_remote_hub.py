@@ -14,9 +14,9 @@ import pytest
 from .. import hubenv
 from ..conftest import TOKENS
 from ..hubenv import ACCESS_SCOPE, HubEnv
-from .test_control_plane import standby  # noqa: F401  (a second control plane on the Hub's database)
 
-hub, hub_platform_config = hubenv.hub, hubenv.hub_platform_config  # module-scoped fixtures
+hub, hub_platform_config = hubenv.hub, hubenv.hub_platform_config
+standby = hubenv.standby  # a second control plane on the Hub's database  # module-scoped fixtures
 
 
 def test_her_server_forwards_as_the_visitor_with_her_hub_token(hub: HubEnv) -> None:
@@ -41,7 +41,7 @@ def test_her_server_forwards_as_the_visitor_with_her_hub_token(hub: HubEnv) -> N
 
 
 @pytest.fixture
-def jp_server_config(hub: HubEnv, standby: str) -> dict[str, Any]:  # noqa: F811
+def jp_server_config(hub: HubEnv, standby: str) -> dict[str, Any]:
     return {
         "ServerApp": {
             "jpserver_extensions": {"jupyter_gpuplat": True},
@@ -53,7 +53,7 @@ def jp_server_config(hub: HubEnv, standby: str) -> dict[str, Any]:  # noqa: F811
     }
 
 
-async def test_a_standby_s_503_not_leader_passes_through_verbatim(jp_fetch: Any, hub: HubEnv, standby: str) -> None:  # noqa: F811
+async def test_a_standby_s_503_not_leader_passes_through_verbatim(jp_fetch: Any, hub: HubEnv, standby: str) -> None:
     r = await jp_fetch("gpuplat", "api", "runs", raise_error=False)  # the server's own token: its owner, alice
     direct = httpx.get(f"{standby}gpuplat/api/runs", headers={"Authorization": f"token {hub.token('alice')}"})
     assert r.code == 503 == direct.status_code

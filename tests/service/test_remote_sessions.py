@@ -13,7 +13,6 @@ import asyncio
 import json
 import time
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -27,12 +26,17 @@ from jupyter_gpuplat.service.remote.control_plane import ControlPlaneAPI, SSEPar
 from jupyter_gpuplat.service.sessions.http_client import HttpSessionClient
 from jupyter_gpuplat.service.sessions.kernelspecs import remote_session_specs
 
-from ..kernel_ws import KernelSocket, a_cell_sent_at_once_is_not_culled
+from ..kernel_ws import (
+    SESSIONS,
+    KernelSocket,
+    a_cell_sent_at_once_is_not_culled,
+    add_kernelspec,
+    headers,
+    kernel_ids,
+    start_kernel,
+)
 from ..server import ServerProcess
 from ..waiting import until
-from .test_sessions import add_kernelspec, headers, kernel_ids, start_kernel
-
-SESSIONS = Path(__file__).parents[1] / "fixtures" / "sessions.yaml"
 
 
 @pytest.fixture(scope="module")

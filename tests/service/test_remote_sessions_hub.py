@@ -15,8 +15,8 @@ import pytest
 
 from .. import hubenv
 from ..hubenv import ACCESS_SCOPE, HubEnv
+from ..kernel_ws import HubKernelSocket
 from ..waiting import until
-from .test_team_e2e import HubKernelSocket
 
 hub = hubenv.hub  # the module-scoped Hub (tests/hubenv.py)
 

@@ -21,48 +21,22 @@ import requests
 
 from jupyter_gpuplat.executors import kernel_agent
 
-from ..kernel_ws import KernelSocket, a_cell_sent_at_once_is_not_culled
+from ..kernel_ws import (
+    SESSIONS,
+    KernelSocket,
+    a_cell_sent_at_once_is_not_culled,
+    add_kernelspec,
+    headers,
+    kernel_ids,
+    session_of,
+    start_kernel,
+)
 from ..server import ServerProcess
 from ..waiting import until
-
-SESSIONS = Path(__file__).parents[1] / "fixtures" / "sessions.yaml"
-
-
-def headers(srv: ServerProcess) -> dict[str, str]:
-    return {"Authorization": f"token {srv.token}"}
-
-
-def start_kernel(srv: ServerProcess, path: str, kernel: str = "gpuplat-notebook") -> requests.Response:
-    body = {"path": path, "type": "notebook", "name": path, "kernel": {"name": kernel}}
-    return requests.post(srv.url + "api/sessions", headers=headers(srv), json=body, timeout=90)
-
-
-def kernel_ids(srv: ServerProcess) -> set[str]:
-    return {k["id"] for k in requests.get(srv.url + "api/kernels", headers=headers(srv), timeout=30).json()}
-
-
-def session_of(srv: ServerProcess, notebook: str) -> dict[str, Any]:
-    found = srv.ok("GET", "sessions", notebook=notebook)["sessions"]
-    assert len(found) == 1, found
-    return found[0]
 
 
 def reasons(srv: ServerProcess, run_id: str) -> list[str]:
     return [e["reason"] for e in srv.ok("GET", f"runs/{run_id}")["timeline"]]
-
-
-def add_kernelspec(srv: ServerProcess, name: str, **config: Any) -> None:
-    """A kernelspec as a shared notebook might carry it (not one the platform offered)."""
-    d = srv.root / "data" / "kernels" / name
-    d.mkdir(parents=True, exist_ok=True)
-    spec = {
-        "argv": [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"],
-        "display_name": name,
-        "language": "python",
-        "interrupt_mode": "message",
-        "metadata": {"kernel_provisioner": {"provisioner_name": "gpuplat-session", "config": config}},
-    }
-    (d / "kernel.json").write_text(json.dumps(spec))
 
 
 @pytest.fixture(scope="module")

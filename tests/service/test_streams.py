@@ -11,20 +11,7 @@ from typing import Any
 from tornado.httpclient import AsyncHTTPClient, HTTPRequest
 
 from ..conftest import wait_for
-
-
-def parse_sse(text: str) -> list[dict[str, str]]:
-    events = []
-    for block in text.split("\n\n"):
-        ev: dict[str, str] = {}
-        for line in block.split("\n"):
-            if line.startswith(":") or not line:
-                continue
-            key, _, value = line.partition(": ")
-            ev[key] = ev[key] + "\n" + value if key in ev else value
-        if ev:
-            events.append(ev)
-    return events
+from ..server import parse_sse
 
 
 class Stream:

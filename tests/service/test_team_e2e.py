@@ -23,7 +23,6 @@ import os
 import shutil
 import subprocess
 import sys
-import uuid
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -31,11 +30,10 @@ from typing import Any
 
 import httpx
 import pytest
-import websocket
 
 from .. import hubenv
 from ..hubenv import ACCESS_SCOPE, HubEnv
-from ..kernel_ws import KernelSocket
+from ..kernel_ws import HubKernelSocket, KernelSocket
 from ..waiting import until
 
 hub = hubenv.hub  # the module-scoped Hub (tests/hubenv.py)
@@ -73,16 +71,6 @@ def hub_platform_config(tmp_path_factory: pytest.TempPathFactory) -> Path:
     path = tmp_path_factory.mktemp("team-e2e") / "platform.yaml"
     path.write_text(TEAM_QUEUE_CONFIG)
     return path
-
-
-class HubKernelSocket(KernelSocket):
-    """A kernel's websocket through the Hub's proxy, the token in a header (Hub tokens are not taken in URLs)."""
-
-    def __init__(self, server_url: str, token: str, kernel_id: str, timeout: float = 60) -> None:
-        url = server_url.replace("http://", "ws://") + f"api/kernels/{kernel_id}/channels"
-        self.ws = websocket.create_connection(url, timeout=timeout, header=[f"Authorization: token {token}"])
-        self.session = uuid.uuid4().hex
-        KernelSocket.opened.add(self)
 
 
 class User:

@@ -30,16 +30,8 @@ from jupyter_gpuplat.store import schema
 from jupyter_gpuplat.store.leader import LeaderLock
 from jupyter_gpuplat.store.store import Store
 
-from ..pg import psycopg_conninfo
+from ..pg import open_store, psycopg_conninfo
 from ..waiting import until
-
-
-def open_store(url: str) -> Store:
-    """A migrated store: revision 0008 made the leader row (id 1, epoch 0)."""
-    store = Store(url)
-    with store.engine.connect() as conn:
-        assert conn.execute(select(schema.leader.c.epoch)).all() == [(0,)]
-    return store
 
 
 @pytest.fixture
