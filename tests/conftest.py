@@ -16,7 +16,8 @@ Fixtures (here unless named):
   JupyterLab server subprocess and Chromium driven by Playwright, package-scoped.
 - `accounts`, `reachable`, `machine`, `user_mode_config` (security/conftest.py): real Unix accounts
   and a user-mode server's settings (its helpers `submit`, `wait_final`, `log_of` drive one).
-Helpers: `wait_for` (async poll with a deadline), waiting.py `until` (the sync one),
+Helpers: waiting.py `until` (sync) and `wait_for` (async), the one way tests wait on a condition;
+`Api` and `Http` (in-process REST calls), `assert_refused` (a 4xx in the error shape),
 server.py `ServerProcess`, k8s.py (an emulated cluster laid out like deploy/kubernetes/),
 fake_engine.py `Harness` (the engine over the fake executor).
 
@@ -35,7 +36,6 @@ Markers only select; they never reorder, so ui/'s package-scoped Playwright loop
 from __future__ import annotations
 
 import ast
-import asyncio
 import functools
 import json
 import os
@@ -48,6 +48,7 @@ import pytest
 
 # Real PostgreSQL for the store tests (session server, one fresh database per test).
 from .pg import pg_db_url, pg_url  # noqa: F401
+from .waiting import wait_for
 
 pytest_plugins = ("pytest_jupyter.jupyter_server",)
 
@@ -195,19 +196,6 @@ def assert_refused(code: int, body: Any, *words: str, status: int = 400) -> None
         assert err["rules"][0]["rule"] == err["code"] and isinstance(err["alternatives"], list), err
     for w in words:
         assert w in err["message"], (w, err["message"])
-
-
-async def wait_for(cond: Callable[[], Awaitable[Any]], timeout: float = 20, what: str = "condition") -> Any:
-    """Poll an async condition until it returns something truthy, or fail at the deadline."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    while True:
-        value = await cond()
-        if value:
-            return value
-        if loop.time() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        await asyncio.sleep(0.02)
 
 
 @pytest.fixture

@@ -36,7 +36,6 @@ import socket
 import subprocess
 import sys
 import tempfile
-import time
 import uuid
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -49,7 +48,7 @@ import pytest
 from sqlalchemy.engine import make_url
 
 from .pg import psycopg_conninfo
-from .waiting import POLL_SECONDS, until
+from .waiting import until
 
 CHP_VERSION = "5.3.0"
 SERVICE = "gpuplat"
@@ -114,19 +113,21 @@ def fresh_database(pg_url: str) -> Iterator[str]:
             conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
-def wait_until(
+def until_alive(
     cond: Any, what: str, timeout: float, proc: subprocess.Popen[bytes] | None = None, log: Path | None = None
 ) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
+    """`until`, failing early (with the log's tail) when `proc` exits, and with the tail at the deadline."""
+
+    def check() -> Any:
         value = cond()
-        if value:
-            return value
-        if proc is not None and proc.poll() is not None:
+        if not value and proc is not None and proc.poll() is not None:
             _fail(f"{what}: the process exited with {proc.returncode}\n{_tail(log)}")
-        if time.monotonic() > deadline:
-            _fail(f"timed out after {timeout}s waiting for {what}\n{_tail(log)}")
-        time.sleep(POLL_SECONDS)  # polling a condition with a deadline
+        return value
+
+    try:
+        return until(check, what, timeout)
+    except AssertionError as e:
+        _fail(f"{e}\n{_tail(log)}")
 
 
 def _tail(log: Path | None, lines: int = 60) -> str:
@@ -253,10 +254,10 @@ class HubEnv:
                 start_new_session=True,
             )
         # CHP answers 404 on /hub/api/ until the Hub's routes exist: wait for 200.
-        wait_until(
+        until_alive(
             lambda: self._get_code(self.hub_api) == 200, "the Hub's API through the proxy", timeout, self.proc, self.log
         )
-        wait_until(
+        until_alive(
             lambda: self._get_code(f"{self.control_plane_url}health/ready") == 200,
             "the gpuplat service to be ready (leader)",
             timeout,
@@ -364,7 +365,7 @@ class HubEnv:
             server = (model.get("servers") or {}).get("", {})
             return bool(server.get("ready"))
 
-        wait_until(ready, f"{user}'s server to be ready", timeout, self.proc, self.log)
+        until_alive(ready, f"{user}'s server to be ready", timeout, self.proc, self.log)
         return f"{self.url}user/{user}/"
 
     def service_pid(self) -> int | None:

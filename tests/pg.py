@@ -22,7 +22,6 @@ import shutil
 import socket
 import subprocess
 import tempfile
-import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -32,7 +31,7 @@ import psycopg
 import pytest
 from sqlalchemy.engine import make_url
 
-from .waiting import POLL_SECONDS
+from .waiting import until
 
 if TYPE_CHECKING:
     from jupyter_gpuplat.store.store import Store
@@ -163,16 +162,21 @@ class LocalCluster:
 
 
 def _wait_ready(url: str, timeout: float = 30) -> None:
-    deadline = time.monotonic() + timeout
-    while True:
+    error: list[psycopg.Error] = []
+
+    def connects() -> bool:
         try:
             with psycopg.connect(psycopg_conninfo(url), connect_timeout=5) as conn:
                 conn.execute("SELECT 1")
-            return
+            return True
         except psycopg.Error as e:
-            if time.monotonic() > deadline:
-                _fail(f"cannot connect to {make_url(url)!r}: {e}")
-            time.sleep(POLL_SECONDS)  # polling a condition with a deadline
+            error[:] = [e]
+            return False
+
+    try:
+        until(connects, f"PostgreSQL at {make_url(url)!r}", timeout)
+    except AssertionError:
+        _fail(f"cannot connect to {make_url(url)!r}: {error[-1] if error else 'timed out'}")
 
 
 @pytest.fixture(scope="session")

@@ -25,9 +25,10 @@ import pytest
 from jupyter_gpuplat.executors.fake import FakeExecutor, Script
 from jupyter_gpuplat.store import StoreUnavailable
 
-from ..conftest import Api, wait_for
+from ..conftest import Api
 from ..fake_engine import Harness, config
 from ..pg import LocalCluster, _wait_ready
+from ..waiting import wait_for
 
 BUSY = 0.2  # seconds a write waits for the lock before it is refused
 

@@ -7,7 +7,6 @@ import signal
 import struct
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -19,8 +18,7 @@ from jupyter_gpuplat.engine.metrics import MetricsIndexer
 from jupyter_gpuplat.executors.artifacts import LocalArtifactReader
 from jupyter_gpuplat.store import Store
 
-from ..conftest import wait_for
-from ..waiting import POLL_SECONDS
+from ..waiting import until, wait_for
 
 PY = sys.executable
 
@@ -189,14 +187,11 @@ def test_indexer_reads_while_the_run_writes_and_resumes_after_a_restart(tmp_path
 
 
 def _wait_path(path: Path, proc: subprocess.Popen[bytes], timeout: float = 30) -> None:
-    deadline = time.monotonic() + timeout
-    while not path.exists():
-        assert proc.poll() is None, f"the writer exited with {proc.returncode}"
-        assert time.monotonic() < deadline, f"timed out waiting for {path}"
-        try:
-            proc.wait(timeout=POLL_SECONDS)
-        except subprocess.TimeoutExpired:
-            pass
+    def there() -> bool:
+        assert path.exists() or proc.poll() is None, f"the writer exited with {proc.returncode}"
+        return path.exists()
+
+    until(there, str(path), timeout)
 
 
 def _log(*records: bytes) -> bytes:

@@ -28,7 +28,7 @@ from jupyter_gpuplat.executors.local.executor import LocalExecutor, make_final_o
 from jupyter_gpuplat.executors.local.gpus import detect_gpus, parse_nvidia_smi
 from jupyter_gpuplat.executors.local.warm.slots import WARM_LAUNCHER
 
-from ..waiting import POLL_SECONDS
+from ..waiting import until, wait_for
 
 PY = sys.executable
 DEADLINE = 10.0
@@ -116,21 +116,24 @@ class Harness:
         for pgid in groups:
             with contextlib.suppress(OSError):
                 os.killpg(pgid, signal.SIGKILL)
-        deadline = time.monotonic() + DEADLINE
         for pid in groups:  # reap launchers a closed executor left to us
-            while time.monotonic() < deadline:
-                try:
-                    if os.waitpid(pid, os.WNOHANG)[0]:
-                        break
-                except ChildProcessError:
-                    break
-                time.sleep(POLL_SECONDS)  # polling a condition with a deadline
-        while True:  # a SIGKILLed process can take a moment to be torn down
-            leftovers = [p for p in psutil.process_iter() if _pgid(p.pid) in groups and not _ended(p.pid)]
-            if not leftovers:
-                break
-            assert time.monotonic() < deadline, f"processes left behind: {leftovers}"
-            time.sleep(POLL_SECONDS)  # polling a condition with a deadline
+            with contextlib.suppress(AssertionError):  # not reaped in time: the check below names what is left
+                until(lambda pid=pid: _reaped(pid), f"launcher {pid} reaped", DEADLINE)
+
+        def leftovers() -> list[psutil.Process]:
+            return [p for p in psutil.process_iter() if _pgid(p.pid) in groups and not _ended(p.pid)]
+
+        # a SIGKILLed process can take a moment to be torn down
+        with contextlib.suppress(AssertionError):
+            until(lambda: not leftovers(), "no process left behind", DEADLINE)
+        assert not leftovers(), f"processes left behind: {leftovers()}"
+
+
+def _reaped(pid: int) -> bool:
+    try:
+        return bool(os.waitpid(pid, os.WNOHANG)[0])
+    except ChildProcessError:
+        return True
 
 
 def _pgid(pid: int) -> int | None:
@@ -158,20 +161,15 @@ def harness(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Harness]
 
 
 async def wait_for_log(path: str, text: str, count: int = 1) -> str:
-    deadline = time.monotonic() + DEADLINE
-    while True:
+    def found() -> str | None:
         content = Path(path).read_text() if os.path.exists(path) else ""
-        if content.count(text) >= count:
-            return content
-        assert time.monotonic() < deadline, f"{text!r} not in {path} after {DEADLINE} s: {content!r}"
-        await asyncio.sleep(0.02)
+        return content if content.count(text) >= count else None
+
+    return str(await wait_for(found, DEADLINE, f"{text!r} {count} times in {path}"))
 
 
 async def wait_until_ended(pid: int) -> None:
-    deadline = time.monotonic() + DEADLINE
-    while not _ended(pid):
-        assert time.monotonic() < deadline, f"process {pid} still running after {DEADLINE} s"
-        await asyncio.sleep(0.02)
+    await wait_for(lambda: _ended(pid), DEADLINE, f"process {pid} to end")
 
 
 def ready_pid(log: str) -> int:
@@ -872,19 +870,14 @@ def test_a_run_from_a_spare_launcher_counts_its_time_from_its_own_launch(tmp_pat
         executor, seen = harness.executor()
         await harness.submit(executor, harness.request("a", [PY, "-c", "pass"]))  # the warm launcher forks spares
         assert (await seen.final("a")).status == "succeeded"
-        deadline = time.monotonic() + DEADLINE
-        while not aged_spare():  # the case itself: a spare that has waited for its run
-            assert time.monotonic() < deadline, "no spare launcher waiting"
-            await asyncio.sleep(POLL_SECONDS)
+        await wait_for(aged_spare, DEADLINE, "a spare launcher waiting")  # the case itself: a spare that waited
         before = time.time()
         b = await harness.submit(
             executor, harness.request("b", [PY, "-c", "import time; time.sleep(1)"], timeout_seconds=2)
         )
         assert (await seen.final("b")).status == "succeeded"  # its 2 s count from its launch, not the spare's fork
         assert b["started_at"] >= before > b["create_time"] + 2
-        while not aged_spare():
-            assert time.monotonic() < deadline + DEADLINE, "no spare launcher waiting"
-            await asyncio.sleep(POLL_SECONDS)
+        await wait_for(aged_spare, DEADLINE, "a spare launcher waiting again")
         c = await harness.submit(executor, harness.request("c", [PY, "-c", SLEEPER]))
         await executor.close()
         again, _ = harness.executor()

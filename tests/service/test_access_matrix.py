@@ -37,7 +37,8 @@ import yaml
 from jupyter_gpuplat.service.openapi import openapi_document
 from jupyter_gpuplat.service.routes import ROUTES
 
-from ..conftest import EXAMPLE, wait_for
+from ..conftest import EXAMPLE
+from ..waiting import wait_for
 
 PROJECTS = ("team-a", "team-b")
 CALLERS = ("ops", "alice", "bob", "carol", "dave", "erin", "frank", "mallory", None)  # None: unauthenticated

@@ -19,7 +19,8 @@ from jupyter_gpuplat.core.request import RunRequest
 from jupyter_gpuplat.service.openapi import API, openapi_document, openapi_path
 from jupyter_gpuplat.service.routes import ROUTES
 
-from ..conftest import Http, assert_refused, wait_for
+from ..conftest import Http, assert_refused
+from ..waiting import wait_for
 
 RUN = {"project": "team-a", "command": "true"}
 

@@ -23,10 +23,10 @@ from tornado.httpclient import AsyncHTTPClient
 
 from jupyter_gpuplat.service.remote.forward import ControlPlane
 
-from ..conftest import TOKENS, Api, wait_for
+from ..conftest import TOKENS, Api
 from ..kernel_ws import KernelSocket
 from ..server import ServerProcess, free_port, parse_sse
-from ..waiting import until
+from ..waiting import until, wait_for
 
 
 @pytest.fixture(scope="module")

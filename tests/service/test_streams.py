@@ -10,8 +10,8 @@ from typing import Any
 
 from tornado.httpclient import AsyncHTTPClient, HTTPRequest
 
-from ..conftest import wait_for
 from ..server import parse_sse
+from ..waiting import wait_for
 
 
 class Stream:

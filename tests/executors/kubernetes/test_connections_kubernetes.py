@@ -8,7 +8,6 @@ missing PVC or Secret (or key) by name.
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import json
 from collections.abc import Iterator
@@ -26,8 +25,8 @@ from jupyter_gpuplat.executors.kubernetes.check import check_cluster
 from jupyter_gpuplat.executors.kubernetes.connections import volume_name
 from jupyter_gpuplat.executors.kubernetes.executor import KubernetesExecutor, api_client
 
-from ...conftest import wait_for
 from ...k8s import NAMESPACE, deployed_cluster, executor_config, run_selector
+from ...waiting import wait_for
 
 HF = "hf-k8s-s3cr3t-41af"
 AWS = "aws-k8s-s3cr3t-93be"
@@ -87,9 +86,7 @@ async def test_a_job_gets_its_connections_from_the_cluster(cluster: EmulatedClus
         assert env["HF_TOKEN"]["valueFrom"] == {"secretKeyRef": {"name": "hf-token", "key": "token"}}
         assert env["AWS_ENDPOINT_URL"]["value"] == "http://minio:9000"
         assert HF not in json.dumps(job) and AWS not in json.dumps(job)
-        await wait_for(
-            lambda: asyncio.sleep(0, any(o.status in ("succeeded", "failed") for o in seen)), 30, "the run to end"
-        )
+        await wait_for(lambda: any(o.status in ("succeeded", "failed") for o in seen), 30, "the run to end")
         assert seen[-1].status == "succeeded", seen[-1]
         log = (artifacts / req.run_id / "output.log").read_text()
         assert f"hf: {h(HF)} aws: {h(AWS)} AKIAK8S data: /data" in log

@@ -24,8 +24,9 @@ from jupyter_gpuplat.cli import main as cli_main
 from jupyter_gpuplat.client import Client
 from jupyter_gpuplat.widgets import RunMonitor
 
-from ...conftest import EXAMPLE, wait_for
+from ...conftest import EXAMPLE
 from ...k8s import GPU_TAINT, NAMESPACE, TOLERATE_GPU, deployed_cluster, executor_config, run_selector
+from ...waiting import wait_for
 
 
 @pytest.fixture

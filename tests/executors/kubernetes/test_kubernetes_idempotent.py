@@ -11,9 +11,8 @@ to another run is refused with an error naming both runs' Job, and left alone.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 from kube_emulator import EmulatedCluster
@@ -24,8 +23,8 @@ from jupyter_gpuplat.executors.base import ExecutorError, LaunchRequest, Observa
 from jupyter_gpuplat.executors.kubernetes.executor import KubernetesExecutor
 from jupyter_gpuplat.executors.kubernetes.manifests import LABEL_INSTANCE, LABEL_RUN, MANAGED_BY, MANAGER
 
-from ...conftest import wait_for
 from ...k8s import NAMESPACE, deployed_cluster, executor_config, run_selector
+from ...waiting import wait_for
 
 
 @pytest.fixture
@@ -86,7 +85,7 @@ async def test_a_job_created_before_the_crash_is_adopted_and_watched_to_its_end(
     lost = await first.submit(req)  # the Job exists; the server dies before saving this handle
     await first.close()
     [job] = cluster.jobs_in(NAMESPACE, run_selector(req.run_id))
-    await until(lambda: _running(cluster, req.run_id), 20, "the first pod to run")
+    await wait_for(lambda: _running(cluster, req.run_id), 20, "the first pod to run")
 
     second, seen = executors.new()
     handle = await second.submit(req)  # the restarted engine submits the same run again
@@ -95,7 +94,7 @@ async def test_a_job_created_before_the_crash_is_adopted_and_watched_to_its_end(
     assert [j["metadata"]["uid"] for j in cluster.jobs_in(NAMESPACE, run_selector(req.run_id))] == [handle["uid"]]
 
     cluster.open_gate("g1")
-    final = await until(lambda: next((o for o in seen if o.final), None), 20, "the adopted run's end")
+    final = await wait_for(lambda: next((o for o in seen if o.final), None), 20, "the adopted run's end")
     assert (final.status, final.exit_code) == ("failed", 3), final
     assert "exited with code 3" in final.message
     assert len(cluster.pods(NAMESPACE, run_selector(req.run_id))) <= 1  # never a second pod
@@ -147,12 +146,3 @@ def _running(cluster: EmulatedCluster, run_id: str) -> bool:
         for p in cluster.pods(NAMESPACE, run_selector(run_id))
         for cs in (p.get("status") or {}).get("containerStatuses") or ()
     )
-
-
-async def until(cond: Callable[[], Any], timeout: float, what: str) -> Any:
-    """Poll a plain condition on the loop (the executor works on it meanwhile) until truthy, or fail."""
-
-    async def check() -> Any:
-        return cond()
-
-    return await wait_for(check, timeout, what)

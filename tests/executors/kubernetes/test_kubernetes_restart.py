@@ -113,11 +113,6 @@ def test_restart_reattaches_to_running_jobs_and_finishes_their_records(
 
 
 def _wait_log(server: ServerProcess, run_id: str, text: bytes) -> None:
-    import time
+    from ...waiting import until
 
-    from ...waiting import POLL_SECONDS
-
-    deadline = time.monotonic() + 20
-    while text not in server.ok("GET", f"runs/{run_id}/logs", format="text"):
-        assert time.monotonic() < deadline, f"{text!r} never reached the log of {run_id}"
-        time.sleep(POLL_SECONDS)  # polling a condition with a deadline
+    until(lambda: text in server.ok("GET", f"runs/{run_id}/logs", format="text"), f"{text!r} in the log of {run_id}")

@@ -37,11 +37,10 @@ from jupyter_gpuplat.executors.kubernetes.manifests import (
     make_kernel_secret,
 )
 
-from ...conftest import wait_for
 from ...k8s import NAMESPACE, deployed_cluster, executor_config, run_selector
 from ...kernel_ws import KernelSocket, a_cell_sent_at_once_is_not_culled
 from ...server import ServerProcess
-from ...waiting import until
+from ...waiting import until, wait_for
 
 NB = "artifacts/notebooks/"
 SESSIONS_CONFIG = Path(__file__).parents[2] / "fixtures" / "sessions.yaml"
@@ -209,16 +208,14 @@ async def test_a_session_is_one_pod_and_one_secret_and_a_cell_runs_in_its_kernel
         "kernel_name": "",
     }
     assert len(key) == 64
-    assert await wait_for(
-        lambda: asyncio.sleep(0, any(o.status == "running" for o in seen)), 10, "the run reported running"
-    )
+    assert await wait_for(lambda: any(o.status == "running" for o in seen), 10, "the run reported running")
 
     out = await run_cell(info, 'import os; print(os.environ["GPUPLAT_KERNEL_IP"], "GPUPLAT_KERNEL_KEY" in os.environ)')
     assert out == f"{ip} False\n"  # the cell ran in the pod's kernel, on the pod's own IP; the key is not in its env
     leader = cluster.kubelet.local.processes[pod["metadata"]["uid"]].popen.pid  # type: ignore[union-attr]
     log_path = executors.artifacts / req.run_id / "output.log"
     started = await wait_for(
-        lambda: asyncio.sleep(0, re.search(r"kernel 1 started \(pid (\d+)\)", log_path.read_text())),
+        lambda: re.search(r"kernel 1 started \(pid (\d+)\)", log_path.read_text()),
         10,
         "the agent's line in the archived log",
     )
@@ -229,7 +226,7 @@ async def test_a_session_is_one_pod_and_one_secret_and_a_cell_runs_in_its_kernel
     final = [o for o in seen if o.final]
     assert [(o.status, o.reason) for o in final] == [("stopped", "Stopped")]
     assert not cluster.jobs_in(NAMESPACE) and not cluster.pods(NAMESPACE) and not secrets_of(cluster, req.run_id)
-    await wait_for(lambda: asyncio.sleep(0, not alive(leader) and not alive(kernel)), 5, "the pod's processes to end")
+    await wait_for(lambda: not alive(leader) and not alive(kernel), 5, "the pod's processes to end")
 
 
 async def test_a_restarted_executor_reads_the_key_back_from_the_secret(
