@@ -26,7 +26,7 @@ from jupyter_gpuplat.notebook.widgets.session import session_state_text
 from ..kernel_ws import KernelSocket
 from ..server import ServerProcess
 from ..waiting import until
-from ..widget_env import alice, run_cells, served, texts
+from ..widget_env import run_cells, served, texts
 
 SESSIONS = Path(__file__).parents[1] / "fixtures" / "sessions.yaml"
 WAITING = re.compile(
@@ -52,11 +52,6 @@ def no_session_left(server: ServerProcess) -> Iterator[None]:
         if t.name.startswith("gpuplat-"):
             t.join(10)
             assert not t.is_alive(), f"thread {t.name} still running after the test"
-
-
-@pytest.fixture
-def client(server: ServerProcess) -> Iterator[Client]:
-    yield from alice(server)
 
 
 def notebook_kernel(path: Path) -> dict[str, Any]:

@@ -34,7 +34,7 @@ from jupyter_gpuplat.notebook.widgets.sweepform import SweepForm
 
 from ..server import ServerProcess
 from ..waiting import until
-from ..widget_env import alice, run_cells, served, texts
+from ..widget_env import run_cells, served, texts
 
 # A child that prints its params, then waits until the test writes `release` beside the Jupyter root.
 CHILD = (
@@ -189,11 +189,6 @@ def test_sweep_form_previews_the_children_it_will_submit() -> None:
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
     yield from served(tmp_path_factory, "sweeps")
-
-
-@pytest.fixture
-def client(server: ServerProcess) -> Iterator[Client]:
-    yield from alice(server)
 
 
 @pytest.fixture

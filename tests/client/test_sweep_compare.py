@@ -25,7 +25,7 @@ from jupyter_gpuplat.notebook.widgets import Compare
 
 from ..fake_engine import Harness, config
 from ..server import ServerProcess
-from ..widget_env import alice, served, threads_ended
+from ..widget_env import served, threads_ended
 
 MIN = Objective("loss")
 MAX = Objective("acc", maximize=True)
@@ -172,11 +172,6 @@ BEST_FIRST = [(0.01, "adam"), (0.03, "adam"), (0.05, "sgd"), (0.1, "sgd"), (0.25
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
     yield from served(tmp_path_factory, "sweep-compare")
-
-
-@pytest.fixture
-def client(server: ServerProcess) -> Iterator[Client]:
-    yield from alice(server)
 
 
 @pytest.fixture(autouse=True)

@@ -20,7 +20,7 @@ from jupyter_gpuplat.notebook.widgets import Compare, EventFeed, Launcher, RunMo
 
 from ..server import ServerProcess
 from ..waiting import until
-from ..widget_env import alice, served, threads_ended
+from ..widget_env import served, threads_ended
 
 PY = sys.executable
 LIFECYCLE = ["created", "queued", "dispatched", "starting", "running", "stopping", "succeeded", "failed", "stopped"]
@@ -45,11 +45,6 @@ print("done", flush=True)
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
     yield from served(tmp_path_factory, "widgets")
-
-
-@pytest.fixture
-def client(server: ServerProcess) -> Iterator[Client]:
-    yield from alice(server)
 
 
 @pytest.fixture(autouse=True)

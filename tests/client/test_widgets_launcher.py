@@ -25,7 +25,7 @@ from jupyter_gpuplat.notebook.widgets.naming import cell_label, label_runs, run_
 
 from ..server import ServerProcess
 from ..waiting import until
-from ..widget_env import alice, launcher_config, threads_ended
+from ..widget_env import launcher_config, threads_ended
 
 
 @pytest.fixture(scope="module")
@@ -35,11 +35,6 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
     srv.start()
     yield srv
     srv.stop()
-
-
-@pytest.fixture
-def client(server: ServerProcess) -> Iterator[Client]:
-    yield from alice(server)
 
 
 @pytest.fixture(autouse=True)

@@ -23,7 +23,7 @@ from jupyter_gpuplat.notebook.widgets.statusline import StatusLine, status_text
 
 from ..server import ServerProcess
 from ..waiting import until
-from ..widget_env import alice, served, threads_ended
+from ..widget_env import served, threads_ended
 
 PY = sys.executable
 
@@ -45,11 +45,6 @@ print("done", flush=True)
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
     yield from served(tmp_path_factory, "widgets-live")
-
-
-@pytest.fixture
-def client(server: ServerProcess) -> Iterator[Client]:
-    yield from alice(server)
 
 
 @pytest.fixture(autouse=True)
