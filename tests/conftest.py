@@ -12,7 +12,7 @@ Fixtures (here unless named):
 - `pg_url` (session), `pg_db_url` (pg.py): a throw-away PostgreSQL server, a fresh database per test.
 - `hub`, `hub_platform_config` (module, hubenv.py; a module imports them): a real JupyterHub with
   the control plane as its service.
-- `lab`, `session_lab`, `browser_context`, `lab_page`, `screenshots` (ui/conftest.py): a
+- `lab`, `session_lab`, `browser_context`, `lab_page`, `session_page`, `screenshots` (ui/conftest.py): a
   JupyterLab server subprocess and Chromium driven by Playwright, package-scoped.
 - `accounts`, `reachable`, `machine`, `user_mode_config` (security/conftest.py): real Unix accounts
   and a user-mode server's settings (its helpers `submit`, `wait_final`, `log_of` drive one).
