@@ -10,7 +10,6 @@ to another run is refused with an error naming both runs' Job, and left alone.
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -18,13 +17,12 @@ import pytest
 from kube_emulator import EmulatedCluster
 from kube_emulator.store import JOB
 
-from jupyter_gpuplat.core.request import Entrypoint
-from jupyter_gpuplat.executors.base import ExecutorError, LaunchRequest, Observation
-from jupyter_gpuplat.executors.kubernetes.executor import KubernetesExecutor
+from jupyter_gpuplat.executors.base import ExecutorError
 from jupyter_gpuplat.executors.kubernetes.manifests import LABEL_INSTANCE, LABEL_RUN, MANAGED_BY, MANAGER
 
-from ...k8s import NAMESPACE, deployed_cluster, executor_config, run_selector
+from ...k8s import NAMESPACE, deployed_cluster, run_selector
 from ...waiting import wait_for
+from .conftest import Executors
 
 
 @pytest.fixture
@@ -34,47 +32,6 @@ def cluster() -> Iterator[EmulatedCluster]:
     yield c
     c.stop()
     assert not c.errors, c.errors
-
-
-class Executors:
-    """New KubernetesExecutors on the emulator, each with its own list of observations; all closed at the end."""
-
-    def __init__(self, cluster: EmulatedCluster, tmp_path: Path) -> None:
-        self.artifacts = tmp_path / "artifacts"
-        self.settings = executor_config(cluster, tmp_path, self.artifacts)
-        self.made: list[KubernetesExecutor] = []
-
-    def new(self) -> tuple[KubernetesExecutor, list[Observation]]:
-        seen: list[Observation] = []
-        ex = KubernetesExecutor(**self.settings)
-        ex.set_observer(seen.append)  # starts the shared list+watch cache, as the engine's start does
-        self.made.append(ex)
-        return ex, seen
-
-    def request(self, run_id: str, shell: str) -> LaunchRequest:
-        return LaunchRequest(
-            run_id=run_id,
-            entrypoint=Entrypoint(kind="shell", shell=shell),
-            env={},
-            devices=(),
-            workdir=str(self.artifacts / run_id),
-            spec={"queue": "team-a-train", "resources": {"gpu": 1, "cpu": "1", "memory": "1Gi"}},
-            project="team-a",
-            user="alice",
-        )
-
-    async def close(self) -> None:
-        for ex in self.made:
-            await ex.close()
-
-
-@pytest.fixture
-def executors(
-    cluster: EmulatedCluster, tmp_path: Path, jp_asyncio_loop: asyncio.AbstractEventLoop
-) -> Iterator[Executors]:
-    made = Executors(cluster, tmp_path)
-    yield made
-    jp_asyncio_loop.run_until_complete(made.close())
 
 
 async def test_a_job_created_before_the_crash_is_adopted_and_watched_to_its_end(

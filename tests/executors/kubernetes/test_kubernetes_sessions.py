@@ -28,7 +28,6 @@ from kube_emulator.store import POD
 
 from jupyter_gpuplat.core.request import Entrypoint
 from jupyter_gpuplat.executors.base import ExecutorError, LaunchRequest, Observation
-from jupyter_gpuplat.executors.kubernetes.executor import KubernetesExecutor
 from jupyter_gpuplat.executors.kubernetes.manifests import (
     ANN_SAFE_TO_EVICT,
     JobSettings,
@@ -41,6 +40,7 @@ from ...k8s import NAMESPACE, deployed_cluster, executor_config, run_selector
 from ...kernel_ws import KernelSocket, a_cell_sent_at_once_is_not_culled
 from ...server import ServerProcess
 from ...waiting import until, wait_for
+from .conftest import Executors
 
 NB = "artifacts/notebooks/"
 SESSIONS_CONFIG = Path(__file__).parents[2] / "fixtures" / "sessions.yaml"
@@ -105,33 +105,10 @@ def cluster() -> Iterator[EmulatedCluster]:
     assert not c.errors, c.errors
 
 
-class Executors:
-    """KubernetesExecutors on the emulator, each with its own observations; closed at the end."""
-
-    def __init__(self, cluster: EmulatedCluster, tmp_path: Path) -> None:
-        self.artifacts = tmp_path / "artifacts"
-        self.settings = {**executor_config(cluster, tmp_path, self.artifacts), "pod_settle_seconds": 0.3}
-        self.made: list[KubernetesExecutor] = []
-
-    def new(self) -> tuple[KubernetesExecutor, list[Observation]]:
-        seen: list[Observation] = []
-        ex = KubernetesExecutor(**self.settings)
-        ex.set_observer(seen.append)
-        self.made.append(ex)
-        return ex, seen
-
-    async def close(self) -> None:
-        for ex in self.made:
-            await ex.close()
-
-
 @pytest.fixture
-def executors(
-    cluster: EmulatedCluster, tmp_path: Path, jp_asyncio_loop: asyncio.AbstractEventLoop
-) -> Iterator[Executors]:
-    made = Executors(cluster, tmp_path)
-    yield made
-    jp_asyncio_loop.run_until_complete(made.close())
+def executor_settings() -> dict[str, Any]:
+    """This module's executors settle a pod's phase for 0.3 s (conftest.py `executors`)."""
+    return {"pod_settle_seconds": 0.3}
 
 
 def secrets_of(cluster: EmulatedCluster, run_id: str) -> list[dict[str, Any]]:
