@@ -1,7 +1,7 @@
 """A real JupyterHub (PyPI) with configurable-http-proxy (npm) and the gpuplat control plane as a
 Hub-managed service on a real PostgreSQL database, for the team-mode tests.
 
-    from .hubenv import hub, hub_platform_config  # noqa: F401  (module-scoped fixtures)
+    from ..hubenv import hub, hub_platform_config  # noqa: F401  (module-scoped fixtures; tests/service/)
 
     def test_x(hub: HubEnv) -> None:
         tok = hub.token("alice")                      # a token carrying access:services!service=gpuplat
@@ -23,6 +23,10 @@ configurable-http-proxy: $GPUPLAT_TEST_CHP (set by .ci/run), else
 `${XDG_CACHE_HOME:-~/.cache}/gpuplat-test/chp-5.3.0`, installed there with npm when missing.
 Readiness is polled (the Hub's API through the proxy, the service's health/ready); nothing sleeps.
 Anything missing FAILS the tests with the reason; they are never skipped.
+
+Also here: `gpuplat server` control planes started by a test without the Hub's own service
+(`CONTROL_PLANE`, `start_control_plane`, `wait_leader`) and the `standby` fixture (a second control
+plane on the Hub's database; a module binds it by name, as `hub`).
 """
 
 from __future__ import annotations

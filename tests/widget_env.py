@@ -1,7 +1,8 @@
-"""What the widget and notebook-client tests share: a module's server, alice's client, no thread left.
+"""What the widget and notebook-client tests share: a module's server, alice's client, no thread left,
+and cells run in a fresh kernel through nbclient (`run_cells`, `texts`).
 
 Each test module still declares its own fixtures (their scope and names are the module's), as
-one-line wrappers of these.
+one-line wrappers of these; `client` (alice's) is tests/client/conftest.py's.
 """
 
 from __future__ import annotations
