@@ -35,7 +35,7 @@ HANDED_OVER = {
         "run the team-mode control plane (PostgreSQL; --help-all)",
         False,
     ),
-    "db": ("jupyter_gpuplat.store.dbcli", "the database: upgrade (under a lock), copy (SQLite to PostgreSQL)", False),
+    "db": ("jupyter_gpuplat.cli.db", "the database: upgrade (under a lock), copy (SQLite to PostgreSQL)", False),
     "report": (
         "jupyter_gpuplat.cli.report",
         "observed queue waits, utilisation, goodput, refusals (table, csv, html)",

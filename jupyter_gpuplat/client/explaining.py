@@ -28,7 +28,7 @@ def explanation_lines(ex: Mapping[str, Any] | None, run: Mapping[str, Any] | Non
         return [("status", f"{run.get('status', '')}: {run.get('message') or ''}")]
     layer = str(ex.get("layer", ""))
     lines: list[Line] = [
-        ("held by", layer),
+        ("layer", layer),  # the code; "where" says it in words
         # the service's words (core/reasons.py, core/explain_text.py); an older service's answer lacks them
         ("where", str(ex["layer_text"]) if "layer_text" in ex else LAYER_TEXT.get(layer, layer)),
         ("why", f"{ex.get('message', '')} [{ex.get('reason', '')}]"),

@@ -29,6 +29,7 @@ import requests
 
 from ..core.errors import GpuPlatError
 from ..core.request import RunRequest
+from ..core.sse import SSEParser
 from ..core.status import FINAL
 from .runedits import parse_params, resubmit_body
 
@@ -121,25 +122,10 @@ class Client:
             raise GpuPlatAPIError(f"cannot reach {self.base}: {exc}", code="Unreachable") from None
         if r.status_code >= 400:
             raise _error(r)
-        event, eid = "message", None
-        data: builtins.list[str] = []
+        parser = SSEParser(keepalives=True)  # a keep-alive lets a waiting caller check its deadline
         with r:
-            for raw in r.iter_lines(decode_unicode=True):
-                if raw == "":
-                    if data:
-                        yield event, "\n".join(data), eid
-                    event, data, eid = "message", [], None
-                elif raw.startswith(":"):
-                    yield "keep-alive", "", None  # lets a waiting caller check its deadline
-                else:
-                    key, _, value = raw.partition(":")
-                    value = value[1:] if value.startswith(" ") else value
-                    if key == "data":
-                        data.append(value)
-                    elif key == "event":
-                        event = value
-                    elif key == "id":
-                        eid = value
+            for chunk in r.iter_content(chunk_size=None):  # as the chunks arrive
+                yield from parser.feed(chunk)
 
     # ---- runs -----------------------------------------------------------------
     def submit(

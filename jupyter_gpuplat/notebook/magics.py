@@ -305,8 +305,8 @@ class GpuMagics(Magics):
         except GpuPlatAPIError as err:
             display(refusal_html(err))
             return
-        head = f"<b>{html.escape(run_id)}</b>: held by <b>{html.escape(e['layer'])}</b> — {html.escape(e['reason'])}"
-        rest = [html.escape(f"{label}: {text}") for label, text in explanation_lines(e) if label != "held by"]
+        head = f"<b>{html.escape(run_id)}</b>: <b>{html.escape(e['layer'])}</b> — {html.escape(e['reason'])}"
+        rest = [html.escape(f"{label}: {text}") for label, text in explanation_lines(e) if label != "layer"]
         display(HTML("<div class='gpuplat-explain'>" + "<br>".join([head, *rest]) + "</div>"))
 
     # ---- GPU sessions ------------------------------------------------------------------------

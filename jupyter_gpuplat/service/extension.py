@@ -248,7 +248,7 @@ class GpuPlat(PlatformSettings, ExtensionApp):
                 self.remote_sessions.detach(self.serverapp.kernel_manager)
             self.remote_sessions.close()
         if self.control_plane is not None:
-            self.control_plane.close()
+            await self.control_plane.aclose()
         if self.platform is None:
             return
         # Before the server shuts its kernels down (extensions stop first): sessions keep running.

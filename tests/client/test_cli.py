@@ -55,7 +55,7 @@ def test_submit_follow_list_show_explain(server: ServerProcess) -> None:
     assert "status: succeeded" in show and "Admitted" in show
     assert f"working_dir: {server.root.resolve()}" in show
     explain = gp(server, "runs", "explain", run_id).stdout
-    assert "held by: done" in explain and "Completed" in explain
+    assert "layer: done" in explain and "where: finished" in explain and "Completed" in explain
     logs = gp(server, "runs", "logs", run_id).stdout
     assert logs.strip() == "hi from the gpu"
 
@@ -66,7 +66,7 @@ def test_waiting_run_explained_and_stopped(server: ServerProcess) -> None:
         out = gp(server, "--url", server.url, "--token", "tok-erin", "--json", "submit", "-p", "team-b", "--", "true")
         run_id = json.loads(out.stdout)["id"]
         ex = gp(server, "--url", server.url, "--token", "tok-erin", "runs", "explain", run_id).stdout
-        assert "held by: queue" in ex and "QueuePaused" in ex and "position: 1" in ex
+        assert "layer: queue" in ex and "QueuePaused" in ex and "position: 1" in ex
         q = gp(server, "--url", server.url, "--token", "tok-erin", "queues").stdout
         row = next(line for line in q.splitlines() if line.startswith("team-b-train"))
         assert "yes" in row and "paused" in row

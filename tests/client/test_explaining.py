@@ -40,7 +40,7 @@ WAITING_ON_KUBERNETES: dict[str, Any] = {
 def test_a_queued_run_in_lines() -> None:
     text = explanation_text(QUEUED)
     assert text.splitlines() == [
-        "held by: queue",
+        "layer: queue",
         "where: held by our queue (dispatch)",
         "why: queue team-a-train is at its concurrency limit: 2/2 runs dispatched [QueueConcurrency]",
         "numbers: 2/2 in use",
@@ -55,7 +55,7 @@ def test_a_queued_run_in_lines() -> None:
 
 def test_an_executor_wait_names_the_layer_and_the_raw_message() -> None:
     lines = dict(explanation_lines(WAITING_ON_KUBERNETES))
-    assert lines["held by"] == "executor"
+    assert lines["layer"] == "executor"
     assert lines["where"] == "dispatched; the executor has not started it yet (execution)"
     assert lines["executor said"] == "0/1 nodes are available: 1 Insufficient nvidia.com/gpu."
     assert "position" not in lines and "queue" not in lines

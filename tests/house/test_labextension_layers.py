@@ -22,6 +22,13 @@ MAY_IMPORT = {
 # shrinks). None today: api/request.ts's read clock and answer shapes moved into api/.
 KNOWN_BACKWARDS: set[tuple[str, str]] = set()
 
+# The service (api/request.ts: every REST call and stream) is the data sources' to call: views get
+# their data from models/ (models/sources.ts hands each area its source) and never import it.
+SERVICE = "api/request.ts"
+# Views that still import the service, each to be moved onto a source (the test fails when one no
+# longer does, so the list only shrinks). None today.
+KNOWN_SERVICE_USERS: set[str] = set()
+
 # Packages that mean widgets or the application shell: views and plugins only.
 WIDGET_PACKAGES = (
     "@jupyterlab/application",
@@ -79,6 +86,22 @@ def test_imports_go_one_way() -> None:
     assert not gone, f"no longer imported: take them out of KNOWN_BACKWARDS: {sorted(gone)}"
 
 
+def test_views_do_not_import_the_service() -> None:
+    users = set()
+    for path in _sources():
+        rel = path.relative_to(SRC)
+        if _folder(rel) != "views":
+            continue
+        for spec in _imports(path):
+            target = (path.parent / spec).resolve().with_suffix(".ts")
+            if spec.startswith(".") and target.relative_to(SRC).as_posix() == SERVICE:
+                users.add(rel.as_posix())
+    wrong = sorted(users - KNOWN_SERVICE_USERS)
+    assert not wrong, f"views import the service ({SERVICE}); fetch in a models/ data source instead: {wrong}"
+    gone = sorted(KNOWN_SERVICE_USERS - users)
+    assert not gone, f"no longer import the service: take them out of KNOWN_SERVICE_USERS: {gone}"
+
+
 def test_models_and_api_hold_no_dom_or_widgets() -> None:
     wrong = []
     for path in _sources():
@@ -100,3 +123,4 @@ def test_the_check_sees_imports() -> None:
     plugin = _imports(SRC / "plugins" / "plugin.ts")
     assert "../views/panel/panel" in plugin and "@jupyterlab/application" in plugin, plugin
     assert "./readclock" in _imports(SRC / "api" / "request.ts")
+    assert "../api/request" in _imports(SRC / "models" / "sources.ts")

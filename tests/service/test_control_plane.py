@@ -41,7 +41,7 @@ def test_whoami_through_the_hub_is_alice_with_her_groups(hub: HubEnv) -> None:
     assert body["user"] == "alice"
     assert body["groups"] == ["team-a"]
     # The project grants its role to the Hub group, not to alice by name.
-    assert body["projects"] == [{"name": "team-a", "role": "member"}]
+    assert body["projects"] == [{"name": "team-a", "role": "member", "may_submit": True}]
     # Direct to the service (not through the proxy) is the same person.
     code, direct = hub.call("GET", "gpuplat/api/whoami", hub.token("bob"), direct=True)
     assert code == 200 and direct["user"] == "bob" and direct["groups"] == ["team-b"]

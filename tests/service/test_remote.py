@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import socket
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -259,10 +260,28 @@ async def test_unreachable_control_plane_is_a_502(remote: Api, jp_serverapp: Any
     try:
         code, body = await remote("GET", "whoami")
     finally:
-        settings["gpuplat_remote"].close()
+        await settings["gpuplat_remote"].aclose()
         settings["gpuplat_remote"] = reachable
     assert code == 502 and body["error"]["code"] == "ControlPlaneUnreachable"
     assert "did not answer" in body["error"]["message"] and body["error"]["hint"]
+
+
+async def test_a_control_plane_that_never_answers_is_a_502_after_the_request_timeout(
+    remote: Api, jp_serverapp: Any
+) -> None:
+    settings = jp_serverapp.web_app.settings
+    reachable = settings["gpuplat_remote"]
+    with socket.socket() as silent:  # the kernel completes the handshake from the backlog; nobody reads
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(8)
+        settings["gpuplat_remote"] = ControlPlane(f"http://127.0.0.1:{silent.getsockname()[1]}/", "", 0.5)
+        try:
+            code, body = await remote("GET", "whoami")
+        finally:
+            await settings["gpuplat_remote"].aclose()
+            settings["gpuplat_remote"] = reachable
+    assert code == 502 and body["error"]["code"] == "ControlPlaneUnreachable"
+    assert "no answer within 0.5 s" in body["error"]["message"]
 
 
 async def test_scripts_are_sent_as_content_never_as_paths(
@@ -371,7 +390,7 @@ async def test_whose_token_goes_upstream(jp_fetch: Any, jp_http_port: int, jp_ba
     try:
         r = await jp_fetch("gpuplat", "api", "whoami", raise_error=False)
     finally:
-        settings["gpuplat_remote"].close()
+        await settings["gpuplat_remote"].aclose()
         settings["gpuplat_remote"] = configured
     body = json.loads(r.body)
     assert r.code == 403 and body["error"]["code"] == "Forbidden" and "control_plane_token" in body["error"]["hint"]

@@ -215,6 +215,9 @@ def test_sse_parser_takes_chunks_cut_anywhere() -> None:
     parser = SSEParser()
     cut = [e for i in range(len(stream)) for e in parser.feed(stream[i : i + 1])]
     assert cut == whole
+    # The CLI's and notebook client's streams (client/rest.py) are told of keep-alives too.
+    told = SSEParser(keepalives=True).feed(stream)
+    assert told == [whole[0], ("keep-alive", "", None), whole[1]]
 
 
 async def test_remote_kernelspecs_are_the_embedded_ones(upstream: ServerProcess, plane: ControlPlaneAPI) -> None:

@@ -83,7 +83,7 @@ def rows(url: str) -> dict[str, list[tuple[Any, ...]]]:
 
 
 def dbcli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([PY, "-m", "jupyter_gpuplat.store.dbcli", *args], capture_output=True, text=True, timeout=300)
+    return subprocess.run([PY, "-m", "jupyter_gpuplat.cli.db", *args], capture_output=True, text=True, timeout=300)
 
 
 @pytest.fixture

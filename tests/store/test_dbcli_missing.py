@@ -11,7 +11,7 @@ import pytest
 from sqlalchemy import inspect
 from sqlalchemy.engine import make_url
 
-from jupyter_gpuplat.store.dbcli import main
+from jupyter_gpuplat.cli.db import main
 from jupyter_gpuplat.store.store import make_engine
 
 

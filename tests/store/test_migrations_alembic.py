@@ -191,7 +191,7 @@ def test_four_concurrent_db_upgrade_processes(new_db: Callable[[], str]) -> None
     url = new_db()
     procs = [
         subprocess.Popen(
-            [sys.executable, "-m", "jupyter_gpuplat.store.dbcli", "upgrade", "--db-url", url],
+            [sys.executable, "-m", "jupyter_gpuplat.cli.db", "upgrade", "--db-url", url],
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
@@ -303,7 +303,7 @@ def test_a_v7_database_written_by_the_old_code_then_reopened_twice(new_db: Calla
 # ---- gpuplat db upgrade ---------------------------------------------------------------------
 def dbcli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "jupyter_gpuplat.store.dbcli", *args],
+        [sys.executable, "-m", "jupyter_gpuplat.cli.db", *args],
         capture_output=True,
         text=True,
         timeout=60,

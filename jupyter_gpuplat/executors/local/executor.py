@@ -717,9 +717,9 @@ class LocalExecutor(FilesystemArtifacts, Executor):
         return True
 
     def _arm_timeout(self, run: _Run, delay: float) -> None:
-        run.timer = asyncio.get_running_loop().call_later(max(0.0, delay), self._on_timeout, run)
+        run.timer = asyncio.get_running_loop().call_later(max(0.0, delay), self._time_limit_reached, run)
 
-    def _on_timeout(self, run: _Run) -> None:
+    def _time_limit_reached(self, run: _Run) -> None:
         run.timer = None
         if self._runs.get(run.run_id) is run:
             self._spawn(self._stop_run(run, "TimedOut", self.stop_grace_seconds))

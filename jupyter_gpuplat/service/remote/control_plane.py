@@ -19,7 +19,6 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from tornado.httpclient import AsyncHTTPClient, HTTPClientError, HTTPRequest, HTTPResponse
-from tornado.simple_httpclient import HTTPTimeoutError
 
 from ...core.errors import (
     Conflict,
@@ -32,6 +31,7 @@ from ...core.errors import (
     Unavailable,
     Unprocessable,
 )
+from ...core.sse import SSEParser
 
 log = logging.getLogger(__name__)
 
@@ -243,6 +243,7 @@ class EventFeed:
             request_timeout=STREAM_SECONDS,
             follow_redirects=False,
         )
+        started = loop.time()
         fetch = asyncio.ensure_future(self.plane.http.fetch(req, raise_error=False))
         try:
             while not (await asyncio.wait({fetch}, timeout=SILENCE_SECONDS))[0]:
@@ -255,8 +256,10 @@ class EventFeed:
                 fetch.add_done_callback(lambda f: f.cancelled() or f.exception())
         try:
             resp = fetch.result()
-        except HTTPTimeoutError:
-            if conn.opened:
+        except HTTPClientError as exc:
+            # tornado's request timeout (599, public API: no HTTPTimeoutError) at STREAM_SECONDS
+            renewal = exc.code == 599 and loop.time() - started >= STREAM_SECONDS - 1
+            if renewal and conn.opened:
                 return True  # the planned renewal (STREAM_SECONDS): resume
             raise
         if resp.code >= 300:
@@ -281,31 +284,3 @@ class EventFeed:
         self._closed = True
         if self._task is not None:
             self._task.cancel()
-
-
-class SSEParser:
-    """Server-Sent Events from byte chunks: (event, data, id) per complete event."""
-
-    def __init__(self) -> None:
-        self._buf = b""
-        self._event, self._data, self._id = "message", [], None  # type: tuple[str, list[str], str | None]
-
-    def feed(self, chunk: bytes) -> list[tuple[str, str, str | None]]:
-        self._buf += chunk
-        out = []
-        while (cut := self._buf.find(b"\n")) >= 0:
-            line, self._buf = self._buf[:cut].rstrip(b"\r").decode("utf-8", "replace"), self._buf[cut + 1 :]
-            if not line:
-                if self._data:
-                    out.append((self._event, "\n".join(self._data), self._id))
-                self._event, self._data, self._id = "message", [], None
-            elif not line.startswith(":"):  # a comment is a keep-alive
-                key, _, value = line.partition(":")
-                value = value[1:] if value.startswith(" ") else value
-                if key == "data":
-                    self._data.append(value)
-                elif key == "event":
-                    self._event = value
-                elif key == "id":
-                    self._id = value
-        return out

@@ -18,6 +18,16 @@ rewritten to this server, `Last-Event-ID` and the resume query params passed on,
 upstream request closed when the client goes away. An unreachable control plane is a 502 in
 our error shape.
 
+The upstream side is httpx (public API only): one `AsyncClient` per server, a pool of up to
+1000 connections, kept alive between requests, so names are resolved per new connection, not
+per request (the former per-host DNS cache is gone). Each forwarded request's exchange runs in
+its own task; `on_connection_close` cancels it, which closes the upstream response (and its
+connection: a response not read to its end is never reused). Ordinary requests have an overall
+limit of `request_timeout_seconds`; streams have none (connecting, or waiting for a pooled
+connection, still gives up after 10 s). Bodies are relayed raw (`aiter_raw`: never decoded, no
+size cap), and nothing of our own is asked for upstream (no Accept or Accept-Encoding added).
+The pool is closed (awaited) where the extension stops, `ControlPlane.aclose`.
+
 Submissions (`POST runs`, `runs/preview`) never send a path the control plane would resolve
 on its own disk (it runs elsewhere and must not read anyone's files):
 - `script` is resolved here, inside this server's root (links resolved, the same 400s as
@@ -34,22 +44,20 @@ on its own disk (it runs elsewhere and must not read anyone's files):
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import re
-import socket
-import time
+import ssl
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit
 
+import httpx
 from jupyter_server.base.handlers import APIHandler, JupyterHandler
 from jupyter_server.utils import url_path_join
 from tornado import web
-from tornado.httpclient import HTTPClientError, HTTPRequest
 from tornado.iostream import StreamClosedError
-from tornado.netutil import DefaultLoopResolver, Resolver
-from tornado.simple_httpclient import SimpleAsyncHTTPClient, _HTTPConnection
 
 from ...core.errors import Forbidden, GpuPlatError, InvalidInput
 from ...core.request import RunRequest
@@ -64,6 +72,7 @@ SUBMISSIONS = ("/runs", "/runs/preview")
 FORWARDED = ("Content-Type", "Accept", "Last-Event-ID", "Range", "If-None-Match", "If-Modified-Since")
 # Response headers tornado sets itself for the client's connection.
 HOP_BY_HOP = {"connection", "keep-alive", "transfer-encoding", "content-length", "server", "date", "set-cookie"}
+CONNECT_TIMEOUT_SECONDS = 10.0
 MAX_CODE_CHARS = next(m.max_length for m in RunRequest.model_fields["code"].metadata if hasattr(m, "max_length"))
 
 
@@ -77,73 +86,37 @@ class PayloadTooLarge(GpuPlatError):
     code = "FileTooLarge"
 
 
-class _Request(HTTPRequest):
-    """An upstream request that knows its connection, so a client's disconnect can close it."""
-
-    connection: _HTTPConnection | None = None
-    cancelled = False
-
-    def cancel(self) -> None:
-        self.cancelled = True
-        if self.connection is not None:
-            # tornado has no public cancel: this fails the fetch and closes (or never opens) its stream.
-            self.connection._on_timeout("cancelled: the client went away")
-
-
-class _Connection(_HTTPConnection):
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        original = getattr(self.request, "request", self.request)  # the client wraps it in a defaults proxy
-        if isinstance(original, _Request):
-            original.connection = self
-            if original.cancelled:
-                original.cancel()
-
-
-class _Client(SimpleAsyncHTTPClient):
-    def _connection_class(self) -> type:
-        return _Connection
-
-
-class _CachingResolver(Resolver):
-    """getaddrinfo runs in a thread: once a minute per host, not once per forwarded request."""
-
-    def initialize(self, ttl_seconds: float = 60.0) -> None:
-        self.inner = DefaultLoopResolver()
-        self.ttl_seconds = ttl_seconds
-        self.cache: dict[tuple[str, int, int], tuple[float, list[tuple[int, Any]]]] = {}
-
-    async def resolve(
-        self, host: str, port: int, family: socket.AddressFamily = socket.AF_UNSPEC
-    ) -> list[tuple[int, Any]]:
-        key, now = (host, port, int(family)), time.monotonic()
-        hit = self.cache.get(key)
-        if hit is not None and hit[0] > now:
-            return hit[1]
-        found = await self.inner.resolve(host, port, family)
-        self.cache[key] = (now + self.ttl_seconds, found)
-        return found
-
-
 class ControlPlane:
-    """Where this server forwards to, and the one HTTP client it forwards with."""
+    """Where this server forwards to, and the one HTTP client (httpx, a connection pool) it forwards with."""
 
     def __init__(self, url: str, token: str, request_timeout_seconds: float) -> None:
         self.url = url.rstrip("/") + "/"
         self.token = token
         self.request_timeout_seconds = request_timeout_seconds
         self.base_path = urlsplit(self.url).path
-        # Streams stay open for hours: many at once, and no cap on a stream's length.
-        self.client = _Client(force_instance=True, max_clients=1000, max_body_size=1 << 50, resolver=_CachingResolver())
+        # Streams stay open for hours: many at once, no read timeout, and no cap on a body's length.
+        # Connect (and a wait for a free connection) keep 10 s; ordinary requests' overall limit is in _exchange.
+        self.client = httpx.AsyncClient(
+            timeout=httpx.Timeout(None, connect=CONNECT_TIMEOUT_SECONDS, pool=CONNECT_TIMEOUT_SECONDS),
+            limits=httpx.Limits(max_connections=1000, max_keepalive_connections=100),
+            follow_redirects=False,
+            trust_env=False,  # no proxy from the environment, as before: the control plane is a direct peer
+            verify=ssl.create_default_context(),  # the system's CAs (a team's own CA), not certifi's
+        )
+        # Only what the visitor sent goes upstream: no Accept of our own, and bodies come back as they are.
+        for name in ("Accept", "Accept-Encoding"):
+            del self.client.headers[name]
 
-    def close(self) -> None:
-        self.client.close()
+    async def aclose(self) -> None:
+        """Close the pool's connections (awaited where the server stops)."""
+        await self.client.aclose()
 
 
 class ForwardHandler(APIHandler):
     """Every method of every path under the API, relayed to the control plane as the visitor."""
 
-    _upstream: _Request | None = None
+    _relay: asyncio.Task[None] | None = None  # the upstream exchange: cancelled when the client goes away
+    _gone = False
     _headers_done = False
 
     @property
@@ -173,8 +146,11 @@ class ForwardHandler(APIHandler):
         self.finish(json.dumps({"error": {"code": reason.replace(" ", ""), "message": message, "hint": ""}}))
 
     def on_connection_close(self) -> None:
-        if self._upstream is not None:
-            self._upstream.cancel()
+        self._gone = True
+        if self._relay is not None and not self._relay.done():
+            # Connecting, waiting for the answer or between chunks: the task's cancellation closes
+            # the upstream response (and its connection, a response not read to its end).
+            self._relay.cancel()
 
     @web.authenticated
     async def get(self, rest: str) -> None:
@@ -194,71 +170,67 @@ class ForwardHandler(APIHandler):
             body = None
         query = [(k, v) for k, v in parse_qsl(self.request.query, keep_blank_values=True) if k != "token"]
         stream = self.request.method == "GET" and STREAMS.fullmatch(rest) is not None
-        self._upstream = req = _Request(
+        upstream = cp.client.build_request(
+            self.request.method or "GET",
             f"{cp.url}{API}{rest}" + (f"?{urlencode(query)}" if query else ""),
-            method=self.request.method,
             headers=headers,
-            body=body,
-            allow_nonstandard_methods=True,
-            follow_redirects=False,
-            connect_timeout=10.0,
-            request_timeout=0 if stream else cp.request_timeout_seconds,  # 0: none (tornado's default is 20 s)
-            header_callback=self._upstream_header,
-            streaming_callback=self._upstream_chunk,
-            decompress_response=False,
+            content=body,
         )
-        self._status: tuple[int, str] | None = None
-        self._copied: list[tuple[str, str]] = []
-        try:
-            await cp.client.fetch(req, raise_error=False)
-        except (OSError, HTTPClientError) as exc:
-            if req.cancelled:
-                return
-            if not self._headers_done:
-                raise BadGateway(
-                    f"the control plane at {cp.url} did not answer: {exc}",
-                    "try again shortly; if it persists, tell your platform administrators",
-                ) from None
-            # The stream broke after it started: end ours, the client resumes with Last-Event-ID.
-        if req.cancelled:
+        if self._gone:
             return
-        if not self._headers_done:
-            self._apply_headers()
+        # Its own task, so that on_connection_close can cancel it (a handler's coroutine is tornado's).
+        self._relay = asyncio.ensure_future(self._exchange(upstream, stream))
+        try:
+            await self._relay
+        except asyncio.CancelledError:
+            if not self._gone:
+                raise
+            return  # the client went away: the upstream request was closed with the task
         try:
             self.finish()
         except StreamClosedError:
             pass
 
-    def _upstream_header(self, line: str) -> None:
-        line = line.rstrip("\r\n")
-        if line.startswith("HTTP/"):
-            _, code, *reason = line.split(" ", 2)
-            self._status, self._copied = (int(code), reason[0] if reason else ""), []
-        elif line and ":" in line:
-            name, _, value = line.partition(":")
-            self._copied.append((name.strip(), value.strip()))
-        elif not line and self._status is not None and self._status[0] != 100:
-            self._apply_headers()
-            if self.request.method == "GET" and (self.get_status() == 200):
-                self.flush()  # headers now: a stream's client sees it open before the first event
+    async def _exchange(self, upstream: httpx.Request, stream: bool) -> None:
+        """Send upstream and relay the answer as it comes; a stream has no overall time limit."""
+        cp = self.control_plane
+        limit = cp.request_timeout_seconds if not stream and cp.request_timeout_seconds > 0 else None
+        try:
+            async with asyncio.timeout(limit):
+                response = await cp.client.send(upstream, stream=True)
+                try:
+                    self._apply_headers(response)
+                    if self.request.method == "GET" and response.status_code == 200:
+                        await self.flush()  # headers now: a stream's client sees it open before the first event
+                    async for chunk in response.aiter_raw():  # as it arrives, never decoded
+                        if chunk:
+                            self.write(chunk)
+                            await self.flush()  # a slow client slows the relay
+                finally:
+                    await response.aclose()
+        except StreamClosedError:
+            return  # the client went away while we wrote
+        except (httpx.HTTPError, OSError) as exc:  # OSError: TimeoutError, our overall limit
+            if not self._headers_done:
+                timed_out = isinstance(exc, TimeoutError) and limit is not None
+                problem = f"no answer within {limit:g} s" if timed_out else (str(exc) or type(exc).__name__)
+                raise BadGateway(
+                    f"the control plane at {cp.url} did not answer: {problem}",
+                    "try again shortly; if it persists, tell your platform administrators",
+                ) from None
+            # The stream broke after it started: end ours, the client resumes with Last-Event-ID.
 
-    def _apply_headers(self) -> None:
+    def _apply_headers(self, response: httpx.Response) -> None:
         self._headers_done = True
-        code, reason = self._status or (502, "Bad Gateway")
-        self.set_status(code, reason or None)
+        self.set_status(response.status_code, response.reason_phrase or None)
         self.clear_header("Content-Type")
-        for name, value in self._copied:
+        for raw_name, raw_value in response.headers.raw:
+            name, value = raw_name.decode("latin-1"), raw_value.decode("latin-1")
             if name.lower() in HOP_BY_HOP:
                 continue
             if name.lower() == "location":
                 value = self._local_location(value)
             self.add_header(name, value)
-
-    def _upstream_chunk(self, chunk: bytes) -> Any:
-        if self._finished or self.request.connection is None:
-            return None
-        self.write(chunk)
-        return self.flush()  # awaited by the upstream reader: a slow client slows the relay
 
     def _local_location(self, value: str) -> str:
         path = urlsplit(value).path

@@ -11,6 +11,7 @@ import { URLExt } from '@jupyterlab/coreutils';
 import { ServerConnection } from '@jupyterlab/services';
 import { ISignal, Signal } from '@lumino/signaling';
 
+import { GpuPlatAPIError } from './errors';
 import { markRead } from './readclock';
 import { SSEParser, ISSEvent } from './sse';
 import type {
@@ -29,29 +30,15 @@ import type {
   IStatusEvent,
   ISweepChange,
   ISweepPoint,
-  IWhoAmI
+  IStreamHandle,
+  IWhoAmI,
+  StreamState
 } from './types';
 
 /** URL namespace of the gpuplat REST API, relative to the server base URL. */
 export const API_NAMESPACE = 'gpuplat/api';
 
-/**
- * Error raised for a non-2xx answer of the gpuplat API.
- *
- * The server answers errors as `{"error": {"code", "message", "hint"}}`;
- * `message` is what users should read, `hint` (optional) says what to do.
- */
-export class GpuPlatAPIError extends Error {
-  constructor(
-    message: string,
-    readonly status: number,
-    readonly code?: string,
-    readonly hint?: string
-  ) {
-    super(message);
-    this.name = 'GpuPlatAPIError';
-  }
-}
+export { GpuPlatAPIError };
 
 interface IErrorBody {
   error?: { code?: string; message?: string; hint?: string };
@@ -109,12 +96,7 @@ export async function requestAPI<T>(
   }
 }
 
-/** A running stream; `close()` ends it for good (no reconnect). */
-export interface IStreamHandle {
-  close(): void;
-}
-
-export type StreamState = 'connecting' | 'live' | 'reconnecting' | 'closed';
+export type { IStreamHandle, StreamState };
 
 export interface IEventStreamOptions {
   onEvent: (ev: IStatusEvent) => void;

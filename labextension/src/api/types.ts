@@ -97,3 +97,11 @@ export interface ISweepPoint {
   params: Record<string, unknown>;
   value: number | null;
 }
+
+/** A running stream; `close()` ends it for good (no reconnect). */
+export interface IStreamHandle {
+  close(): void;
+}
+
+/** Where a Server-Sent Events stream stands. */
+export type StreamState = 'connecting' | 'live' | 'reconnecting' | 'closed';

@@ -23,6 +23,7 @@ import { INotebookLike, SessionsController } from '../views/sessions/sessions';
 import { SubmitForm } from '../views/submit/submit';
 import { SubmitDialog } from '../views/submit/submitdialog';
 import type { IRunRequest } from '../api/types';
+import { GpuPlatSources } from '../models/sources';
 import { DEFAULT_NOTIFY, INotifySettings, ISubmitState, stateFromRun } from '../models/viewmodel';
 
 export { requestAPI, GpuPlatAPIError, GpuPlatService, API_NAMESPACE } from '../api/request';
@@ -95,6 +96,8 @@ const plugin: JupyterFrontEndPlugin<void> = {
     docManager: IDocumentManager | null
   ) => {
     const service = new GpuPlatService();
+    // views get their data sources from this; they never call the service themselves
+    const sources = new GpuPlatSources(service);
     addMainAreaStyle();
 
     /** The file selected in the file browser, if it is a .py or .ipynb file. */
@@ -116,7 +119,7 @@ const plugin: JupyterFrontEndPlugin<void> = {
       const usable = panel.projects.filter(p => p.may_submit).map(p => p.name);
       const project = memory.project && usable.includes(memory.project) ? memory.project : panel.currentProject;
       const form = new SubmitForm({
-        service,
+        source: sources.submit(),
         projects: panel.projects,
         project,
         script: o.path ?? '',
@@ -146,13 +149,13 @@ const plugin: JupyterFrontEndPlugin<void> = {
     };
 
     const panel = new GpuPlatPanel({
-      service,
+      sources,
       submit: preset => void openSubmit({ path: selectedFile(), preset }),
       startSession,
       commands: app.commands // the sidebar's buttons execute the main-area commands below
     });
     const sessions = new SessionsController({
-      service,
+      source: sources.sessions(),
       kernelspecs: app.serviceManager.kernelspecs,
       // "Why?" from a notebook's session bar: the lease in the sidebar, the notebook stays in front.
       openRun: id => {
@@ -200,8 +203,7 @@ const plugin: JupyterFrontEndPlugin<void> = {
         return open;
       }
       const tab = new RunTab({
-        service,
-        runId: id,
+        source: sources.runDetail(id),
         events: panel.eventReceived,
         clockOffset: () => panel.clockOffset,
         onOpen: child => void openRunTab(child),
@@ -223,7 +225,7 @@ const plugin: JupyterFrontEndPlugin<void> = {
         app.shell.activateById(open.id);
         return open;
       }
-      const tab = new CompareTab({ service, ids, events: panel.eventReceived, onOpen: id => void openRunTab(id) });
+      const tab = new CompareTab({ source: sources.compare(ids), ids, events: panel.eventReceived, onOpen: id => void openRunTab(id) });
       tab.title.icon = gpuIcon;
       app.shell.add(tab, 'main');
       await compareTabs.add(tab);

@@ -10,7 +10,7 @@ import type { ISignal } from '@lumino/signaling';
 import { Widget } from '@lumino/widgets';
 
 import { errorBox, h } from '../dom';
-import type { GpuPlatService } from '../../api/request';
+import type { CompareSource } from '../../models/comparesource';
 import type { IStatusEvent } from '../../api/types';
 import { chartOrder, compareRows, ICompare, ICompareRow, legendLabel } from '../../models/comparemodel';
 import { chartGeometry, formatMetric, isFinal, statusGroup } from '../../models/viewmodel';
@@ -25,7 +25,7 @@ export function compareTabId(ids: string[]): string {
 }
 
 export interface ICompareViewOptions {
-  service: GpuPlatService;
+  source: CompareSource;
   ids: string[];
   events: ISignal<unknown, IStatusEvent>;
   onOpen: (id: string) => void;
@@ -71,7 +71,7 @@ export class CompareView extends Widget {
 
   async refresh(): Promise<void> {
     try {
-      const data = await this._opts.service.compare(this._opts.ids);
+      const data = await this._opts.source.load();
       if (this.isDisposed) {
         return;
       }

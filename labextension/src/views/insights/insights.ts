@@ -8,7 +8,8 @@
 import { Widget } from '@lumino/widgets';
 
 import { errorBox, h } from '../dom';
-import { GpuPlatAPIError, GpuPlatService } from '../../api/request';
+import { GpuPlatAPIError } from '../../api/errors';
+import type { InsightsSource } from '../../models/insightssource';
 import {
   IBar,
   ICount,
@@ -35,7 +36,7 @@ const W = 240;
 const H = 60;
 
 export interface IInsightsOptions {
-  service: GpuPlatService;
+  source: InsightsSource;
   clockOffset: () => number;
 }
 
@@ -54,7 +55,7 @@ export class InsightsView extends Widget {
     this._since.addEventListener('change', () => void this.load());
     this._error = h('div');
     this._body = h('div', { class: 'jp-GpuPlat-insightsBody', 'aria-live': 'polite' });
-    this.whatif = new WhatIfForm({ service: _opts.service, clockOffset: _opts.clockOffset });
+    this.whatif = new WhatIfForm({ source: _opts.source, clockOffset: _opts.clockOffset });
     this.node.append(
       h('div', { class: 'jp-GpuPlat-filterRow' }, this._scope, this._since),
       this._error,
@@ -72,7 +73,7 @@ export class InsightsView extends Widget {
   /** Fill the selector from the queues and projects this caller may see, then load. */
   async refresh(): Promise<void> {
     try {
-      const [queues, projects] = await Promise.all([this._opts.service.queues(), this._opts.service.projects()]);
+      const [queues, projects] = await this._opts.source.scopes();
       const names = queues.map(q => q.name);
       this._options = scopeOptions(
         names,
@@ -98,19 +99,16 @@ export class InsightsView extends Widget {
     }
     const since = this._since.value as SinceChoice;
     this.whatif.since = since;
-    const seq = ++this._seq;
     try {
-      const raw = await this._opts.service.insights(insightsQuery(opt.scope, since));
-      if (seq !== this._seq) {
+      // null: a later load started meanwhile and its answer wins
+      const raw = await this._opts.source.insights(insightsQuery(opt.scope, since));
+      if (raw === null) {
         return;
       }
       this._data = normalizeInsights(raw);
       this._error.replaceChildren();
       this._render(this._data);
     } catch (error) {
-      if (seq !== this._seq) {
-        return;
-      }
       const missing = error instanceof GpuPlatAPIError && error.status === 404 && !error.code;
       this._body.replaceChildren();
       this._error.replaceChildren(
@@ -176,7 +174,6 @@ export class InsightsView extends Widget {
   private _body: HTMLElement;
   private _options: IScopeOption[] = [];
   private _data: IInsightsView | null = null;
-  private _seq = 0;
 }
 
 function figure(title: string, kind: string, ...children: Array<Node | null>): HTMLElement {

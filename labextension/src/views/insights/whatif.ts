@@ -5,7 +5,7 @@
  */
 
 import { errorBox, h } from '../dom';
-import { GpuPlatService } from '../../api/request';
+import type { InsightsSource } from '../../models/insightssource';
 import {
   IWhatIfView,
   ORDERINGS,
@@ -24,7 +24,7 @@ const LABELS: Record<WhatIfField, string> = {
 };
 
 export interface IWhatIfOptions {
-  service: GpuPlatService;
+  source: InsightsSource;
   clockOffset: () => number;
 }
 
@@ -98,7 +98,7 @@ export class WhatIfForm {
     this._run.disabled = true;
     this._result.replaceChildren(h('div', { class: 'jp-GpuPlat-muted' }, 'Replaying…'));
     try {
-      this._render(normalizeWhatIf(await this._opts.service.whatif(body), queue));
+      this._render(normalizeWhatIf(await this._opts.source.whatif(body), queue));
     } catch (e) {
       this._result.replaceChildren(errorBox(e));
     } finally {

@@ -8,7 +8,7 @@
 
 import { Notification } from '@jupyterlab/apputils';
 
-import type { GpuPlatService } from '../../api/request';
+import type { AccountSource } from '../../models/accountsource';
 import type { IStatusEvent } from '../../api/types';
 import {
   DEFAULT_NOTIFY,
@@ -33,7 +33,7 @@ const STARTED_GRACE_MS = 1000;
 
 export class Notifier {
   constructor(
-    private _service: GpuPlatService,
+    private _account: AccountSource,
     private _openRun: (id: string) => void,
     private _clockOffset: () => number
   ) {
@@ -178,7 +178,7 @@ export class Notifier {
 
   private async _loadWaiting(): Promise<void> {
     try {
-      const page = await this._service.listRuns({ user: this._user, phase: 'dispatch' }, null, 1000);
+      const page = await this._account.waitingRuns(this._user);
       const serverNow = Date.now() / 1000 - this._clockOffset();
       for (const r of page.runs) {
         this._waiting.set(r.id, waitingRun(r, serverNow));

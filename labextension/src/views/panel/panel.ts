@@ -17,15 +17,16 @@ import { InsightsView } from '../insights/insights';
 import { Notifier } from './notify';
 import { PresetsView } from '../submit/presets';
 import { QueuesView } from '../queues/queues';
-import type { GpuPlatService, StreamState } from '../../api/request';
 import { RunDetail } from '../runs/rundetail';
 import { runActions } from './panelactions';
 import { RunList } from '../runs/runlist';
 import type { RunsModel } from '../../models/runsmodel';
-import { RunsLoad, RunsSource } from '../../models/runssource';
-import { SweepControl } from './sweepcontrol';
+import type { RunsLoad, RunsSource } from '../../models/runssource';
+import type { GpuPlatSources } from '../../models/sources';
+import type { AccountSource } from '../../models/accountsource';
+import type { SweepSource } from '../../models/sweepsource';
 import { Ticker } from '../../models/ticker';
-import type { IProject, IQueue, IStatusEvent, IWhoAmI } from '../../api/types';
+import type { IProject, IQueue, IStatusEvent, IWhoAmI, StreamState } from '../../api/types';
 import type { IRunFilter } from '../../models/viewmodel';
 
 export type TabName = 'runs' | 'queues' | 'presets' | 'insights';
@@ -44,7 +45,8 @@ export interface IPanelState {
 }
 
 export interface IGpuPlatPanelOptions {
-  service: GpuPlatService;
+  /** The data sources (the plugin makes them with the service). */
+  sources: GpuPlatSources;
   /** Open the submit dialog (optionally with a preset chosen). */
   submit: (preset?: string) => void;
   /** Start a GPU session on a session preset: a new notebook on its kernel. */
@@ -58,8 +60,9 @@ export class GpuPlatPanel extends Panel {
   constructor(private _opts: IGpuPlatPanelOptions) {
     super();
     this.addClass('jp-GpuPlat-panel');
-    const service = _opts.service;
-    this.source = new RunsSource({ service, pageSize: PAGE_SIZE });
+    const sources = _opts.sources;
+    this.source = sources.runs(PAGE_SIZE);
+    this._account = sources.account();
     this.model = this.source.model;
     this.source.eventReceived.connect((_, ev) => this._onEvent(ev), this);
     this.source.fetched.connect((_, run) => this._sweeps.fetched(run), this);
@@ -106,8 +109,7 @@ export class GpuPlatPanel extends Panel {
       clockOffset: () => this.clockOffset
     });
     this.list.selectionChanged.connect((_, ids) => this._filters.setSelected(ids.length));
-    this._sweeps = new SweepControl({
-      service,
+    this._sweeps = sources.sweeps({
       model: this.model,
       pageSize: PAGE_SIZE,
       fetching: this.source.fetching,
@@ -126,7 +128,7 @@ export class GpuPlatPanel extends Panel {
     });
 
     this.queuesView = new QueuesView({
-      service,
+      source: sources.queues(),
       longestWait: q => this.model.longestWait(q),
       onOpen: id => void this.openRun(id),
       onRendered: () => this._ticker.poke()
@@ -134,7 +136,7 @@ export class GpuPlatPanel extends Panel {
     this.queuesView.addClass('jp-GpuPlat-page');
     this.queuesView.id = 'jp-GpuPlat-page-queues';
     this.presetsView = new PresetsView({
-      service,
+      source: sources.submit(),
       projects: () => this._projects,
       project: () => this.currentProject,
       onProject: name => (this._project = name),
@@ -143,7 +145,7 @@ export class GpuPlatPanel extends Panel {
     });
     this.presetsView.addClass('jp-GpuPlat-page');
     this.presetsView.id = 'jp-GpuPlat-page-presets';
-    this.insightsView = new InsightsView({ service, clockOffset: () => this.clockOffset });
+    this.insightsView = new InsightsView({ source: sources.insights(), clockOffset: () => this.clockOffset });
     this.insightsView.addClass('jp-GpuPlat-page');
     this.insightsView.id = 'jp-GpuPlat-page-insights';
     for (const [w, name] of [
@@ -164,7 +166,7 @@ export class GpuPlatPanel extends Panel {
     this.addWidget(this.insightsView);
     this.showTab('runs');
 
-    this.notifier = new Notifier(service, id => void this.openRun(id, true), () => this.clockOffset);
+    this.notifier = new Notifier(this._account, id => void this.openRun(id, true), () => this.clockOffset);
   }
 
   /** The runs page's data source; `model` is its runs model. */
@@ -234,7 +236,7 @@ export class GpuPlatPanel extends Panel {
   private async _start(): Promise<void> {
     this.source.connect();
     try {
-      const [who, projects] = await Promise.all([this._opts.service.whoami(), this._opts.service.projects()]);
+      const [who, projects] = await this._account.identity();
       this._whoami = who;
       this._projects = projects;
       this._header.user = who.user + (who.platform_admin ? ' (platform admin)' : '');
@@ -277,8 +279,7 @@ export class GpuPlatPanel extends Panel {
     if (this._detail?.runId !== id) {
       this._detail?.dispose();
       this._detail = new RunDetail({
-        service: this._opts.service,
-        runId: id,
+        source: this._opts.sources.runDetail(id),
         onBack: () => this.closeRun(),
         onOpen: child => void this.openRun(child),
         clockOffset: () => this.clockOffset,
@@ -395,7 +396,8 @@ export class GpuPlatPanel extends Panel {
   private _projects: IProject[] = [];
   private _project = '';
   private _defaultProject = '';
-  private _sweeps: SweepControl;
+  private _sweeps: SweepSource;
+  private _account: AccountSource;
   private _ticker: Ticker;
   private _stateChanged = new Signal<this, IPanelState>(this);
   private _eventReceived = new Signal<this, IStatusEvent>(this);

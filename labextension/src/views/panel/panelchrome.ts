@@ -3,7 +3,7 @@
 import { Widget } from '@lumino/widgets';
 
 import { h } from '../dom';
-import type { StreamState } from '../../api/request';
+import type { StreamState } from '../../api/types';
 
 const STATE_TEXT: Record<StreamState, string> = {
   connecting: 'connecting…',

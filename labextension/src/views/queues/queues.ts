@@ -8,12 +8,12 @@
 import { Widget } from '@lumino/widgets';
 
 import { errorBox, h } from '../dom';
-import type { GpuPlatService } from '../../api/request';
 import type { IQueue } from '../../api/types';
+import type { QueuesSource } from '../../models/queuessource';
 import { hiddenPendingText, pendingCount, pendingRunText, pendingRuns, queueRulesText, queueView } from '../../models/viewmodel';
 
 export interface IQueuesOptions {
-  service: GpuPlatService;
+  source: QueuesSource;
   /** The longest queue wait (the service's clock, ticking) among the waiting runs we list in this queue. */
   longestWait: (queue: string) => number | null;
   /** Open a pending run (its row in the queue). */
@@ -29,26 +29,24 @@ export class QueuesView extends Widget {
     this._list = h('ul', { class: 'jp-GpuPlat-queueList', 'aria-label': 'Queues' });
     this._error = h('div');
     this.node.append(this._error, this._list);
+    _opts.source.changed.connect(() => {
+      this._error.replaceChildren();
+      this.render();
+    }, this);
+    _opts.source.failed.connect((_, error) => this._error.replaceChildren(errorBox(error)), this);
   }
 
   get queues(): IQueue[] {
-    return this._queues;
+    return this._opts.source.queues;
   }
 
   /** Reload (coalesced: a burst of status events costs one request). */
   schedule(): void {
-    window.clearTimeout(this._timer);
-    this._timer = window.setTimeout(() => void this.refresh(), 200);
+    this._opts.source.schedule();
   }
 
-  async refresh(): Promise<void> {
-    try {
-      this._queues = await this._opts.service.queues();
-      this._error.replaceChildren();
-      this.render();
-    } catch (error) {
-      this._error.replaceChildren(errorBox(error));
-    }
+  refresh(): Promise<void> {
+    return this._opts.source.refresh();
   }
 
   render(): void {
@@ -57,13 +55,13 @@ export class QueuesView extends Widget {
   }
 
   private _render(): void {
-    if (!this._queues.length) {
+    if (!this.queues.length) {
       this._list.replaceChildren(h('li', { class: 'jp-GpuPlat-empty' }, 'No queues you may use.'));
       return;
     }
     this._lines.clear();
     this._list.replaceChildren(
-      ...this._queues.map(q => {
+      ...this.queues.map(q => {
         const v = queueView(q, this._opts.longestWait(q.name));
         // The server says what this user may do to the queue (pause or resume: platform admins).
         const action = (q.actions ?? []).includes(v.paused ? 'resume' : 'pause')
@@ -102,12 +100,12 @@ export class QueuesView extends Widget {
 
   /** Whether a shown queue has waiting runs (their longest wait counts on). */
   get live(): boolean {
-    return this.isVisible && this._queues.some(q => pendingCount(q) > 0);
+    return this.isVisible && this.queues.some(q => pendingCount(q) > 0);
   }
 
   /** Every second: the longest waits, text only (the links stay clickable). */
   tick(): void {
-    for (const q of this._queues) {
+    for (const q of this.queues) {
       const el = this._lines.get(q.name);
       const text = pendingLine(queueView(q, this._opts.longestWait(q.name)));
       if (el && el.textContent !== text) {
@@ -158,26 +156,17 @@ export class QueuesView extends Widget {
   }
 
   dispose(): void {
-    window.clearTimeout(this._timer);
+    this._opts.source.dispose();
     super.dispose();
   }
 
-  private async _toggle(q: IQueue): Promise<void> {
-    try {
-      const r = q.paused ? await this._opts.service.resumeQueue(q.name) : await this._opts.service.pauseQueue(q.name);
-      this._queues = this._queues.map(x => (x.name === q.name ? r.queue : x));
-      this._error.replaceChildren();
-      this.render();
-    } catch (error) {
-      this._error.replaceChildren(errorBox(error));
-    }
+  private _toggle(q: IQueue): Promise<void> {
+    return this._opts.source.toggle(q);
   }
 
   private _list: HTMLElement;
   private _error: HTMLElement;
-  private _queues: IQueue[] = [];
   private _lines = new Map<string, HTMLElement>();
-  private _timer = 0;
 }
 
 function pendingLine(v: { pendingText: string; oldestWaitText: string }): string {

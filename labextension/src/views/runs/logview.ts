@@ -7,16 +7,14 @@ import { ISignal, Signal } from '@lumino/signaling';
 import { Widget } from '@lumino/widgets';
 
 import { h, saveBlob } from '../dom';
-import type { GpuPlatService, IStreamHandle, StreamState } from '../../api/request';
+import type { IStreamHandle, StreamState } from '../../api/types';
+import type { RunDetailSource } from '../../models/rundetailsource';
 
 /** Lines kept in memory and shown; the download has the whole log. */
 export const MAX_LINES = 5000;
 
 export class LogView extends Widget {
-  constructor(
-    private _service: GpuPlatService,
-    private _runId: string
-  ) {
+  constructor(private _source: RunDetailSource) {
     super();
     this.addClass('jp-GpuPlat-logs');
     this._follow = h('button', {
@@ -61,7 +59,7 @@ export class LogView extends Widget {
     if (this._stream) {
       return;
     }
-    this._stream = this._service.logs(this._runId, {
+    this._stream = this._source.logs({
       onLines: lines => this._add(lines),
       onEnd: status => {
         this._ended = status;
@@ -213,7 +211,7 @@ export class LogView extends Widget {
 
   private async _download(): Promise<void> {
     try {
-      saveBlob(await this._service.logBlob(this._runId), `${this._runId}.log`);
+      saveBlob(await this._source.logBlob(), `${this._source.runId}.log`);
     } catch (error) {
       this._state.textContent = `download failed: ${(error as Error).message}`;
     }

@@ -7,7 +7,8 @@
 import { Widget } from '@lumino/widgets';
 
 import { h } from '../dom';
-import { GpuPlatAPIError, GpuPlatService } from '../../api/request';
+import { GpuPlatAPIError } from '../../api/errors';
+import type { RunDetailSource } from '../../models/rundetailsource';
 import type { IMetrics } from '../../api/types';
 import { chartGeometry, formatMetric } from '../../models/viewmodel';
 
@@ -17,10 +18,7 @@ const H = 60;
 const REFRESH_MS = 5000;
 
 export class MetricsView extends Widget {
-  constructor(
-    private _service: GpuPlatService,
-    private _runId: string
-  ) {
+  constructor(private _source: RunDetailSource) {
     super();
     this.addClass('jp-GpuPlat-metrics');
     this.node.append(h('div', { class: 'jp-GpuPlat-muted' }, 'Loading metrics…'));
@@ -30,7 +28,7 @@ export class MetricsView extends Widget {
   async refresh(final: boolean): Promise<void> {
     window.clearTimeout(this._timer);
     try {
-      this._render(await this._service.metrics(this._runId));
+      this._render(await this._source.metrics());
     } catch (error) {
       if (this.isDisposed) {
         return;

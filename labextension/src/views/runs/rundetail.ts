@@ -12,7 +12,7 @@ import { ExplainPart } from './explainpart';
 import { renderOutputs } from './outputspart';
 import { LogView } from './logview';
 import { MetricsView } from './metricsview';
-import type { GpuPlatService } from '../../api/request';
+import type { RunDetailSource } from '../../models/rundetailsource';
 import { isSweep } from '../../models/sweepmodel';
 import { stopConfirmation } from '../../models/sessionmodel';
 import { SweepPart } from './sweepview';
@@ -30,8 +30,8 @@ import {
 } from '../../models/viewmodel';
 
 export interface IRunDetailOptions {
-  service: GpuPlatService;
-  runId: string;
+  /** The run's data source (the detail disposes of it). */
+  source: RunDetailSource;
   onBack: () => void;
   clockOffset: () => number;
   /** Open another run (a sweep's best child). */
@@ -58,28 +58,29 @@ const OUTPUTS_EVERY_MS = 1500;
 export class RunDetail extends Widget {
   constructor(private _opts: IRunDetailOptions) {
     super();
+    const runId = (this._runId = _opts.source.runId);
     this.addClass('jp-GpuPlat-detail');
-    this.id = `jp-GpuPlat-detail-${_opts.runId}`;
-    this.node.dataset.runId = _opts.runId;
+    this.id = `jp-GpuPlat-detail-${runId}`;
+    this.node.dataset.runId = runId;
     this._header = h('div', { class: 'jp-GpuPlat-detailHeader' });
     this._summary = h('div', { class: 'jp-GpuPlat-summary' });
     this._clocks = h('div', { class: 'jp-GpuPlat-clocks', role: 'group', 'aria-label': 'Clocks' });
     const act = _opts.actions ?? {};
     this._explainPart = new ExplainPart({
       onOpen: _opts.onOpen,
-      resubmit: act.resubmit ? () => act.resubmit?.(_opts.runId) : undefined
+      resubmit: act.resubmit ? () => act.resubmit?.(runId) : undefined
     });
     this._timeline = h('ol', { class: 'jp-GpuPlat-timeline' });
     this._outputs = h('div', { class: 'jp-GpuPlat-outputs' });
     this._config = h('div', { class: 'jp-GpuPlat-config' });
     this._code = h('dl', { class: 'jp-GpuPlat-code' });
     this._error = h('div', { class: 'jp-GpuPlat-detailError' });
-    this._logs = new LogView(_opts.service, _opts.runId);
-    this._metrics = new MetricsView(_opts.service, _opts.runId);
+    this._logs = new LogView(_opts.source);
+    this._metrics = new MetricsView(_opts.source);
     // the run writes its log into its outputs: the sizes grow with the lines
     this._logs.linesAdded.connect(() => this._scheduleOutputs());
     this._sweep = new SweepPart({
-      service: _opts.service,
+      source: _opts.source,
       onChanged: run => this.showRecord(run),
       onOpen: id => _opts.onOpen?.(id)
     });
@@ -102,7 +103,7 @@ export class RunDetail extends Widget {
       { class: 'jp-GpuPlat-button jp-GpuPlat-stop jp-mod-warn', onclick: () => void this._confirmStop() },
       'Stop…'
     );
-    const id = _opts.runId;
+    const id = runId;
     const tool = (label: string, cls: string, title: string, fn?: (id: string) => void) =>
       fn ? h('button', { class: `jp-GpuPlat-button ${cls}`, title, onclick: () => fn(id) }, label) : null;
     this.node.append(
@@ -135,7 +136,7 @@ export class RunDetail extends Widget {
   }
 
   get runId(): string {
-    return this._opts.runId;
+    return this._runId;
   }
 
   get run(): IRunDetail | null {
@@ -155,7 +156,7 @@ export class RunDetail extends Widget {
 
   /** A status event: this run's (reload it) or its queue's (its explain may change). */
   onEvent(ev: IStatusEvent): void {
-    if (ev.run_id === this._opts.runId) {
+    if (ev.run_id === this._runId) {
       // Show the new status at once; the full record follows.
       this._setStatus(ev);
       this._scheduleReload();
@@ -166,7 +167,7 @@ export class RunDetail extends Widget {
 
   /** A fresher record of this run (a sweep re-read after its children's events, a PATCH's answer). */
   showRecord(run: IRunDetail): void {
-    if (this.isDisposed || run.id !== this._opts.runId) {
+    if (this.isDisposed || run.id !== this._runId) {
       return;
     }
     this._setRun(run);
@@ -206,6 +207,7 @@ export class RunDetail extends Widget {
     window.clearTimeout(this._outputsTimer);
     this._logs.dispose();
     this._metrics.dispose();
+    this._opts.source.dispose();
     super.dispose();
   }
 
@@ -229,9 +231,8 @@ export class RunDetail extends Widget {
   }
 
   private async _reload(): Promise<void> {
-    const s = this._opts.service;
     try {
-      const run = await s.getRun(this._opts.runId);
+      const run = await this._opts.source.load();
       if (this.isDisposed) {
         return;
       }
@@ -247,7 +248,7 @@ export class RunDetail extends Widget {
 
   private async _loadExplain(): Promise<void> {
     try {
-      const ex = await this._opts.service.explain(this._opts.runId);
+      const ex = await this._opts.source.explain();
       if (!this.isDisposed) {
         this._explainPart.render(ex, this._run, Date.now() / 1000 - this._readAt);
       }
@@ -260,7 +261,7 @@ export class RunDetail extends Widget {
 
   private async _loadOutputs(): Promise<void> {
     try {
-      const files = await this._opts.service.outputs(this._opts.runId);
+      const files = await this._opts.source.outputs();
       if (!this.isDisposed) {
         this._renderOutputs(files);
       }
@@ -408,14 +409,14 @@ export class RunDetail extends Widget {
   private _renderOutputs(files: IOutputFile[]): void {
     renderOutputs(this._outputs, files, {
       ended: this._run !== null && isFinal(this._run),
-      open: this._opts.actions?.openOutput ? path => this._opts.actions?.openOutput?.(this._opts.runId, path) : undefined,
+      open: this._opts.actions?.openOutput ? path => this._opts.actions?.openOutput?.(this._runId, path) : undefined,
       download: path => void this._download(path)
     });
   }
 
   private async _download(path: string): Promise<void> {
     try {
-      saveBlob(await this._opts.service.outputBlob(this._opts.runId, path), path.split('/').pop() || path);
+      saveBlob(await this._opts.source.outputBlob(path), path.split('/').pop() || path);
     } catch (error) {
       this._error.replaceChildren(errorBox(error));
     }
@@ -446,7 +447,7 @@ export class RunDetail extends Widget {
       return;
     }
     try {
-      const updated = await this._opts.service.stop(run.id);
+      const updated = await this._opts.source.stop();
       this._run = updated;
       this._render(updated);
     } catch (error) {
@@ -454,6 +455,7 @@ export class RunDetail extends Widget {
     }
   }
 
+  private _runId: string;
   private _header: HTMLElement;
   private _summary: HTMLElement;
   private _clocks: HTMLElement;

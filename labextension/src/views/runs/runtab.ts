@@ -8,14 +8,14 @@ import { MainAreaWidget } from '@jupyterlab/apputils';
 import type { ISignal } from '@lumino/signaling';
 
 import { IRunActions, RunDetail } from './rundetail';
-import type { GpuPlatService } from '../../api/request';
+import type { RunDetailSource } from '../../models/rundetailsource';
 import type { IStatusEvent } from '../../api/types';
 
 export const RUN_TAB_CLASS = 'jp-GpuPlat-runTab';
 
 export interface IRunTabOptions {
-  service: GpuPlatService;
-  runId: string;
+  /** The run's data source (its detail disposes of it). */
+  source: RunDetailSource;
   events: ISignal<unknown, IStatusEvent>;
   clockOffset: () => number;
   /** Show another run (a sweep's best child) in its own tab. */
@@ -55,20 +55,19 @@ function twoColumns(node: HTMLElement): void {
 export class RunTab extends MainAreaWidget<RunDetail> {
   constructor(opts: IRunTabOptions) {
     const content = new RunDetail({
-      service: opts.service,
-      runId: opts.runId,
+      source: opts.source,
       onBack: () => undefined,
       onOpen: opts.onOpen,
       clockOffset: opts.clockOffset,
       actions: { ...opts.actions, openInTab: undefined }
     });
-    content.id = `jp-GpuPlat-runTab-detail-${opts.runId}`; // the sidebar's detail has the plain id
+    content.id = `jp-GpuPlat-runTab-detail-${opts.source.runId}`; // the sidebar's detail has the plain id
     super({ content });
-    this.id = runTabId(opts.runId);
+    this.id = runTabId(opts.source.runId);
     this.addClass(RUN_TAB_CLASS);
-    this.node.dataset.runId = opts.runId;
-    this.title.label = opts.runId;
-    this.title.caption = `GPU run ${opts.runId}`;
+    this.node.dataset.runId = opts.source.runId;
+    this.title.label = opts.source.runId;
+    this.title.caption = `GPU run ${opts.source.runId}`;
     this.title.closable = true;
     // The tab is closed with its ✕; the sidebar's "← Runs" has no meaning here.
     const back = content.node.querySelector<HTMLElement>('.jp-GpuPlat-back');

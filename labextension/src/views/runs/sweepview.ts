@@ -4,13 +4,13 @@
  */
 
 import { errorBox, h } from '../dom';
-import type { GpuPlatService } from '../../api/request';
+import type { RunDetailSource } from '../../models/rundetailsource';
 import { ISweepPoint, paramsText, parseConcurrency, scatterGeometry, sweepView } from '../../models/sweepmodel';
 import type { IRunDetail } from '../../api/types';
 import { isFinal } from '../../models/viewmodel';
 
 export interface ISweepPartOptions {
-  service: GpuPlatService;
+  source: RunDetailSource;
   /** The sweep answered by PATCH: the detail shows it. */
   onChanged: (run: IRunDetail) => void;
   /** Open a child's detail (the best child). */
@@ -124,7 +124,7 @@ export class SweepPart {
       return;
     }
     try {
-      const cmp = await this._opts.service.sweepPoints(run.id);
+      const cmp = await this._opts.source.sweepPoints();
       this._points = cmp.children;
       this._metric = cmp.objective?.metric ?? '';
       this._bestId = cmp.best ?? run.best?.id ?? null; // top=0 answers no best: the record has it
@@ -231,7 +231,7 @@ export class SweepPart {
   private async _patch(run: IRunDetail, change: { concurrency?: number; paused?: boolean }): Promise<void> {
     this._applyButton.disabled = this._pause.disabled = true;
     try {
-      const updated = await this._opts.service.updateSweep(run.id, change);
+      const updated = await this._opts.source.updateSweep(change);
       this._error.replaceChildren();
       this._opts.onChanged(updated);
     } catch (error) {

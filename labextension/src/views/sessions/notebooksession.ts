@@ -3,6 +3,7 @@
 import { Dialog, ISessionContext, Notification, SessionContextDialogs, showDialog } from '@jupyterlab/apputils';
 import type { DocumentRegistry } from '@jupyterlab/docregistry';
 
+import { OneAtATime } from '../../models/coalesce';
 import { isFinal } from '../../models/lifecycle';
 import { SessionBar } from './sessionbar';
 import { SessionToast } from './sessiontoast';
@@ -37,8 +38,8 @@ export class NotebookSession {
   ) {
     this.bar = new SessionBar({
       start: () => this.startNew(),
-      cancel: () => this._act(id => this._ctrl.service.stop(id)),
-      keep: () => this._act(id => this._ctrl.service.keepalive(id)),
+      cancel: () => this._act(id => this._ctrl.source.stop(id)),
+      keep: () => this._act(id => this._ctrl.source.keepalive(id)),
       why: () => this.run && this._ctrl.openRun(this.run.id)
     });
     // Before the spacer: the toolbar moves what does not fit, from its right end, into its "…" menu.
@@ -140,7 +141,7 @@ export class NotebookSession {
     if (!run || isFinal(run) || run.session?.notebook === path) {
       return;
     }
-    this._ctrl.service.moveSession(run.id, path).then(
+    this._ctrl.source.moveSession(run.id, path).then(
       r => {
         if (this.run?.id === r.id) {
           this.run = { ...this.run, name: r.name, session: r.session };
@@ -227,7 +228,7 @@ export class NotebookSession {
   // ---- the lease ---------------------------------------------------------------------------
   private async _find(): Promise<void> {
     try {
-      const runs = await this._ctrl.service.sessions(this._context.path);
+      const runs = await this._ctrl.source.sessions(this._context.path);
       this.adoptFrom(runs);
     } catch {
       // not reachable now: the stream's reconnect resyncs
@@ -249,71 +250,56 @@ export class NotebookSession {
     this._maybeConnect();
   }
 
+  /** Re-read the lease (one read at a time, once more if asked meanwhile: models/coalesce). */
   private _refresh(): void {
-    const run = this.run;
-    if (!run) {
-      return;
+    if (this.run) {
+      this._reread.request();
     }
-    if (this._reading) {
-      this._rereadRun = true;
-      return;
-    }
-    this._reading = true;
-    this._ctrl.service
-      .getRun(run.id)
-      .then(r => {
-        if (this.run?.id === r.id) {
-          // The event shown meanwhile may be newer than this read (an end): keep the final status.
-          this.run = isFinal(this.run) && !isFinal(r) ? { ...r, ...pickStatus(this.run) } : r;
-          if (isWaiting(r)) {
-            this._refreshExplain();
-          }
-          if (this._admitPending && isAdmitted(r) && devicesKnown(r)) {
-            this._admitPending = false;
-            if (this._toast.stageOf(r.id) === 'waiting') {
-              this._notify('admitted');
-            }
-          }
-          this._render();
-          this._maybeConnect();
-        }
-      })
-      .catch(() => undefined)
-      .finally(() => {
-        this._reading = false;
-        if (this._rereadRun) {
-          this._rereadRun = false;
-          this._refresh();
-        }
-      });
   }
 
-  private _refreshExplain(): void {
+  private _readRun(): Promise<void> | null {
     const run = this.run;
-    if (!run || !isWaiting(run)) {
-      return;
+    if (!run) {
+      return null;
     }
-    if (this._explaining) {
-      this._reexplain = true;
-      return;
-    }
-    this._explaining = true;
-    this._ctrl.service
-      .explain(run.id)
-      .then(ex => {
-        if (this.run?.id === ex.run_id && isWaiting(this.run)) {
-          this.explain = ex;
-          this._render();
-        }
-      })
-      .catch(() => undefined)
-      .finally(() => {
-        this._explaining = false;
-        if (this._reexplain) {
-          this._reexplain = false;
+    return this._ctrl.source.getRun(run.id).then(r => {
+      if (this.run?.id === r.id) {
+        // The event shown meanwhile may be newer than this read (an end): keep the final status.
+        this.run = isFinal(this.run) && !isFinal(r) ? { ...r, ...pickStatus(this.run) } : r;
+        if (isWaiting(r)) {
           this._refreshExplain();
         }
-      });
+        if (this._admitPending && isAdmitted(r) && devicesKnown(r)) {
+          this._admitPending = false;
+          if (this._toast.stageOf(r.id) === 'waiting') {
+            this._notify('admitted');
+          }
+        }
+        this._render();
+        this._maybeConnect();
+      }
+    });
+  }
+
+  /** Re-read why a waiting lease waits (coalesced as `_refresh`). */
+  private _refreshExplain(): void {
+    const run = this.run;
+    if (run && isWaiting(run)) {
+      this._reexplain.request();
+    }
+  }
+
+  private _readExplain(): Promise<void> | null {
+    const run = this.run;
+    if (!run || !isWaiting(run)) {
+      return null;
+    }
+    return this._ctrl.source.explain(run.id).then(ex => {
+      if (this.run?.id === ex.run_id && isWaiting(this.run)) {
+        this.explain = ex;
+        this._render();
+      }
+    });
   }
 
   private _act(call: (id: string) => Promise<unknown>): void {
@@ -423,9 +409,9 @@ export class NotebookSession {
     return n.actions.map(a => {
       switch (a) {
         case 'cancel':
-          return { label: 'Cancel', caption: `Stop session ${runId}: it leaves the queue`, callback: () => this._act(id => this._ctrl.service.stop(id)) };
+          return { label: 'Cancel', caption: `Stop session ${runId}: it leaves the queue`, callback: () => this._act(id => this._ctrl.source.stop(id)) };
         case 'keep':
-          return { label: 'Keep session', caption: 'Start the idle clock again', callback: () => this._act(id => this._ctrl.service.keepalive(id)) };
+          return { label: 'Keep session', caption: 'Start the idle clock again', callback: () => this._act(id => this._ctrl.source.keepalive(id)) };
         case 'why':
           return { label: 'Why?', caption: `Show ${runId} in the GPU platform sidebar`, callback: () => this._ctrl.openRun(runId) };
       }
@@ -497,7 +483,7 @@ export class NotebookSession {
     let latest: ISessionRun | null = null;
     try {
       const user = await this._ctrl.whenUser();
-      latest = user ? await this._ctrl.service.latestSession(this._context.path, user) : null;
+      latest = user ? await this._ctrl.source.latestSession(this._context.path, user) : null;
     } catch {
       latest = null; // not reachable: as before (the kernel start says what is wrong)
     }
@@ -561,10 +547,8 @@ export class NotebookSession {
   private _lastSpec: string | null = null;
   private _askedFor: string | null = null;
   private _triedFor: string | null = null;
-  private _reading = false;
-  private _rereadRun = false;
-  private _explaining = false;
-  private _reexplain = false;
+  private _reread = new OneAtATime(() => this._readRun());
+  private _reexplain = new OneAtATime(() => this._readExplain());
   private _idleDeadline: number | null = null;
   private _ticker = 0;
   private _admitPending = false;

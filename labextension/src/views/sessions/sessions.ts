@@ -22,7 +22,8 @@ import type { IDisposable } from '@lumino/disposable';
 import { Widget } from '@lumino/widgets';
 
 import { NotebookSession } from './notebooksession';
-import type { GpuPlatService } from '../../api/request';
+import { OneAtATime } from '../../models/coalesce';
+import type { SessionSource } from '../../models/sessionsource';
 import { ISessionSpec, LAUNCH_WAIT_PREFIX, noSpecMessage, sessionSpecs, specFor } from '../../models/sessionmodel';
 import type { IStatusEvent } from '../../api/types';
 
@@ -33,7 +34,7 @@ export interface INotebookLike {
 }
 
 export interface ISessionsOptions {
-  service: GpuPlatService;
+  source: SessionSource;
   kernelspecs: KernelSpec.IManager;
   openRun: (id: string) => void;
   /** Client clock minus server clock, in seconds. */
@@ -50,8 +51,9 @@ export class SessionsController {
     Dialog.tracker.widgetAdded.connect((_, dialog) => void (dialog.ready ?? Promise.resolve()).then(() => this._maybeDismiss(dialog)));
   }
 
-  get service(): GpuPlatService {
-    return this._opts.service;
+  /** The sessions' data source (each notebook's toolbar calls it). */
+  get source(): SessionSource {
+    return this._opts.source;
   }
 
   /** Whose sessions these are; empty until `whoami` answered. */
@@ -138,27 +140,7 @@ export class SessionsController {
 
   /** Find the leases of notebooks that wait for one (one request, however many ask). */
   discover(): void {
-    if (this._discovering) {
-      this._rediscover = true;
-      return;
-    }
-    this._discovering = true;
-    this._opts.service
-      .sessions()
-      .then(runs => {
-        for (const r of runs) {
-          this._seen.add(r.id);
-        }
-        this._each(n => n.adoptFrom(runs));
-      })
-      .catch(() => undefined) // the sidebar shows connection problems
-      .finally(() => {
-        this._discovering = false;
-        if (this._rediscover) {
-          this._rediscover = false;
-          this.discover();
-        }
-      });
+    this._discover.request();
   }
 
   /** Dismiss the dialogs a notebook's wait makes stale (e.g. opened before its lease was known). */
@@ -209,6 +191,12 @@ export class SessionsController {
   private _userPromise = new Promise<string>(resolve => (this._userKnown = resolve));
   private _notebooks = new Set<NotebookSession>();
   private _seen = new Set<string>();
-  private _discovering = false;
-  private _rediscover = false;
+  private _discover = new OneAtATime(() =>
+    this._opts.source.sessions().then(runs => {
+      for (const r of runs) {
+        this._seen.add(r.id);
+      }
+      this._each(n => n.adoptFrom(runs));
+    }) // failures: the sidebar shows connection problems
+  );
 }

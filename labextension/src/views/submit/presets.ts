@@ -6,7 +6,7 @@
 import { Widget } from '@lumino/widgets';
 
 import { errorBox, h } from '../dom';
-import type { GpuPlatService } from '../../api/request';
+import type { SubmitSource } from '../../models/submitsource';
 import type { IPreset, IProject } from '../../api/types';
 import { presetView } from '../../models/viewmodel';
 
@@ -14,7 +14,7 @@ import { presetView } from '../../models/viewmodel';
 export const SESSIONS_UNAVAILABLE = 'GPU sessions start from JupyterLab: open the GPU platform sidebar there.';
 
 export interface IPresetsOptions {
-  service: GpuPlatService;
+  source: SubmitSource;
   projects: () => IProject[];
   project: () => string;
   onProject: (name: string) => void;
@@ -51,7 +51,7 @@ export class PresetsView extends Widget {
       return;
     }
     try {
-      const presets = await this._opts.service.presets(project);
+      const presets = await this._opts.source.presets(project);
       const order = this._opts.projects().find(p => p.name === project)?.default_presets ?? [];
       this._error.replaceChildren();
       this._render(presets, order);

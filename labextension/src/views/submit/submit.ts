@@ -12,7 +12,8 @@ import { Widget } from '@lumino/widgets';
 
 import { errorBox, h } from '../dom';
 import { previewParts } from './previewview';
-import { GpuPlatAPIError, GpuPlatService } from '../../api/request';
+import { GpuPlatAPIError } from '../../api/errors';
+import type { SubmitSource } from '../../models/submitsource';
 import type { IPreset, IPreview, IProject, IRun, IRunRequest } from '../../api/types';
 import {
   buildRunRequest,
@@ -25,7 +26,7 @@ import {
 const PREVIEW_DELAY_MS = 250;
 
 export interface ISubmitFormOptions {
-  service: GpuPlatService;
+  source: SubmitSource;
   projects: IProject[];
   project: string;
   script: string;
@@ -179,7 +180,7 @@ export class SubmitForm extends Widget {
     }
     this._refusal.replaceChildren(h('div', { class: 'jp-GpuPlat-muted' }, 'Submitting…'));
     try {
-      this._created = await this._opts.service.submit(request);
+      this._created = await this._opts.source.submit(request);
       this._refusal.replaceChildren();
       return true;
     } catch (error) {
@@ -216,7 +217,7 @@ export class SubmitForm extends Widget {
   private async _loadPresets(): Promise<void> {
     const project = this._currentProject();
     try {
-      this._all = project ? await this._opts.service.presets(project.name) : [];
+      this._all = project ? await this._opts.source.presets(project.name) : [];
     } catch (error) {
       this._all = [];
       this._preview.replaceChildren(errorBox(error));
@@ -389,7 +390,7 @@ export class SubmitForm extends Widget {
       return;
     }
     try {
-      const p = await this._opts.service.preview(request);
+      const p = await this._opts.source.preview(request);
       if (seq === this._seq) {
         this._renderPreview(p);
       }

@@ -1,29 +1,36 @@
 /**
- * The panel's sweeps: expanded sweeps' children (their own live models), re-reading a
+ * The panel's sweeps' data source: expanded sweeps' children (their own live models), re-reading a
  * sweep when its children's events change its counts, listing a sweep whose child came
  * first. Events name only the child, so this maps children to their sweep.
  */
 
-import type { GpuPlatService } from '../../api/request';
-import type { RunDetail } from '../runs/rundetail';
-import { RunsModel } from '../../models/runsmodel';
-import { SweepRereader, isSweep } from '../../models/sweepmodel';
-import type { IRun, IStatusEvent } from '../../api/types';
+import type { GpuPlatService } from '../api/request';
+import { RunsModel } from './runsmodel';
+import { SweepRereader, isSweep } from './sweepmodel';
+import type { IRun, IRunDetail, IStatusEvent } from '../api/types';
 
-export interface ISweepControlOptions {
-  service: GpuPlatService;
+/** The run detail open beside the list, as far as the sweeps need it. */
+export interface ISweepDetail {
+  readonly runId: string;
+  readonly run: IRunDetail | null;
+  /** Show a record read anew. */
+  showRecord(run: IRunDetail): void;
+}
+
+export interface ISweepSourceOptions {
+  service: Pick<GpuPlatService, 'listRuns' | 'getRun'>;
   model: RunsModel;
   pageSize: number;
   /** Runs being fetched (shared with the panel: one request per run at a time). */
   fetching: Set<string>;
-  detail: () => RunDetail | null;
+  detail: () => ISweepDetail | null;
   /** The list must render again (a sweep expanded, collapsed, its children changed). */
   changed: () => void;
   onError: (error: unknown) => void;
 }
 
-export class SweepControl {
-  constructor(private _o: ISweepControlOptions) {
+export class SweepSource {
+  constructor(private _o: ISweepSourceOptions) {
     this._sweeps = new SweepRereader(
       id => this._reread(id),
       cb => requestAnimationFrame(() => cb())

@@ -1,17 +1,18 @@
-"""`gpuplat db upgrade` and `gpuplat db copy`: the store's schema and data, from the command line.
+"""What `gpuplat db upgrade` and `gpuplat db copy` do to a database (the command itself is cli/db.py).
 
 Start-up migrates too (every server runs `migrate` under the same lock); `upgrade` lets a
-platform team migrate before rolling out a new version, with the servers still down.
+platform team migrate before rolling out a new version, with the servers still down. Both say
+what is missing (`Missing`: no retry helps) or what failed (`Failed`) in one line, with no
+SQLAlchemy type leaving the store.
 """
 
 from __future__ import annotations
 
-import argparse
 import os
 import re
-import sys
-from collections.abc import Sequence
+from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
 from jupyter_core.paths import jupyter_data_dir
 from sqlalchemy import inspect
@@ -24,25 +25,14 @@ from .migrations import LATEST, migrate
 from .store import make_engine
 from .urls import sqlite_path
 
+T = TypeVar("T")
+
 
 def default_db_url() -> str:
     """The embedded server's default store (GpuPlat.db_url), unless GPUPLAT_DB_URL names another."""
     return os.environ.get("GPUPLAT_DB_URL") or "sqlite:///" + os.path.join(jupyter_data_dir(), "gpuplat", "gpuplat.db")
 
 
-def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="gpuplat db", description="The platform's database: schema and copies.")
-    sub = p.add_subparsers(dest="action", required=True)
-    up = sub.add_parser("upgrade", help="migrate the database to this package's schema (under a lock)")
-    up.add_argument("--db-url", help="SQLAlchemy URL (default: GPUPLAT_DB_URL or the embedded server's SQLite file)")
-    cp = sub.add_parser("copy", help="copy an embedded store (SQLite) into an empty database, keeping every id")
-    cp.add_argument("--from", dest="source", required=True, metavar="URL", help="the source, e.g. sqlite:///gpuplat.db")
-    cp.add_argument("--to", dest="target", required=True, metavar="URL", help="the target, e.g. postgresql+psycopg://…")
-    cp.add_argument("--batch", type=int, default=5_000, help="rows per insert (default 5000)")
-    return p
-
-
-EXIT_MISSING = 2  # the database (or the source) is not there: no retry helps, the command changed nothing
 STORE_TABLES = ("alembic_version", "gpuplat_meta")  # one of them marks a gpuplat store (gpuplat_meta: before Alembic)
 
 
@@ -50,12 +40,16 @@ class Missing(Exception):
     """What is not there, with how to make it: one line for the user, no traceback."""
 
 
+class Failed(Exception):
+    """The database refused or broke off: one line (and the hint, if the store has one)."""
+
+
 def _sqlite_path(url: str) -> Path | None:
     path = sqlite_path(url)
     return Path(path) if path else None
 
 
-def _check_sqlite_directory(url: str) -> None:
+def check_sqlite_directory(url: str) -> None:
     """The SQLite file's directory exists or can be made (make_engine makes it); else say which and why."""
     path = _sqlite_path(url)
     if path is None:
@@ -106,49 +100,44 @@ def check_source(url: str) -> None:
         raise Missing(f"the source {safe_url(url)} is not a gpuplat store: it has no {' or '.join(STORE_TABLES)} table")
 
 
-def upgrade(url: str) -> int:
-    _check_sqlite_directory(url)
-    engine = make_engine(url)
-    try:
-        found = migrate(engine)
-    finally:
-        engine.dispose()
-    if found == LATEST:
-        print(f"{safe_url(url)}: already at schema version {LATEST}")
-    else:
-        print(f"{safe_url(url)}: schema version {LATEST} (was {found or 'empty'})")
-    return 0
+def upgrade(url: str) -> str:
+    """Migrate `url` to this package's schema; what happened, in one line."""
+
+    def run() -> str:
+        check_sqlite_directory(url)
+        engine = make_engine(url)
+        try:
+            found = migrate(engine)
+        finally:
+            engine.dispose()
+        if found == LATEST:
+            return f"{safe_url(url)}: already at schema version {LATEST}"
+        return f"{safe_url(url)}: schema version {LATEST} (was {found or 'empty'})"
+
+    return _guarded(url, run)
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    url = ""
+def copy(source: str, target: str, batch_rows: int) -> str:
+    """Copy an embedded store into an empty database, every id kept; checked before the target is touched."""
+    _guarded(source, lambda: check_source(source))
+
+    def run() -> str:
+        check_sqlite_directory(target)
+        copy_database(source, target, batch_rows=batch_rows)
+        return "copied: the counts match"
+
+    return _guarded(target, run)
+
+
+def _guarded(url: str, run: Callable[[], T]) -> T:
+    """`run()`, its failures said in one line; a missing PostgreSQL database (said only once we
+    connect) is named with how to create it."""
     try:
-        if args.action == "upgrade":
-            url = args.db_url or default_db_url()
-            return upgrade(url)
-        url = args.source
-        check_source(args.source)
-        url = args.target
-        _check_sqlite_directory(args.target)
-        copy_database(args.source, args.target, batch_rows=args.batch)
-        print("copied: the counts match")
-        return 0
-    except Missing as exc:
-        print(f"gpuplat db: {exc}", file=sys.stderr)
-        return EXIT_MISSING
+        return run()
     except (GpuPlatError, CopyError, RuntimeError, SQLAlchemyError) as exc:
-        missing = _missing_database(url, exc)  # PostgreSQL says so only once we connect
+        missing = _missing_database(url, exc)
         if missing is not None:
-            print(f"gpuplat db: {missing}", file=sys.stderr)
-            return EXIT_MISSING
+            raise missing from None
         if isinstance(exc, GpuPlatError):  # StoreUnavailable: unreachable, or locked by a server still writing
-            hint = f"\n  hint: {exc.hint}" if exc.hint else ""
-            print(f"gpuplat db: {exc.message}{hint}", file=sys.stderr)
-        else:
-            print(f"gpuplat db: {exc}", file=sys.stderr)
-        return 1
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+            raise Failed(exc.message + (f"\n  hint: {exc.hint}" if exc.hint else "")) from None
+        raise Failed(str(exc)) from None
