@@ -93,8 +93,10 @@ def test_views_do_not_import_the_service() -> None:
         if _folder(rel) != "views":
             continue
         for spec in _imports(path):
-            target = (path.parent / spec).resolve().with_suffix(".ts")
-            if spec.startswith(".") and target.relative_to(SRC).as_posix() == SERVICE:
+            if (
+                spec.startswith(".")
+                and (path.parent / spec).resolve().with_suffix(".ts").relative_to(SRC).as_posix() == SERVICE
+            ):
                 users.add(rel.as_posix())
     wrong = sorted(users - KNOWN_SERVICE_USERS)
     assert not wrong, f"views import the service ({SERVICE}); fetch in a models/ data source instead: {wrong}"

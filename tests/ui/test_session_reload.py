@@ -99,8 +99,9 @@ def test_a_reload_leases_nothing_for_an_ended_session_and_reattaches_a_live_one(
     assert [r["id"] for r in leases(lab, "alive.ipynb")] == [alive["id"]]
     assert lab.ok("GET", f"runs/{alive['id']}")["session"]["kernel_id"] == kernel_id
 
-    # The user asks: exactly one new lease.
-    start.click()
+    # The user asks: exactly one new lease. (A loaded machine was seen taking over 30 s for the
+    # click to find the button stable while the bar re-renders; the default would fail it.)
+    start.click(timeout=60_000)
 
     # Exactly one new lease (`quick` may end again after its 3 s idle limit before the kernel shows Idle).
     def two() -> list[dict[str, Any]] | None:
