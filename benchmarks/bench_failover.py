@@ -4,7 +4,7 @@ What runs for real: two `gpuplat server` processes (`python -m jupyter_gpuplat.s
 on one PostgreSQL (GPUPLAT_TEST_PG_URL, else a throw-away server from tests/pg.py), with the
 product's leader timings unless told otherwise (`--GpuPlatServer.leader_*`: retry 2 s, renew
 2 s, renew deadline 10 s, lock session idle timeout 15 s — client-go's lease defaults) and the
-local executor. Identity is tests/test_failover.py's fixed-token stand-in for JupyterHub.
+local executor. Identity is tests/service/test_failover.py's fixed-token stand-in for JupyterHub.
 
 Each round: cp-a leads, cp-b stands by, one run is running on cp-a. Then cp-a fails:
 * kill: SIGKILL (the process dies; its TCP connection closes; the server frees the lock at once);
@@ -44,7 +44,7 @@ from _common import machine, table
 from bench_pg_admission import fresh_database, postgres
 
 from jupyter_gpuplat.service.team.server import GpuPlatServer
-from tests.test_failover import TOKEN, ControlPlane, gated, terminate_lock_session
+from tests.service.test_failover import TOKEN, ControlPlane, gated, terminate_lock_session
 from tests.waiting import until
 
 

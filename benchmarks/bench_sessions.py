@@ -34,9 +34,13 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from _common import machine, ms, summary  # noqa: E402
 
-from tests.kernel_ws import KernelSocket  # noqa: E402
+from tests.kernel_ws import (  # noqa: E402
+    SESSIONS,
+    KernelSocket,
+    session_of,
+    start_kernel,
+)
 from tests.server import ServerProcess  # noqa: E402
-from tests.test_sessions import SESSIONS, session_of, start_kernel  # noqa: E402
 
 TARGET_OVERHEAD_S = 0.150
 TARGET_WAKE_S = 1.0

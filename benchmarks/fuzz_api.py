@@ -1,4 +1,4 @@
-"""Nightly-style schemathesis run: tests/test_schemathesis.py with many more examples.
+"""Nightly-style schemathesis run: tests/service/test_schemathesis.py with many more examples.
 
     python benchmarks/fuzz_api.py                      # 200 examples per operation and user
     python benchmarks/fuzz_api.py --examples 1000 --only runs --users bob
@@ -20,7 +20,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from tests.test_schemathesis import USERS, fuzz, load, operations, seed
+from tests.service.test_schemathesis import USERS, fuzz, load, operations, seed
 
 
 def main() -> int:

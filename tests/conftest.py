@@ -12,11 +12,12 @@ Fixtures (here unless named):
 - `pg_url` (session), `pg_db_url` (pg.py): a throw-away PostgreSQL server, a fresh database per test.
 - `hub`, `hub_platform_config` (module, hubenv.py; a module imports them): a real JupyterHub with
   the control plane as its service.
-- `lab`, `session_lab`, `browser_context`, `lab_page`, `screenshots` (ui/conftest.py): a
+- `lab`, `session_lab`, `browser_context`, `lab_page`, `session_page`, `screenshots` (ui/conftest.py): a
   JupyterLab server subprocess and Chromium driven by Playwright, package-scoped.
 - `accounts`, `reachable`, `machine`, `user_mode_config` (security/conftest.py): real Unix accounts
   and a user-mode server's settings (its helpers `submit`, `wait_final`, `log_of` drive one).
-Helpers: `wait_for` (async poll with a deadline), waiting.py `until` (the sync one),
+Helpers: waiting.py `until` (sync) and `wait_for` (async), the one way tests wait on a condition;
+`Api` and `Http` (in-process REST calls), `assert_refused` (a 4xx in the error shape),
 server.py `ServerProcess`, k8s.py (an emulated cluster laid out like deploy/kubernetes/),
 fake_engine.py `Harness` (the engine over the fake executor).
 
@@ -25,7 +26,8 @@ so that a developer can leave an area out: `python -m pytest -m "not browser and
 not slow"`.
 - `browser`: tests/ui and any test marked so (Chromium through Playwright).
 - `postgres`: uses `pg_url` (so `pg_db_url` and `hub` too) or a `postgresql` parameter, or is marked so.
-- `kubernetes`: its file imports the Kubernetes emulator (kube_emulator) or k8s.py.
+- `kubernetes`: tests/executors/kubernetes, and any file that imports the Kubernetes emulator
+  (kube_emulator) or k8s.py.
 - `hub`: uses the `hub` fixture (a real JupyterHub).
 - `slow`: named in `SLOW` below (measured over 20 s).
 Markers only select; they never reorder, so ui/'s package-scoped Playwright loop still comes last.
@@ -34,7 +36,6 @@ Markers only select; they never reorder, so ui/'s package-scoped Playwright loop
 from __future__ import annotations
 
 import ast
-import asyncio
 import functools
 import json
 import os
@@ -47,6 +48,7 @@ import pytest
 
 # Real PostgreSQL for the store tests (session server, one fresh database per test).
 from .pg import pg_db_url, pg_url  # noqa: F401
+from .waiting import wait_for
 
 pytest_plugins = ("pytest_jupyter.jupyter_server",)
 
@@ -149,17 +151,51 @@ class Api:
         return await wait_for(cond, timeout, f"{text!r} in the log of {run_id}")
 
 
-async def wait_for(cond: Callable[[], Awaitable[Any]], timeout: float = 20, what: str = "condition") -> Any:
-    """Poll an async condition until it returns something truthy, or fail at the deadline."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    while True:
-        value = await cond()
-        if value:
-            return value
-        if loop.time() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        await asyncio.sleep(0.02)
+class Http:
+    """One request as a given user; the answer as (status, headers, body: JSON when it is JSON)."""
+
+    def __init__(self, fetch: Any) -> None:
+        self.fetch = fetch
+
+    async def __call__(
+        self,
+        method: str,
+        path: str,
+        *,
+        user: str = "alice",
+        body: Any = None,
+        raw: bytes | None = None,
+        params: Any = None,
+        headers: dict[str, str] | None = None,
+    ) -> tuple[int, Any, Any]:
+        kw: dict[str, Any] = {"method": method, "raise_error": False, "params": params}
+        if raw is not None:
+            kw["body"] = raw
+        elif body is not None:
+            kw["body"] = json.dumps(body)
+        elif method in ("POST", "PUT", "PATCH"):
+            kw["body"] = b"{}"
+        resp = await self.fetch(
+            "gpuplat", "api", *path.split("/"), headers={"Authorization": f"token tok-{user}", **(headers or {})}, **kw
+        )
+        data: Any = resp.body
+        if resp.body and "json" in resp.headers.get("Content-Type", ""):
+            data = json.loads(resp.body)
+        return resp.code, resp.headers, data
+
+
+def assert_refused(code: int, body: Any, *words: str, status: int = 400) -> None:
+    """A 4xx in the error shape whose message names every one of `words`."""
+    assert code == status, (code, body)
+    assert isinstance(body, dict) and set(body) == {"error"}, body
+    err = body["error"]
+    # a refused run request also lists every refusing rule and what the policy would accept
+    assert {"code", "message", "hint"} <= set(err) <= {"code", "message", "hint", "rules", "alternatives"}, err
+    if "rules" in err:
+        assert err["rules"] and all(set(r) == {"rule", "limit", "message"} for r in err["rules"]), err
+        assert err["rules"][0]["rule"] == err["code"] and isinstance(err["alternatives"], list), err
+    for w in words:
+        assert w in err["message"], (w, err["message"])
 
 
 @pytest.fixture
@@ -189,12 +225,12 @@ def platform(jp_serverapp: Any) -> Any:
 # Only the modules measured so far; add one when a run shows it over 20 s.
 SLOW: frozenset[str] = frozenset(
     {
-        "test_crash_loop.py::test_sigkill_loop_loses_and_doubles_nothing",
-        "test_failover.py::test_the_standby_takes_over_and_every_run_is_dispatched_once_and_finishes",
-        "test_kubernetes_restart.py::test_restart_reattaches_to_running_jobs_and_finishes_their_records",
-        "test_kubernetes_sessions.py::test_a_pod_kernel_s_cell_sent_before_ready_keeps_the_lease_busy",
-        "test_rollout_kubernetes.py::test_presets_without_the_gpu_toleration_fail_with_the_schedulers_message",
-        "test_sessions.py::test_a_server_killed_with_a_running_session_keeps_its_record_and_re_adopts_the_kernel",
+        "service/test_crash_loop.py::test_sigkill_loop_loses_and_doubles_nothing",
+        "service/test_failover.py::test_the_standby_takes_over_and_every_run_is_dispatched_once_and_finishes",
+        "executors/kubernetes/test_kubernetes_restart.py::test_restart_reattaches_to_running_jobs_and_finishes_their_records",
+        "executors/kubernetes/test_kubernetes_sessions.py::test_a_pod_kernel_s_cell_sent_before_ready_keeps_the_lease_busy",
+        "executors/kubernetes/test_rollout_kubernetes.py::test_presets_without_the_gpu_toleration_fail_with_the_schedulers_message",
+        "service/test_sessions.py::test_a_server_killed_with_a_running_session_keeps_its_record_and_re_adopts_the_kernel",
     }
 )
 
@@ -218,6 +254,8 @@ def _area_markers(item: pytest.Item) -> set[str]:
     path = item.path.relative_to(TESTS) if item.path.is_relative_to(TESTS) else item.path
     if path.parts[:1] == ("ui",):
         marks.add("browser")
+    if path.parts[:2] == ("executors", "kubernetes"):
+        marks.add("kubernetes")
     names = set(getattr(item, "fixturenames", ()))
     params = getattr(getattr(item, "callspec", None), "params", {})
     # pg_url, or a store fixture parametrized over backends that asks for pg_db_url when it runs

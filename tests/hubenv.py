@@ -1,7 +1,7 @@
 """A real JupyterHub (PyPI) with configurable-http-proxy (npm) and the gpuplat control plane as a
 Hub-managed service on a real PostgreSQL database, for the team-mode tests.
 
-    from .hubenv import hub, hub_platform_config  # noqa: F401  (module-scoped fixtures)
+    from ..hubenv import hub, hub_platform_config  # noqa: F401  (module-scoped fixtures; tests/service/)
 
     def test_x(hub: HubEnv) -> None:
         tok = hub.token("alice")                      # a token carrying access:services!service=gpuplat
@@ -23,6 +23,10 @@ configurable-http-proxy: $GPUPLAT_TEST_CHP (set by .ci/run), else
 `${XDG_CACHE_HOME:-~/.cache}/gpuplat-test/chp-5.3.0`, installed there with npm when missing.
 Readiness is polled (the Hub's API through the proxy, the service's health/ready); nothing sleeps.
 Anything missing FAILS the tests with the reason; they are never skipped.
+
+Also here: `gpuplat server` control planes started by a test without the Hub's own service
+(`CONTROL_PLANE`, `start_control_plane`, `wait_leader`) and the `standby` fixture (a second control
+plane on the Hub's database; a module binds it by name, as `hub`).
 """
 
 from __future__ import annotations
@@ -36,7 +40,6 @@ import socket
 import subprocess
 import sys
 import tempfile
-import time
 import uuid
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -49,7 +52,7 @@ import pytest
 from sqlalchemy.engine import make_url
 
 from .pg import psycopg_conninfo
-from .waiting import POLL_SECONDS
+from .waiting import until
 
 CHP_VERSION = "5.3.0"
 SERVICE = "gpuplat"
@@ -114,19 +117,21 @@ def fresh_database(pg_url: str) -> Iterator[str]:
             conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
-def wait_until(
+def until_alive(
     cond: Any, what: str, timeout: float, proc: subprocess.Popen[bytes] | None = None, log: Path | None = None
 ) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
+    """`until`, failing early (with the log's tail) when `proc` exits, and with the tail at the deadline."""
+
+    def check() -> Any:
         value = cond()
-        if value:
-            return value
-        if proc is not None and proc.poll() is not None:
+        if not value and proc is not None and proc.poll() is not None:
             _fail(f"{what}: the process exited with {proc.returncode}\n{_tail(log)}")
-        if time.monotonic() > deadline:
-            _fail(f"timed out after {timeout}s waiting for {what}\n{_tail(log)}")
-        time.sleep(POLL_SECONDS)  # polling a condition with a deadline
+        return value
+
+    try:
+        return until(check, what, timeout)
+    except AssertionError as e:
+        _fail(f"{e}\n{_tail(log)}")
 
 
 def _tail(log: Path | None, lines: int = 60) -> str:
@@ -253,10 +258,10 @@ class HubEnv:
                 start_new_session=True,
             )
         # CHP answers 404 on /hub/api/ until the Hub's routes exist: wait for 200.
-        wait_until(
+        until_alive(
             lambda: self._get_code(self.hub_api) == 200, "the Hub's API through the proxy", timeout, self.proc, self.log
         )
-        wait_until(
+        until_alive(
             lambda: self._get_code(f"{self.control_plane_url}health/ready") == 200,
             "the gpuplat service to be ready (leader)",
             timeout,
@@ -364,7 +369,7 @@ class HubEnv:
             server = (model.get("servers") or {}).get("", {})
             return bool(server.get("ready"))
 
-        wait_until(ready, f"{user}'s server to be ready", timeout, self.proc, self.log)
+        until_alive(ready, f"{user}'s server to be ready", timeout, self.proc, self.log)
         return f"{self.url}user/{user}/"
 
     def service_pid(self) -> int | None:
@@ -393,3 +398,74 @@ def hub(pg_url: str, hub_platform_config: Path) -> Iterator[HubEnv]:
         finally:
             env.stop()
             shutil.rmtree(workdir, ignore_errors=True)
+
+
+# ---- control planes without the Hub's own service (`gpuplat server` started here) ------------
+
+CONTROL_PLANE = [sys.executable, "-m", "jupyter_gpuplat.service.team.server"]
+
+
+def start_control_plane(
+    tmp_path: Path, db_url: str, *args: str, **popen: Any
+) -> tuple[subprocess.Popen[bytes], Path, str]:
+    """A control plane on `db_url` without a Hub (the probes need no identity); its log and /cp/ URL."""
+    port = free_port()
+    log = tmp_path / f"server-{port}.log"
+    cmd = [
+        *CONTROL_PLANE,
+        f"--port={port}",
+        f"--db-url={db_url}",
+        f"--artifacts-root={tmp_path / 'a'}",
+        "--base-url=/cp",
+    ]
+    with open(log, "wb") as out:
+        proc = subprocess.Popen([*cmd, *args], stdout=out, stderr=subprocess.STDOUT, **popen)
+    return proc, log, f"http://127.0.0.1:{port}/cp/"
+
+
+def wait_leader(proc: subprocess.Popen[bytes], log: Path, url: str) -> Any:
+    def leader() -> Any:
+        assert proc.poll() is None, log.read_text()
+        try:
+            r = httpx.get(url + "health/ready")
+        except httpx.HTTPError:
+            return None
+        return r.json() if r.status_code == 200 else None
+
+    return until(leader, "the control plane to lead", timeout=30)
+
+
+@pytest.fixture
+def standby(hub: HubEnv, tmp_path: Path) -> Iterator[str]:
+    port = free_port()
+    log = tmp_path / "standby.log"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("JUPYTERHUB_")}
+    with open(log, "wb") as out:
+        proc = subprocess.Popen(
+            [
+                *CONTROL_PLANE,
+                f"--port={port}",
+                f"--db-url={hub.db_url}",
+                f"--artifacts-root={tmp_path / 'artifacts'}",
+                f"--GpuPlatServer.hub_api_url={hub.hub_api}",
+                "--GpuPlatServer.holder=standby-1",
+            ],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            env=env,
+        )
+    url = f"http://127.0.0.1:{port}/"
+
+    def up() -> bool:
+        assert proc.poll() is None, log.read_text()
+        try:
+            return httpx.get(url + "health/live").status_code == 200
+        except httpx.HTTPError:
+            return False
+
+    try:
+        until(up, "the standby to listen", timeout=30)
+        yield url
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(20) == 0, log.read_text()

@@ -9,10 +9,13 @@ remote, Kubernetes): a long cell sent the moment the kernel exists keeps its lea
 from __future__ import annotations
 
 import json
+import sys
 import time
 import uuid
+from pathlib import Path
 from typing import Any, ClassVar
 
+import requests
 import websocket  # websocket-client, a jupyter_server dependency
 
 from .server import ServerProcess
@@ -145,3 +148,52 @@ def a_cell_sent_at_once_is_not_culled(
         assert ended["finished_at"] >= ended_cell + idle_seconds - 0.5  # idle from the end of the cell
     finally:
         ks.close()
+
+
+# ---- GPU sessions the way JupyterLab starts them (POST /api/sessions) --------------------------
+
+# The sessions platform (a `notebook` preset on the interactive queue, `quick` culled after 3 s).
+SESSIONS = Path(__file__).parent / "fixtures" / "sessions.yaml"
+
+
+def headers(srv: ServerProcess) -> dict[str, str]:
+    return {"Authorization": f"token {srv.token}"}
+
+
+def start_kernel(srv: ServerProcess, path: str, kernel: str = "gpuplat-notebook") -> requests.Response:
+    body = {"path": path, "type": "notebook", "name": path, "kernel": {"name": kernel}}
+    return requests.post(srv.url + "api/sessions", headers=headers(srv), json=body, timeout=90)
+
+
+def kernel_ids(srv: ServerProcess) -> set[str]:
+    return {k["id"] for k in requests.get(srv.url + "api/kernels", headers=headers(srv), timeout=30).json()}
+
+
+def session_of(srv: ServerProcess, notebook: str) -> dict[str, Any]:
+    found = srv.ok("GET", "sessions", notebook=notebook)["sessions"]
+    assert len(found) == 1, found
+    return found[0]
+
+
+def add_kernelspec(srv: ServerProcess, name: str, **config: Any) -> None:
+    """A kernelspec as a shared notebook might carry it (not one the platform offered)."""
+    d = srv.root / "data" / "kernels" / name
+    d.mkdir(parents=True, exist_ok=True)
+    spec = {
+        "argv": [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"],
+        "display_name": name,
+        "language": "python",
+        "interrupt_mode": "message",
+        "metadata": {"kernel_provisioner": {"provisioner_name": "gpuplat-session", "config": config}},
+    }
+    (d / "kernel.json").write_text(json.dumps(spec))
+
+
+class HubKernelSocket(KernelSocket):
+    """A kernel's websocket through the Hub's proxy, the token in a header (Hub tokens are not taken in URLs)."""
+
+    def __init__(self, server_url: str, token: str, kernel_id: str, timeout: float = 60) -> None:
+        url = server_url.replace("http://", "ws://") + f"api/kernels/{kernel_id}/channels"
+        self.ws = websocket.create_connection(url, timeout=timeout, header=[f"Authorization: token {token}"])
+        self.session = uuid.uuid4().hex
+        KernelSocket.opened.add(self)

@@ -22,16 +22,19 @@ import shutil
 import socket
 import subprocess
 import tempfile
-import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import psycopg
 import pytest
 from sqlalchemy.engine import make_url
 
-from .waiting import POLL_SECONDS
+from .waiting import until
+
+if TYPE_CHECKING:
+    from jupyter_gpuplat.store.store import Store
 
 ENV_URL = "GPUPLAT_TEST_PG_URL"
 SERVER_USER = "postgres"  # the OS user that owns the cluster when we run as root; also the DB superuser
@@ -159,16 +162,21 @@ class LocalCluster:
 
 
 def _wait_ready(url: str, timeout: float = 30) -> None:
-    deadline = time.monotonic() + timeout
-    while True:
+    error: list[psycopg.Error] = []
+
+    def connects() -> bool:
         try:
             with psycopg.connect(psycopg_conninfo(url), connect_timeout=5) as conn:
                 conn.execute("SELECT 1")
-            return
+            return True
         except psycopg.Error as e:
-            if time.monotonic() > deadline:
-                _fail(f"cannot connect to {make_url(url)!r}: {e}")
-            time.sleep(POLL_SECONDS)  # polling a condition with a deadline
+            error[:] = [e]
+            return False
+
+    try:
+        until(connects, f"PostgreSQL at {make_url(url)!r}", timeout)
+    except AssertionError:
+        _fail(f"cannot connect to {make_url(url)!r}: {error[-1] if error else 'timed out'}")
 
 
 @pytest.fixture(scope="session")
@@ -202,3 +210,16 @@ def pg_db_url(pg_url: str) -> Iterator[str]:
     finally:
         with psycopg.connect(admin, autocommit=True) as conn:
             conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def open_store(url: str) -> Store:
+    """A migrated store: revision 0008 made the leader row (id 1, epoch 0)."""
+    from sqlalchemy import select
+
+    from jupyter_gpuplat.store import schema
+    from jupyter_gpuplat.store.store import Store
+
+    store = Store(url)
+    with store.engine.connect() as conn:
+        assert conn.execute(select(schema.leader.c.epoch)).all() == [(0,)]
+    return store

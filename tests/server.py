@@ -4,18 +4,18 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
 import requests
 
 from .conftest import EXAMPLE, TOKENS
-from .waiting import POLL_SECONDS
+from .waiting import until
 
 
 def free_port() -> int:
@@ -81,16 +81,16 @@ class ServerProcess:
             stderr=subprocess.STDOUT,
             cwd=self.root,
         )
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
+        proc = self.proc
+
+        def answering() -> bool:
+            if proc.poll() is not None:
                 raise RuntimeError(f"server exited: {(self.root / 'server.log').read_text()[-3000:]}")
             with socket.socket() as probe:
                 listening = probe.connect_ex(("127.0.0.1", self.port)) == 0
-            if listening and self.call("GET", "whoami")[0] == ready_status:
-                return
-            time.sleep(POLL_SECONDS)  # polling a condition with a deadline
-        raise RuntimeError("server did not answer in time")
+            return listening and self.call("GET", "whoami")[0] == ready_status
+
+        until(answering, "the server to answer", timeout)
 
     def kill(self) -> None:
         """SIGKILL: no shutdown hooks run, as in a crash."""
@@ -150,18 +150,57 @@ class ServerProcess:
         active = "created,queued,dispatched,starting,running,stopping"
         for r in self.ok("GET", "runs", user="ops", status=active, limit=1000)["runs"]:
             self.call("POST", f"runs/{r['id']}/stop", user="ops")
-        deadline = time.monotonic() + timeout
-        while self.ok("GET", "runs", user="ops", status=active, limit=1000)["runs"]:
-            if time.monotonic() > deadline:
-                raise AssertionError(f"runs still active {timeout}s after they were stopped")
-            time.sleep(POLL_SECONDS)  # polling a condition with a deadline
+        until(
+            lambda: not self.ok("GET", "runs", user="ops", status=active, limit=1000)["runs"],
+            "no run left active after they were stopped",
+            timeout,
+        )
 
     def wait_status(self, run_id: str, *statuses: str, timeout: float = 30) -> dict[str, Any]:
-        deadline = time.monotonic() + timeout
-        while True:
-            run = self.ok("GET", f"runs/{run_id}")
-            if run["status"] in statuses:
-                return run
-            if time.monotonic() > deadline:
-                raise AssertionError(f"run {run_id} is {run['status']}, not {statuses}, after {timeout}s")
-            time.sleep(POLL_SECONDS)  # polling a condition with a deadline
+        last: dict[str, Any] = {}
+
+        def reached() -> dict[str, Any] | None:
+            last.update(self.ok("GET", f"runs/{run_id}"))
+            return dict(last) if last["status"] in statuses else None
+
+        try:
+            return until(reached, f"run {run_id} to reach {statuses}", timeout)
+        except AssertionError as e:
+            raise AssertionError(f"run {run_id} is {last.get('status')}, not {statuses}, after {timeout}s") from e
+
+
+def parse_sse(text: str) -> list[dict[str, str]]:
+    """A text/event-stream body read back: one dict per event (its fields; `data` lines joined)."""
+    events = []
+    for block in text.split("\n\n"):
+        ev: dict[str, str] = {}
+        for line in block.split("\n"):
+            if line.startswith(":") or not line:
+                continue
+            key, _, value = line.partition(": ")
+            ev[key] = ev[key] + "\n" + value if key in ev else value
+        if ev:
+            events.append(ev)
+    return events
+
+
+def cells_of(text: str, ncols: int) -> list[list[str]]:
+    """A printed table read back: each row's cells, their wrapped pieces joined by spaces.
+
+    A last column printed under its row (table(tail=True) when narrow) is read back as the last cell."""
+    lines = text.splitlines()
+    tail = len(lines) > 1 and re.match(r"    \S", lines[1]) is not None
+    starts = [m.start() for m in re.finditer(r"\S+(?: \S+)*", lines[0])]
+    assert len(starts) == ncols - tail, lines[0]
+    rows: list[list[list[str]]] = []
+    for line in lines:
+        if tail and re.match(r"    \S", line):
+            rows[-1][-1].append(line.strip())
+            continue
+        pieces = [line[a:b].strip() for a, b in zip(starts, [*starts[1:], None], strict=True)]
+        if pieces[0] or not rows:
+            rows.append([[] for _ in range(ncols)])
+        for i, piece in enumerate(pieces):
+            if piece:
+                rows[-1][i].append(piece)
+    return [[" ".join(c) for c in row] for row in rows]

@@ -1,7 +1,8 @@
-"""What the widget and notebook-client tests share: a module's server, alice's client, no thread left.
+"""What the widget and notebook-client tests share: a module's server, alice's client, no thread left,
+and cells run in a fresh kernel through nbclient (`run_cells`, `texts`).
 
 Each test module still declares its own fixtures (their scope and names are the module's), as
-one-line wrappers of these.
+one-line wrappers of these; `client` (alice's) is tests/client/conftest.py's.
 """
 
 from __future__ import annotations
@@ -11,8 +12,10 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import nbformat
 import pytest
 import yaml
+from nbclient import NotebookClient
 
 from jupyter_gpuplat.client import Client
 
@@ -57,3 +60,29 @@ def launcher_config(root: Path) -> Path:
     config = root / "platform.yaml"
     config.write_text(yaml.safe_dump(cfg))
     return config
+
+
+def run_cells(
+    server: ServerProcess, cells: list[str], cwd: Path | None = None, user: str = "alice"
+) -> list[list[dict[str, Any]]]:
+    """Execute cells in a fresh kernel in `cwd` (as a notebook there; the server's root by default) that
+    reaches the server through GPUPLAT_URL/TOKEN as `user`; the outputs per cell."""
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(c) for c in cells])
+    env = {**server.env, "GPUPLAT_URL": server.url, "GPUPLAT_TOKEN": f"tok-{user}"}
+    path = str(cwd or server.root)
+    client = NotebookClient(nb, timeout=120, kernel_name="python3", resources={"metadata": {"path": path}})
+    client.execute(env=env)
+    return [c.get("outputs", []) for c in nb.cells]
+
+
+def texts(outputs: list[dict[str, Any]]) -> str:
+    """A cell's outputs as one text: streams, HTML or plain displays, "ERROR <name>" for errors."""
+    out = []
+    for o in outputs:
+        if o["output_type"] == "stream":
+            out.append(o["text"])
+        elif o["output_type"] in ("display_data", "execute_result"):
+            out.append(o["data"].get("text/html") or o["data"].get("text/plain", ""))
+        elif o["output_type"] == "error":
+            out.append("ERROR " + o["ename"])
+    return "".join(out)

@@ -72,7 +72,7 @@ class Engine:
         self.admin = ConfigAdmin(self.state, self.dispatcher)
         # The service's two doors: `reads` (answers from the snapshot and the store) and the
         # commands (this object's methods; config writes by people in `admin`). It reaches no
-        # other component (tests/test_architecture).
+        # other component (tests/house/test_architecture).
         self.reads = ReadModel(
             self.state, self.artifacts, self.reconciler.sessions, self.reconciler.sweeps, artifacts_root
         )

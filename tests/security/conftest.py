@@ -24,7 +24,6 @@ import stat
 import subprocess
 import sys
 import tempfile
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,7 +32,7 @@ from typing import Any
 import pytest
 
 from ..server import ServerProcess
-from ..waiting import POLL_SECONDS
+from ..waiting import until
 
 CHECKOUT = Path(__file__).resolve().parents[2]
 USERS = ("alice", "bob", "erin", "dave")
@@ -57,20 +56,20 @@ def _run(*argv: str) -> None:
 
 
 def _kill_all_of(uid: int) -> None:
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline:
+    def none_left() -> bool:
         pids = []
         for entry in os.scandir("/proc"):
             if entry.name.isdigit():
                 with contextlib.suppress(OSError):
                     if os.stat(entry.path).st_uid == uid:
                         pids.append(int(entry.name))
-        if not pids:
-            return
         for pid in pids:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
-        time.sleep(POLL_SECONDS)  # polling a condition with a deadline
+        return not pids
+
+    with contextlib.suppress(AssertionError):  # as before: best effort for 10 s
+        until(none_left, f"no process of uid {uid} left", 10)
 
 
 @pytest.fixture(scope="session")
@@ -159,25 +158,31 @@ def user_mode_config(machine: Machine, accounts: dict[str, str]) -> dict[str, An
 
 
 def wait_final(srv: ServerProcess, run_id: str, timeout: float = 60) -> dict[str, Any]:
-    deadline = time.monotonic() + timeout
-    while True:
-        run = srv.ok("GET", f"runs/{run_id}", user="ops")
-        if run["status"] in FINAL:
-            return run
-        if time.monotonic() > deadline:
-            raise AssertionError(f"run {run_id} is {run['status']} after {timeout}s: {run.get('message')}")
-        time.sleep(POLL_SECONDS)  # polling a condition with a deadline
+    last: dict[str, Any] = {}
+
+    def final() -> dict[str, Any] | None:
+        last.update(srv.ok("GET", f"runs/{run_id}", user="ops"))
+        return dict(last) if last["status"] in FINAL else None
+
+    try:
+        return until(final, f"run {run_id} to end", timeout)
+    except AssertionError as e:
+        raise AssertionError(f"run {run_id} is {last.get('status')} after {timeout}s: {last.get('message')}") from e
 
 
 def wait_status(srv: ServerProcess, run_id: str, status: str, timeout: float = 60) -> dict[str, Any]:
-    deadline = time.monotonic() + timeout
-    while True:
-        run = srv.ok("GET", f"runs/{run_id}", user="ops")
-        if run["status"] == status:
-            return run
-        if run["status"] in FINAL or time.monotonic() > deadline:
-            raise AssertionError(f"run {run_id} is {run['status']}, not {status}: {run.get('message')}")
-        time.sleep(POLL_SECONDS)  # polling a condition with a deadline
+    last: dict[str, Any] = {}
+
+    def reached() -> dict[str, Any] | None:
+        last.update(srv.ok("GET", f"runs/{run_id}", user="ops"))
+        if last["status"] != status and last["status"] in FINAL:  # it will not get there any more
+            raise AssertionError(f"run {run_id} is {last['status']}, not {status}: {last.get('message')}")
+        return dict(last) if last["status"] == status else None
+
+    try:
+        return until(reached, f"run {run_id} to be {status}", timeout)
+    except AssertionError as e:
+        raise AssertionError(f"run {run_id} is {last.get('status')}, not {status}: {last.get('message')}") from e
 
 
 def submit(srv: ServerProcess, user: str, project: str, code: str, **fields: Any) -> str:

@@ -23,8 +23,8 @@ from kube_emulator.store import POD, RESOURCES
 from jupyter_gpuplat.cli.main import main
 from jupyter_gpuplat.executors.kubernetes.executor import KubernetesExecutor
 
-from ..conftest import wait_for
 from ..k8s import NAMESPACE, deployed_cluster, executor_config
+from ..waiting import wait_for
 
 NETWORK_POLICIES = RESOURCES[("networking.k8s.io", "networkpolicies")]
 

@@ -35,8 +35,9 @@ from jupyter_gpuplat.executors.kubernetes.manifests import JobSettings, make_job
 from jupyter_gpuplat.executors.kubernetes.networkpolicy import kubespawner_username
 from jupyter_gpuplat.executors.kubernetes.sessions import kernel_generation
 
-from ..conftest import EXAMPLE, wait_for
+from ..conftest import EXAMPLE
 from ..k8s import NAMESPACE, deployed_cluster, executor_config, run_selector
+from ..waiting import wait_for
 
 ARTIFACTS = "gpuplat-artifacts"
 NETWORK_POLICIES = RESOURCES[("networking.k8s.io", "networkpolicies")]
@@ -98,7 +99,7 @@ def admitted(cluster: EmulatedCluster, run_id: str) -> list[dict[str, Any]]:
 
 async def pod_of(cluster: EmulatedCluster, run_id: str) -> dict[str, Any]:
     """The run's first pod; waited for on the event loop (the server under test runs on it too)."""
-    found = await wait_for(lambda: asyncio.sleep(0, admitted(cluster, run_id)), 20, f"the pod of {run_id}")
+    found = await wait_for(lambda: admitted(cluster, run_id), 20, f"the pod of {run_id}")
     return dict(found[0])
 
 
@@ -167,7 +168,7 @@ async def test_a_platform_presets_security_relaxes_it_and_the_restricted_namespa
     api: Any, cluster: EmulatedCluster
 ) -> None:
     run = await api.submit("bob", presets=["debug-root"], command="echo root")
-    [job] = await wait_for(lambda: asyncio.sleep(0, cluster.jobs_in(NAMESPACE, run_selector(run["id"]))), 20, "the Job")
+    [job] = await wait_for(lambda: cluster.jobs_in(NAMESPACE, run_selector(run["id"])), 20, "the Job")
     pod = job["spec"]["template"]["spec"]
     assert pod["securityContext"] == {
         "runAsNonRoot": False,
@@ -428,7 +429,7 @@ async def test_a_sessions_kernel_admits_only_its_owners_server(cluster: Emulated
         assert policy["spec"]["podSelector"]["matchLabels"].items() <= labels.items()  # it selects the kernel's pod
         await ex.stop(req.run_id, handle)
         gone = lambda: not cluster.store.select(NETWORK_POLICIES, NAMESPACE, run_selector(req.run_id))[0]  # noqa: E731
-        await wait_for(lambda: asyncio.sleep(0, gone()), 10, "the policy gone with its Job")
+        await wait_for(lambda: gone(), 10, "the policy gone with its Job")
         # Without its policy nobody could reach the kernel: a session whose policy is refused does not start.
         cluster.faults.fail_next("create", "networkpolicies", code=403, message="networkpolicies is forbidden")
         unreachable = dataclasses.replace(req, run_id="s-nopolicy1", workdir=str(artifacts / "s-nopolicy1"))

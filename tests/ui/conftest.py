@@ -223,3 +223,26 @@ def lab_page(lab: Lab, browser_context: Any) -> Iterator[Any]:
     yield page
     page.close()
     quiet(lab)
+
+
+@pytest.fixture
+def session_page(session_lab: Lab, browser_context: Any) -> Iterator[Any]:
+    """JupyterLab on the session server, ?reset: a clean layout, the sidebar shown and widened."""
+    page = browser_context.new_page()
+    page.set_default_timeout(30_000)
+    errors: list[str] = []
+    page.on("pageerror", lambda e: errors.append(f"{e}\n{e.stack}"))
+    # ?reset: a clean layout, so no notebook of an earlier test opens (and starts a session) again
+    goto_reset(page, f"{session_lab.url}lab?reset&token={session_lab.token}")
+    tab = page.locator('li[data-id="jupyter-gpuplat-sidebar"]')
+    expect(tab).to_be_visible(timeout=60_000)
+    # Not a click: the restored layout may show it already, and a click would close it.
+    page.evaluate(SHOW_SIDEBAR)
+    expect(page.locator("#jupyter-gpuplat-sidebar")).to_be_visible()
+    widen_left_sidebar(page, 420)
+    yield page
+    # ipywidgets' manager reads `session.kernel` on every kernel change, also the one to no
+    # kernel after a failed start (each "Waiting for a GPU"): its error, not ours.
+    ours = [e for e in errors if "jupyterlab-manager" not in e]
+    assert ours == []
+    page.close()

@@ -1,11 +1,14 @@
-"""Helpers for the sidebar_* browser tests: runs driven by gate files, the panel's locators."""
+"""Helpers the browser tests share: runs driven by gate files, the panel's locators, the main
+area's commands and tabs, GPU sessions' bar and their stop."""
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 from typing import Any
 
+import requests
 from playwright.sync_api import expect
 
 from .conftest import Lab
@@ -96,3 +99,41 @@ def format_duration(seconds: float) -> str:
     if s < 60:
         return f"{int(s)}s"
     return f"{int(s // 60)}m {int(s % 60):02d}s"
+
+
+# ---- the main area (tests/ui/test_mainarea_*) ----
+
+MAIN = "#jp-main-dock-panel"
+
+
+def execute(page: Any, command: str, args: dict[str, Any]) -> None:
+    """Execute a command without waiting for it (a dialog's command resolves when it closes)."""
+    page.evaluate(f"void window.jupyterapp.commands.execute({json.dumps(command)}, {json.dumps(args)})")
+
+
+def workspace(lab: Lab) -> Any:
+    return requests.get(
+        f"{lab.url}lab/api/workspaces/default", headers={"Authorization": f"token {lab.token}"}, timeout=30
+    ).json()
+
+
+def close_main_tabs(page: Any) -> None:
+    page.evaluate("window.jupyterapp.commands.execute('application:close-all')")
+    # (JupyterLab opens a Launcher in an empty main area)
+    expect(page.locator(f"{MAIN} .jp-GpuPlat-runTab, {MAIN} .jp-GpuPlat-compareTab")).to_have_count(0)
+
+
+# ---- GPU sessions (tests/ui/test_session*) ----
+
+BAR = ".jp-NotebookPanel:not(.lm-mod-hidden) .jp-GpuPlat-sessionBar"
+FINAL = ("stopped", "failed", "succeeded")
+
+
+def sessions(lab: Lab) -> list[dict[str, Any]]:
+    return list(lab.ok("GET", "sessions")["sessions"])
+
+
+def stop_all(lab: Lab) -> None:
+    for s in sessions(lab):
+        lab.call("POST", f"runs/{s['id']}/stop")
+        lab.wait_status(s["id"], *FINAL)

@@ -14,7 +14,7 @@ from playwright.sync_api import expect
 
 from ..waiting import until
 from .conftest import Lab
-from .test_mainarea_tabs import MAIN, close_main_tabs, execute, workspace
+from .sidebar_helpers import MAIN, close_main_tabs, execute, workspace
 
 # The run's own code waits for its gate file (the test waits on conditions, never sleeps).
 GATED = "import os, time\nwhile not os.path.exists({gate!r}):\n    time.sleep(0.05)\nprint('gate open', flush=True)\n"

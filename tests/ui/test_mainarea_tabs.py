@@ -14,14 +14,11 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import requests
 from playwright.sync_api import expect
 
 from ..waiting import until
 from .conftest import Lab, submit_dialog
-
-MAIN = "#jp-main-dock-panel"
-SIDEBAR = "#jupyter-gpuplat-sidebar"
+from .sidebar_helpers import MAIN, SIDEBAR, close_main_tabs, execute, workspace
 
 LOGGING_CODE = """\
 from jupyter_gpuplat import tracking
@@ -29,23 +26,6 @@ for s in range(20):
     tracking.log_metrics(step=s, loss=K / (s + 1))
 print("trained with K", K, flush=True)
 """
-
-
-def execute(page: Any, command: str, args: dict[str, Any]) -> None:
-    """Execute a command without waiting for it (a dialog's command resolves when it closes)."""
-    page.evaluate(f"void window.jupyterapp.commands.execute({json.dumps(command)}, {json.dumps(args)})")
-
-
-def workspace(lab: Lab) -> Any:
-    return requests.get(
-        f"{lab.url}lab/api/workspaces/default", headers={"Authorization": f"token {lab.token}"}, timeout=30
-    ).json()
-
-
-def close_main_tabs(page: Any) -> None:
-    page.evaluate("window.jupyterapp.commands.execute('application:close-all')")
-    # (JupyterLab opens a Launcher in an empty main area)
-    expect(page.locator(f"{MAIN} .jp-GpuPlat-runTab, {MAIN} .jp-GpuPlat-compareTab")).to_have_count(0)
 
 
 def test_a_run_opens_in_a_dock_tab_once(lab: Lab, lab_page: Any, screenshots: Path) -> None:

@@ -16,11 +16,8 @@ import nbformat
 from playwright.sync_api import expect
 
 from ..waiting import until
-from . import test_sessions
 from .conftest import SHOW_SIDEBAR, Lab
-from .test_sessions import BAR, FINAL, SIDEBAR, stop_all
-
-session_page = test_sessions.page  # its `page` fixture, here by this name (JupyterLab on the session server, ?reset)
+from .sidebar_helpers import BAR, FINAL, SIDEBAR, stop_all
 
 TOASTS = ".Toastify__toast"
 

@@ -8,7 +8,6 @@ and why."""
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -17,43 +16,14 @@ import pytest
 from playwright.sync_api import expect
 
 from ..waiting import until
-from .conftest import SHOW_SIDEBAR, Lab, goto_reset, widen_left_sidebar
-
-SIDEBAR = "#jupyter-gpuplat-sidebar"
-BAR = ".jp-NotebookPanel:not(.lm-mod-hidden) .jp-GpuPlat-sessionBar"
-FINAL = ("stopped", "failed", "succeeded")
+from .conftest import Lab, goto_reset
+from .sidebar_helpers import BAR, SIDEBAR, sessions, stop_all
 
 
 @pytest.fixture
-def page(session_lab: Lab, browser_context: Any) -> Iterator[Any]:
-    page = browser_context.new_page()
-    page.set_default_timeout(30_000)
-    errors: list[str] = []
-    page.on("pageerror", lambda e: errors.append(f"{e}\n{e.stack}"))
-    # ?reset: a clean layout, so no notebook of an earlier test opens (and starts a session) again
-    goto_reset(page, f"{session_lab.url}lab?reset&token={session_lab.token}")
-    tab = page.locator('li[data-id="jupyter-gpuplat-sidebar"]')
-    expect(tab).to_be_visible(timeout=60_000)
-    # Not a click: the restored layout may show it already, and a click would close it.
-    page.evaluate(SHOW_SIDEBAR)
-    expect(page.locator(SIDEBAR)).to_be_visible()
-    widen_left_sidebar(page, 420)
-    yield page
-    # ipywidgets' manager reads `session.kernel` on every kernel change, also the one to no
-    # kernel after a failed start (each "Waiting for a GPU"): its error, not ours.
-    ours = [e for e in errors if "jupyterlab-manager" not in e]
-    assert ours == []
-    page.close()
-
-
-def sessions(lab: Lab) -> list[dict[str, Any]]:
-    return list(lab.ok("GET", "sessions")["sessions"])
-
-
-def stop_all(lab: Lab) -> None:
-    for s in sessions(lab):
-        lab.call("POST", f"runs/{s['id']}/stop")
-        lab.wait_status(s["id"], *FINAL)
+def page(session_page: Any) -> Any:
+    """JupyterLab on the session server, ?reset (ui/conftest.py `session_page`)."""
+    return session_page
 
 
 def run_cell(page: Any, code: str) -> None:

@@ -6,14 +6,13 @@ from __future__ import annotations
 
 import re
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
 import requests
 from playwright.sync_api import expect
 
-from ..waiting import POLL_SECONDS
+from ..waiting import until
 from .conftest import Lab, submit_dialog, widen_left_sidebar
 
 SIDEBAR = "#jupyter-gpuplat-sidebar"
@@ -281,14 +280,6 @@ def saved_panel_state(lab: Lab) -> dict[str, Any]:
     return dict(ws.get("data", {}).get("jupyter-gpuplat:panel") or {})
 
 
-def wait_until(cond: Any, what: str, timeout: float = 30) -> None:
-    deadline = time.monotonic() + timeout
-    while not cond():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(POLL_SECONDS)  # polling a condition with a deadline
-
-
 def test_filters_search_and_restore_after_reload(lab: Lab, lab_page: Any) -> None:
     page = lab_page
     back_to_runs(page)
@@ -310,7 +301,7 @@ def test_filters_search_and_restore_after_reload(lab: Lab, lab_page: Any) -> Non
     # The open run and the sidebar come back after a reload.
     rows.first.click()
     run_id = page.locator(f"{SIDEBAR} .jp-GpuPlat-detail").get_attribute("data-run-id")
-    wait_until(lambda: saved_panel_state(lab).get("runId") == run_id, "the workspace to record the open run")
+    until(lambda: saved_panel_state(lab).get("runId") == run_id, "the workspace to record the open run")
     page.reload()
     expect(page.locator(f'{SIDEBAR} .jp-GpuPlat-detail[data-run-id="{run_id}"]')).to_be_visible(timeout=60_000)
     back_to_runs(page)
