@@ -67,7 +67,7 @@ SIDEBAR = "#jupyter-gpuplat-sidebar"
 
 
 class LabServer:
-    def __init__(self, tmp: Path, db_url: str) -> None:
+    def __init__(self, tmp: Path, db_url: str, labextensions: str | None = None) -> None:
         self.tmp = tmp
         self.port = free_port()
         self.base = f"http://127.0.0.1:{self.port}/"
@@ -100,6 +100,8 @@ class LabServer:
                         "user_settings_dir": str(tmp / "lab-settings"),
                         "workspaces_dir": str(tmp / "workspaces"),
                         "expose_app_in_browser": True,
+                        # Another build of the sidebar (a folder holding `jupyter-gpuplat/`), over the installed one.
+                        **({"extra_labextensions_path": [labextensions]} if labextensions else {}),
                     },
                 }
             )
@@ -436,6 +438,11 @@ def main() -> None:
     ap.add_argument("--status-samples", type=int, default=15, help="runs for the status latency")
     ap.add_argument("--log-lines", type=int, default=30, help="lines for the log latency")
     ap.add_argument("--keep", action="store_true", help="keep the temp dirs")
+    ap.add_argument(
+        "--labextensions",
+        metavar="DIR",
+        help="load the sidebar from DIR/jupyter-gpuplat (another build, e.g. an older commit's), not the installed one",
+    )
     args = ap.parse_args()
     from playwright.sync_api import sync_playwright
 
@@ -459,7 +466,7 @@ def main() -> None:
             db_url = f"sqlite:///{tmp}/gpuplat.db"
             # populate() puts every 5th run in team-b: alice (team-a) then sees exactly n.
             populate(db_url, n * 5 // 4, 1, True)
-            server = LabServer(tmp, db_url)
+            server = LabServer(tmp, db_url, args.labextensions)
             try:
                 server.wait_ready()
                 print(f"{n:,} runs listed for alice ({n * 5 // 4:,} in the store)", flush=True)
