@@ -113,12 +113,11 @@ class Dispatcher:
         s = self.s
         # Judged once: a policy refusal is raised with every rule, its hints and alternatives.
         res, problems = check(s.cfg, user, req, self.platform_gpus)
+        kind = res.resolved.get("kind", "job")
         try:
-            if res.violations:
-                raise judged(s.cfg, user, req, res, problems, self.platform_gpus).refusal()
-            kind = res.resolved.get("kind", "job")
-            req.check_entrypoint(kind)
-            if problems:  # the platform's capacity
+            if not res.violations:  # as the preview: with an unknown preset the kind is not known
+                req.check_entrypoint(kind)
+            if problems:
                 raise judged(s.cfg, user, req, res, problems, self.platform_gpus).refusal()
             wd = self.working_dir_violation(req)
             if wd:
