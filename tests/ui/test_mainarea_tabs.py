@@ -164,6 +164,9 @@ def test_submit_again_prefilled_and_submitted(lab: Lab, lab_page: Any, screensho
     expect(preview.locator('tr[data-path="resources.gpu"]')).to_contain_text("preset:single-gpu")
     # Edit before sending: another learning rate and name.
     dialog.locator('textarea[name="params"]').fill("lr=0.2\nwarmup=true")
+    # The form is re-previewed on each edit: the next field is typed into once that preview is shown
+    # (a full run once saw the name land in the command field while the form was being redrawn).
+    expect(preview.locator('tr[data-path="params.lr"]')).to_contain_text("0.2")
     dialog.locator('input[name="name"]').fill("again-lr0.2")
     expect(preview).to_have_attribute("data-verdict", "allowed")
     dialog.locator(".jp-Dialog-content").screenshot(path=screenshots / "submit-again.png")
