@@ -27,11 +27,12 @@ from .sweeps import add_sessions, add_sweeps, cmd_sessions, cmd_sweeps
 
 __all__ = ["HANDED_OVER", "build_parser", "main"]
 
-# Commands with parsers of their own, in their own modules: `gpuplat <cmd> --help` is theirs.
+# Commands with parsers of their own, each a module of this room with `main(argv) -> int`:
+# `gpuplat <cmd> --help` is theirs. Imported when named, so `gpuplat runs` never loads the server.
 # The third field: whether its parser takes the global flags (--url, --token, --json) itself.
 HANDED_OVER = {
     "server": (
-        "jupyter_gpuplat.service.team.server",
+        "jupyter_gpuplat.cli.server",
         "run the team-mode control plane (PostgreSQL; --help-all)",
         False,
     ),

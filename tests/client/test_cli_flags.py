@@ -4,6 +4,7 @@ fit 80 columns, global flags before or after a command that has a parser of its 
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import os
 import subprocess
@@ -130,6 +131,15 @@ def test_handed_over_commands_take_the_global_flags_before_or_after() -> None:
     db = cli("--json", "db", "upgrade")
     assert db.returncode == 2 and "gpuplat db does not talk to a Jupyter server" in db.stderr
     assert set(HANDED_OVER) == {"server", "db", "report", "whatif", "rollout-check", "import"}
+
+
+def test_every_command_lives_in_the_cli_room_with_one_entry_point() -> None:
+    """One protocol: a command with its own parser is a module of jupyter_gpuplat.cli with main(argv)."""
+    for name, (module_name, _, _) in HANDED_OVER.items():
+        assert module_name.startswith("jupyter_gpuplat.cli."), (name, module_name)
+        assert callable(importlib.import_module(module_name).main), name
+    server = cli("server", "--help")
+    assert server.returncode == 0 and "--GpuPlatServer.db_url" in server.stdout
 
 
 # ---- tables at 80 columns --------------------------------------------------------------------
