@@ -145,8 +145,7 @@ def session_lines(c: Client, r: dict[str, Any]) -> list[str]:
     if r["status"] in ("queued", "dispatched", "starting") and not r["devices"]:
         ex = c.explain(r["id"])
         if ex["status"] in ("queued", "dispatched", "starting"):
-            pos = f"position {ex['position']} in {ex['queue']}: " if ex.get("position") else ""
-            lines.append(f"waiting: {pos}{ex['message']} [{ex['reason']}]")
+            lines.append(f"waiting: {ex['wait_line']}")
         else:  # admitted between the submit and this look
             r = c.get(r["id"])
             lines.append(f"{r['status']}: " + (("devices " + ",".join(map(str, r["devices"]))) if r["devices"] else ""))

@@ -25,6 +25,23 @@ def number_lines(ex: Mapping[str, Any]) -> list[dict[str, str]]:
     return lines
 
 
+def wait_line(ex: Mapping[str, Any]) -> str:
+    """Where the run stands and why, in one line: "position 1 of 2 in interactive · UserLimit 1/1 · <message>".
+
+    A GPU session's waiting message reads it (the sidebar's session bar and toast, the kernel's
+    "Waiting for a GPU: …", the session widget, `gpuplat sessions start`).
+    """
+    pos = ex.get("position")
+    where = f"in {ex.get('queue')}"
+    if pos is not None:
+        where = f"position {pos} of {ex.get('pending_in_queue') or pos} {where}"
+    nums = ex.get("numbers") or {}
+    reason = str(ex.get("reason") or "")
+    if isinstance(nums.get("used"), int | float) and isinstance(nums.get("limit"), int | float):
+        reason += f" {nums['used']}/{nums['limit']}"
+    return " · ".join(part for part in (where, reason, ex.get("message") or "") if part)
+
+
 def position_text(ex: Mapping[str, Any], short: bool = False) -> str:
     head = f"{ex.get('position')} of {ex.get('pending_in_queue')}"
     return f"position {head}" if short else f"{head} waiting in queue {ex.get('queue')}"

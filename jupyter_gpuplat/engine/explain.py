@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..core.admission import QueueState, Wait, wait_reason
 from ..core.clocks import clocks
-from ..core.explain_text import number_lines
+from ..core.explain_text import number_lines, wait_line
 from ..core.policy import admins_of
 from ..core.reasons import LAYER_TEXT, PLATFORM_ADMINS, Layer, Reason, layer_of
 from ..core.status import Status
@@ -41,6 +41,7 @@ def explain(source: Engine | ReadModel, user: str, run_id: str) -> dict[str, Any
     layer = str(out["layer"])
     out["layer_text"] = LAYER_TEXT.get(layer, layer)
     out["number_lines"] = number_lines(out)
+    out["wait_line"] = wait_line(out)
     return out
 
 

@@ -116,6 +116,7 @@ test('blockers carry the run ids to link; other teams runs carry none', () => {
     layer: 'queue',
     layer_text: 'held by our queue (dispatch)',
     number_lines: [],
+    wait_line: 'in queue',
     reason: 'QueueConcurrency',
     message: 'full',
     position: 1,

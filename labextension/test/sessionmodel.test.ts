@@ -60,6 +60,7 @@ const explain: IExplain = {
   layer: 'queue',
   layer_text: 'held by our queue (dispatch)',
   number_lines: [],
+  wait_line: 'position 1 of 1 in interactive · UserLimit 1/1 · alice has 1/1 runs dispatched in queue interactive (max_per_user)',
   reason: 'UserLimit',
   message: 'alice has 1/1 runs dispatched in queue interactive (max_per_user)',
   position: 1,
@@ -105,18 +106,13 @@ test('session kernelspecs are found by their gpuplat metadata, per preset and pr
   );
 });
 
-test('a queued lease shows its place in line, the reason code with its numbers, and why', () => {
+test("a queued lease shows the service's wait line: its place in line, the reason code with its numbers, and why", () => {
   assert.equal(
     queuedText(queued, explain),
     'queued — position 1 of 1 in interactive · UserLimit 1/1 · alice has 1/1 runs dispatched in queue interactive (max_per_user)'
   );
   // before explain answered: the run's own reason
   assert.equal(queuedText({ ...queued, message: '' }, null), 'queued in interactive · UserLimit');
-  // a reason without numbers, no position (held by the executor)
-  assert.equal(
-    queuedText(queued, { ...explain, reason: 'NoCapacity', numbers: { requested: 1 }, position: null, message: 'no GPU free' }),
-    'queued — in interactive · NoCapacity · no GPU free'
-  );
   const v = sessionBarView({ run: queued, explain, spec: null, submitting: false, idleDeadline: null, now: 0 });
   assert.equal(v.state, 'waiting');
   assert.match(v.text, /^GPU: queued — position 1 of 1 in interactive · UserLimit 1\/1 · /);

@@ -252,6 +252,7 @@ test("explain while waiting: the service's layer text and number lines, blockers
     queue: 'team-a-train',
     layer: 'queue',
     layer_text: 'held by our queue (dispatch)',
+    wait_line: 'position 1 of 1 in q · UserLimit 1/1',
     // as core/explain_text.number_lines words them: the sidebar says them, never its own
     number_lines: [
       { label: 'numbers', text: '2/2 in use' },
@@ -295,6 +296,7 @@ test('explain on the execution side shows what the executor said; GPUs the execu
     layer: 'executor',
     layer_text: 'dispatched; the executor has not started it yet (execution)',
     number_lines: [],
+    wait_line: 'in queue',
     reason: 'Unschedulable',
     message: '0/3 nodes are available: 3 Insufficient nvidia.com/gpu.',
     position: null,
@@ -312,7 +314,7 @@ test('explain on the execution side shows what the executor said; GPUs the execu
     { label: 'queue', text: '0/∞ runs, 0/∞ GPUs in use, 1 pending' }
   ];
   const q = explainView({
-    run_id: 'r-3', status: 'queued', queue: 'q', layer: 'queue', layer_text: 'held by our queue (dispatch)', number_lines: lines, reason: 'NoCapacity', message: 'm',
+    run_id: 'r-3', status: 'queued', queue: 'q', layer: 'queue', layer_text: 'held by our queue (dispatch)', number_lines: lines, wait_line: 'in q', reason: 'NoCapacity', message: 'm',
     numbers: { requested: 2, free: 1 }, position: 1, pending_in_queue: 1, blockers: [],
     queue_usage: { runs: 0, concurrency: null, gpu: 0, gpu_quota: null, pending: 1, free_gpus: null },
     who_can_act: []

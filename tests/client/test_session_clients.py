@@ -30,8 +30,8 @@ from ..widget_env import run_cells, served, texts
 
 SESSIONS = Path(__file__).parents[1] / "fixtures" / "sessions.yaml"
 WAITING = re.compile(
-    r"position 1 of 1 in interactive — "
-    r"alice has 1/1 runs dispatched in queue interactive \(max_per_user\) \[UserLimit\]"
+    r"position 1 of 1 in interactive · UserLimit 1/1 · "
+    r"alice has 1/1 runs dispatched in queue interactive \(max_per_user\)"
 )
 
 
@@ -163,8 +163,8 @@ def test_cli_sessions_start_list_keep_stop(server: ServerProcess) -> None:
     second = out[0].split()[0]
     assert out[0] == f"{second}  queued  queue interactive  notebook cli/second.ipynb"
     assert out[1] == (
-        "waiting: position 1 in interactive: alice has 1/1 runs dispatched in queue interactive (max_per_user) "
-        "[UserLimit]"
+        "waiting: position 1 of 1 in interactive · UserLimit 1/1 · "
+        "alice has 1/1 runs dispatched in queue interactive (max_per_user)"
     )
     assert (here / "second.ipynb").exists()
 

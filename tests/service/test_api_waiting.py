@@ -51,6 +51,8 @@ async def test_waiting_in_list_and_detail_is_what_explain_says(api: Any) -> None
     assert ex["layer_text"] == "held by our queue (dispatch)"
     assert {"label": "numbers", "text": "1/1 in use"} in ex["number_lines"], ex["number_lines"]
     assert [line["label"] for line in ex["number_lines"]] == ["numbers", "position", "queue"]
+    # ... and where it stands in one line, as a GPU session's waiting message reads it
+    assert ex["wait_line"] == f"position 1 of 1 in one · QueueConcurrency 1/1 · {ex['message']}", ex["wait_line"]
     lines = explanation_lines(ex)
     assert ("where", ex["layer_text"]) in lines
     assert [(x["label"], x["text"]) for x in ex["number_lines"]] == [

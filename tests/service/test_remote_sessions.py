@@ -349,7 +349,7 @@ def test_waiting_refusal_and_external_stop_read_as_in_embedded_mode(
     answer = start_kernel(remote, "late.ipynb", "gpuplat-test-wait")
     assert answer.status_code >= 400
     text = answer.json()["message"]
-    assert text.startswith("Waiting for a GPU: position 1 in interactive (") and "1/1" in text, text
+    assert text.startswith("Waiting for a GPU: position 1 of 1 in interactive · UserLimit 1/1 · "), text
     late = lease_of(upstream, "late.ipynb")
     assert late["status"] == "queued"
 

@@ -148,7 +148,7 @@ def test_a_lease_still_queued_after_the_launch_wait_fails_the_start_with_its_pos
     assert time.monotonic() - started < 30  # bounded: never near a proxy's 60 s
     assert answer.status_code >= 400
     text = answer.json()["message"]
-    assert text.startswith("Waiting for a GPU: position 1 in interactive (") and "1/1" in text, text
+    assert text.startswith("Waiting for a GPU: position 1 of 1 in interactive · UserLimit 1/1 · "), text
     assert "this notebook connects when admitted" in text
     late = session_of(srv, "late.ipynb")
     assert late["status"] == "queued"

@@ -130,10 +130,7 @@ def session_state_text(run: dict[str, Any], explain: dict[str, Any] | None) -> s
     if status in h.WAITING and not run["devices"]:
         if explain is None:
             return f"waiting for a GPU: {run.get('message') or status}"
-        pos = ""
-        if explain.get("position") is not None:
-            pos = f"position {explain['position']} of {explain.get('pending_in_queue')} in {explain.get('queue')} — "
-        return f"waiting for a GPU: {pos}{explain.get('message', '')} [{explain.get('reason', '')}]"
+        return f"waiting for a GPU: {explain['wait_line']}"
     gpus = ", ".join(map(str, run["devices"])) or "none"
     text = f"{status}: kernel {sess.get('kernel', '?')} on GPU {gpus}"
     if sess.get("busy"):

@@ -89,6 +89,10 @@ class Explain(_Open):
     queue_usage: QueueUsage | None = None
     details: dict[str, Any] | None = None
     layer_text: str = Field(description="What the layer means, in words (the reason registry's): as clients show it")
+    wait_line: str = Field(
+        description="Where the run stands and why, in one line: 'position 1 of 2 in interactive · UserLimit 1/1 · "
+        "<message>' (a GPU session's waiting message, as every client shows it)"
+    )
     number_lines: list[NumberLine] = Field(
         description="The numbers, the place in line and the queue's usage in words (core/explain_text.py)"
     )

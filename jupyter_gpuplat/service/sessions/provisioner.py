@@ -209,8 +209,7 @@ class GpuSessionProvisioner(KernelProvisionerBase):
 
     async def _waiting_text(self, run_id: str) -> str:
         ex = await self.client.explain(run_id)
-        where = f"position {ex['position']} in {ex['queue']}" if ex.get("position") else f"in {ex['queue']}"
-        return f"Waiting for a GPU: {where} ({ex['message']}); this notebook connects when admitted"
+        return f"Waiting for a GPU: {ex['wait_line']}; this notebook connects when admitted"
 
     async def _end_kernel(self, signum: int, restart: bool) -> None:
         if restart:  # the kernel process only: the agent starts the next one inside the lease

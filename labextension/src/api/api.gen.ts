@@ -1034,6 +1034,11 @@ export interface components {
              */
             layer_text: string;
             /**
+             * Wait Line
+             * @description Where the run stands and why, in one line: 'position 1 of 2 in interactive · UserLimit 1/1 · <message>' (a GPU session's waiting message, as every client shows it)
+             */
+            wait_line: string;
+            /**
              * Number Lines
              * @description The numbers, the place in line and the queue's usage in words (core/explain_text.py)
              */

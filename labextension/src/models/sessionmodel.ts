@@ -84,29 +84,12 @@ export type ISessionRun = Pick<IRun, 'id' | 'project' | 'queue' | 'status' | 'ph
   Partial<Pick<IRun, 'presets' | 'session' | 'user' | 'resources' | 'name'>>;
 
 /** "UserLimit 1/1": the reason code and its used/limit numbers when explain gives them. */
-export function reasonWithNumbers(reason: string, numbers: { [k: string]: number | null } | null | undefined): string {
-  const used = numbers?.used;
-  const limit = numbers?.limit;
-  return typeof used === 'number' && typeof limit === 'number' ? `${reason} ${used}/${limit}` : reason;
-}
-
-/** "queued — position 1 of 1 in interactive · UserLimit 1/1 · alice has 1/1 runs …" */
+/** "queued — position 1 of 1 in interactive · UserLimit 1/1 · alice has 1/1 runs …": the service's wait line. */
 export function queuedText(run: ISessionRun, ex: IExplain | null): string {
   if (!ex) {
     return `queued in ${run.queue}` + (run.reason ? ` · ${run.reason}` : '') + (run.message ? ` · ${run.message}` : '');
   }
-  const where =
-    ex.position !== null && ex.position !== undefined
-      ? `position ${ex.position} of ${ex.pending_in_queue ?? ex.position} in ${ex.queue}`
-      : `in ${ex.queue}`;
-  const parts = [`queued — ${where}`];
-  if (ex.reason) {
-    parts.push(reasonWithNumbers(ex.reason, ex.numbers));
-  }
-  if (ex.message) {
-    parts.push(ex.message);
-  }
-  return parts.join(' · ');
+  return `queued — ${ex.wait_line}`;
 }
 
 export function devicesText(devices: number[] | null | undefined): string {

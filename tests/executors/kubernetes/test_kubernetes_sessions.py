@@ -426,9 +426,8 @@ def test_a_notebook_kernel_runs_in_a_pod_and_an_unplaceable_one_says_why(tmp_pat
         second = start_kernel(srv, NB + "later.ipynb", "gpuplat-k8s-wait")
         assert second.status_code >= 400
         text = second.json()["message"]
-        assert text.startswith(
-            "Waiting for a GPU: in lab (Admitted by the queue, but no node has 1 free nvidia.com/gpu right now"
-        ), text
+        assert text.startswith("Waiting for a GPU: in lab · "), text
+        assert " · Admitted by the queue, but no node has 1 free nvidia.com/gpu right now" in text, text
         later = session_of(srv, NB + "later.ipynb")
         ex = srv.ok("GET", f"runs/{later['id']}/explain")
         assert (ex["layer"], ex["reason"], ex["status"]) == ("executor", "InsufficientGPU", "starting")
