@@ -1,4 +1,5 @@
-"""Setting a status condition as the apiserver's controllers do: the transition time moves only on a change."""
+"""Writing a pod's status as the controllers and the kubelet do: a condition (its transition time moves only on
+a change) and the container's status."""
 
 from __future__ import annotations
 
@@ -29,3 +30,23 @@ def set_condition(
     if message:
         new["message"] = message
     conds.append(new)
+
+
+def set_container_status(status: dict[str, Any], pod: dict[str, Any], state: dict[str, Any], **extra: Any) -> None:
+    """The pod's one container's status in `state`; its image ID, container ID, restarts and last state kept."""
+    c = pod["spec"]["containers"][0]
+    prev = (status.get("containerStatuses") or [{}])[0]
+    cs = {
+        "name": c["name"],
+        "image": c.get("image", ""),
+        "imageID": prev.get("imageID", ""),
+        "ready": "running" in state,
+        "started": "running" in state,
+        "restartCount": prev.get("restartCount", 0),
+        "state": state,
+        "lastState": prev.get("lastState", {}),
+    }
+    if "containerID" in prev:
+        cs["containerID"] = prev["containerID"]
+    cs.update(extra)
+    status["containerStatuses"] = [cs]

@@ -1,6 +1,6 @@
 """A kubelet model: pulls images, checks config, "runs" containers, keeps their logs.
 
-A container's command is read as a tiny script, not run: `sh -c "echo epoch 1; sleep
+A container's command is read as a tiny script (script.py), not run: `sh -c "echo epoch 1; sleep
 0.2; gate g1; echo done; exit 3"`. Statements: `echo WORDS` (a log line), `sleep S`,
 `gate NAME` (wait until the test opens the gate), `exit N`, `oom` (killed with
 OOMKilled, 137), `true`, `false`, `:`. `$VAR` and `${VAR}` expand from the container's
@@ -8,7 +8,7 @@ env. Any other command ends the container with 127 and `sh: 1: CMD: not found`, 
 shell in an image without the program would. Images in `missing_images` fail to pull
 (ErrImagePull, then ImagePullBackOff); a missing Secret or ConfigMap referenced from
 env gives CreateContainerConfigError, one referenced from a volume leaves the pod in
-ContainerCreating with FailedMount events. Under restartPolicy OnFailure/Always a
+ContainerCreating with FailedMount events (podconfig.py). Under restartPolicy OnFailure/Always a
 failed container restarts with CrashLoopBackOff in between.
 
 With local processes on (`EmulatedCluster(local_processes=True)`, processes.py) the command
@@ -20,71 +20,20 @@ output as the log, and its process group ended (SIGTERM, then SIGKILL) when the 
 from __future__ import annotations
 
 import copy
-import datetime as dt
 import functools
-import re
-import shlex
 import signal
-import threading
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from .clock import Clock
-from .conditions import set_condition
+from .conditions import set_condition, set_container_status
+from .containerlogs import ContainerLog, ContainerLogs
 from .events import EventRecorder
+from .podconfig import IMAGE, missing_config, pull_error
 from .processes import LocalProcess, LocalRuntime, resolve_env
-from .store import POD, RESOURCES, ResourceType, Store, now_rfc3339
-
-SECRET = RESOURCES[("", "secrets")]
-CONFIGMAP = RESOURCES[("", "configmaps")]
-_VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}|\$([A-Za-z_][A-Za-z0-9_]*)")
-_IMAGE = re.compile(r"^[a-z0-9]+([._/:@-][a-zA-Z0-9_.-]+)*$")
-
-
-def parse_script(argv: list[str], env: dict[str, str]) -> list[list[str]]:
-    """The statements of a container's command, each as words."""
-    if len(argv) >= 3 and argv[0].rsplit("/", 1)[-1] in ("sh", "bash") and argv[1] == "-c":
-        text = argv[2]
-    else:
-        text = shlex.join(argv)
-    text = _VAR.sub(lambda m: env.get(m.group(1) or m.group(2), ""), text)
-    try:
-        return _statements(text)
-    except ValueError:  # not a tiny script (e.g. `python -c <source>`): the "image" lacks the program
-        return [argv[:1]] if argv else []
-
-
-def _statements(text: str) -> list[list[str]]:
-    out: list[list[str]] = []
-    for line in text.splitlines():
-        lexer = shlex.shlex(line, posix=True, punctuation_chars=";&")
-        lexer.whitespace_split = True
-        words: list[str] = []
-        for tok in lexer:
-            if tok in (";", "&&", "&"):
-                if words:
-                    out.append(words)
-                words = []
-            else:
-                words.append(tok)
-        if words:
-            out.append(words)
-    return out
-
-
-def rfc3339_nano(ns: int) -> str:
-    secs, nanos = divmod(ns, 1_000_000_000)
-    return dt.datetime.fromtimestamp(secs, dt.UTC).strftime("%Y-%m-%dT%H:%M:%S") + f".{nanos:09d}Z"
-
-
-@dataclass
-class ContainerLog:
-    """One container run's output: (unix ns, line) pairs, ended when the container stops."""
-
-    lines: list[tuple[int, str]] = field(default_factory=list)
-    ended: bool = False
-    started: bool = False
+from .script import parse_script
+from .store import POD, ResourceType, Store, now_rfc3339
 
 
 @dataclass
@@ -114,19 +63,12 @@ class Kubelet:
         # Local pods (opt in, see processes.py): commands run as real processes.
         self.local: LocalRuntime | None = None
         self.local_grace_seconds = 10.0  # at most this long from SIGTERM to SIGKILL on delete
-        self.logs: dict[tuple[str, str], list[ContainerLog]] = {}  # (pod uid, container) → runs, oldest first
-        self.logs_changed = threading.Condition(self.store.lock)
+        self.logs = ContainerLogs(self.store.lock, clock)
         self.procs: dict[str, _Proc] = {}
         self.gates: set[str] = set()
-        self._last_ns = 0
         self.store.graceful = self.graceful
 
     # -- helpers ---------------------------------------------------------------------------
-    def _now_ns(self) -> int:
-        ns = self.clock.time_ns()
-        self._last_ns = max(ns, self._last_ns + 1)  # strictly increasing: timestamps resume logs
-        return self._last_ns
-
     def _pod(self, uid: str) -> dict[str, Any] | None:
         proc = self.procs.get(uid)
         if proc is None:
@@ -141,24 +83,6 @@ class Kubelet:
     @staticmethod
     def _container(pod: dict[str, Any]) -> dict[str, Any]:
         return pod["spec"]["containers"][0]
-
-    def _cstatus(self, status: dict[str, Any], pod: dict[str, Any], state: dict[str, Any], **extra: Any) -> None:
-        c = self._container(pod)
-        prev = (status.get("containerStatuses") or [{}])[0]
-        cs = {
-            "name": c["name"],
-            "image": c.get("image", ""),
-            "imageID": prev.get("imageID", ""),
-            "ready": "running" in state,
-            "started": "running" in state,
-            "restartCount": prev.get("restartCount", 0),
-            "state": state,
-            "lastState": prev.get("lastState", {}),
-        }
-        if "containerID" in prev:
-            cs["containerID"] = prev["containerID"]
-        cs.update(extra)
-        status["containerStatuses"] = [cs]
 
     # -- lifecycle -------------------------------------------------------------------------
     def start(self, pod: dict[str, Any]) -> None:
@@ -186,11 +110,11 @@ class Kubelet:
             set_condition(
                 s, "ContainersReady", "False", "ContainersNotReady", f"containers with unready status: [{c['name']}]"
             )
-            self._cstatus(s, pod, {"waiting": {"reason": "ContainerCreating"}})
+            set_container_status(s, pod, {"waiting": {"reason": "ContainerCreating"}})
 
         pod = self._set_status(pod, creating)
         image = c.get("image", "")
-        if not _IMAGE.match(image):
+        if not IMAGE.match(image):
             self._invalid_image(pod, image)
             return
         self.recorder.event(pod, "Normal", "Pulling", f'Pulling image "{image}"', "kubelet")
@@ -202,19 +126,10 @@ class Kubelet:
             "invalid reference format: repository name must be lowercase"
         )
         self._set_status(
-            pod, lambda s: self._cstatus(s, pod, {"waiting": {"reason": "InvalidImageName", "message": msg}})
+            pod, lambda s: set_container_status(s, pod, {"waiting": {"reason": "InvalidImageName", "message": msg}})
         )
         self.recorder.event(pod, "Warning", "InspectFailed", msg, "kubelet")
         self.recorder.event(pod, "Warning", "Failed", "Error: InvalidImageName", "kubelet")
-
-    def _pull_error(self, image: str) -> str:
-        ref = image if "/" in image.split(":")[0] and "." in image.split("/")[0] else f"docker.io/library/{image}"
-        if ":" not in ref.rsplit("/", 1)[-1]:
-            ref += ":latest"
-        return (
-            f'rpc error: code = NotFound desc = failed to pull and unpack image "{ref}": '
-            f'failed to resolve reference "{ref}": {ref}: not found'
-        )
 
     def _pulled(self, uid: str, attempt: int = 1) -> None:
         pod = self._pod(uid)
@@ -223,9 +138,9 @@ class Kubelet:
         c = self._container(pod)
         image = c.get("image", "")
         if image in self.missing_images:
-            err = self._pull_error(image)
+            err = pull_error(image)
             self._set_status(
-                pod, lambda s: self._cstatus(s, pod, {"waiting": {"reason": "ErrImagePull", "message": err}})
+                pod, lambda s: set_container_status(s, pod, {"waiting": {"reason": "ErrImagePull", "message": err}})
             )
             self.recorder.event(pod, "Warning", "Failed", f'Failed to pull image "{image}": {err}', "kubelet")
             self.recorder.event(pod, "Warning", "Failed", "Error: ErrImagePull", "kubelet")
@@ -236,7 +151,7 @@ class Kubelet:
                     return
                 msg = f'Back-off pulling image "{image}"'
                 self._set_status(
-                    p, lambda s: self._cstatus(s, p, {"waiting": {"reason": "ImagePullBackOff", "message": msg}})
+                    p, lambda s: set_container_status(s, p, {"waiting": {"reason": "ImagePullBackOff", "message": msg}})
                 )
                 self.recorder.event(p, "Normal", "BackOff", msg, "kubelet")
                 self.recorder.event(p, "Warning", "Failed", "Error: ImagePullBackOff", "kubelet")
@@ -247,13 +162,13 @@ class Kubelet:
         self.recorder.event(
             pod, "Normal", "Pulled", f'Successfully pulled image "{image}" in 1.2s (1.2s including waiting)', "kubelet"
         )
-        missing = self._missing_config(pod)
+        missing = missing_config(self.store, pod)
         if missing is not None:
             where, msg = missing
             if where == "env":
                 self._set_status(
                     pod,
-                    lambda s: self._cstatus(
+                    lambda s: set_container_status(
                         s, pod, {"waiting": {"reason": "CreateContainerConfigError", "message": msg}}
                     ),
                 )
@@ -265,38 +180,6 @@ class Kubelet:
             return
         self._run(uid)
 
-    def _missing_config(self, pod: dict[str, Any]) -> tuple[str, str] | None:
-        ns = pod["metadata"]["namespace"]
-        c = self._container(pod)
-        for e in c.get("env") or []:
-            src = e.get("valueFrom") or {}
-            for ref_key, rt, kind in (("secretKeyRef", SECRET, "Secret"), ("configMapKeyRef", CONFIGMAP, "ConfigMap")):
-                ref = src.get(ref_key)
-                if not ref or ref.get("optional"):
-                    continue
-                obj = self.store.find(rt, ns, ref["name"])
-                if obj is None:
-                    return "env", f'{kind.lower()} "{ref["name"]}" not found'
-                if ref["key"] not in (obj.get("data") or {}) and ref["key"] not in (obj.get("stringData") or {}):
-                    return "env", f"couldn't find key {ref['key']} in {kind} {ns}/{ref['name']}"
-        for e in c.get("envFrom") or []:
-            for ref_key, rt, kind in (("secretRef", SECRET, "secret"), ("configMapRef", CONFIGMAP, "configmap")):
-                ref = e.get(ref_key)
-                if ref and not ref.get("optional") and self.store.find(rt, ns, ref["name"]) is None:
-                    return "env", f'{kind} "{ref["name"]}" not found'
-        for v in pod["spec"].get("volumes") or []:
-            for key, rt, kind, name_key in (
-                ("secret", SECRET, "secret", "secretName"),
-                ("configMap", CONFIGMAP, "configmap", "name"),
-            ):
-                ref = v.get(key)
-                if ref and not ref.get("optional") and self.store.find(rt, ns, ref[name_key]) is None:
-                    return (
-                        "volume",
-                        f'MountVolume.SetUp failed for volume "{v["name"]}" : {kind} "{ref[name_key]}" not found',
-                    )
-        return None
-
     def _run(self, uid: str) -> None:
         found = self._pod(uid)
         proc = self.procs.get(uid)
@@ -304,10 +187,8 @@ class Kubelet:
             return
         pod: dict[str, Any] = found
         c = self._container(pod)
-        key = (uid, c["name"])
-        runs = self.logs.setdefault(key, [])
-        log = ContainerLog(started=True)
-        runs.append(log)
+        runs = self.logs.start_run(uid, c["name"])
+        log = runs[-1]
         proc.pc, proc.status = 0, 0
         started = now_rfc3339()
         ip = self.local.ip_for(uid) if self.local is not None else "10.244.0.10"
@@ -320,7 +201,7 @@ class Kubelet:
             s["podIPs"] = [{"ip": ip}]
             set_condition(s, "Ready", "True")
             set_condition(s, "ContainersReady", "True")
-            self._cstatus(
+            set_container_status(
                 s,
                 pod,
                 {"running": {"startedAt": started}},
@@ -332,7 +213,7 @@ class Kubelet:
         if len(runs) == 1:
             self.recorder.event(pod, "Normal", "Created", f"Created container: {c['name']}", "kubelet")
         self.recorder.event(pod, "Normal", "Started", f"Started container {c['name']}", "kubelet")
-        self.logs_changed.notify_all()
+        self.logs.changed.notify_all()
         if self.local is None:
             self._step(uid, proc.generation)
 
@@ -348,8 +229,7 @@ class Kubelet:
 
         def line(text: str) -> None:
             with self.store.lock:
-                log.lines.append((self._now_ns(), text))
-                self.logs_changed.notify_all()
+                self.logs.append(log, text)
 
         def exited(code: int) -> None:
             self.clock.after(0, lambda: self._local_exited(uid, holder[0], code))
@@ -386,12 +266,6 @@ class Kubelet:
         if self.local is not None:
             self.local.release(uid)
 
-    def _emit_line(self, uid: str, container: str, text: str) -> None:
-        runs = self.logs.get((uid, container))
-        if runs:
-            runs[-1].lines.append((self._now_ns(), text))
-            self.logs_changed.notify_all()
-
     def _step(self, uid: str, generation: int) -> None:
         proc = self.procs.get(uid)
         if proc is None or proc.generation != generation:
@@ -405,7 +279,7 @@ class Kubelet:
             proc.pc += 1
             cmd, args = words[0], words[1:]
             if cmd == "echo":
-                self._emit_line(uid, cname, " ".join(args))
+                self.logs.emit(uid, cname, " ".join(args))
                 proc.status = 0
             elif cmd in ("true", ":"):
                 proc.status = 0
@@ -436,7 +310,7 @@ class Kubelet:
                 self._terminate(uid, 137, reason="OOMKilled")
                 return
             else:
-                self._emit_line(uid, cname, f"sh: 1: {cmd}: not found")
+                self.logs.emit(uid, cname, f"sh: 1: {cmd}: not found")
                 proc.status = 127
         self._terminate(uid, proc.status)
 
@@ -454,9 +328,7 @@ class Kubelet:
         pod: dict[str, Any] = found
         proc.generation += 1
         c = self._container(pod)
-        runs = self.logs.get((uid, c["name"])) or [ContainerLog()]
-        runs[-1].ended = True
-        self.logs_changed.notify_all()
+        self.logs.end_last(uid, c["name"])
         reason = reason or ("Completed" if code == 0 else "Error")
         prev = (pod.get("status", {}).get("containerStatuses") or [{}])[0]
         started = (prev.get("state", {}).get("running") or {}).get("startedAt") or now_rfc3339()
@@ -487,7 +359,7 @@ class Kubelet:
                     "ContainersNotReady",
                     f"containers with unready status: [{c['name']}]",
                 )
-                self._cstatus(
+                set_container_status(
                     s,
                     pod,
                     {"waiting": {"reason": "CrashLoopBackOff", "message": wait}},
@@ -515,7 +387,7 @@ class Kubelet:
             set_condition(s, "Ready", "False", "PodCompleted" if code == 0 else "PodFailed")
             set_condition(s, "ContainersReady", "False", "PodCompleted" if code == 0 else "PodFailed")
             set_condition(s, "PodReadyToStartContainers", "False")
-            self._cstatus(s, pod, {"terminated": terminated})
+            set_container_status(s, pod, {"terminated": terminated})
 
         self._set_status(pod, ended)
 
@@ -555,13 +427,9 @@ class Kubelet:
     def _remove(self, uid: str, ns: str, name: str) -> None:
         """The end of a graceful deletion: logs end, the pod leaves the store."""
         self.procs.pop(uid, None)
-        for key in [k for k in self.logs if k[0] == uid]:
-            for run in self.logs[key]:
-                run.ended = True
-        self.logs_changed.notify_all()
+        self.logs.end_pod(uid)
         self.store.remove_now(POD, ns, name)
-        for key in [k for k in self.logs if k[0] == uid]:
-            del self.logs[key]
+        self.logs.forget_pod(uid)
 
     def evicted_by_kubelet(self, pod: dict[str, Any], message: str) -> None:
         """Node-pressure eviction: the pod fails in place with reason Evicted."""
@@ -573,9 +441,7 @@ class Kubelet:
         if local is not None and local.alive:
             local.killed = True
             local.signal_group(signal.SIGKILL)
-        for run in self.logs.get((uid, self._container(pod)["name"]), []):
-            run.ended = True
-        self.logs_changed.notify_all()
+        self.logs.end_container(uid, self._container(pod)["name"])
 
         def evicted(s: dict[str, Any]) -> None:
             s["phase"] = "Failed"
@@ -585,7 +451,7 @@ class Kubelet:
             set_condition(s, "Ready", "False", "PodFailed")
             prev = (s.get("containerStatuses") or [{}])[0]
             started = (prev.get("state", {}).get("running") or {}).get("startedAt") or now_rfc3339()
-            self._cstatus(
+            set_container_status(
                 s,
                 pod,
                 {
@@ -604,7 +470,7 @@ class Kubelet:
 
     # -- logs ------------------------------------------------------------------------------
     def log_runs(self, pod: dict[str, Any], container: str) -> list[ContainerLog]:
-        return self.logs.get((pod["metadata"]["uid"], container), [])
+        return self.logs.of(pod["metadata"]["uid"], container)
 
     def read_log(
         self,
@@ -619,31 +485,13 @@ class Kubelet:
         stop: Callable[[], bool],
     ) -> Iterator[bytes]:
         """The container's log as the API streams it; with follow, until the container stops."""
-        with self.store.lock:
-            runs = self.log_runs(pod, container)
-            if previous:
-                runs = runs[:-1]
-            run = runs[-1] if runs else None
-        if run is None:
-            return
-        since_ns = self.clock.time_ns() - since_seconds * 1_000_000_000 if since_seconds else 0
-        pos = 0
-        with self.store.lock:
-            selected = [i for i, (ts, _) in enumerate(run.lines) if ts >= since_ns]
-            if tail_lines is not None:
-                selected = selected[-tail_lines:] if tail_lines else []
-            pos = selected[0] if selected else len(run.lines)
-        while True:
-            with self.store.lock:
-                chunk = run.lines[pos:]
-                pos += len(chunk)
-                ended = run.ended
-            if chunk:
-                yield "".join(
-                    (f"{rfc3339_nano(ts)} {text}\n" if timestamps else f"{text}\n") for ts, text in chunk
-                ).encode()
-            if not follow or ended or stop():
-                return  # `ended` was read with the lines: everything has been sent
-            with self.store.lock:
-                if len(run.lines) == pos and not run.ended:
-                    self.logs_changed.wait(0.25)
+        return self.logs.read(
+            pod["metadata"]["uid"],
+            container,
+            follow=follow,
+            timestamps=timestamps,
+            previous=previous,
+            since_seconds=since_seconds,
+            tail_lines=tail_lines,
+            stop=stop,
+        )

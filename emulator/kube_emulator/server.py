@@ -6,8 +6,8 @@ run unchanged. What real apiservers do and kmock did not (notes §4.1): 201 on
 create, namespace from the URL, uid/resourceVersion/generateName, label and field
 selectors on list and watch, resourceVersion resume with 410 Expired after
 compaction, BOOKMARKs, `timeoutSeconds`, text/plain logs, PUT with a resourceVersion
-precondition, strategic-merge patches keyed like the real ones, deletecollection,
-discovery with and without trailing slashes.
+precondition, strategic-merge patches keyed like the real ones (patching.py), deletecollection,
+discovery with and without trailing slashes (paths.py).
 """
 
 from __future__ import annotations
@@ -23,37 +23,16 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import TYPE_CHECKING, Any, Protocol
 from urllib.parse import parse_qs, urlsplit
 
+from .patching import apply_patch
+from .paths import discovery, route
 from .selectors import SelectorError, parse_field_selector, parse_label_selector
-from .store import POD, RESOURCES, ApiError, ResourceType, Store, not_found
+from .store import POD, ApiError, ResourceType, Store, not_found
 
 if TYPE_CHECKING:
     from .faults import Faults
     from .kubelet import Kubelet
     from .rbac import Permissions
 
-VERSION = {
-    "major": "1",
-    "minor": "34",
-    "gitVersion": "v1.34.1-gpuplat-emulator",
-    "gitCommit": "0000000000000000000000000000000000000000",
-    "gitTreeState": "clean",
-    "buildDate": "2026-01-01T00:00:00Z",
-    "goVersion": "go1.24",
-    "compiler": "gc",
-    "platform": "linux/amd64",
-}
-# Strategic merge: lists merged by these keys (the patchMergeKey of the real types).
-MERGE_KEYS = {
-    "conditions": "type",
-    "containers": "name",
-    "containerStatuses": "name",
-    "env": "name",
-    "volumes": "name",
-    "volumeMounts": "mountPath",
-    "tolerations": "key",
-    "taints": "key",
-    "finalizers": None,
-}
 DEFAULT_WATCH_SECONDS = 1800
 
 
@@ -230,7 +209,9 @@ class _Handler(BaseHTTPRequestHandler):
             if auth != f"Bearer {self.backend.token}":
                 raise ApiError(401, "Unauthorized", "Unauthorized")
             path = url.path.rstrip("/") or "/"
-            if method == "GET" and self._discovery(path):
+            document = discovery(path) if method == "GET" else None
+            if document is not None:
+                self._send(200, document)
                 return
             self._resource(method, path, q)
         except _Dropped:
@@ -239,89 +220,6 @@ class _Handler(BaseHTTPRequestHandler):
             self._error(err)
         except (BrokenPipeError, ConnectionResetError):
             self.close_connection = True
-
-    def _discovery(self, path: str) -> bool:
-        if path == "/version":
-            self._send(200, VERSION)
-        elif path == "/api":
-            self._send(200, {"kind": "APIVersions", "versions": ["v1"], "serverAddressByClientCIDRs": []})
-        elif path == "/apis":
-            groups = sorted({rt.group for rt in RESOURCES.values() if rt.group} | {"authorization.k8s.io"})
-            self._send(
-                200,
-                {
-                    "kind": "APIGroupList",
-                    "apiVersion": "v1",
-                    "groups": [
-                        {
-                            "name": g,
-                            "versions": [{"groupVersion": f"{g}/v1", "version": "v1"}],
-                            "preferredVersion": {"groupVersion": f"{g}/v1", "version": "v1"},
-                        }
-                        for g in groups
-                    ],
-                },
-            )
-        elif path in ("/api/v1",) or (path.startswith("/apis/") and path.count("/") == 3):
-            group = "" if path == "/api/v1" else path.split("/")[2]
-            rts = [rt for rt in RESOURCES.values() if rt.group == group]
-            if not rts and group != "authorization.k8s.io":
-                return False
-            resources = []
-            for rt in rts:
-                resources.append(
-                    {
-                        "name": rt.plural,
-                        "singularName": rt.kind.lower(),
-                        "namespaced": rt.namespaced,
-                        "kind": rt.kind,
-                        "verbs": ["create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"],
-                    }
-                )
-                resources.extend(
-                    {
-                        "name": f"{rt.plural}/{sub}",
-                        "singularName": "",
-                        "namespaced": rt.namespaced,
-                        "kind": rt.kind,
-                        "verbs": ["get"],
-                    }
-                    for sub in rt.subresources
-                )
-            self._send(
-                200,
-                {
-                    "kind": "APIResourceList",
-                    "apiVersion": "v1",
-                    "groupVersion": f"{group}/v1" if group else "v1",
-                    "resources": resources,
-                },
-            )
-        else:
-            return False
-        return True
-
-    def _route(self, path: str) -> tuple[ResourceType, str | None, str | None, str | None]:
-        parts = path.strip("/").split("/")
-        if parts[0] == "api" and len(parts) >= 3:
-            group, rest = "", parts[2:]
-        elif parts[0] == "apis" and len(parts) >= 4:
-            group, rest = parts[1], parts[3:]
-        else:
-            raise ApiError(404, "NotFound", "the server could not find the requested resource")
-        ns: str | None = None
-        if rest[0] == "namespaces" and len(rest) >= 3:
-            ns, rest = rest[1], rest[2:]
-        rt = RESOURCES.get((group, rest[0]))
-        if rt is None:
-            raise ApiError(404, "NotFound", "the server could not find the requested resource")
-        name = rest[1] if len(rest) > 1 else None
-        sub = rest[2] if len(rest) > 2 else None
-        if sub is not None and sub not in rt.subresources:
-            raise ApiError(404, "NotFound", "the server could not find the requested resource")
-        if rt.namespaced and name is not None and ns is None:
-            raise ApiError(404, "NotFound", "the server could not find the requested resource")
-        return rt, ns, name, sub
 
     def _verb(self, method: str, name: str | None, q: dict[str, str]) -> str:
         if method == "GET":
@@ -337,7 +235,7 @@ class _Handler(BaseHTTPRequestHandler):
             self.backend.requests[("create", "selfsubjectaccessreviews")] += 1
             self._access_review(self._body() or {})
             return
-        rt, ns, name, sub = self._route(path)
+        rt, ns, name, sub = route(path)
         verb = self._verb(method, name, q)
         if sub == "eviction" and method == "POST":
             verb = "create"
@@ -397,7 +295,9 @@ class _Handler(BaseHTTPRequestHandler):
                 self._send(200, store.replace(rt, ns_key, name or "", body))
         elif verb == "patch":
             ctype = (self.headers.get("Content-Type") or "").split(";")[0].strip()
-            self._send(200, store.update(rt, ns_key, name or "", lambda o: _patch(o, body, ctype, sub == "status")))
+            self._send(
+                200, store.update(rt, ns_key, name or "", lambda o: apply_patch(o, body, ctype, sub == "status"))
+            )
         elif verb == "delete":
             options = body if isinstance(body, dict) else {}
             policy = q.get("propagationPolicy") or options.get("propagationPolicy")
@@ -595,72 +495,3 @@ class _Handler(BaseHTTPRequestHandler):
             **({"reason": "RBAC: allowed by the emulator's role bindings"} if allowed else {}),
         }
         self._send(201, out)
-
-
-def _merge(target: Any, patch: Any, strategic: bool, key: str = "") -> Any:
-    if not isinstance(patch, dict):
-        if strategic and isinstance(patch, list) and isinstance(target, list) and MERGE_KEYS.get(key):
-            mk = MERGE_KEYS[key]
-            out = list(target)
-            for item in patch:
-                if isinstance(item, dict) and mk in item:
-                    for i, old in enumerate(out):
-                        if isinstance(old, dict) and old.get(mk) == item[mk]:
-                            if item.get("$patch") == "delete":
-                                out.pop(i)
-                            else:
-                                out[i] = _merge(old, item, strategic)
-                            break
-                    else:
-                        out.append(item)
-                else:
-                    out.append(item)
-            return out
-        return patch
-    merged: dict[str, Any] = dict(target) if isinstance(target, dict) else {}
-    for k, v in patch.items():
-        if v is None:
-            merged.pop(k, None)
-        else:
-            merged[k] = _merge(merged.get(k), v, strategic, k)
-    return merged
-
-
-def _pointer(path: str) -> list[str]:
-    return [p.replace("~1", "/").replace("~0", "~") for p in path.lstrip("/").split("/")]
-
-
-def _patch(obj: dict[str, Any], body: Any, ctype: str, status_only: bool) -> None:
-    if ctype == "application/json-patch+json":
-        for op in body or []:
-            parts = _pointer(op["path"])
-            parent: Any = obj
-            for p in parts[:-1]:
-                parent = parent[int(p)] if isinstance(parent, list) else parent.setdefault(p, {})
-            last = parts[-1]
-            if op["op"] in ("add", "replace"):
-                if isinstance(parent, list):
-                    if last == "-":
-                        parent.append(op["value"])
-                    elif op["op"] == "add":
-                        parent.insert(int(last), op["value"])
-                    else:
-                        parent[int(last)] = op["value"]
-                else:
-                    parent[last] = op["value"]
-            elif op["op"] == "remove":
-                if isinstance(parent, list):
-                    parent.pop(int(last))
-                else:
-                    parent.pop(last, None)
-            else:
-                raise ApiError(422, "Invalid", f"json patch op {op['op']!r} is not supported by the emulator")
-        return
-    if not isinstance(body, dict):
-        raise ApiError(400, "BadRequest", "the body of the request must be an object")
-    strategic = ctype != "application/merge-patch+json"
-    if status_only:
-        body = {"status": body.get("status", {})}
-    merged = _merge(obj, body, strategic)
-    obj.clear()
-    obj.update(merged)

@@ -7,11 +7,13 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 
-import type { IExplain, IQueue, IRunDetail, ISweepChange } from '../src/api/types';
+import type { IExplain, IQueue, IRunDetail, IStatusEvent, ISweepChange } from '../src/api/types';
 import { OneAtATime } from '../src/models/coalesce';
 import { InsightsSource } from '../src/models/insightssource';
 import { QUEUES_COALESCE_MS, QueuesSource } from '../src/models/queuessource';
 import { RunDetailService, RunDetailSource } from '../src/models/rundetailsource';
+import { SessionLease } from '../src/models/sessionlease';
+import { SessionService, SessionSource } from '../src/models/sessionsource';
 
 const queue = (name: string, paused = false): IQueue =>
   ({ name, priority: 10, concurrency: 2, quota: { gpu: 2 }, max_per_user: 1, ordering: 'fifo', paused, usage: { runs: 0, gpu: 0 }, pending: 0, head_wait: null }) as IQueue;
@@ -188,4 +190,36 @@ test('one at a time: asks while a request is out cost one more request after it,
   await sleep(0);
   await sleep(0);
   assert.equal(sent, 4);
+});
+
+test('session lease: an end an event showed outlives a slower re-read; why it waits is read while it waits', async () => {
+  const rec = (phase: string, status: string) =>
+    ({ id: 's1', project: 'p', queue: 'interactive', status, phase, reason: status, message: status, devices: [] }) as unknown as IRunDetail;
+  let answer = rec('execution', 'running');
+  const calls: string[] = [];
+  const service = {
+    getRun: async (id: string) => (calls.push(`get ${id}`), answer),
+    explain: async (id: string) => (calls.push(`explain ${id}`), { run_id: id } as unknown as IExplain)
+  } as unknown as SessionService;
+  const reads: string[] = [];
+  let explained = 0;
+  const lease = new SessionLease(new SessionSource(service), { read: r => reads.push(r.status), explained: () => explained++ });
+  lease.follow(rec('dispatch', 'queued'));
+  lease.refreshExplain();
+  await sleep(10);
+  assert.deepEqual(calls, ['explain s1']);
+  assert.equal(explained, 1);
+  assert.ok(lease.explain);
+  lease.showEvent({ run_id: 's1', status: 'stopped', phase: 'end', reason: 'Stopped', message: 'stopped' } as unknown as IStatusEvent);
+  assert.equal(lease.run?.status, 'stopped');
+  lease.refresh(); // the read answers the record from before the end
+  await sleep(10);
+  assert.deepEqual(calls, ['explain s1', 'get s1']);
+  assert.deepEqual(reads, ['running']);
+  assert.equal(lease.run?.status, 'stopped'); // kept from the event
+  assert.equal(lease.run?.phase, 'end');
+  answer = rec('end', 'stopped');
+  lease.refreshExplain(); // not waiting: nothing to read
+  await sleep(10);
+  assert.deepEqual(calls, ['explain s1', 'get s1']);
 });

@@ -1,7 +1,8 @@
 """The Kubernetes executor (the `kubernetes` extra): runs as batch/v1 Jobs.
 
 `manifests` (pure builders), `explain` (pure explanations over Job, Pods, Events),
-`cache` (the one shared list+watch cache), `logs` (log following), `executor`, and
+`cache` (the one shared list+watch cache), `logs` and `podlogs` (log following), `executor` (with
+`settings`, `jobclient`, `runs`, `podstate`, `namespacefacts`, `apiclient`), and
 `check` (`gpuplat cluster check`). Names load lazily: the pure modules need no client.
 """
 

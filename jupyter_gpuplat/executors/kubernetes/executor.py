@@ -12,251 +12,79 @@ run state and never deletes a Job it does not have a run for.
 What keeps runs apart (`isolation()`, isolation.py): each pod holds only its own run
 (manifests.py, podsecurity.py), a session's kernel admits only its owner's server
 (networkpolicy.py), and the namespace's Pod Security labels and NetworkPolicies are read
-in a thread at start and again after `isolation_refresh_seconds`.
+in a thread at start and again after `isolation_refresh_seconds` (namespacefacts.py).
+
+This module keeps the contract (submit, attach, stop, the observing loop, the end); its parts
+live beside it: settings.py (the traits), jobclient.py (the Job, a session's Secret and
+NetworkPolicy: create, adopt, delete), runs.py (a watched run), podstate.py (how its pods
+read), podlogs.py (following their logs), apiclient.py (the ApiClient's configuration).
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
 import os
-import secrets
 import threading
-import time
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from typing import Any
-
-from traitlets import Bool, Dict, Float, Integer, List, Unicode
 
 from ...core import artifacts as layout
 from ...core.reasons import Reason
 from ..artifacts import FilesystemArtifacts
-from ..base import FAILED, RUNNING, STOPPED, SUCCEEDED, Device, Executor, ExecutorError, LaunchRequest, Observation
-from .apierror import api_error
+from ..base import FAILED, RUNNING, STOPPED, Device, Executor, ExecutorError, LaunchRequest, Observation
+from .apiclient import api_client
 from .cache import ClusterCache, Snapshot, Timeouts
 from .explain import DISRUPTIONS, condition, episode, explain_pod, explain_run
 from .isolation import NamespaceFacts, isolation_controls
-from .logs import LogFollower, LogState
-from .manifests import (
-    CONTAINER,
-    KERNEL_PORTS,
-    JobSettings,
-    is_session,
-    make_job,
-    make_kernel_policy,
-    make_kernel_secret,
-    selector,
-    working_dir_problem,
+from .jobclient import JobClient
+from .logs import wait_all
+from .manifests import is_session, make_job, selector, working_dir_problem
+from .namespacefacts import FactsReader, read_namespace_facts
+from .podlogs import PodLogs
+from .podstate import (
+    container_started,
+    disruption_text,
+    ended_outside,
+    running_message,
+    session_ended_outside,
 )
 from .rundir import prepare
+from .runs import WatchedRun
 from .sessions import KernelSecrets, connection_info, kernel_generation, kernel_pod
+from .settings import KubernetesSettings
+
+__all__ = ["LOG_NAME", "KubernetesExecutor", "api_client"]
 
 LOG_NAME = layout.LOG
 
 
-def api_client(kubeconfig: str = "", context: str = "", pool_size: int = 64) -> Any:
-    """An ApiClient: from `kubeconfig`, else in-cluster, else the default kubeconfig."""
-    from kubernetes import client, config
-
-    cfg = client.Configuration()
-    try:
-        if kubeconfig:
-            config.load_kube_config(config_file=kubeconfig, context=context or None, client_configuration=cfg)
-        elif os.environ.get("KUBERNETES_SERVICE_HOST"):
-            config.load_incluster_config(client_configuration=cfg)
-        else:
-            config.load_kube_config(context=context or None, client_configuration=cfg)
-    except (config.ConfigException, OSError, TypeError) as exc:
-        raise ExecutorError(f"cannot load the Kubernetes configuration: {exc}") from exc
-    cfg.connection_pool_maxsize = pool_size
-    return client.ApiClient(cfg)
-
-
-@dataclass(eq=False)
-class _Run:
-    run_id: str
-    job: str
-    workdir: str
-    log_path: str
-    reattached: bool
-    seen_job: bool = False
-    reported: tuple[str, ...] | None = None
-    running_reported: bool = False
-    stopping: bool = False
-    finishing: bool = False
-    done: asyncio.Event = field(default_factory=asyncio.Event)
-    followers: dict[str, LogFollower] = field(default_factory=dict)
-    log_state: LogState | None = None
-    disrupted: set[str] = field(default_factory=set)  # pod uids whose preemption/eviction is recorded
-    settle: asyncio.TimerHandle | None = None  # set while waiting for a failed pod's final state
-    secret: str | None = None  # a session's kernel key Secret (None: a job)
-    kernel_ports: tuple[int, ...] = ()
-    kernel_key: str | None = None  # read from the Secret once, when not made here
-    disruption: str | None = None  # what the last preemption or eviction of its pod said
-    pod_deleted: bool = False  # a pod of the run was deleted (by anyone: this executor deletes only Jobs)
-
-
-class KubernetesExecutor(FilesystemArtifacts, Executor):
+class KubernetesExecutor(KubernetesSettings, FilesystemArtifacts, Executor):
     """Runs each submission as a Kubernetes Job requesting `nvidia.com/gpu`."""
 
     name = "kubernetes"
     assigns_devices = False
     reports_start = True
 
-    namespace = Unicode(
-        "gpuplat-runs",
-        help="Namespace of the runs' Jobs: one the platform owns, holding nothing but runs (no control plane, no "
-        "Secret of the platform, no database: whoever may create a pod there may mount its Secrets), with Pod "
-        "Security restricted enforced and a default-deny NetworkPolicy (deploy/kubernetes/).",
-    ).tag(config=True)
-    kubeconfig = Unicode(
-        "", help="Kubeconfig file; empty: in-cluster config when running in a pod, else the default kubeconfig."
-    ).tag(config=True)
-    context = Unicode("", help="Kubeconfig context; empty: the current context.").tag(config=True)
-    instance = Unicode(
-        "default", help="Label value telling this platform's Jobs apart when several share a namespace."
-    ).tag(config=True)
-    image = Unicode("python:3.11-slim", help="Image of runs whose spec names none.").tag(config=True)
-    python = Unicode(
-        "python", help="Interpreter in the image, used where the server built a command for a script."
-    ).tag(config=True)
-    service_account = Unicode("", help="Service account of the runs' pods; empty: the namespace's default.").tag(
-        config=True
-    )
-    artifacts_claim = Unicode(
-        "",
-        help="PersistentVolumeClaim mounted into every run at artifacts_mount_path (the artifact volume, shared with "
-        "the control plane at its artifacts_root). Empty: an emptyDir, so outputs end with the pod (logs are kept).",
-    ).tag(config=True)
-    artifacts_mount_path = Unicode("/gpuplat/artifacts", help="Where runs see the artifact volume.").tag(config=True)
-    priority_classes = Dict(
-        {"interactive": "gpuplat-interactive", "*": "gpuplat-batch"},
-        help="Queue name → PriorityClass of its pods ('*': every other queue). They must exist in the cluster "
-        "(deploy/kubernetes/priorityclasses.yaml); an empty dict sets none.",
-    ).tag(config=True)
-    gpu_resource = Unicode("nvidia.com/gpu", help="The extended resource GPUs are requested as.").tag(config=True)
-    gpu_type_label = Unicode(
-        "nvidia.com/gpu.product", help="Node label that placement.gpu_type selects on (GPU feature discovery's)."
-    ).tag(config=True)
-    backoff_limit = Integer(0, min=0, help="Failed pods Kubernetes retries per run before the Job fails.").tag(
-        config=True
-    )
-    ttl_seconds_after_finished = Integer(
-        86400,
-        allow_none=True,
-        min=0,
-        help="Kubernetes deletes a finished Job after this many seconds (a backstop; the executor deletes it once its "
-        "logs are archived when delete_finished_jobs is on). None: never.",
-    ).tag(config=True)
-    image_pull_secrets = List(Unicode(), help="Secrets the runs' pods pull images with.").tag(config=True)
-    delete_finished_jobs = Bool(True, help="Delete a run's Job once it ended and its logs are archived.").tag(
-        config=True
-    )
-    watch_nodes = Bool(
-        True, help="Watch nodes (read-only) to name taints and tell fragmented GPUs from missing ones."
-    ).tag(config=True)
-    connect_timeout_seconds = Float(5.0, min=0.1, help="Seconds to connect to the API server, every call.").tag(
-        config=True
-    )
-    request_timeout_seconds = Float(30.0, min=0.1, help="Seconds an API call (not a stream) may take.").tag(config=True)
-    watch_timeout_seconds = Integer(
-        300, min=1, help="Server-side timeout of each watch; the watch then resumes from its resourceVersion."
-    ).tag(config=True)
-    log_idle_timeout_seconds = Float(
-        300.0, min=0.1, help="A log stream silent this long is reconnected (it resumes after the last line)."
-    ).tag(config=True)
-    log_drain_seconds = Float(
-        10.0, min=0.0, help="After a run ends, how long to wait for the rest of its log before recording the end."
-    ).tag(config=True)
-    stop_wait_seconds = Float(
-        60.0, min=0.0, help="After deleting a stopped run's Job, how long to wait for it to go."
-    ).tag(config=True)
-    pod_settle_seconds = Float(
-        2.0, min=0.0, help="When a Job fails before its pod's final state arrives, how long to wait for it."
-    ).tag(config=True)
-    max_log_streams = Integer(256, min=1, help="Log streams followed at once; more runs wait for a free one.").tag(
-        config=True
-    )
-    kernel_ports = List(
-        Integer(min=1, max=65535),
-        list(KERNEL_PORTS),
-        minlen=5,
-        maxlen=5,
-        help="A GPU session's kernel ports in its pod (shell, iopub, stdin, control, hb): fixed, as each pod has "
-        "its own IP. The control plane must reach them (NetworkPolicy).",
-    ).tag(config=True)
-
-    run_as_user = Integer(
-        1000,
-        min=1,
-        help="The uid every run's pod runs as (runAsNonRoot; only a platform preset's security.run_as_user or "
-        "run_as_root changes it). The control plane writes the runs' directories as this uid too (deploy/ runs both "
-        "as 1000); a control plane running as root gives them to it.",
-    ).tag(config=True)
-    run_as_group = Integer(1000, min=0, help="The gid of every run's pod (runAsGroup).").tag(config=True)
-    kernel_network_policy = Bool(
-        True,
-        help="Create a NetworkPolicy with each GPU session admitting only its owner's Jupyter server (KubeSpawner's "
-        "pods in hub_namespace) to the kernel's ports. Needs networkpolicies create/delete (deploy/kubernetes/"
-        "rbac.yaml) and a default-deny ingress policy in the namespace to mean anything.",
-    ).tag(config=True)
-    hub_namespace = Unicode(
-        "jhub", help="Namespace of JupyterHub's user servers (Zero to JupyterHub's release namespace)."
-    ).tag(config=True)
-    nvidia_toolkit_hardened = Bool(
-        False,
-        help="Set True once every GPU node's NVIDIA container toolkit ignores NVIDIA_VISIBLE_DEVICES in unprivileged "
-        "containers (accept-nvidia-visible-devices-envvar-when-unprivileged = false, "
-        "accept-nvidia-visible-devices-as-volume-mounts = true, device plugin DEVICE_LIST_STRATEGY=volume-mounts). "
-        "The API cannot tell; capacity.isolation reports gpu_devices enforced only when this says so.",
-    ).tag(config=True)
-    isolation_refresh_seconds = Float(
-        300.0, min=1.0, help="How old the namespace's labels and NetworkPolicies may be before they are read again."
-    ).tag(config=True)
-
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self._net: Any = None
-        self._facts: NamespaceFacts | None = None
-        self._facts_at = 0.0
-        self._facts_reading = threading.Lock()
-        self._runs: dict[str, _Run] = {}
+        self._facts = FactsReader(self.namespace_facts, self.namespace, self.log)
+        self._runs: dict[str, WatchedRun] = {}
         self._api: Any = None
         self._core: Any = None
         self._batch: Any = None
         self._cache: ClusterCache | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._tasks: set[asyncio.Task[Any]] = set()
-        self._slots = threading.Semaphore(1)
+        self._logs: PodLogs | None = None
         self._secrets: KernelSecrets | None = None
+        self._jobs: JobClient | None = None
         self._synced_once = False
         self._closed = False
         self.orphans: dict[str, str] = {}  # run id → Job name: Jobs with no run record here
         self.api_calls = 0  # calls made outside the informers (create, delete, log)
 
     # -- setup -------------------------------------------------------------------------------
-    def settings(self) -> JobSettings:
-        return JobSettings(
-            namespace=self.namespace,
-            instance=self.instance,
-            default_image=self.image,
-            python=self.python,
-            service_account=self.service_account,
-            artifacts_claim=self.artifacts_claim,
-            artifacts_mount_path=self.artifacts_mount_path,
-            priority_classes=dict(self.priority_classes),
-            gpu_resource=self.gpu_resource,
-            gpu_type_label=self.gpu_type_label,
-            backoff_limit=self.backoff_limit,
-            ttl_seconds_after_finished=self.ttl_seconds_after_finished,
-            image_pull_secrets=tuple(self.image_pull_secrets),
-            kernel_ports=tuple(self.kernel_ports),
-            run_as_user=self.run_as_user,
-            run_as_group=self.run_as_group,
-            hub_namespace=self.hub_namespace,
-        )
-
     def set_observer(self, callback: Any) -> None:
         # The engine calls this once at start-up, on the loop thread, before it re-attaches
         # runs: start watching now so that Jobs without a run record can be reported.
@@ -278,10 +106,11 @@ class KubernetesExecutor(FilesystemArtifacts, Executor):
         self._core = client.CoreV1Api(self._api)
         self._batch = client.BatchV1Api(self._api)
         self._net = client.NetworkingV1Api(self._api)
-        self._secrets = KernelSecrets(
-            self._core, self.namespace, (self.connect_timeout_seconds, self.request_timeout_seconds), self._count_call
+        timeout = (self.connect_timeout_seconds, self.request_timeout_seconds)
+        self._secrets = KernelSecrets(self._core, self.namespace, timeout, self._count_call)
+        self._jobs = JobClient(
+            self._batch, self._net, self._secrets, self.namespace, timeout, self._count_call, self.log
         )
-        self._slots = threading.Semaphore(self.max_log_streams)
         timeouts = Timeouts(
             connect_seconds=self.connect_timeout_seconds,
             request_seconds=self.request_timeout_seconds,
@@ -299,9 +128,20 @@ class KubernetesExecutor(FilesystemArtifacts, Executor):
             on_synced=self._wake_synced,
         )
         cache.gpu_resource = self.gpu_resource
+        self._logs = PodLogs(
+            self._core,
+            self.namespace,
+            cache,
+            threading.Semaphore(self.max_log_streams),
+            connect_seconds=self.connect_timeout_seconds,
+            idle_seconds=self.log_idle_timeout_seconds,
+            settle_seconds=self.pod_settle_seconds,
+            on_call=self._count_call,
+            log=self.log,
+        )
         self._cache = cache
         cache.start()
-        self._refresh_facts()
+        self._facts.refresh()
 
     def _wake(self) -> None:
         # Informer threads: hand the work to the loop (the cache merges wake-ups).
@@ -324,10 +164,10 @@ class KubernetesExecutor(FilesystemArtifacts, Executor):
     # -- isolation ---------------------------------------------------------------------------
     def isolation(self) -> dict[str, Any]:
         """What keeps runs apart on this cluster (never blocks: the namespace's facts are read in a thread)."""
-        if self._cache is not None and time.monotonic() - self._facts_at > self.isolation_refresh_seconds:
-            self._refresh_facts()
+        if self._cache is not None and self._facts.age() > self.isolation_refresh_seconds:
+            self._facts.refresh()
         controls = isolation_controls(
-            self._facts,
+            self._facts.facts,
             artifacts_claim=self.artifacts_claim,
             run_as_user=self.run_as_user,
             kernel_policies=self.kernel_network_policy,
@@ -336,46 +176,10 @@ class KubernetesExecutor(FilesystemArtifacts, Executor):
         )
         return {"mode": "pod", "controls": controls}
 
-    def _refresh_facts(self) -> None:
-        """Read the namespace's labels and NetworkPolicies again, in a thread (one at a time)."""
-        if not self._facts_reading.acquire(blocking=False):
-            return
-        self._facts_at = time.monotonic()
-        threading.Thread(target=self._read_facts, name="gpuplat-k8s-isolation", daemon=True).start()
-
-    def _read_facts(self) -> None:
-        try:
-            self._facts = self.namespace_facts()
-        except Exception:  # never let a bad answer kill the thread's lock
-            self.log.exception("gpuplat: reading namespace %s for capacity.isolation failed", self.namespace)
-        finally:
-            self._facts_reading.release()
-
     def namespace_facts(self) -> NamespaceFacts:
         """The namespace's labels and NetworkPolicies (blocking); what could not be read is None, with why."""
-        from kubernetes.client.exceptions import ApiException
-
-        t = (self.connect_timeout_seconds, self.request_timeout_seconds)
-        labels: dict[str, str] | None = None
-        policies: list[dict[str, Any]] | None = None
-        errors: list[str] = []
-        try:
-            self.api_calls += 1
-            ns = json.loads(self._core.read_namespace(self.namespace, _preload_content=False, _request_timeout=t).data)
-            labels = dict((ns.get("metadata") or {}).get("labels") or {})
-        except ApiException as exc:
-            errors.append(f"namespace: {api_error(exc)}")
-        except Exception as exc:
-            errors.append(f"namespace: {exc}")
-        try:
-            self.api_calls += 1
-            resp = self._net.list_namespaced_network_policy(self.namespace, _preload_content=False, _request_timeout=t)
-            policies = list(json.loads(resp.data).get("items") or [])
-        except ApiException as exc:
-            errors.append(f"networkpolicies: {api_error(exc)}")
-        except Exception as exc:
-            errors.append(f"networkpolicies: {exc}")
-        return NamespaceFacts(self.namespace, labels, policies, tuple(errors))
+        timeout = (self.connect_timeout_seconds, self.request_timeout_seconds)
+        return read_namespace_facts(self._core, self._net, self.namespace, timeout, self._count_call)
 
     # -- submit ------------------------------------------------------------------------------
     async def submit(self, req: LaunchRequest) -> dict[str, Any]:
@@ -387,11 +191,13 @@ class KubernetesExecutor(FilesystemArtifacts, Executor):
         log_path = layout.in_run(req.workdir, layout.LOG)
         # The run's directory and the code its pod runs (read-only there), before the Job exists.
         await asyncio.to_thread(prepare, req, (self.run_as_user, self.run_as_group))
-        run = _Run(req.run_id, name, req.workdir, log_path, reattached=False)
+        run = WatchedRun(req.run_id, name, req.workdir, log_path, reattached=False)
+        assert self._jobs is not None
         if is_session(req):
-            uid = await asyncio.to_thread(self._create_session, req, run, manifest)
+            settings, policy = self.settings(), self.kernel_network_policy
+            uid = await asyncio.to_thread(self._jobs.create_session, req, run, manifest, settings, policy)
         else:
-            uid = await asyncio.to_thread(self._create_job, req.run_id, manifest)
+            uid = await asyncio.to_thread(self._jobs.create_job, req.run_id, manifest)
         self._runs[req.run_id] = run
         # No await after this point: the first Observation cannot reach the engine before the handle.
         assert self._loop is not None
@@ -408,90 +214,6 @@ class KubernetesExecutor(FilesystemArtifacts, Executor):
         if run.secret is not None:
             handle.update(secret=run.secret, kernel_ports=list(run.kernel_ports))
         return handle
-
-    def _create_session(self, req: LaunchRequest, run: _Run, manifest: dict[str, Any]) -> str:
-        """The key's Secret first (the pod never waits for it), then the Job, then the Job owns the Secret."""
-        assert self._secrets is not None
-        settings = self.settings()
-        secret = make_kernel_secret(req, settings, secrets.token_hex(32))
-        name = secret["metadata"]["name"]
-        run.kernel_key = self._secrets.create(req.run_id, secret, secret["stringData"]["key"])
-        run.secret, run.kernel_ports = name, settings.kernel_ports
-        try:
-            uid = self._create_job(req.run_id, manifest)
-        except ExecutorError:
-            self._secrets.delete(name)
-            raise
-        try:
-            self._secrets.own(name, run.job, uid)
-            if self.kernel_network_policy and self.hub_namespace:
-                self._create_kernel_policy(req, uid)
-        except ExecutorError:  # a Job whose submission failed must not keep a GPU
-            self._delete_job(run.job, 0, "Background")
-            self._secrets.delete(name)
-            raise
-        return uid
-
-    def _create_kernel_policy(self, req: LaunchRequest, job_uid: str) -> None:
-        """Only the owner's Jupyter server may reach the kernel; the policy goes with the Job (its owner)."""
-        from kubernetes.client.exceptions import ApiException
-
-        policy = make_kernel_policy(req, self.settings(), job_uid)
-        t = (self.connect_timeout_seconds, self.request_timeout_seconds)
-        try:
-            self.api_calls += 1
-            self._net.create_namespaced_network_policy(
-                self.namespace, policy, _preload_content=False, _request_timeout=t
-            )
-        except ApiException as exc:
-            if exc.status == 409:
-                return  # an earlier attempt of this submission made it (only the platform writes them here)
-            raise ExecutorError(
-                f"Kubernetes refused the NetworkPolicy of session {req.run_id} (its owner's server could not reach "
-                f"the kernel): {api_error(exc)}"
-            ) from exc
-        except Exception as exc:
-            raise ExecutorError(
-                f"cannot reach the Kubernetes API to create the NetworkPolicy of {req.run_id}: {exc}"
-            ) from exc
-
-    def _create_job(self, run_id: str, manifest: dict[str, Any]) -> str:
-        from kubernetes.client.exceptions import ApiException
-
-        t = (self.connect_timeout_seconds, self.request_timeout_seconds)
-        try:
-            self.api_calls += 1
-            resp = self._batch.create_namespaced_job(
-                self.namespace, manifest, _preload_content=False, _request_timeout=t
-            )
-            return str(json.loads(resp.data)["metadata"]["uid"])
-        except ApiException as exc:
-            if exc.status == 409:
-                return self._adopt_job(run_id, manifest["metadata"]["name"])
-            raise ExecutorError(f"Kubernetes refused the Job of run {run_id}: {api_error(exc)}") from exc
-        except ExecutorError:
-            raise
-        except Exception as exc:
-            raise ExecutorError(f"cannot reach the Kubernetes API to create the Job of run {run_id}: {exc}") from exc
-
-    def _adopt_job(self, run_id: str, name: str) -> str:
-        """The Job exists: created before a crash that lost the handle. Adopt it only if it is this run's."""
-        from kubernetes.client.exceptions import ApiException
-
-        t = (self.connect_timeout_seconds, self.request_timeout_seconds)
-        try:
-            self.api_calls += 1
-            resp = self._batch.read_namespaced_job(name, self.namespace, _preload_content=False, _request_timeout=t)
-        except ApiException as exc:  # deleted in between, or not ours to read
-            raise ExecutorError(f"Job {name} of run {run_id} exists but cannot be read: {api_error(exc)}") from exc
-        existing = json.loads(resp.data)
-        owner = (existing["metadata"].get("labels") or {}).get("gpuplat.io/run-id")
-        if owner == run_id:
-            return str(existing["metadata"]["uid"])
-        raise ExecutorError(
-            f"Job {name} in namespace {self.namespace} already exists and carries run id {owner!r} "
-            f"(label gpuplat.io/run-id), not {run_id}: not adopted; delete it if nobody needs it"
-        )
 
     # -- attach ------------------------------------------------------------------------------
     def attach(self, run_id: str, handle: Mapping[str, Any]) -> Observation:
@@ -511,7 +233,7 @@ class KubernetesExecutor(FilesystemArtifacts, Executor):
             self._start()
         except ExecutorError as exc:
             return Observation(run_id, FAILED, Reason.LOST, f"cannot watch Job {job} again: {exc}")
-        run = _Run(run_id, job, workdir, log_path, reattached=True)
+        run = WatchedRun(run_id, job, workdir, log_path, reattached=True)
         if handle.get("secret"):
             run.secret = str(handle["secret"])
             run.kernel_ports = tuple(int(p) for p in handle.get("kernel_ports") or self.kernel_ports)
@@ -537,7 +259,8 @@ class KubernetesExecutor(FilesystemArtifacts, Executor):
             await run.done.wait()
             return
         run.stopping = True
-        await asyncio.to_thread(self._delete_job, run.job, grace_seconds, "Foreground")
+        assert self._jobs is not None  # a watched run: the executor has started
+        await asyncio.to_thread(self._jobs.delete_job, run.job, grace_seconds, "Foreground")
         self._evaluate(run)
         try:
             await asyncio.wait_for(run.done.wait(), self.stop_wait_seconds)
@@ -548,25 +271,6 @@ class KubernetesExecutor(FilesystemArtifacts, Executor):
                 run_id,
                 self.stop_wait_seconds,
             )
-
-    def _delete_job(self, name: str, grace_seconds: float | None, policy: str) -> None:
-        from kubernetes.client.exceptions import ApiException
-
-        kwargs: dict[str, Any] = {
-            "propagation_policy": policy,
-            "_preload_content": False,
-            "_request_timeout": (self.connect_timeout_seconds, self.request_timeout_seconds),
-        }
-        if grace_seconds is not None:
-            kwargs["grace_period_seconds"] = max(0, int(grace_seconds))
-        try:
-            self.api_calls += 1
-            self._batch.delete_namespaced_job(name, self.namespace, **kwargs)
-        except ApiException as exc:
-            if exc.status != 404:
-                self.log.warning("gpuplat: deleting Job %s failed: %s", name, api_error(exc))
-        except Exception as exc:
-            self.log.warning("gpuplat: deleting Job %s failed: %s", name, exc)
 
     # -- sessions ----------------------------------------------------------------------------
     async def kernel_connection(self, run_id: str, handle: Mapping[str, Any]) -> dict[str, Any] | None:
@@ -631,7 +335,7 @@ class KubernetesExecutor(FilesystemArtifacts, Executor):
         if run is not None:
             self._evaluate(run)
 
-    def _evaluate(self, run: _Run, settle: bool = False) -> None:
+    def _evaluate(self, run: WatchedRun, settle: bool = False) -> None:
         cache = self._cache
         if cache is None or run.finishing:
             return
@@ -670,7 +374,8 @@ class KubernetesExecutor(FilesystemArtifacts, Executor):
         run.seen_job = True
         if snap.gone or any((p.get("metadata") or {}).get("deletionTimestamp") for p in snap.pods):
             run.pod_deleted = True
-        self._follow_logs(run, snap)
+        assert self._logs is not None  # made with the cache
+        self._logs.follow(run, snap)
         if run.stopping:
             return  # deleting: the Job's disappearance ends it
         self._report_disruptions(run, snap)
@@ -682,12 +387,12 @@ class KubernetesExecutor(FilesystemArtifacts, Executor):
                 run.settle = self._loop.call_later(self.pod_settle_seconds, self._evaluate, run, True)
             return
         if ex.final:
-            if not run.running_reported and _container_started(snap):
-                self._emit(Observation(run.run_id, RUNNING, Reason.RUNNING, _running_message(snap)))
+            if not run.running_reported and container_started(snap):
+                self._emit(Observation(run.run_id, RUNNING, Reason.RUNNING, running_message(snap)))
                 run.running_reported = True
             final = Observation(run.run_id, ex.status, ex.reason, ex.message, ex.exit_code, details=ex.details())
-            if run.secret is not None and _ended_outside(run, ex.status, ex.reason):
-                final = _session_ended_outside(run, final)
+            if run.secret is not None and ended_outside(run, ex.status, ex.reason):
+                final = session_ended_outside(run, final)
             self._finish(run, final, snap)
             return
         status = RUNNING if ex.status == RUNNING or run.running_reported else "starting"
@@ -699,7 +404,7 @@ class KubernetesExecutor(FilesystemArtifacts, Executor):
             run.running_reported = True
         self._emit(Observation(run.run_id, status, ex.reason, ex.message, ex.exit_code, details=ex.details()))
 
-    def _report_disruptions(self, run: _Run, snap: Snapshot) -> None:
+    def _report_disruptions(self, run: WatchedRun, snap: Snapshot) -> None:
         """Each preempted or evicted pod is its own episode, even when its replacement already exists."""
         for pod in (*snap.gone, *snap.pods):
             uid = str(pod["metadata"].get("uid"))
@@ -710,71 +415,27 @@ class KubernetesExecutor(FilesystemArtifacts, Executor):
                 continue
             run.disrupted.add(uid)
             ex = explain_pod(pod, snap.events, snap.job, None, self.gpu_resource)
-            run.disruption = _disruption_text(ex.reason, ex.raw)
+            run.disruption = disruption_text(ex.reason, ex.raw)
             if run.secret is not None:
                 continue  # a session's pod is not replaced: its end says what happened
             state = RUNNING if run.running_reported else "starting"
             run.reported = episode(state, ex)
             self._emit(Observation(run.run_id, state, ex.reason, ex.message, details=ex.details()))
 
-    # -- logs --------------------------------------------------------------------------------
-    def _follow_logs(self, run: _Run, snap: Snapshot) -> None:
-        for pod in snap.gone:
-            known = run.followers.get(pod["metadata"]["name"])
-            if known is not None:
-                known.container_done.set()
-        for pod in snap.pods:
-            name = pod["metadata"]["name"]
-            known = run.followers.get(name)
-            if known is not None and _pod_container_ended(pod):
-                known.container_done.set()
-            if name in run.followers or not _pod_container_started(pod):
-                continue
-            if run.log_state is None:
-                run.log_state = LogState(run.workdir, self.log)
-            assert self._cache is not None
-            pods = self._cache.pods  # read from follower threads: a dict lookup is atomic
-
-            def ended(pod_name: str = name, pods: dict[str, Any] = pods) -> bool:
-                p = pods.get(pod_name)
-                return p is None or _pod_container_ended(p)
-
-            def exists(pod_name: str = name, pods: dict[str, Any] = pods) -> bool:
-                return pod_name in pods
-
-            follower = LogFollower(
-                self._core,
-                self.namespace,
-                name,
-                run.log_state,
-                container_ended=ended,
-                pod_exists=exists,
-                slots=self._slots,
-                connect_seconds=self.connect_timeout_seconds,
-                idle_seconds=self.log_idle_timeout_seconds,
-                on_call=self._count_call,
-                log=self.log,
-            )
-            follower.settle_seconds = self.pod_settle_seconds
-            if _pod_container_ended(pod):
-                follower.container_done.set()
-            run.followers[name] = follower
-            follower.start()
-
     def _count_call(self) -> None:
         self.api_calls += 1
 
     # -- the end -----------------------------------------------------------------------------
-    def _finish(self, run: _Run, obs: Observation, snap: Snapshot) -> None:
+    def _finish(self, run: WatchedRun, obs: Observation, snap: Snapshot) -> None:
         run.finishing = True
         if run.settle is not None:
             run.settle.cancel()
         self._spawn(self._finish_after_logs(run, obs, snap.job is not None))
 
-    async def _finish_after_logs(self, run: _Run, obs: Observation, job_exists: bool) -> None:
+    async def _finish_after_logs(self, run: WatchedRun, obs: Observation, job_exists: bool) -> None:
         followers = list(run.followers.values())
         if followers:
-            drained = await asyncio.to_thread(_wait_all, [f.done for f in followers], self.log_drain_seconds)
+            drained = await asyncio.to_thread(wait_all, [f.done for f in followers], self.log_drain_seconds)
             if not drained:
                 self.log.warning(
                     "gpuplat: the log of run %s did not end within %.0f s of the run's end",
@@ -789,8 +450,8 @@ class KubernetesExecutor(FilesystemArtifacts, Executor):
             self._cache.forget(run.run_id)
         self._emit(obs)
         run.done.set()
-        if job_exists and self.delete_finished_jobs and not run.stopping:
-            await asyncio.to_thread(self._delete_job, run.job, None, "Background")
+        if job_exists and self.delete_finished_jobs and not run.stopping and self._jobs is not None:
+            await asyncio.to_thread(self._jobs.delete_job, run.job, None, "Background")
 
     def _spawn(self, coro: Any) -> None:
         task = asyncio.ensure_future(coro)
@@ -826,70 +487,3 @@ class KubernetesExecutor(FilesystemArtifacts, Executor):
         out = dict(self._cache.stats) if self._cache is not None else {}
         out["api_calls"] = self.api_calls
         return out
-
-
-def _ended_outside(run: _Run, status: str, reason: str) -> bool:
-    """A session's Job ended because its pod was ended from outside (not by its kernel agent)?
-
-    The agent exits 0 only when told to stop, so a "completed" session was; a pod deleted or
-    disrupted ends the session whatever its exit code (unless the Job's time limit did it).
-    """
-    if reason == Reason.TIMED_OUT:
-        return False
-    return status == SUCCEEDED or run.disruption is not None or run.pod_deleted
-
-
-def _disruption_text(reason: str, raw: str) -> str:
-    what: dict[str, str] = {
-        Reason.PREEMPTED: "preempted by a higher-priority pod",
-        Reason.EVICTED: "evicted from its node",
-    }
-    return f"its pod was {what.get(reason, reason)}" + (f" ({raw.rstrip('.')})." if raw else ".")
-
-
-def _session_ended_outside(run: _Run, obs: Observation) -> Observation:
-    """The session's pod was ended from outside the platform (preempted, evicted, drained, deleted)."""
-    why = run.disruption or "its pod was deleted outside the platform."
-    return Observation(
-        run.run_id,
-        FAILED,
-        Reason.LOST,
-        f"The session ended from outside the platform: {why} A session's pod is not replaced "
-        "(its kernel's state would be lost); start a new session.",
-        obs.exit_code,
-        details=obs.details,
-    )
-
-
-def _wait_all(events: list[threading.Event], timeout: float) -> bool:
-    import time
-
-    deadline = time.monotonic() + timeout
-    return all(e.wait(max(0.0, deadline - time.monotonic())) for e in events)
-
-
-def _state(pod: Mapping[str, Any]) -> Mapping[str, Any]:
-    for cs in (pod.get("status") or {}).get("containerStatuses") or ():
-        if cs.get("name") == CONTAINER:
-            return cs.get("state") or {}
-    return {}
-
-
-def _pod_container_started(pod: Mapping[str, Any]) -> bool:
-    state = _state(pod)
-    return "running" in state or "terminated" in state
-
-
-def _pod_container_ended(pod: Mapping[str, Any]) -> bool:
-    return "terminated" in _state(pod) or (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed")
-
-
-def _container_started(snap: Snapshot) -> bool:
-    return any(_pod_container_started(p) for p in snap.pods)
-
-
-def _running_message(snap: Snapshot) -> str:
-    for p in snap.pods:
-        if _pod_container_started(p):
-            return f"Running on node {(p.get('spec') or {}).get('nodeName')} (pod {p['metadata']['name']})."
-    return "Running."

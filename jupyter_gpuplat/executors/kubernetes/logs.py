@@ -249,3 +249,9 @@ class LogFollower:
 
     def _write(self, data: bytes) -> None:
         self.state.append(data)
+
+
+def wait_all(events: list[threading.Event], timeout: float) -> bool:
+    """Whether every event is set within `timeout` seconds in all (a run's log followers drained)."""
+    deadline = time.monotonic() + timeout
+    return all(e.wait(max(0.0, deadline - time.monotonic())) for e in events)

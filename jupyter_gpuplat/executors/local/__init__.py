@@ -1,8 +1,10 @@
 """The local executor: runs as processes on this machine.
 
 `executor.py` (`LocalExecutor`, the traitlets class config names as
-`jupyter_gpuplat.executors.local.LocalExecutor`), `process.py` (handles, exit records,
-re-attach), `launcher.py` (the stdlib-only script each run starts under, run by path),
+`jupyter_gpuplat.executors.local.LocalExecutor`) with its parts: `settings.py` (its traits),
+`commands.py` (argv), `runs.py` (the watched run), `watch.py` (seeing it end), `stopping.py`,
+`reattach.py` (finding a run again, never starting it twice); `process.py` (handles, exit
+records, re-attach), `launcher.py` (the stdlib-only script each run starts under, run by path),
 `gpus.py` (device discovery), `check.py` (`gpuplat cluster check --local`); tenant isolation:
 `users.py`, `env.py`, `cgroups.py`, `confine.py`, `connections.py`; `warm/`: the pre-started
 launchers that fork runs instead of exec'ing fresh interpreters.

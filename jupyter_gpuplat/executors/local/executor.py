@@ -18,7 +18,7 @@ server, which the warm launcher never outlives (it ends on EOF from the executor
 go to a second warm launcher (warm/notebooks.py: nbclient and ipykernel imported), which
 forks nbrun and its kernel instead of exec'ing fresh interpreters (`warm_notebooks`).
 
-Idempotent launch: before starting a launcher, submit takes the run's launch lock
+Idempotent launch (reattach.py): before starting a launcher, submit takes the run's launch lock
 (`.gpuplat/launch.lock`) and hands it to the launcher, which keeps it until it exits and
 writes its launch record (`launch.json`) before the command can start. A submit for a run
 whose lock is held adopts that launcher (after checking pid, start tick and the lock fd it
@@ -26,36 +26,30 @@ holds); one whose lock is free but whose launch or exit record exists reports ho
 earlier start ended. So a server that crashed between "dispatched" and saving the handle
 never starts a run twice.
 
-Watching: children of this server are watched through a pidfd in the event loop (no
+Watching (watch.py): children of this server are watched through a pidfd in the event loop (no
 polling); children of the warm launcher are reported by it (it reaps them, after killing
 what is left of their group); runs re-attached or adopted are not our children and share
 one poll loop. Nothing here writes run state: the final Observation goes to the observer.
+Also beside it: settings.py (the traits), commands.py (argv), runs.py, stopping.py (SIGTERM, SIGKILL).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import enum
-import json
 import os
-import signal
 import sys
 import time
 from collections.abc import Coroutine, Mapping
-from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any, Final, Literal
+from typing import Any
 
 import psutil
-from traitlets import Bool, Dict, Enum, Float, Integer, List, Unicode, default
 
 from ...core import artifacts as layout
 from ...core.reasons import Reason
 from .. import safefs
 from ..artifacts import FilesystemArtifacts, capture_code, write_cell
 from ..base import (
-    FAILED,
     RUNNING,
     Device,
     Executor,
@@ -63,17 +57,15 @@ from ..base import (
     LaunchRequest,
     Observation,
 )
+from .commands import KERNEL_AGENT, kernel_command, launcher_argv, python_env
 from .confine import Confinement
 from .connections import connection_env, remove_run_secrets, remove_secret_dir
-from .env import DEFAULT_ENV_KEEP, kept, make_env
+from .env import kept, make_env
 from .gpus import detect_gpus
 from .process import (
     LAUNCH_FILE,
-    LAUNCHER_LOCK_FD,
     create_time_from_ticks,
     current_boot_id,
-    identify,
-    launcher_in_record,
     make_final_observation,
     open_launch_lock,
     open_log,
@@ -81,87 +73,14 @@ from .process import (
     read_json,
     spawn_launcher,
 )
+from .reattach import adopt, earlier_end, find_launcher, record_exists, run_from_handle
+from .runs import LocalRun
+from .settings import LocalSettings
+from .stopping import terminate
 from .users import Account, user_mode_problems
 from .warm.client import WarmLauncherError, WarmStart
 from .warm.slots import WarmLaunchers, WarmSlot
-
-LAUNCHER = str(Path(__file__).with_name("launcher.py"))
-KERNEL_AGENT = str(Path(__file__).parent.parent / "kernel_agent.py")  # shared with the Kubernetes executor
-# after SIGKILL, how long stop() waits for the watcher to report the end
-KILL_WAIT_SECONDS = 5.0
-# how long submit waits for a live launcher (its lock held) to write its launch record
-ADOPT_WAIT_SECONDS = 10.0
-ADOPT_POLL_SECONDS = 0.01
-
-
-class _State(enum.Enum):
-    ALIVE = "alive"
-
-
-_ALIVE: Final = _State.ALIVE
-
-
-# Longest Unix socket path (sun_path holds 108 bytes with its NUL): ipc sockets are <dir>/kernel-N
-MAX_IPC_PATH = 100
-
-
-def kernel_command(python: str, workdir: str, private: bool = False) -> list[str]:
-    """A session: the kernel agent (stdlib only) keeping ipykernel alive, ports picked now (after admission).
-
-    `private` (runs as their users): the kernel listens on Unix sockets in the run's 0700 directory,
-    where no other account reaches it, rather than on TCP ports any local process may connect to.
-    """
-    connection_file = layout.in_run(workdir, layout.KERNEL)
-    kernel = [python, "-m", "ipykernel_launcher", "-f", "{connection_file}"]
-    agent = [python, "-I", "-S", KERNEL_AGENT, "--connection-file", connection_file]
-    if private and len(os.path.join(os.path.dirname(connection_file), "kernel-5")) <= MAX_IPC_PATH:
-        agent += ["--transport", "ipc"]
-    return [*agent, "--", *kernel]
-
-
-def _python_env(env: Mapping[str, str]) -> dict[str, str]:
-    """What a fresh interpreter reads at start-up (PYTHONPATH, PYTHONHASHSEED, ...)."""
-    return {k: v for k, v in env.items() if k.startswith("PYTHON") and k != "PYTHONUNBUFFERED"}
-
-
-@dataclass(eq=False)
-class _Run:
-    run_id: str
-    pid: int
-    create_time: float
-    exit_file: str
-    own: bool  # our child: watched through a pidfd and reaped here
-    timeout_seconds: float | None
-    # When the run's command was launched: a spare warm launcher is forked ahead of its run, so
-    # its create_time (the process's identity) is not the run's start.
-    started_at: float | None = None
-    warm: WarmSlot[_Run] | None = None  # the warm launcher whose child it is: it reports the end; pidfd for signals
-    process: psutil.Process | None = None  # for re-attached runs: identity-checked
-    stop: dict[str, Any] | None = None  # the stop request, as written to stop.json
-    done: asyncio.Event = field(default_factory=asyncio.Event)
-    pidfd: int | None = None
-    loop: asyncio.AbstractEventLoop | None = None
-    timer: asyncio.TimerHandle | None = None
-    stopping: asyncio.Future[None] | None = None
-
-    @property
-    def stop_file(self) -> str:
-        return os.path.join(os.path.dirname(self.exit_file), layout.STOP_FILE)
-
-
-def _exists(state_dir: str, name: str) -> bool:
-    """Whether the record is there (a link or a FIFO the run put in its place counts as there: never started twice)."""
-    try:
-        dirfd = safefs.open_dir(state_dir)
-    except OSError:
-        return False
-    try:
-        os.stat(name, dir_fd=dirfd, follow_symlinks=False)
-        return True
-    except FileNotFoundError:
-        return False
-    finally:
-        os.close(dirfd)
+from .watch import RunWatcher
 
 
 def _remove(workdir: str, rel: str) -> None:
@@ -175,101 +94,10 @@ def _remove(workdir: str, rel: str) -> None:
         os.close(dirfd)
 
 
-class LocalExecutor(FilesystemArtifacts, Executor):
+class LocalExecutor(LocalSettings, FilesystemArtifacts, Executor):
     """Runs each submission as a process group on this machine."""
 
     name = "local"
-
-    gpus = Integer(
-        None,
-        allow_none=True,
-        min=0,
-        help="Declare this many GPUs (devices 0..N-1) instead of asking nvidia-smi. None: detect with nvidia-smi.",
-    ).tag(config=True)
-    stop_grace_seconds = Float(
-        10.0,
-        min=0.0,
-        help="Seconds between SIGTERM and SIGKILL when a run is stopped or times out.",
-    ).tag(config=True)
-    inherit_env = Bool(
-        True,
-        help=(
-            "Pass the server's values of the names in env_keep to runs. When False a run sees only PATH, "
-            "its account's HOME/USER/LOGNAME/SHELL, its spec's env and the platform variables."
-        ),
-    ).tag(config=True)
-    env_keep = List(
-        Unicode(),
-        list(DEFAULT_ENV_KEEP),
-        help=(
-            "Names of the server's environment variables a run gets (an allow-list, as JupyterHub's "
-            "Spawner.env_keep): nothing else of the server's environment reaches a run, so no token, database "
-            "URL or cloud key does unless named here. Reserved names (CUDA_VISIBLE_DEVICES, GPUPLAT_*, ...) "
-            "are always the platform's."
-        ),
-    ).tag(config=True)
-    run_as = Enum(
-        ["server", "user"],
-        "server",
-        help=(
-            "server: every run runs as the server's own account (one person's machine; the default for "
-            "`gpuplat lab`). user: each run, session kernel and sweep child runs as the Unix account of its "
-            "platform user (unix_users), with a 0700 directory of its own; the server must run as root, and "
-            "refuses to start saying why when it cannot switch users."
-        ),
-    ).tag(config=True)
-    unix_users = Dict(
-        value_trait=Unicode(),
-        help="run_as = 'user': platform user → Unix account; a user not listed runs as the account of the same name.",
-    ).tag(config=True)
-    python = Unicode(
-        help=(
-            "The interpreter of runs' scripts, notebooks, cells and session kernels (default: the server's own). "
-            "With run_as = 'user' every run account must be able to execute it."
-        ),
-    ).tag(config=True)
-    cgroups = Enum(
-        ["auto", "off"],
-        "auto",
-        help=(
-            "auto: give each run a cgroup limiting its memory and CPU to its resources, its processes to "
-            "pids_max and its GPU device nodes to its own, where this machine lets the server (root, or a "
-            "delegated cgroup); capacity.isolation says what holds. off: none."
-        ),
-    ).tag(config=True)
-    pids_max = Integer(
-        8192, min=0, help="Processes and threads one run may have at once, with a pids cgroup (0: no limit)."
-    ).tag(config=True)
-    poll_interval_seconds = Float(
-        0.5,
-        min=0.01,
-        help="Seconds between checks of runs re-attached after a restart (they are not children of this server).",
-    ).tag(config=True)
-    warm_launcher = Bool(
-        True,
-        help=(
-            "Fork each run's launcher from one long-lived warm launcher process (started with the first run, "
-            "again if it dies) instead of starting a fresh Python interpreter per run: a start costs the "
-            "server's machine well under a millisecond of CPU instead of ~10-20 ms. False: spawn "
-            "launcher.py for every run (also the fallback when the warm launcher cannot take one)."
-        ),
-    ).tag(config=True)
-    warm_notebooks = Bool(
-        True,
-        help=(
-            "With warm_launcher: run notebooks from a second warm launcher that has nbclient and ipykernel "
-            "imported already, forking nbrun and its kernel per run (each after the run's env is set), "
-            "instead of a fresh interpreter for each. Not for a run whose PYTHON* variables differ from "
-            "the server's (a fresh interpreter runs it)."
-        ),
-    ).tag(config=True)
-    nvidia_smi_path = Unicode("nvidia-smi", help="The nvidia-smi used to find GPUs when `gpus` is None.").tag(
-        config=True
-    )
-
-    @default("python")
-    def _python_default(self) -> str:
-        return sys.executable
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
@@ -283,14 +111,15 @@ class LocalExecutor(FilesystemArtifacts, Executor):
         self._confine = Confinement(
             self.run_as, self.unix_users, self.pids_max or None, self.cgroups == "auto", self._env_keep(), self.log
         )
-        self._runs: dict[str, _Run] = {}
-        self._polled: dict[str, _Run] = {}
-        self._poll_task: asyncio.Task[None] | None = None
+        self._runs: dict[str, LocalRun] = {}
+        self._watcher = RunWatcher(self._finish, lambda: self.poll_interval_seconds, self.log)
         self._tasks: set[asyncio.Task[None]] = set()
         self._detected: list[Device] | None = None
         self._closed = False
         self._submitting: set[str] = set()
-        self._warm: WarmLaunchers[_Run] = WarmLaunchers(self._launcher_env, self._finish, self._watch_pidfd, self.log)
+        self._warm: WarmLaunchers[LocalRun] = WarmLaunchers(
+            self._launcher_env, self._finish, self._watcher.watch_pidfd, self.log
+        )
 
     # -- devices ---------------------------------------------------------------------------
 
@@ -363,7 +192,7 @@ class LocalExecutor(FilesystemArtifacts, Executor):
             os.close(lock_fd)
             return await self._adopt(req, state_dir)
         try:
-            if _exists(state_dir, LAUNCH_FILE) or _exists(state_dir, layout.EXIT_FILE):
+            if record_exists(state_dir, LAUNCH_FILE) or record_exists(state_dir, layout.EXIT_FILE):
                 return self._ended_earlier(req, state_dir)
             return await self._start(req, command, env, lock_fd, account)
         finally:
@@ -408,25 +237,18 @@ class LocalExecutor(FilesystemArtifacts, Executor):
                 except WarmLauncherError as exc:
                     self.log.warning("gpuplat: run %s: %s; starting its launcher directly", req.run_id, exc)
             if future is None:
-                # -I -S: the launcher needs only the stdlib and must not see the run's PYTHON* settings
-                argv = [sys.executable, "-I", "-S", LAUNCHER, "--exit-file", exit_file, "--cwd", req.cwd]
-                argv += ["--lock-fd", str(LAUNCHER_LOCK_FD)]
-                if account is not None:
-                    argv += ["--as", f"{account.uid}:{account.gid}:{','.join(map(str, account.groups))}"]
-                for procs in cgroups:
-                    argv += ["--cgroup", procs]
-                argv += ["--", *command]
+                argv = launcher_argv(exit_file, req.cwd, account, cgroups, command)
                 try:
                     pid = spawn_launcher(argv, env, log_fd, lock_fd)
                 except (OSError, ValueError) as exc:
                     raise ExecutorError(
                         f"run {req.run_id}: cannot start the launcher ({sys.executable}): {exc}"
                     ) from exc
-                run = _Run(
+                run = LocalRun(
                     req.run_id, pid, process_create_time(pid), exit_file, own=True, timeout_seconds=req.timeout_seconds
                 )
                 self._runs[run.run_id] = run
-                self._watch_child(run, asyncio.get_running_loop())
+                self._watcher.watch_child(run, asyncio.get_running_loop())
                 return self._started(run, req)
         finally:
             os.close(log_fd)
@@ -438,8 +260,8 @@ class LocalExecutor(FilesystemArtifacts, Executor):
         assert slot is not None
         return self._took_warm(req, started, slot)
 
-    def _took_warm(self, req: LaunchRequest, started: WarmStart, slot: WarmSlot[_Run]) -> dict[str, Any]:
-        run = _Run(
+    def _took_warm(self, req: LaunchRequest, started: WarmStart, slot: WarmSlot[LocalRun]) -> dict[str, Any]:
+        run = LocalRun(
             req.run_id,
             started.pid,
             create_time_from_ticks(started.start_ticks),
@@ -455,12 +277,12 @@ class LocalExecutor(FilesystemArtifacts, Executor):
         self._runs[run.run_id] = run
         tracked, code = self._warm.track(slot, run.pid, run)
         if not tracked:
-            self._watch_pidfd(run)
+            self._watcher.watch_pidfd(run)
         elif code is not None:  # it already ended: report it once the handle is saved
             asyncio.get_running_loop().call_soon(self._finish, run, code)
         return self._started(run, req)
 
-    def _started(self, run: _Run, req: LaunchRequest) -> dict[str, Any]:
+    def _started(self, run: LocalRun, req: LaunchRequest) -> dict[str, Any]:
         run.started_at = time.time()
         if req.timeout_seconds:
             self._arm_timeout(run, req.timeout_seconds)
@@ -486,62 +308,38 @@ class LocalExecutor(FilesystemArtifacts, Executor):
 
     async def _adopt(self, req: LaunchRequest, state_dir: str) -> dict[str, Any] | None:
         """A live launcher holds the run's lock: watch it instead of starting another. None: it ended."""
-        deadline = time.monotonic() + ADOPT_WAIT_SECONDS
-        while True:
-            found = launcher_in_record(state_dir)
-            if found is not None:
-                break
-            lock_fd, locked = open_launch_lock(state_dir)
-            os.close(lock_fd)  # closing our descriptor drops the lock we may just have taken
-            if locked:
-                return None
-            if time.monotonic() > deadline:
-                raise ExecutorError(
-                    f"run {req.run_id}: a launcher holds its launch lock but left no usable launch record "
-                    f"in {ADOPT_WAIT_SECONDS:g} s; not starting it a second time"
-                )
-            await asyncio.sleep(ADOPT_POLL_SECONDS)  # it has just started: its record follows in milliseconds
-            if self._closed:
-                raise ExecutorError(f"run {req.run_id}: the local executor is closed")
-        pid, ticks = found
-        create_time = create_time_from_ticks(ticks)
-        run = _Run(req.run_id, pid, create_time, self._exit_file(req), own=False, timeout_seconds=req.timeout_seconds)
-        run.process = identify(pid, create_time, psutil.boot_time())
-        if run.process is None:
+        found = await find_launcher(req.run_id, state_dir, lambda: self._closed)
+        run = adopt(req.run_id, found, self._exit_file(req), req.timeout_seconds) if found is not None else None
+        if run is None:
             return None
-        run.stop = read_json(run.stop_file)
-        self.log.info("gpuplat: run %s was started before (pid %d): adopting it, not starting again", req.run_id, pid)
+        self.log.info(
+            "gpuplat: run %s was started before (pid %d): adopting it, not starting again", req.run_id, run.pid
+        )
         self._runs[run.run_id] = run
-        self._poll(run)
+        self._watcher.poll(run)
         # The launch moment died with the crashed server: the launcher's start (earlier, for a spare) stands for it.
         if req.timeout_seconds and run.stop is None:
-            self._arm_timeout(run, create_time + req.timeout_seconds - time.time())
-        return self._handle(req, pid, create_time)
+            self._arm_timeout(run, run.create_time + req.timeout_seconds - time.time())
+        return self._handle(req, run.pid, run.create_time)
 
     def _ended_earlier(self, req: LaunchRequest, state_dir: str) -> dict[str, Any]:
         """Started before and its launcher has ended (its lock is free): report that end, never restart it."""
         remove_run_secrets(req.run_id)  # its secret files, if it ended while no server watched it
         self._release(req.run_id)
-        launched = read_json(os.path.join(state_dir, LAUNCH_FILE)) or {}
-        pid = launched.get("pid") if isinstance(launched.get("pid"), int) else 0
-        ticks = launched.get("start_ticks") if isinstance(launched.get("start_ticks"), int) else None
-        assert isinstance(pid, int)
-        stop = read_json(os.path.join(state_dir, layout.STOP_FILE))
-        lost = f"process {pid} was started before and is gone without leaving an exit record"
-        observation = make_final_observation(req.run_id, pid, read_json(self._exit_file(req)), None, stop, lost)
+        observation, pid, ticks = earlier_end(req.run_id, state_dir, self._exit_file(req))
         self.log.info("gpuplat: run %s was started before and has ended: %s", req.run_id, observation.message)
         asyncio.get_running_loop().call_soon(self._emit, observation)  # after the handle is saved
-        return self._handle(req, pid, create_time_from_ticks(ticks if isinstance(ticks, int) else None))
+        return self._handle(req, pid, create_time_from_ticks(ticks))
 
     # -- the warm launcher -----------------------------------------------------------------
 
-    def _warm_for(self, req: LaunchRequest, env: Mapping[str, str]) -> WarmSlot[_Run]:
+    def _warm_for(self, req: LaunchRequest, env: Mapping[str, str]) -> WarmSlot[LocalRun]:
         """The notebook warm launcher for a notebook it can run exactly as a fresh interpreter would."""
         if (
             req.entrypoint.kind == "notebook"
             and self.warm_notebooks
             and not self._confine.by_user  # it would run the kernel in a fork of a root process: exec'd instead
-            and _python_env(env) == _python_env(self._launcher_env())
+            and python_env(env) == python_env(self._launcher_env())
         ):
             return self._warm.notebook
         return self._warm.command
@@ -552,14 +350,6 @@ class LocalExecutor(FilesystemArtifacts, Executor):
     def _launcher_env(self) -> dict[str, str]:
         # The allow-listed part of every run's env (PYTHONUNBUFFERED included: forked runs keep unbuffered stdio)
         return kept(os.environ, self._env_keep())
-
-    def _watch_pidfd(self, run: _Run) -> None:
-        loop = asyncio.get_running_loop()
-        if run.pidfd is None:
-            self._poll(run)
-            return
-        run.loop = loop
-        loop.add_reader(run.pidfd, self._finish, run, None)
 
     # -- attach ----------------------------------------------------------------------------
 
@@ -585,37 +375,9 @@ class LocalExecutor(FilesystemArtifacts, Executor):
         known = self._runs.get(run_id)
         if known is not None:
             return Observation(run_id, RUNNING, Reason.REATTACHED, f"process {known.pid} is already watched")
-        try:
-            pid = int(handle["pid"])
-            create_time = float(handle["create_time"])
-            started_at = float(handle.get("started_at") or create_time)  # handles of earlier versions: the process's
-            exit_file = str(handle["exit_file"])
-            timeout = handle.get("timeout_seconds")
-            timeout_seconds = float(timeout) if timeout else None
-            boot = handle.get("boot_time")
-            boot_time = float(boot) if boot is not None else None
-        except (KeyError, TypeError, ValueError) as exc:
-            return Observation(
-                run_id, FAILED, Reason.LOST, f"the run's handle is unusable ({exc!r}); nothing to re-attach to"
-            )
-        gone = f"process {pid} is gone and left no exit record (the machine may have restarted)"
-        run = _Run(
-            run_id, pid, create_time, exit_file, own=False, timeout_seconds=timeout_seconds, started_at=started_at
-        )
-        run.stop = read_json(run.stop_file)
-        record = read_json(exit_file)
-        if record is not None:
-            return make_final_observation(run_id, pid, record, None, run.stop, gone)
-        boot_id = handle.get("boot_id")
-        if boot_id and boot_id != current_boot_id():
-            gone = f"process {pid} is gone and left no exit record (the machine has restarted since)"
-            return make_final_observation(run_id, pid, None, None, run.stop, gone)
-        run.process = identify(pid, create_time, boot_time)
-        if run.process is None:
-            return make_final_observation(run_id, pid, None, None, run.stop, gone)
-        code = self._check_exit(run)
-        if code is not _ALIVE:
-            return make_final_observation(run_id, pid, read_json(exit_file), code, run.stop, gone)
+        run = run_from_handle(run_id, handle)
+        if isinstance(run, Observation):
+            return run
         if self._closed:
             raise ExecutorError(f"run {run_id}: the local executor is closed")
         try:
@@ -623,14 +385,15 @@ class LocalExecutor(FilesystemArtifacts, Executor):
         except RuntimeError:
             raise ExecutorError(f"run {run_id}: attach must be called on the event-loop thread") from None
         self._runs[run_id] = run
-        self._poll(run)
-        if timeout_seconds and run.stop is None:
-            self._arm_timeout(run, started_at + timeout_seconds - time.time())
+        self._watcher.poll(run)
+        started_at = run.started_at or run.create_time
+        if run.timeout_seconds and run.stop is None:
+            self._arm_timeout(run, started_at + run.timeout_seconds - time.time())
         return Observation(
             run_id,
             RUNNING,
             Reason.REATTACHED,
-            f"re-attached to process {pid}, running for {time.time() - started_at:.0f} s",
+            f"re-attached to process {run.pid}, running for {time.time() - started_at:.0f} s",
         )
 
     # -- stop ------------------------------------------------------------------------------
@@ -651,150 +414,22 @@ class LocalExecutor(FilesystemArtifacts, Executor):
             run = self._runs[run_id]
         await self._stop_run(run, "Stopped", grace)
 
-    async def _stop_run(self, run: _Run, reason: str, grace: float) -> None:
+    async def _stop_run(self, run: LocalRun, reason: str, grace: float) -> None:
         if run.stopping is None:  # a second request waits for the first
-            run.stopping = asyncio.ensure_future(self._terminate(run, reason, grace))
+            run.stopping = asyncio.ensure_future(terminate(run, reason, grace, self._confine.kill, self.log))
         await asyncio.shield(run.stopping)
 
-    async def _terminate(self, run: _Run, reason: str, grace: float) -> None:
-        if run.stop is None:
-            run.stop = {
-                "reason": reason,
-                "requested_at": time.time(),
-                "grace_seconds": grace,
-                "timeout_seconds": run.timeout_seconds,
-                "killed": False,
-            }
-            self._write_stop(run)
-        self._signal(run, signal.SIGTERM, group=False)
-        if await self._wait_done(run, grace):
-            return
-        run.stop.update(killed=True, grace_seconds=grace)
-        self._write_stop(run)
-        self._signal(run, signal.SIGKILL, group=True)
-        self._confine.kill(run.run_id)  # what left its process group (setsid) is still in its cgroup
-        if not await self._wait_done(run, KILL_WAIT_SECONDS):
-            self.log.warning(
-                "gpuplat: run %s (pid %d) still not gone %.0f s after SIGKILL", run.run_id, run.pid, KILL_WAIT_SECONDS
-            )
-
-    def _write_stop(self, run: _Run) -> None:
-        try:
-            dirfd = safefs.open_dir(os.path.dirname(run.stop_file))
-            try:
-                safefs.write_atomic(dirfd, layout.STOP_FILE, json.dumps(run.stop).encode(), durable=False)
-            finally:
-                os.close(dirfd)
-        except OSError as exc:  # the stop still happens; only a restart in the middle would miss it
-            self.log.warning("gpuplat: cannot record the stop request of run %s: %s", run.run_id, exc)
-
-    def _signal(self, run: _Run, signum: int, *, group: bool) -> None:
-        if run.done.is_set():
-            return
-        # Our own launcher's pid cannot be reused before we reap it; a re-attached one is checked first.
-        if not run.own and not run.warm and (run.process is None or not run.process.is_running()):
-            return
-        try:
-            if run.warm and run.pidfd is not None:
-                # The pidfd is this very process: until its parent reaps it (after killing its
-                # group), its pid and group id cannot be another's.
-                signal.pidfd_send_signal(run.pidfd, 0 if group else signum)
-            if group:
-                os.killpg(run.pid, signum)
-            elif not run.warm or run.pidfd is None:
-                os.kill(run.pid, signum)
-        except ProcessLookupError:
-            pass
-        except PermissionError as exc:
-            self.log.warning("gpuplat: cannot signal run %s (pid %d): %s", run.run_id, run.pid, exc)
-
-    @staticmethod
-    async def _wait_done(run: _Run, seconds: float) -> bool:
-        try:
-            await asyncio.wait_for(run.done.wait(), seconds)
-        except TimeoutError:
-            return False
-        return True
-
-    def _arm_timeout(self, run: _Run, delay: float) -> None:
+    def _arm_timeout(self, run: LocalRun, delay: float) -> None:
         run.timer = asyncio.get_running_loop().call_later(max(0.0, delay), self._time_limit_reached, run)
 
-    def _time_limit_reached(self, run: _Run) -> None:
+    def _time_limit_reached(self, run: LocalRun) -> None:
         run.timer = None
         if self._runs.get(run.run_id) is run:
             self._spawn(self._stop_run(run, "TimedOut", self.stop_grace_seconds))
 
     # -- watching --------------------------------------------------------------------------
 
-    def _watch_child(self, run: _Run, loop: asyncio.AbstractEventLoop) -> None:
-        try:
-            run.pidfd = os.pidfd_open(run.pid)
-            loop.add_reader(run.pidfd, self._on_child_exit, run)
-            run.loop = loop
-        except (OSError, NotImplementedError, AttributeError):
-            if run.pidfd is not None:
-                os.close(run.pidfd)
-                run.pidfd = None
-            self._poll(run)  # no pidfd here: the shared poll loop reaps it instead
-
-    def _on_child_exit(self, run: _Run) -> None:
-        code = self._check_exit(run)
-        if code is not _ALIVE:
-            self._finish(run, code)
-
-    def _poll(self, run: _Run) -> None:
-        self._polled[run.run_id] = run
-        if self._poll_task is None or self._poll_task.done():
-            self._poll_task = asyncio.get_running_loop().create_task(self._poll_loop(), name="gpuplat-local-poll")
-
-    async def _poll_loop(self) -> None:
-        while self._polled:
-            await asyncio.sleep(self.poll_interval_seconds)
-            for run in list(self._polled.values()):
-                try:
-                    code = self._check_exit(run)
-                    if code is not _ALIVE:
-                        self._finish(run, code)
-                except Exception:
-                    self.log.exception("gpuplat: checking run %s (pid %d) failed", run.run_id, run.pid)
-
-    def _check_exit(self, run: _Run) -> int | Literal[_State.ALIVE] | None:
-        """_ALIVE, or the launcher's Popen-style code, or None when it ended where we cannot see how."""
-        if not run.own:
-            try:
-                if run.process is None or not run.process.is_running():
-                    return None
-                if run.process.status() != psutil.STATUS_ZOMBIE:
-                    return _ALIVE
-            except psutil.NoSuchProcess:
-                return None
-            except psutil.Error:
-                return _ALIVE
-        try:  # WNOWAIT: look without reaping, so the pid stays reserved until its group is cleaned
-            info = os.waitid(os.P_PID, run.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
-        except ChildProcessError:
-            return None  # not our child, or reaped elsewhere
-        if info is None:
-            return _ALIVE
-        # The run is over: whatever it left running in its group would hold GPUs nobody accounts for.
-        with contextlib.suppress(OSError):
-            os.killpg(run.pid, signal.SIGKILL)
-        with contextlib.suppress(ChildProcessError):
-            os.waitpid(run.pid, 0)
-        return info.si_status if info.si_code == os.CLD_EXITED else -info.si_status
-
-    def _unwatch(self, run: _Run) -> None:
-        if run.pidfd is not None:
-            if run.loop is not None and not run.loop.is_closed():
-                run.loop.remove_reader(run.pidfd)
-            os.close(run.pidfd)
-            run.pidfd = None
-        if run.timer is not None:
-            run.timer.cancel()
-            run.timer = None
-        self._polled.pop(run.run_id, None)
-
-    def _finish(self, run: _Run, launcher_code: int | None) -> None:
+    def _finish(self, run: LocalRun, launcher_code: int | None) -> None:
         if self._runs.get(run.run_id) is not run:
             return
         del self._runs[run.run_id]
@@ -802,7 +437,7 @@ class LocalExecutor(FilesystemArtifacts, Executor):
         self._release(run.run_id)
         if run.warm is not None and run.warm.runs.get(run.pid) is run:
             del run.warm.runs[run.pid]
-        self._unwatch(run)
+        self._watcher.unwatch(run)
         lost = f"process {run.pid} ended without leaving an exit record"
         observation = make_final_observation(
             run.run_id, run.pid, read_json(run.exit_file), launcher_code, run.stop, lost
@@ -849,17 +484,17 @@ class LocalExecutor(FilesystemArtifacts, Executor):
         """Stop watching and cancel pending stops; running processes are left running."""
         self._closed = True
         tasks: list[asyncio.Future[None]] = list(self._tasks)
-        if self._poll_task is not None:
-            tasks.append(self._poll_task)
+        if self._watcher.poll_task is not None:
+            tasks.append(self._watcher.poll_task)
         for run in self._runs.values():
-            self._unwatch(run)
+            self._watcher.unwatch(run)
             if run.stopping is not None:
                 tasks.append(run.stopping)
         self._runs.clear()
-        self._polled.clear()
+        self._watcher.polled.clear()
         self._warm.forget()
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
-        self._poll_task = None
+        self._watcher.poll_task = None
         await self._warm.close()

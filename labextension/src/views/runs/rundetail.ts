@@ -16,18 +16,12 @@ import type { RunDetailSource } from '../../models/rundetailsource';
 import { isSweep } from '../../models/sweepmodel';
 import { stopConfirmation } from '../../models/sessionmodel';
 import { SweepPart } from './sweepview';
+import { TimelineView } from './timelineview';
+import { codeFacts } from '../../models/codefacts';
 import type { IOutputFile, IRunDetail, IStatusEvent } from '../../api/types';
-import {
-  clocks,
-  configRows,
-  formatGpus,
-  IPhaseView,
-  isFinal,
-  phaseTime,
-  presetsText,
-  statusGroup,
-  timelinePhases
-} from '../../models/viewmodel';
+import { clocks, configRows, formatGpus, isFinal, presetsText, statusGroup } from '../../models/viewmodel';
+
+export { codeFacts }; // its home is models/codefacts.ts
 
 export interface IRunDetailOptions {
   /** The run's data source (the detail disposes of it). */
@@ -70,7 +64,6 @@ export class RunDetail extends Widget {
       onOpen: _opts.onOpen,
       resubmit: act.resubmit ? () => act.resubmit?.(runId) : undefined
     });
-    this._timeline = h('ol', { class: 'jp-GpuPlat-timeline' });
     this._outputs = h('div', { class: 'jp-GpuPlat-outputs' });
     this._config = h('div', { class: 'jp-GpuPlat-config' });
     this._code = h('dl', { class: 'jp-GpuPlat-code' });
@@ -122,7 +115,7 @@ export class RunDetail extends Widget {
       this._clocks,
       this._sweepSection,
       section('Why is it here?', 'jp-GpuPlat-explainSection', this._explainPart.node),
-      section('Timeline', 'jp-GpuPlat-timelineSection', this._timeline),
+      section('Timeline', 'jp-GpuPlat-timelineSection', this._timeline.node),
       ...this._runOnly,
       section('Resolved config', 'jp-GpuPlat-configSection', this._config)
     );
@@ -177,7 +170,7 @@ export class RunDetail extends Widget {
   tick(): void {
     if (this._run && !isFinal(this._run)) {
       this._renderClocks();
-      this._tickPhase();
+      this._timeline.tick(this._run, Date.now() / 1000 - this._readAt, Date.now() / 1000 - this._opts.clockOffset());
       this._explainPart.tick(this._run, Date.now() / 1000 - this._readAt);
     }
   }
@@ -329,7 +322,7 @@ export class RunDetail extends Widget {
       // Its controls show when the service says the caller may change it (`actions`, core/policy.py).
       this._sweep.render(run, (run.actions ?? []).includes('edit'));
     }
-    this._renderTimeline(run);
+    this._timeline.render(run, Date.now() / 1000 - this._readAt, Date.now() / 1000 - this._opts.clockOffset());
     this._renderConfig(run);
     this._statusChanged.emit(run.status);
   }
@@ -345,62 +338,6 @@ export class RunDetail extends Widget {
           { class: `jp-GpuPlat-clock jp-mod-${c.side}${c.live ? ' jp-mod-live' : ''}`, title: c.help, 'data-clock': c.key },
           h('div', { class: 'jp-GpuPlat-clockLabel' }, c.label),
           h('div', { class: 'jp-GpuPlat-clockValue' }, c.text)
-        )
-      )
-    );
-  }
-
-  /** The current phase's duration goes on (the service's clock for it, or its span since its first event). */
-  private _tickPhase(): void {
-    const live = this._livePhase;
-    if (live && this._run) {
-      const t = phaseTime(live.phase, live.phases, this._run, Date.now() / 1000 - this._readAt, Date.now() / 1000 - this._opts.clockOffset());
-      live.node.textContent = t?.text ?? '';
-    }
-  }
-
-  private _renderTimeline(run: IRunDetail): void {
-    const fmt = (at: number) => new Date(at * 1000).toLocaleTimeString();
-    const now = Date.now() / 1000 - this._opts.clockOffset();
-    const elapsed = Date.now() / 1000 - this._readAt;
-    const phases = timelinePhases(run.timeline);
-    this._livePhase = null;
-    const time = (p: (typeof phases)[number]) => {
-      const t = phaseTime(p, phases, run, elapsed, now);
-      if (t === null) {
-        return null;
-      }
-      const node = h('span', { class: 'jp-GpuPlat-phaseTime' }, t.text);
-      if (t.live && !isFinal(run)) {
-        node.classList.add('jp-mod-live');
-        this._livePhase = { node, phase: p, phases };
-      }
-      return node;
-    };
-    this._timeline.replaceChildren(
-      ...phases.map(p =>
-        h(
-          'li',
-          { class: `jp-GpuPlat-phase jp-mod-${p.phase}`, 'data-phase': p.phase },
-          h(
-            'div',
-            { class: 'jp-GpuPlat-phaseTitle' },
-            h('span', null, p.label),
-            time(p)
-          ),
-          h(
-            'ul',
-            { class: 'jp-GpuPlat-events' },
-            ...p.events.map(e =>
-              h(
-                'li',
-                { class: 'jp-GpuPlat-event', 'data-status': e.status, 'data-phase': e.phase },
-                h('span', { class: 'jp-GpuPlat-eventTime' }, fmt(e.at)),
-                h('span', { class: 'jp-GpuPlat-eventStatus' }, `${e.status} · ${e.reason}`),
-                h('span', { class: 'jp-GpuPlat-eventMessage' }, e.message)
-              )
-            )
-          )
         )
       )
     );
@@ -460,7 +397,7 @@ export class RunDetail extends Widget {
   private _summary: HTMLElement;
   private _clocks: HTMLElement;
   private _explainPart: ExplainPart;
-  private _timeline: HTMLElement;
+  private _timeline = new TimelineView();
   private _outputs: HTMLElement;
   private _config: HTMLElement;
   private _code: HTMLElement;
@@ -473,29 +410,8 @@ export class RunDetail extends Widget {
   private _runOnly: HTMLElement[];
   private _run: IRunDetail | null = null;
   private _readAt = 0;
-  private _livePhase: { node: HTMLElement; phase: IPhaseView; phases: IPhaseView[] } | null = null;
   private _statusChanged = new Signal<this, string>(this);
   private _reloadTimer = 0;
   private _explainTimer = 0;
   private _outputsTimer = 0;
-}
-
-/** What code ran, as label/value pairs: where it ran, the snapshot kept with the run, the git commit. */
-export function codeFacts(run: IRunDetail): Array<[string, string]> {
-  const facts: Array<[string, string]> = [['Ran in', run.working_dir || 'the run\'s artifact directory']];
-  const code = run.code;
-  if (!code) {
-    // still in our queue (the service's phase): the snapshot is taken at dispatch
-    facts.push(['Snapshot', run.phase === 'dispatch' ? 'taken when the run starts' : 'none']);
-    return facts;
-  }
-  facts.push(['Snapshot', code.snapshot ? `${code.snapshot} (in outputs)` : 'none (a command)']);
-  const git = code.git;
-  if (git?.commit) {
-    facts.push(['Git commit', `${git.commit.slice(0, 12)}${git.dirty ? ' + uncommitted changes' : ''}`]);
-    if (git.diff_path) {
-      facts.push(['Diff', `${git.diff_path} (in outputs)`]);
-    }
-  }
-  return facts;
 }

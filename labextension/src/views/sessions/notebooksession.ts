@@ -3,8 +3,9 @@
 import { Dialog, ISessionContext, Notification, SessionContextDialogs, showDialog } from '@jupyterlab/apputils';
 import type { DocumentRegistry } from '@jupyterlab/docregistry';
 
-import { OneAtATime } from '../../models/coalesce';
 import { isFinal } from '../../models/lifecycle';
+import { SessionLease } from '../../models/sessionlease';
+import { KernelGate, STARTING } from './kernelgate';
 import { SessionBar } from './sessionbar';
 import { SessionToast } from './sessiontoast';
 import {
@@ -26,7 +27,7 @@ import {
 import type { INotebookLike, SessionsController } from './sessions';
 import type { IExplain, IStatusEvent } from '../../api/types';
 
-export const STARTING = new Set(['starting', 'initializing', 'restarting']);
+export { STARTING }; // its home is kernelgate.ts
 const TOOLBAR_ITEM = 'gpuplat-session';
 
 /** One notebook and the lease of its session kernel. */
@@ -36,6 +37,7 @@ export class NotebookSession {
     panel: INotebookLike,
     private _context: DocumentRegistry.IContext<DocumentRegistry.IModel>
   ) {
+    this._lease = new SessionLease(_ctrl.source, { read: r => this._onRead(r), explained: () => this._render() });
     this.bar = new SessionBar({
       start: () => this.startNew(),
       cancel: () => this._act(id => this._ctrl.source.stop(id)),
@@ -62,7 +64,16 @@ export class NotebookSession {
   }
 
   readonly bar: SessionBar;
-  run: ISessionRun | null = null;
+
+  /** The lease this notebook follows (null until one is found or started). */
+  get run(): ISessionRun | null {
+    return this._lease.run;
+  }
+
+  /** Why the lease waits, while it does. */
+  get explain(): IExplain | null {
+    return this._lease.explain;
+  }
 
   get name(): string {
     return this._context.path.split('/').pop() ?? this._context.path;
@@ -70,7 +81,7 @@ export class NotebookSession {
 
   /** A session kernel is (being) started here and its lease is not known (or it ended). */
   get looking(): boolean {
-    return this._specName() !== null && (this.run === null || isFinal(this.run));
+    return this._kernel.specName() !== null && (this.run === null || isFinal(this.run));
   }
 
   /** The lease is known and not over. */
@@ -80,7 +91,7 @@ export class NotebookSession {
 
   /** The lease ended and the notebook offers a new one (it leases only when asked). */
   get offering(): boolean {
-    return this._held && this._offer && this.run !== null && isFinal(this.run);
+    return this._kernel.held && this._offer && this.run !== null && isFinal(this.run);
   }
 
   /** The kernel picker the user asked for from our prompt: let it through. */
@@ -97,7 +108,7 @@ export class NotebookSession {
     this._release();
     this._askedFor = null;
     this._render();
-    this._startKernel(name);
+    this._kernel.start(name);
   }
 
   /** A cell was run in a notebook whose session ended: ask before leasing again. */
@@ -136,19 +147,11 @@ export class NotebookSession {
 
   /** Renamed or moved while it holds a lease: the lease follows (a reload finds it at the new path). */
   private _onMoved(): void {
-    const run = this.run;
+    const id = this.run?.id;
     const path = this._context.path;
-    if (!run || isFinal(run) || run.session?.notebook === path) {
-      return;
-    }
-    this._ctrl.source.moveSession(run.id, path).then(
-      r => {
-        if (this.run?.id === r.id) {
-          this.run = { ...this.run, name: r.name, session: r.session };
-          this._render();
-        }
-      },
-      (e: Error) => console.warn(`gpuplat: session ${run.id} did not follow ${path}: ${e.message}`)
+    this._lease.moveTo(path)?.then(
+      moved => moved && this._render(),
+      (e: Error) => console.warn(`gpuplat: session ${id} did not follow ${path}: ${e.message}`)
     );
   }
 
@@ -157,7 +160,7 @@ export class NotebookSession {
     if (this._disposed) {
       return;
     }
-    const spec = this._specName();
+    const spec = this._kernel.specName();
     if (spec !== null) {
       this._lastSpec = spec;
     }
@@ -181,7 +184,7 @@ export class NotebookSession {
 
   resync(): void {
     if (this.run && !isFinal(this.run)) {
-      this._refresh();
+      this._lease.refresh();
     } else if (this.looking) {
       this._askedFor = null;
       this.update();
@@ -194,18 +197,14 @@ export class NotebookSession {
       return;
     }
     const actions = leaseActions(ev, run.id, run.queue, run);
-    if (ev.run_id === run.id) {
-      // Shown at once; the re-read fills in the rest (devices, the kernel's state).
-      const devices = (ev.details?.devices as number[] | undefined) ?? run.devices;
-      this.run = { ...run, status: ev.status, phase: ev.phase, reason: ev.reason, message: ev.message, devices };
-    }
+    this._lease.showEvent(ev); // shown at once; the re-read fills in the rest
     for (const a of actions) {
       switch (a) {
         case 'refresh':
-          this._refresh();
+          this._lease.refresh();
           break;
         case 'explain':
-          this._refreshExplain();
+          this._lease.refreshExplain();
           break;
         case 'idleWarning':
           this._idleWarning((ev.details?.deadline as number | undefined) ?? null);
@@ -237,69 +236,28 @@ export class NotebookSession {
 
   private _adopt(run: ISessionRun): void {
     this._clearIdle(false);
-    this.run = run;
-    this.explain = null;
+    this._lease.follow(run);
     this._admitPending = false;
     this._render();
     this._ctrl.dismissStale();
     if (isWaiting(run)) {
-      this._refreshExplain();
+      this._lease.refreshExplain();
     } else if (run.session?.idle_deadline && run.reason === 'IdleWarning') {
       this._idleWarning(run.session.idle_deadline);
     }
     this._maybeConnect();
   }
 
-  /** Re-read the lease (one read at a time, once more if asked meanwhile: models/coalesce). */
-  private _refresh(): void {
-    if (this.run) {
-      this._reread.request();
-    }
-  }
-
-  private _readRun(): Promise<void> | null {
-    const run = this.run;
-    if (!run) {
-      return null;
-    }
-    return this._ctrl.source.getRun(run.id).then(r => {
-      if (this.run?.id === r.id) {
-        // The event shown meanwhile may be newer than this read (an end): keep the final status.
-        this.run = isFinal(this.run) && !isFinal(r) ? { ...r, ...pickStatus(this.run) } : r;
-        if (isWaiting(r)) {
-          this._refreshExplain();
-        }
-        if (this._admitPending && isAdmitted(r) && devicesKnown(r)) {
-          this._admitPending = false;
-          if (this._toast.stageOf(r.id) === 'waiting') {
-            this._notify('admitted');
-          }
-        }
-        this._render();
-        this._maybeConnect();
+  /** A re-read of the lease arrived: say it was admitted once its devices are known. */
+  private _onRead(r: ISessionRun): void {
+    if (this._admitPending && isAdmitted(r) && devicesKnown(r)) {
+      this._admitPending = false;
+      if (this._toast.stageOf(r.id) === 'waiting') {
+        this._notify('admitted');
       }
-    });
-  }
-
-  /** Re-read why a waiting lease waits (coalesced as `_refresh`). */
-  private _refreshExplain(): void {
-    const run = this.run;
-    if (run && isWaiting(run)) {
-      this._reexplain.request();
     }
-  }
-
-  private _readExplain(): Promise<void> | null {
-    const run = this.run;
-    if (!run || !isWaiting(run)) {
-      return null;
-    }
-    return this._ctrl.source.explain(run.id).then(ex => {
-      if (this.run?.id === ex.run_id && isWaiting(this.run)) {
-        this.explain = ex;
-        this._render();
-      }
-    });
+    this._render();
+    this._maybeConnect();
   }
 
   private _act(call: (id: string) => Promise<unknown>): void {
@@ -308,7 +266,7 @@ export class NotebookSession {
       return;
     }
     call(run.id)
-      .then(() => this._refresh())
+      .then(() => this._lease.refresh())
       .catch(error => Notification.error(`GPU session ${run.id}: ${(error as Error).message}`, { autoClose: 8000 }));
   }
 
@@ -319,45 +277,21 @@ export class NotebookSession {
 
   private _onKernel(): void {
     const kernel = this._sc.session?.kernel;
-    if (kernel && this._held) {
+    if (kernel && this._kernel.held) {
       this._release(); // a kernel the user chose (the picker, our prompt): no longer held
     }
     if (!kernel && this.followsLease) {
       this._ctrl.dismissStale(); // a start that gave up waiting, or its kernel picker
     }
-    if (kernel && this.run && isFinal(this.run) && this._specName() !== null) {
+    if (kernel && this.run && isFinal(this.run) && this._kernel.specName() !== null) {
       this._askedFor = null; // a new session kernel after the lease ended: a new lease
     }
     this.update();
   }
 
-  /** The session kernelspec the notebook is on, or is starting, or prefers; null if none. */
-  private _specName(): string | null {
-    const specs = this._ctrl.specs();
-    const names = new Set(specs.map(s => s.name));
-    const sc = this._sc;
-    const kernel = sc.session?.kernel;
-    if (kernel) {
-      return names.has(kernel.name) ? kernel.name : null;
-    }
-    if (STARTING.has(sc.kernelDisplayStatus)) {
-      const pending = specs.find(s => s.displayName === sc.kernelDisplayName);
-      if (pending) {
-        return pending.name;
-      }
-    }
-    const preferred = sc.kernelPreference.name;
-    return preferred && names.has(preferred) ? preferred : null;
-  }
-
-  private _kernelState(): { hasKernel: boolean; starting: boolean } {
-    const sc = this._sc;
-    return { hasKernel: !!sc.session?.kernel, starting: STARTING.has(sc.kernelDisplayStatus) };
-  }
-
   /** Admitted while the notebook has no kernel (its start gave up waiting): start it again. */
   private _maybeConnect(): void {
-    if (this._deciding || this.offering || !shouldConnect(this.run, this._kernelState(), this._triedFor) || !this.run) {
+    if (this._deciding || this.offering || !shouldConnect(this.run, this._kernel.kernelState(), this._triedFor) || !this.run) {
       return;
     }
     const name = this._lastSpec ?? specOfRun(this._ctrl.specs(), this.run)?.name;
@@ -365,14 +299,14 @@ export class NotebookSession {
       return;
     }
     this._triedFor = this.run.id;
-    this._startKernel(name);
+    this._kernel.start(name);
   }
 
   // ---- notifications ----------------------------------------------------------------------
   private _render(): void {
     const run = this.run;
     const spec = run ? specOfRun(this._ctrl.specs(), run) : null;
-    const submitting = run === null && this._specName() !== null && STARTING.has(this._sc.kernelDisplayStatus);
+    const submitting = run === null && this._kernel.specName() !== null && STARTING.has(this._sc.kernelDisplayStatus);
     const view = sessionBarView({
       run,
       explain: this.explain,
@@ -448,7 +382,7 @@ export class NotebookSession {
     // The notice it had (waiting, idle) ends with it; a session that ended quietly says so once.
     this._notify('ended');
     // From now on nothing leases again by itself: the bar offers a new session, a cell run asks.
-    this._hold();
+    this._kernel.hold();
     this._offer = true;
     // The kernel the lease's end shut down: JupyterLab learns it from its session list.
     void this._sc.sessionManager.refreshRunning().catch(() => undefined);
@@ -457,7 +391,7 @@ export class NotebookSession {
   // ---- leasing only when asked ------------------------------------------------------------
   /** The session kernel this notebook runs on or is saved with (null if none). */
   private _gpuSpec(): string | null {
-    const name = this._specName() ?? this._lastSpec ?? this._context.model.defaultKernelName;
+    const name = this._kernel.specName() ?? this._lastSpec ?? this._context.model.defaultKernelName;
     return isSessionKernelName(name, this._ctrl.specs()) ? name : null;
   }
 
@@ -474,7 +408,7 @@ export class NotebookSession {
     if (!isSessionKernelName(name, this._ctrl.specs())) {
       return;
     }
-    this._hold();
+    this._kernel.hold();
     this._deciding = true;
     void this._decide(name);
   }
@@ -494,7 +428,7 @@ export class NotebookSession {
     }
     const decision = restoreDecision(latest);
     if (latest && decision !== 'attach') {
-      this._hold(); // again: a session of the ended lease that JupyterLab reconnected to is stale
+      this._kernel.hold(); // again: a session of the ended lease that JupyterLab reconnected to is stale
       this._adopt(latest);
       this._offer = true; // `ending`: offered once its end is known (its events follow)
       this._render();
@@ -502,53 +436,26 @@ export class NotebookSession {
     }
     this._release();
     if (!this._sc.session?.kernel && !STARTING.has(this._sc.kernelDisplayStatus)) {
-      this._startKernel(name);
+      this._kernel.start(name);
     }
   }
 
-  /**
-   * One kernel start at a time from here: JupyterLab shuts down the session of a start another
-   * one pre-empted, and shutting a session kernel down ends its lease (KernelShutdown), which
-   * the kernel of the other start shares.
-   */
-  private _startKernel(name: string): void {
-    if (this._startInFlight) {
-      return;
-    }
-    this._startInFlight = true;
-    this._sc
-      .changeKernel({ name })
-      .catch(error => console.warn(`gpuplat: ${this.name}: kernel start failed`, error))
-      .finally(() => (this._startInFlight = false));
-  }
-
-  /** JupyterLab starts no kernel for this notebook by itself (restored, or a cell run with none). */
-  private _hold(): void {
-    const sc = this._sc;
-    if (!this._held) {
-      this._saved = { shouldStart: sc.kernelPreference.shouldStart, autoStartDefault: sc.kernelPreference.autoStartDefault };
-      this._held = true;
-    }
-    sc.kernelPreference = { ...sc.kernelPreference, shouldStart: false, autoStartDefault: false };
-  }
-
+  /** JupyterLab may start the kernel again; the bar offers no new session. */
   private _release(): void {
     this._offer = false;
-    if (!this._held) {
-      return;
-    }
-    this._held = false;
-    const sc = this._sc;
-    sc.kernelPreference = { ...sc.kernelPreference, ...this._saved };
+    this._kernel.release();
   }
 
-  explain: IExplain | null = null;
+  private _lease: SessionLease;
+  private _kernel = new KernelGate(
+    () => this._sc,
+    () => this._ctrl.specs(),
+    () => this.name
+  );
   private _disposed = false;
   private _lastSpec: string | null = null;
   private _askedFor: string | null = null;
   private _triedFor: string | null = null;
-  private _reread = new OneAtATime(() => this._readRun());
-  private _reexplain = new OneAtATime(() => this._readExplain());
   private _idleDeadline: number | null = null;
   private _ticker = 0;
   private _admitPending = false;
@@ -556,16 +463,8 @@ export class NotebookSession {
   private _toast = new SessionToast((n, runId) => this._actions(n, runId));
   // Leasing only when asked.
   private _chosen = false;
-  private _held = false;
   private _offer = false;
-  private _saved: { shouldStart?: boolean; autoStartDefault?: boolean } = {};
   private _prompting = false;
   private _pickerAllowed = false;
   private _deciding = false;
-  private _startInFlight = false;
-}
-
-/** What an event said of a run that a slower re-read must not undo. */
-function pickStatus(run: ISessionRun): Pick<ISessionRun, 'status' | 'phase' | 'reason' | 'message'> {
-  return { status: run.status, phase: run.phase, reason: run.reason, message: run.message };
 }
