@@ -44,13 +44,18 @@ class AsyncHTTP:
         self.call_timeout_seconds = call_timeout_seconds
         self.max_connections = max_connections
         self._client: httpx.AsyncClient | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._closing: Any = None
 
     @property
     def client(self) -> httpx.AsyncClient:
         if self._client is None:
+            self._loop = asyncio.get_running_loop()
             self._client = httpx.AsyncClient(
                 timeout=httpx.Timeout(self.call_timeout_seconds, connect=self.connect_timeout_seconds),
-                limits=httpx.Limits(max_connections=self.max_connections),
+                # No idle connection kept (a call's is closed after it): only open streams hold
+                # one, so a close from sync code leaves nothing open once they end.
+                limits=httpx.Limits(max_connections=self.max_connections, max_keepalive_connections=0),
                 follow_redirects=False,
                 trust_env=False,  # no proxy from the environment: the server is a direct peer
                 verify=ssl.create_default_context(),  # the system's CAs (a team's own CA), not certifi's
@@ -126,6 +131,25 @@ class AsyncHTTP:
         client, self._client = self._client, None
         if client is not None:
             await client.aclose()
+
+    def close(self) -> None:
+        """`aclose` from sync code: run on the pool's loop when it is not running, else as a task on it."""
+        loop = self._loop
+        if self._client is None or loop is None or loop.is_closed():
+            return
+        if not loop.is_running():
+            loop.run_until_complete(self.aclose())
+        elif _running_loop() is loop:
+            self._closing = loop.create_task(self.aclose())  # held: a task nobody references may be collected
+        else:
+            self._closing = asyncio.run_coroutine_threadsafe(self.aclose(), loop)
+
+
+def _running_loop() -> asyncio.AbstractEventLoop | None:
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:
+        return None
 
 
 def _why(exc: BaseException) -> str:

@@ -69,7 +69,6 @@ class ControlPlaneAPI:
             max_connections=64,
         )
         self.feed = EventFeed(self)
-        self._closing: asyncio.Task[None] | None = None
 
     def headers(self, **extra: str) -> dict[str, str]:
         return {"Authorization": f"token {self.token}", **extra} if self.token else dict(extra)
@@ -87,10 +86,9 @@ class ControlPlaneAPI:
         return unreachable(self.url, exc, WORDING)
 
     def close(self) -> None:
-        """Stop the feed; the pool's connections close on the running loop (`aclose` awaits it)."""
+        """Stop the feed and close the pool (from sync code; `aclose` where one can await)."""
         self.feed.close()
-        with contextlib.suppress(RuntimeError):  # no running loop: nothing was opened on one
-            self._closing = asyncio.get_running_loop().create_task(self.http.aclose())
+        self.http.close()
 
     async def aclose(self) -> None:
         self.feed.close()
