@@ -91,7 +91,7 @@ class ControlPlaneAPI:
         self.http.close()
 
     async def aclose(self) -> None:
-        self.feed.close()
+        await self.feed.aclose()
         await self.http.aclose()
 
 
@@ -188,3 +188,9 @@ class EventFeed:
         self._closed = True
         if self._task is not None:
             self._task.cancel()
+
+    async def aclose(self) -> None:
+        """`close`, and wait until its connection is closed."""
+        self.close()
+        if self._task is not None:
+            await asyncio.wait({self._task})  # its end, whatever it was; our own cancellation still raises
