@@ -11,7 +11,9 @@
 Finding the server: explicit `url`/`token`; else GPUPLAT_URL/GPUPLAT_TOKEN; else
 the Jupyter server that started this kernel (its pid is our parent's); else any
 running Jupyter server with the extension (Jupyter's runtime files). Every
-refusal raises `GpuPlatAPIError` carrying the service's message and hint.
+refusal raises `GpuPlatAPIError` carrying the service's message and hint (and is also the core
+error of its status: `NotFound`, `Forbidden`, ...; `client/http/errors.py`). HTTP itself is the
+client room's sync face (`client/http/sync.py`).
 """
 
 from __future__ import annotations
@@ -25,41 +27,15 @@ import urllib.parse
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-import requests
-
-from ..core.errors import GpuPlatError
 from ..core.request import RunRequest
-from ..core.sse import SSEParser
 from ..core.status import FINAL
+from .http.errors import GpuPlatAPIError
+from .http.sync import SyncHTTP
 from .runedits import parse_params, resubmit_body
 
 API = "gpuplat/api/"
 
 __all__ = ["FINAL", "Client", "GpuPlatAPIError", "parse_params"]
-
-
-class GpuPlatAPIError(GpuPlatError):
-    """The service refused a request, or could not be reached; `message` and `hint` say why.
-
-    `error` is the service's whole error object: a refused run adds `rules` and `alternatives`,
-    and FieldNotAllowed `field`, `rule` and `allowed`.
-    """
-
-    def __init__(
-        self,
-        message: str,
-        hint: str = "",
-        *,
-        status: int = 0,
-        code: str = "Error",
-        error: dict[str, Any] | None = None,
-    ) -> None:
-        super().__init__(message, hint, code=code)
-        self.status = status
-        self.error = error or {}
-
-    def __str__(self) -> str:
-        return f"{self.message}" + (f" (hint: {self.hint})" if self.hint else "")
 
 
 def _servers() -> builtins.list[dict[str, Any]]:
@@ -74,7 +50,7 @@ def _servers() -> builtins.list[dict[str, Any]]:
 class Client:
     def __init__(self, url: str | None = None, token: str | None = None, *, timeout: float = 30.0) -> None:
         self.timeout = timeout
-        self.session = requests.Session()
+        self.http = SyncHTTP()
         self.root_dir: str | None = None
         url = url or os.environ.get("GPUPLAT_URL")
         token = token if token is not None else os.environ.get("GPUPLAT_TOKEN")
@@ -84,10 +60,10 @@ class Client:
         for info in _servers():
             self._use(info["url"], token or info.get("token", ""))
             try:
-                if self.session.get(self.base + "whoami", timeout=3).status_code == 200:
+                if self.http.send("GET", self.base + "whoami", timeout=3, where=self.base).status == 200:
                     self.root_dir = info.get("root_dir")
                     return
-            except requests.RequestException:
+            except GpuPlatAPIError:
                 continue
         raise GpuPlatAPIError(
             "no running Jupyter server with jupyter-gpuplat found",
@@ -98,34 +74,24 @@ class Client:
     def _use(self, url: str, token: str) -> None:
         self.url = url.rstrip("/") + "/"
         self.base = self.url + API
-        self.session.headers.pop("Authorization", None)
-        if token:
-            self.session.headers["Authorization"] = f"token {token}"
+        self.http.authorize(token)
+
+    @property
+    def session(self) -> Any:
+        """The sync face's requests session (`client.session.close()` closes its connections)."""
+        return self.http.session
 
     # ---- transport ----------------------------------------------------------
     def request(self, method: str, path: str, body: Any = None, **params: Any) -> Any:
         params = {k: (",".join(v) if isinstance(v, (list, tuple)) else v) for k, v in params.items() if v is not None}
-        try:
-            r = self.session.request(method, self.base + path, json=body, params=params, timeout=self.timeout)
-        except requests.RequestException as exc:
-            raise GpuPlatAPIError(f"cannot reach {self.base}: {exc}", code="Unreachable") from None
-        if r.status_code >= 400:
-            raise _error(r)
-        return r.json() if "json" in r.headers.get("Content-Type", "") else r.content
+        return self.http.request(
+            method, self.base + path, body=body, params=params, timeout=self.timeout, where=self.base
+        )
 
     def stream(self, path: str, **params: Any) -> Iterator[tuple[str, str, str | None]]:
-        """Server-Sent Events as (event, data, id)."""
+        """Server-Sent Events as (event, data, id); keep-alives too (`core.sse.KEEP_ALIVE`)."""
         params = {k: v for k, v in params.items() if v is not None}
-        try:
-            r = self.session.get(self.base + path, params=params, stream=True, timeout=(self.timeout, None))
-        except requests.RequestException as exc:
-            raise GpuPlatAPIError(f"cannot reach {self.base}: {exc}", code="Unreachable") from None
-        if r.status_code >= 400:
-            raise _error(r)
-        parser = SSEParser(keepalives=True)  # a keep-alive lets a waiting caller check its deadline
-        with r:
-            for chunk in r.iter_content(chunk_size=None):  # as the chunks arrive
-                yield from parser.feed(chunk)
+        return self.http.stream(self.base + path, params=params, timeout=self.timeout, where=self.base)
 
     # ---- runs -----------------------------------------------------------------
     def submit(
@@ -380,17 +346,14 @@ class Client:
     def jupyter(self, method: str, path: str, body: Any = None, **params: Any) -> Any:
         """A call to the Jupyter server's own REST API (`/api/<path>`), errors as GpuPlatAPIError."""
         url = self.url + "api/" + urllib.parse.quote(path)
-        try:
-            r = self.session.request(method, url, json=body, params=params or None, timeout=self.timeout)
-        except requests.RequestException as exc:
-            raise GpuPlatAPIError(f"cannot reach {self.url}: {exc}", code="Unreachable") from None
-        if r.status_code >= 400:
+        r = self.http.send(method, url, body=body, params=params or None, timeout=self.timeout, where=self.url)
+        if r.status >= 400:  # Jupyter's own error shape, not the platform's
             try:
                 message = str(r.json().get("message") or r.reason)
             except (ValueError, AttributeError):
-                message = r.text[:300]
-            raise GpuPlatAPIError(f"Jupyter {method} /api/{path}: {message}", status=r.status_code, code="JupyterAPI")
-        return r.json() if "json" in r.headers.get("Content-Type", "") else r.content
+                message = r.body.decode("utf-8", "replace")[:300]
+            raise GpuPlatAPIError(f"Jupyter {method} /api/{path}: {message}", status=r.status, code="JupyterAPI")
+        return r.value(self.url)
 
     def _session_preset(self, project: str, preset: str | None) -> tuple[str, bool]:
         """`preset` checked to be a session preset, or the project's first; and whether the project offers it."""
@@ -454,16 +417,6 @@ class Client:
 
     def projects(self) -> builtins.list[dict[str, Any]]:
         return self.request("GET", "projects")["projects"]
-
-
-def _error(r: requests.Response) -> GpuPlatAPIError:
-    try:
-        err = r.json()["error"]
-        return GpuPlatAPIError(
-            err["message"], err.get("hint", ""), status=r.status_code, code=err.get("code", "Error"), error=dict(err)
-        )
-    except (ValueError, KeyError, TypeError):
-        return GpuPlatAPIError(f"HTTP {r.status_code}: {r.text[:300]}", status=r.status_code)
 
 
 def session_notebook(spec: dict[str, Any], run: dict[str, Any]) -> dict[str, Any]:

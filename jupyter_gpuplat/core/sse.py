@@ -1,8 +1,9 @@
 """Server-Sent Events from byte chunks, cut anywhere: the one parser of every Python client.
 
-The service's events and log streams (`text/event-stream`) are read by the CLI and the notebook
-client (requests, `client/rest.py`) and by a remote-mode server's control-plane feed (tornado,
-`service/remote/control_plane.py`); both feed their chunks here. The sidebar has its own, in
+The service's events and log streams (`text/event-stream`) are read by the client room's HTTP
+core: its sync face (`client/http/sync.py`, for the CLI and the notebook client) and its async
+face (`client/http/aio.py`, for a remote-mode server's control-plane feed); both feed their
+chunks here. The sidebar has its own, in
 TypeScript (`labextension/src/api/sse.ts`).
 """
 

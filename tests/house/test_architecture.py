@@ -75,3 +75,31 @@ def test_the_service_and_clients_use_the_engine_s_two_doors_only() -> None:
                 if owner == "engine" and node.attr not in doors:
                     reached.append(f"{path.relative_to(ROOT)}:{node.lineno}: engine.{node.attr}")
     assert not reached, "\n".join(reached)
+
+
+# The HTTP client libraries, and who may import them: the client room's HTTP core, and the
+# remote-mode forwarder (a proxy, not a client of the API). import-linter's contract sees the
+# top-level packages; this sees `tornado.httpclient` too, which it cannot tell from tornado.
+HTTP_LIBRARIES = ("requests", "urllib3", "httpx", "tornado.httpclient", "tornado.simple_httpclient", "aiohttp")
+HTTP_IMPORTERS = ("jupyter_gpuplat/client/http/", "jupyter_gpuplat/service/remote/forward.py")
+
+
+def _imported(node: ast.AST) -> list[str]:
+    if isinstance(node, ast.Import):
+        return [a.name for a in node.names]
+    if isinstance(node, ast.ImportFrom) and node.module and not node.level:
+        return [node.module] + [f"{node.module}.{a.name}" for a in node.names]
+    return []
+
+
+def test_only_the_http_core_and_the_forwarder_import_an_http_client() -> None:
+    found: list[str] = []
+    for path in sorted((ROOT / "jupyter_gpuplat").rglob("*.py")):
+        rel = path.relative_to(ROOT).as_posix()
+        if rel.startswith(HTTP_IMPORTERS):
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            for name in _imported(node):
+                if any(name == lib or name.startswith(lib + ".") for lib in HTTP_LIBRARIES):
+                    found.append(f"{rel}:{node.lineno}: {name}")
+    assert not found, "\n".join(found)

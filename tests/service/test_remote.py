@@ -27,7 +27,7 @@ from jupyter_gpuplat.service.remote.forward import ControlPlane
 from ..conftest import TOKENS, Api
 from ..kernel_ws import KernelSocket
 from ..server import ServerProcess, free_port, parse_sse
-from ..waiting import until, wait_for
+from ..waiting import wait_for
 
 
 @pytest.fixture(scope="module")
@@ -233,7 +233,9 @@ async def test_logs_stream_and_output_download(
 async def test_client_disconnect_closes_the_upstream_stream(
     remote: Api, upstream: ServerProcess, jp_http_port: int, jp_base_url: str
 ) -> None:
-    until(lambda: established(upstream) == 0, "no open connection to the control plane")
+    # Awaited, not polled with the loop blocked: this server's own start-up calls (the session
+    # kernelspecs' first read) must run to their end to close their connections.
+    await wait_for(lambda: established(upstream) == 0, 20, "no open connection to the control plane")
     streams = [await SSE(jp_http_port, f"{jp_base_url}gpuplat/api/events?heartbeat=300").open() for _ in range(3)]
     for s in streams:
         await s.until(ready, "a forwarded stream")

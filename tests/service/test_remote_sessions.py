@@ -21,8 +21,9 @@ from jupyter_client.asynchronous.client import AsyncKernelClient
 
 from jupyter_gpuplat.client import Client
 from jupyter_gpuplat.core.errors import FieldNotAllowed, Forbidden, NotFound, NotLeader, Unprocessable
+from jupyter_gpuplat.core.sse import SSEParser
 from jupyter_gpuplat.service.errors import error_body
-from jupyter_gpuplat.service.remote.control_plane import ControlPlaneAPI, SSEParser, remote_error
+from jupyter_gpuplat.service.remote.control_plane import ControlPlaneAPI, remote_error
 from jupyter_gpuplat.service.sessions.http_client import HttpSessionClient
 from jupyter_gpuplat.service.sessions.kernelspecs import remote_session_specs
 

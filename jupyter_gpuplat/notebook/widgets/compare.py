@@ -24,7 +24,6 @@ from collections.abc import Sequence
 from typing import Any
 
 import ipywidgets as widgets
-import requests
 import traitlets
 
 from ...client.rest import Client, GpuPlatAPIError
@@ -287,7 +286,7 @@ class Compare(widgets.VBox):
                 return
             try:
                 self.refresh()
-            except (GpuPlatAPIError, requests.RequestException) as exc:
+            except GpuPlatAPIError as exc:
                 self.message.value = h.error_block(str(exc))
             except Exception as exc:
                 log.exception("Compare refresh failed")

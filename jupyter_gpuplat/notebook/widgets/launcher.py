@@ -30,7 +30,6 @@ import threading
 from typing import Any
 
 import ipywidgets as widgets
-import requests
 
 from ...client.rest import Client, GpuPlatAPIError
 from ...core.errors import GpuPlatError
@@ -383,8 +382,6 @@ class Launcher(widgets.VBox):
             preview = self.client.preview(**req)
         except GpuPlatAPIError as exc:
             error = h.error_block(exc.message, exc.hint)
-        except requests.RequestException as exc:
-            error = h.error_block(f"cannot reach the service: {exc}")
         except ValueError as exc:
             error = h.error_block(validation_message(exc))
         placeholder = not self.command_field.value.strip()

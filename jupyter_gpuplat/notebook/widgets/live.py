@@ -8,9 +8,9 @@ so they can re-read state they may have missed before it was open. The thread
 ends when the last subscriber leaves.
 
 Blocking streams (events, a log that follows) are read on a private copy of the
-Client with its own HTTP session, so `Streams.cut()` can end them from another
-thread at once instead of waiting for the next line (or, for a log that has
-no line yet, for the response headers).
+Client on its own cuttable HTTP face (`client/http/sync.py`, `CuttableHTTP`), so
+`Streams.cut()` can end them from another thread at once instead of waiting for
+the next line (or, for a log that has no line yet, for the response headers).
 """
 
 from __future__ import annotations
@@ -18,16 +18,10 @@ from __future__ import annotations
 import copy
 import logging
 import queue
-import socket
 import threading
 import weakref
 from collections.abc import Callable
 from typing import Any, ClassVar
-
-import requests
-from requests.adapters import HTTPAdapter
-from urllib3.connection import HTTPConnection, HTTPSConnection
-from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
 
 from ...client.rest import Client, GpuPlatAPIError
 from ...core.status import FINAL
@@ -51,99 +45,32 @@ def default_client() -> Client:
 
 
 class Streams:
-    """A copy of `client` on its own HTTP session whose connections another thread can cut.
+    """A copy of `client` on its own HTTP face whose connections another thread can cut.
 
-    `cut()` shuts down every socket the session opened, so a thread blocked in a
+    `cut()` shuts down every socket the face opened, so a thread blocked in a
     request (waiting for headers, or reading a stream) returns at once; later
     requests through it fail fast. `on_open()` runs when a response arrives.
     """
 
     def __init__(self, client: Client, on_open: Callable[[], None] | None = None) -> None:
-        src = client.session
-        session = requests.Session()
-        session.headers.clear()
-        session.headers.update(src.headers)
-        session.auth, session.verify, session.cert = src.auth, src.verify, src.cert
-        session.proxies, session.trust_env = dict(src.proxies), src.trust_env
-        session.cookies.update(src.cookies)
-        adapter = _TrackingAdapter(self._track)
-        session.mount("http://", adapter)
-        session.mount("https://", adapter)
-        session.hooks["response"].append(self._opened)
+        self.http = client.http.cuttable(on_open)
         self.client = copy.copy(client)
-        self.client.session = session
-        self.on_open = on_open
-        self._lock = threading.Lock()
-        self._conns: weakref.WeakSet[Any] = weakref.WeakSet()
-        self._cut = False
+        self.client.http = self.http
 
-    def _track(self, conn: Any) -> None:
-        with self._lock:
-            cut = self._cut
-            if not cut:
-                self._conns.add(conn)
-        if cut:
-            _shutdown(conn)
-
-    def _opened(self, r: requests.Response, *args: Any, **kwargs: Any) -> None:
-        if r.status_code < 400 and self.on_open is not None and not self._cut:
-            self.on_open()
+    @property
+    def on_open(self) -> Callable[[], None] | None:
+        return self.http.on_open
 
     @property
     def is_cut(self) -> bool:
-        return self._cut
+        return self.http.is_cut
 
     def cut(self) -> None:
         """End every open request and stream now, and make later ones fail fast."""
-        with self._lock:
-            self._cut = True
-            conns = list(self._conns)
-        for conn in conns:
-            _shutdown(conn)
+        self.http.cut()
 
     def close(self) -> None:
-        self.client.session.close()
-
-
-def _shutdown(conn: Any) -> None:
-    # shutdown(), unlike close(), wakes a thread blocked on the socket.
-    sock = getattr(conn, "sock", None)
-    if sock is None:
-        return
-    try:
-        sock.shutdown(socket.SHUT_RDWR)
-    except OSError:
-        pass
-
-
-class _TrackingAdapter(HTTPAdapter):
-    """Hands every connection it opens to `track` (urllib3's public pool and connection classes)."""
-
-    def __init__(self, track: Callable[[Any], None]) -> None:
-        self._track = track
-        super().__init__()
-
-    def init_poolmanager(self, *args: Any, **kwargs: Any) -> None:
-        super().init_poolmanager(*args, **kwargs)
-        track = self._track
-
-        class Conn(HTTPConnection):
-            def connect(self) -> None:
-                super().connect()
-                track(self)
-
-        class TLSConn(HTTPSConnection):
-            def connect(self) -> None:
-                super().connect()
-                track(self)
-
-        class Pool(HTTPConnectionPool):
-            ConnectionCls = Conn
-
-        class TLSPool(HTTPSConnectionPool):
-            ConnectionCls = TLSConn
-
-        self.poolmanager.pool_classes_by_scheme = {"http": Pool, "https": TLSPool}
+        self.http.close()
 
 
 class Subscription:
@@ -273,7 +200,7 @@ class EventFeed:
                             if not sub.closed and (sub.run_id is None or sub.run_id == ev["run_id"]):
                                 self._call(sub.on_event, ev)
                     self.error = "the server ended the stream"
-                except (GpuPlatAPIError, requests.RequestException, ValueError) as exc:
+                except (GpuPlatAPIError, ValueError) as exc:
                     self.error = str(exc)
                 finally:
                     if self._stop is stop:  # a newer thread may own the flag by now
@@ -332,7 +259,7 @@ class Follower:
     def _refresh_shown(self) -> None:
         try:
             self._refresh()
-        except (GpuPlatAPIError, requests.RequestException) as exc:
+        except GpuPlatAPIError as exc:
             self._show_error(str(exc))
         except Exception as exc:  # keep following: one bad answer must not end the view
             log.exception("%s %s update failed", type(self).__name__, self.run_id)

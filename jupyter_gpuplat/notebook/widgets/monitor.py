@@ -20,7 +20,6 @@ from collections import deque
 from typing import Any
 
 import ipywidgets as widgets
-import requests
 import traitlets
 
 from ...client.explaining import explanation_lines
@@ -199,7 +198,7 @@ class RunMonitor(widgets.VBox):
                 self._render_clocks()
             if "logs" in items:
                 self._render_logs()
-        except (GpuPlatAPIError, requests.RequestException) as exc:
+        except GpuPlatAPIError as exc:
             if not self._closed.is_set():
                 self.message.value = h.error_block(str(exc))
         except Exception as exc:  # keep following: one bad answer must not end the monitor
@@ -278,7 +277,7 @@ class RunMonitor(widgets.VBox):
                             self._logs_dirty.set()
                             self._inbox.put("logs")
                     return  # the server ended the stream: the run is over
-                except (GpuPlatAPIError, requests.RequestException) as exc:
+                except GpuPlatAPIError as exc:
                     attempts += 1
                     if self._closed.is_set() or attempts > 5:
                         self.log_error = str(exc)

@@ -17,8 +17,6 @@ import threading
 from collections.abc import Callable, Mapping
 from typing import Any
 
-import requests
-
 from ...client.explaining import waiting_summary
 from ...client.rest import Client, GpuPlatAPIError
 from ...core.status import FINAL, WAITING
@@ -154,7 +152,7 @@ class StatusLine:
             waiting = self.run["status"] in WAITING or self.run["status"] in _BEFORE_START
             if waiting and (refresh or explain) and self.run.get("kind") != "sweep":
                 self.explain = c.explain(self.run["id"])
-        except (GpuPlatAPIError, requests.RequestException) as exc:  # keep the last line; the next event retries
+        except GpuPlatAPIError as exc:  # keep the last line; the next event retries
             log.debug("status line of %s: read failed: %s", self.run["id"], exc)
 
     def _show(self, text: str) -> None:
