@@ -114,8 +114,9 @@ def test_script_and_notebook_line_magic(server: ServerProcess) -> None:
             "%gpu_submit --wait --param x=42 analysis.ipynb",
         ],
     )
-    assert "succeeded" in texts(outs[1]) and "succeeded" in texts(outs[2]), (texts(outs[1]), texts(outs[2]))
     runs = {r["name"]: r for r in server.ok("GET", "runs", "alice")["runs"]}
+    ended = {name: (r["status"], r["reason"], r["message"]) for name, r in runs.items()}  # said on a miss
+    assert "succeeded" in texts(outs[1]) and "succeeded" in texts(outs[2]), ended
     assert b"job args ['--epochs', '3']" in server.ok("GET", f"runs/{runs['job.py']['id']}/logs", format="text")
     nb_run = runs["analysis.ipynb"]["id"]
     assert b"x is 42" in server.ok("GET", f"runs/{nb_run}/logs", format="text")
