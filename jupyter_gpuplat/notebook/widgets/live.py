@@ -237,7 +237,20 @@ class Follower:
     _streams: Streams
     _worker: threading.Thread
     message: Any
+    client: Client
+    run: dict[str, Any]
     run_id: str
+
+    def _own(self, run: dict[str, Any] | str, client: Client | None) -> None:
+        """The view's first step: its state (`_closed` first: close() runs from __del__ even if
+        __init__ failed), its client (the shared default one if none) and the run's record."""
+        self._closed = threading.Event()
+        self._inbox = queue.Queue()
+        self._sub = None
+        self._parts = []
+        self.client = client or default_client()
+        self.run = self.client.get(run) if isinstance(run, str) else dict(run)
+        self.run_id = str(self.run["id"])
 
     def _follow(self, client: Client, record: dict[str, Any], thread_name: str) -> None:
         self._streams = Streams(client)  # close() cuts its in-flight reads at once

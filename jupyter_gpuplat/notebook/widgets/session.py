@@ -16,8 +16,6 @@ from __future__ import annotations
 import logging
 import os
 import posixpath
-import queue
-import threading
 from typing import Any
 
 import ipywidgets as widgets
@@ -25,7 +23,7 @@ import traitlets
 
 from ...client.rest import Client, GpuPlatAPIError
 from . import _html as h
-from .live import Follower, Subscription, default_client
+from .live import Follower, default_client
 
 __all__ = ["SessionLauncher", "SessionView"]
 
@@ -40,15 +38,8 @@ class SessionView(Follower, widgets.VBox):
     status = traitlets.Unicode("", help="The lease's status, as the view last saw it.")
 
     def __init__(self, run: dict[str, Any] | str, client: Client | None = None, **kwargs: Any) -> None:
-        self._closed = threading.Event()  # first: close() runs from __del__ even if __init__ failed
-        self._inbox: queue.Queue[Any] = queue.Queue()
-        self._sub: Subscription | None = None
-        self._parts: list[widgets.Widget] = []
-        client = client or default_client()
-        record = client.get(run) if isinstance(run, str) else dict(run)
-        self.client = client
-        self.run_id: str = record["id"]
-        self.run: dict[str, Any] = record
+        self._own(run, client)
+        client, record = self.client, self.run
         self.explain: dict[str, Any] | None = None
         self.here = client.here()  # the directory of the notebook showing this (its kernel's cwd)
         self.state_text = ""  # what the view says about the lease, as text

@@ -13,8 +13,6 @@ Concurrency (Set), Pause/Resume and Stop act on the sweep (`Client.update_sweep`
 from __future__ import annotations
 
 import logging
-import queue
-import threading
 from typing import Any
 
 import ipywidgets as widgets
@@ -23,7 +21,7 @@ import traitlets
 from ...client.rest import Client, GpuPlatAPIError
 from ...client.sweeping import best_text, children_text, concurrency_text, done_count
 from . import _html as h
-from .live import Follower, Subscription, default_client
+from .live import Follower
 
 __all__ = ["SweepView"]
 
@@ -37,15 +35,8 @@ class SweepView(Follower, widgets.VBox):
     counts_text = traitlets.Unicode("", help="Its children by status, as the view last saw them.")
 
     def __init__(self, run: dict[str, Any] | str, client: Client | None = None, **kwargs: Any) -> None:
-        self._closed = threading.Event()  # first: close() runs from __del__ even if __init__ failed
-        self._inbox: queue.Queue[Any] = queue.Queue()
-        self._sub: Subscription | None = None
-        self._parts: list[widgets.Widget] = []
-        client = client or default_client()
-        record = client.get(run) if isinstance(run, str) else dict(run)
-        self.client = client
-        self.run_id: str = record["id"]
-        self.run: dict[str, Any] = record
+        self._own(run, client)
+        client, record = self.client, self.run
 
         self.header = widgets.HTML()
         self.progress = widgets.IntProgress(min=0, max=1, value=0, layout=widgets.Layout(width="320px"))
