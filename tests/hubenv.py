@@ -25,7 +25,7 @@ Readiness is polled (the Hub's API through the proxy, the service's health/ready
 Anything missing FAILS the tests with the reason; they are never skipped.
 
 Also here: `gpuplat server` control planes started by a test without the Hub's own service
-(`CONTROL_PLANE`, `start_control_plane`, `wait_leader`) and the `standby` fixture (a second control
+(`ControlPlaneProcess`, the one harness of a control plane subprocess) and the `standby` fixture (a second control
 plane on the Hub's database; a module binds it by name, as `hub`).
 """
 
@@ -402,70 +402,100 @@ def hub(pg_url: str, hub_platform_config: Path) -> Iterator[HubEnv]:
 
 # ---- control planes without the Hub's own service (`gpuplat server` started here) ------------
 
-CONTROL_PLANE = [sys.executable, "-m", "jupyter_gpuplat.service.team.server"]
+CONTROL_PLANE = [sys.executable, "-m", "jupyter_gpuplat.cli", "server"]
 
 
-def start_control_plane(
-    tmp_path: Path, db_url: str, *args: str, **popen: Any
-) -> tuple[subprocess.Popen[bytes], Path, str]:
-    """A control plane on `db_url` without a Hub (the probes need no identity); its log and /cp/ URL."""
-    port = free_port()
-    log = tmp_path / f"server-{port}.log"
-    cmd = [
-        *CONTROL_PLANE,
-        f"--port={port}",
-        f"--db-url={db_url}",
-        f"--artifacts-root={tmp_path / 'a'}",
-        "--base-url=/cp",
-    ]
-    with open(log, "wb") as out:
-        proc = subprocess.Popen([*cmd, *args], stdout=out, stderr=subprocess.STDOUT, **popen)
-    return proc, log, f"http://127.0.0.1:{port}/cp/"
+class ControlPlaneProcess:
+    """One `gpuplat server` (team mode's control plane) as a subprocess: the one harness of every
+    test that starts a control plane outside the Hub (failover, probes, signals, a standby).
 
+    `url` ends in "/" (under `base_url`); `log` holds its output; `proc` is the process.
+    """
 
-def wait_leader(proc: subprocess.Popen[bytes], log: Path, url: str) -> Any:
-    def leader() -> Any:
-        assert proc.poll() is None, log.read_text()
+    def __init__(
+        self,
+        tmp_path: Path,
+        db_url: str,
+        *args: str,
+        name: str = "server",
+        base_url: str = "/",
+        env: dict[str, str] | None = None,
+        cwd: Path | None = None,
+        **popen: Any,
+    ) -> None:
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}/" + base_url.strip("/") + ("/" if base_url.strip("/") else "")
+        self.log = tmp_path / f"{name}-{self.port}.log"
+        self.argv = [
+            *CONTROL_PLANE,
+            f"--port={self.port}",
+            f"--db-url={db_url}",
+            f"--artifacts-root={tmp_path / 'artifacts'}",
+            *([f"--base-url={base_url}"] if base_url != "/" else []),
+            *args,
+        ]
+        # Not a Hub-managed service unless a test says so: no JUPYTERHUB_* of the developer's shell.
+        self.env = env if env is not None else {k: v for k, v in os.environ.items() if not k.startswith("JUPYTERHUB_")}
+        self.cwd, self.popen = cwd, popen
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> ControlPlaneProcess:
+        with open(self.log, "ab") as out:
+            self.proc = subprocess.Popen(
+                self.argv, stdout=out, stderr=subprocess.STDOUT, env=self.env, cwd=self.cwd, **self.popen
+            )
+        return self
+
+    def health(self, probe: str = "ready") -> tuple[int, Any] | None:
+        """health/<probe>'s status and body once it answers (ready: 200 leader, 503 standby); None before."""
+        assert self.proc is not None and self.proc.poll() is None, self.tail()
         try:
-            r = httpx.get(url + "health/ready")
+            r = httpx.get(self.url + "health/" + probe, timeout=5)
         except httpx.HTTPError:
             return None
-        return r.json() if r.status_code == 200 else None
+        return r.status_code, r.json()
 
-    return until(leader, "the control plane to lead", timeout=30)
+    def role(self) -> str | None:
+        answer = self.health()
+        return None if answer is None else str(answer[1]["role"])
+
+    def wait_leader(self, timeout: float = 30) -> Any:
+        """health/ready's body once it leads."""
+
+        def leading() -> Any:
+            answer = self.health()
+            return answer[1] if answer is not None and answer[0] == 200 else None
+
+        return until(leading, "the control plane to lead", timeout=timeout)
+
+    def tail(self, lines: int = 40) -> str:
+        try:
+            return "\n".join(self.log.read_text(errors="replace").splitlines()[-lines:])
+        except OSError:
+            return "(no log)"
+
+    def kill(self) -> None:
+        """SIGKILL (after SIGCONT: a frozen one too), and reap it."""
+        if self.proc is not None and self.proc.poll() is None:
+            os.kill(self.proc.pid, signal.SIGCONT)
+            self.proc.kill()
+            self.proc.wait()
 
 
 @pytest.fixture
 def standby(hub: HubEnv, tmp_path: Path) -> Iterator[str]:
-    port = free_port()
-    log = tmp_path / "standby.log"
-    env = {k: v for k, v in os.environ.items() if not k.startswith("JUPYTERHUB_")}
-    with open(log, "wb") as out:
-        proc = subprocess.Popen(
-            [
-                *CONTROL_PLANE,
-                f"--port={port}",
-                f"--db-url={hub.db_url}",
-                f"--artifacts-root={tmp_path / 'artifacts'}",
-                f"--GpuPlatServer.hub_api_url={hub.hub_api}",
-                "--GpuPlatServer.holder=standby-1",
-            ],
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            env=env,
-        )
-    url = f"http://127.0.0.1:{port}/"
-
-    def up() -> bool:
-        assert proc.poll() is None, log.read_text()
-        try:
-            return httpx.get(url + "health/live").status_code == 200
-        except httpx.HTTPError:
-            return False
-
+    """A second control plane on the Hub's database (standing by); its URL."""
+    cp = ControlPlaneProcess(
+        tmp_path,
+        hub.db_url,
+        f"--GpuPlatServer.hub_api_url={hub.hub_api}",
+        "--GpuPlatServer.holder=standby-1",
+        name="standby",
+    ).start()
     try:
-        until(up, "the standby to listen", timeout=30)
-        yield url
+        until(lambda: (cp.health("live") or (0,))[0] == 200, "the standby to listen", timeout=30)
+        yield cp.url
     finally:
-        proc.send_signal(signal.SIGTERM)
-        assert proc.wait(20) == 0, log.read_text()
+        assert cp.proc is not None
+        cp.proc.send_signal(signal.SIGTERM)
+        assert cp.proc.wait(20) == 0, cp.tail()

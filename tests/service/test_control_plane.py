@@ -15,7 +15,7 @@ import psycopg
 from prometheus_client.parser import text_string_to_metric_families
 
 from .. import hubenv
-from ..hubenv import ACCESS_SCOPE, HubEnv, free_port, start_control_plane, wait_leader
+from ..hubenv import ACCESS_SCOPE, ControlPlaneProcess, HubEnv, free_port
 from ..pg import psycopg_conninfo
 from ..waiting import until
 
@@ -176,11 +176,13 @@ def test_help_all_lists_the_traits(tmp_path: Path) -> None:
 
 def test_sigint_stops_it_even_when_inherited_as_ignored(pg_db_url: str, tmp_path: Path) -> None:
     # As a service started with `&` from a non-interactive shell: SIGINT arrives ignored.
-    proc, log, url = start_control_plane(
-        tmp_path, pg_db_url, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN)
-    )
+    cp = ControlPlaneProcess(
+        tmp_path, pg_db_url, base_url="/cp", preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN)
+    ).start()
+    proc, log, url = cp.proc, cp.log, cp.url
+    assert proc is not None
     try:
-        ready = wait_leader(proc, log, url)
+        ready = cp.wait_leader()
         assert ready["role"] == "leader" and ready["epoch"] == 1  # a fresh database: the first leader
         # Not a Hub service and no hub_api_url: nobody can be identified, and it says why.
         r = httpx.get(url + "gpuplat/api/whoami", headers={"Authorization": "token t"})
@@ -202,9 +204,13 @@ def test_a_deposed_leader_stops_serving_and_exits_non_zero(pg_db_url: str, tmp_p
         "--GpuPlatServer.leader_idle_timeout_seconds=3",
     ]
     dead_hub = f"http://127.0.0.1:{free_port()}/hub/api/"
-    proc, log, url = start_control_plane(tmp_path, pg_db_url, *leader_args, f"--GpuPlatServer.hub_api_url={dead_hub}")
+    cp = ControlPlaneProcess(
+        tmp_path, pg_db_url, *leader_args, f"--GpuPlatServer.hub_api_url={dead_hub}", base_url="/cp"
+    ).start()
+    proc, log, url = cp.proc, cp.log, cp.url
+    assert proc is not None
     try:
-        wait_leader(proc, log, url)
+        cp.wait_leader()
         # The Hub unreachable: 503 (retry), not 403 (the token may be fine) nor 500.
         r = httpx.get(url + "gpuplat/api/whoami", headers={"Authorization": "token t"})
         assert r.status_code == 503, r.text
@@ -228,7 +234,9 @@ def test_a_deposed_leader_stops_serving_and_exits_non_zero(pg_db_url: str, tmp_p
 def test_a_leader_that_cannot_start_exits_1_saying_why(pg_db_url: str, tmp_path: Path) -> None:
     bad = tmp_path / "platform.yaml"
     bad.write_text("queues:\n  - {name: q, concurrency: -1}\n")
-    proc, log, _ = start_control_plane(tmp_path, pg_db_url, f"--config-file={bad}")
+    cp = ControlPlaneProcess(tmp_path, pg_db_url, f"--config-file={bad}").start()
+    proc, log = cp.proc, cp.log
+    assert proc is not None
     assert proc.wait(60) == 1, log.read_text()
     text = log.read_text()
     assert "the engine failed to start" in text and "concurrency" in text and "stopped (exit 1)" in text

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import httpx
 
-from ..hubenv import start_control_plane, wait_leader
+from ..hubenv import ControlPlaneProcess
 
 PLATFORM = """
 admins: [ops]
@@ -32,11 +32,12 @@ def test_token_map_identity_creates_a_run_without_a_cookie_secret(pg_db_url: str
             }
         )
     )
-    proc, log, url = start_control_plane(
-        tmp_path, pg_db_url, f"--config={config}", f"--config-file={tmp_path / 'platform.yaml'}"
-    )
+    cp = ControlPlaneProcess(
+        tmp_path, pg_db_url, f"--config={config}", f"--config-file={tmp_path / 'platform.yaml'}", base_url="/cp"
+    ).start()
+    url = cp.url
     try:
-        wait_leader(proc, log, url)
+        cp.wait_leader()
         auth = {"Authorization": "token tok-alice"}
         r = httpx.post(url + "gpuplat/api/runs", json={"project": "p", "queue": "q", "command": "true"}, headers=auth)
         assert r.status_code in (200, 201), r.text
@@ -47,5 +48,4 @@ def test_token_map_identity_creates_a_run_without_a_cookie_secret(pg_db_url: str
         r = httpx.get(url + "gpuplat/api/whoami", cookies={"username-127-0-0-1": "x"})
         assert r.status_code == 403, r.text
     finally:
-        proc.kill()
-        proc.wait()
+        cp.kill()

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import os
 import signal
-import subprocess
 import sys
 import time
 from collections.abc import Iterator, Sequence
@@ -32,7 +31,7 @@ import pytest
 from jupyter_server.auth.identity import IdentityProvider, User
 from tornado import web
 
-from ..hubenv import free_port
+from ..hubenv import ControlPlaneProcess
 from ..pg import psycopg_conninfo
 from ..waiting import until
 
@@ -66,42 +65,25 @@ class FixedTokenIdentity(IdentityProvider):
         return None
 
 
-class ControlPlane:
+class ControlPlane(ControlPlaneProcess):
+    """A control plane of the pair: named (its lock holder), `ops` by a fixed token, the failover timings."""
+
     def __init__(self, name: str, db_url: str, tmp: Path, timings: Sequence[str] = TIMINGS) -> None:
-        self.name = name
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}/"
-        self.log = tmp / f"{name}.log"
-        self.argv = [
-            sys.executable, "-m", "jupyter_gpuplat.service.team.server",
-            f"--port={self.port}", f"--db-url={db_url}",
-            f"--artifacts-root={tmp / 'artifacts'}", f"--config-file={tmp / 'platform.yaml'}",
+        env = {k: v for k, v in os.environ.items() if not k.startswith("JUPYTERHUB_")}
+        env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")])
+        super().__init__(
+            tmp,
+            db_url,
+            f"--config-file={tmp / 'platform.yaml'}",
             f"--GpuPlatServer.holder={name}",
             "--GpuPlatServer.identity_provider_class=tests.service.test_failover.FixedTokenIdentity",
             "--GpuPlatServer.safety_tick_seconds=1",
             *timings,
-        ]  # fmt: skip
-        self.proc: subprocess.Popen[bytes] | None = None
-
-    def start(self) -> ControlPlane:
-        env = {k: v for k, v in os.environ.items() if not k.startswith("JUPYTERHUB_")}
-        env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")])
-        with open(self.log, "ab") as out:
-            self.proc = subprocess.Popen(self.argv, stdout=out, stderr=subprocess.STDOUT, env=env, cwd=ROOT)
-        return self
-
-    def ready(self) -> dict[str, Any] | None:
-        """health/ready's body once it answers (200 leader, 503 standby); None before."""
-        assert self.proc is not None and self.proc.poll() is None, self.tail()
-        try:
-            r = httpx.get(self.url + "health/ready", timeout=5)
-        except httpx.HTTPError:
-            return None
-        return dict(r.json())
-
-    def role(self) -> str | None:
-        body = self.ready()
-        return None if body is None else str(body["role"])
+            name=name,
+            env=env,
+            cwd=ROOT,
+        )
+        self.name = name
 
     def api(self, method: str, path: str, body: Any = None) -> Any:
         r = httpx.request(
@@ -110,17 +92,12 @@ class ControlPlane:
         assert r.status_code < 300, (r.status_code, r.text)
         return r.json()
 
-    def tail(self, lines: int = 40) -> str:
-        try:
-            return "\n".join(self.log.read_text(errors="replace").splitlines()[-lines:])
-        except OSError:
-            return "(no log)"
+    def start(self) -> ControlPlane:
+        super().start()
+        return self
 
     def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            os.kill(self.proc.pid, signal.SIGCONT)
-            self.proc.kill()
-            self.proc.wait()
+        self.kill()
 
 
 def gated(tmp: Path, name: str) -> list[str]:
@@ -180,8 +157,8 @@ def test_the_standby_takes_over_and_every_run_is_dispatched_once_and_finishes(
 
     until(lambda: all(status(a, n) == "running" for n in names[:2]), "r0, r1 to run on cp-a", 30)
     assert [status(a, n) for n in names[2:]] == ["queued", "queued"]  # concurrency 2
-    ready = a.ready()
-    assert ready is not None and ready["role"] == "leader" and ready["epoch"] == 1
+    ready = a.health()
+    assert ready is not None and ready[1]["role"] == "leader" and ready[1]["epoch"] == 1
     assert a.proc is not None
 
     t0, t0_wall = time.monotonic(), time.time()
@@ -194,7 +171,7 @@ def test_the_standby_takes_over_and_every_run_is_dispatched_once_and_finishes(
     until(lambda: b.role() == "leader", f"cp-b to lead after cp-a's {failure}", IDLE_TIMEOUT + SLACK + 10)
     took = time.monotonic() - t0
     assert took <= IDLE_TIMEOUT + SLACK, f"cp-b led {took:.1f} s after the {failure} (lease {IDLE_TIMEOUT} s)"
-    assert (b.ready() or {})["epoch"] == 2
+    assert (b.health() or (0, {}))[1]["epoch"] == 2
 
     if failure == "terminate":  # its heartbeat finds the session gone: it stops and exits 3
         assert a.proc.wait(10) == 3, a.tail()

@@ -5,13 +5,22 @@ A plain `HasTraits`, as `service/settings.py`'s: the executor keeps its one conf
 
 from __future__ import annotations
 
-from traitlets import Bool, Dict, Float, HasTraits, Integer, List, Unicode
+from typing import Any
+
+from traitlets import Bool, Dict, Float, HasTraits, Integer, List, TraitType, Unicode
 
 from .manifests import KERNEL_PORTS, JobSettings
 
 
 class KubernetesSettings(HasTraits):
     """Where and how runs' Jobs are made, watched and ended: the Kubernetes executor's traits."""
+
+    @classmethod
+    def class_own_traits(cls, **metadata: Any) -> dict[str, TraitType[Any, Any]]:
+        """The executor's own: traitlets lists a class in `--help-all` and generated config files
+        only for the settings it owns, and these are its config section (`c.<Executor>.*`)."""
+        own = super().class_own_traits(**metadata)
+        return {**KubernetesSettings.class_traits(**metadata), **own} if KubernetesSettings in cls.__bases__ else own
 
     namespace = Unicode(
         "gpuplat-runs",

@@ -6,14 +6,22 @@ A plain `HasTraits`, as `service/settings.py`'s: the executor keeps its one conf
 from __future__ import annotations
 
 import sys
+from typing import Any
 
-from traitlets import Bool, Dict, Enum, Float, HasTraits, Integer, List, Unicode, default
+from traitlets import Bool, Dict, Enum, Float, HasTraits, Integer, List, TraitType, Unicode, default
 
 from .env import DEFAULT_ENV_KEEP
 
 
 class LocalSettings(HasTraits):
     """How runs start and stop on this machine, and what they see: the local executor's traits."""
+
+    @classmethod
+    def class_own_traits(cls, **metadata: Any) -> dict[str, TraitType[Any, Any]]:
+        """The executor's own: traitlets lists a class in `--help-all` and generated config files
+        only for the settings it owns, and these are its config section (`c.<Executor>.*`)."""
+        own = super().class_own_traits(**metadata)
+        return {**LocalSettings.class_traits(**metadata), **own} if LocalSettings in cls.__bases__ else own
 
     gpus = Integer(
         None,
