@@ -27,6 +27,7 @@ from kubernetes.watch.watch import iter_resp_lines
 
 from .explain import NodeView
 from .manifests import LABEL_RUN
+from .streaming import StreamThread
 
 Obj = dict[str, Any]
 EVENTS_PER_OBJECT = 50
@@ -57,7 +58,7 @@ def _rv(obj: Obj) -> str:
     return str((obj.get("metadata") or {}).get("resourceVersion") or "")
 
 
-class Informer:
+class Informer(StreamThread):
     """List+watch of one kind, feeding `ClusterCache.apply` / `replace`."""
 
     def __init__(
@@ -78,24 +79,7 @@ class Informer:
         self.rv: str | None = None
         self.synced = threading.Event()
         self.forbidden = ""
-        self._stop = threading.Event()
-        self._resp: Any = None
-        self._thread = threading.Thread(target=self._run, name=f"gpuplat-k8s-{kind}", daemon=True)
-
-    def start(self) -> None:
-        self._thread.start()
-
-    def stop(self) -> None:
-        self._stop.set()
-        resp = self._resp
-        if resp is not None:
-            try:
-                resp.shutdown()
-            except Exception:  # already closed: nothing to unblock
-                pass
-
-    def join(self, timeout: float) -> None:
-        self._thread.join(timeout)
+        super().__init__(f"gpuplat-k8s-{kind}")
 
     def _kwargs(self) -> dict[str, Any]:
         return {"label_selector": self.label_selector} if self.label_selector else {}

@@ -27,6 +27,7 @@ from kubernetes.client.exceptions import ApiException
 from ...core import artifacts as layout
 from . import rundir
 from .manifests import CONTAINER
+from .streaming import StreamThread
 
 STATE_FILE = layout.K8S_LOGS
 
@@ -84,7 +85,7 @@ class LogState:
             self.refused.add(rel)
 
 
-class LogFollower:
+class LogFollower(StreamThread):
     """Follows one pod's container log into the run's log file, on its own thread."""
 
     def __init__(
@@ -118,19 +119,7 @@ class LogFollower:
         # separate stream: it may tell after this log stream has ended).
         self.container_done = threading.Event()
         self.settle_seconds = 2.0
-        self._stop = threading.Event()
-        self._resp: Any = None
-        self._thread = threading.Thread(target=self._run, name=f"gpuplat-k8s-log-{pod}", daemon=True)
-
-    def start(self) -> None:
-        self._thread.start()
-
-    def stop(self) -> None:
-        self._stop.set()
-        resp = self._resp
-        if resp is not None:
-            with contextlib.suppress(Exception):
-                resp.shutdown()
+        super().__init__(f"gpuplat-k8s-log-{pod}")
 
     def _run(self) -> None:
         try:
