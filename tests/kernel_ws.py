@@ -89,9 +89,11 @@ class KernelSocket:
                 idle = True
         return "".join(out), status
 
-    def send_execute(self, code: str) -> str:
-        """Start a cell without waiting for it; its msg_id."""
-        msg = _msg("execute_request", {"code": code, "silent": False, "store_history": True}, self.session)
+    def send_execute(self, code: str, stop_on_error: bool = True) -> str:
+        """Start a cell without waiting for it; its msg_id. With `stop_on_error` (JupyterLab's way), a
+        cell that errs makes the kernel abort requests that come in the moment after its reply."""
+        content = {"code": code, "silent": False, "store_history": True, "stop_on_error": stop_on_error}
+        msg = _msg("execute_request", content, self.session)
         self.ws.send(json.dumps(msg))
         return str(msg["header"]["msg_id"])
 

@@ -437,7 +437,8 @@ def test_after_a_control_plane_restart_the_remote_kernel_is_reported_up_and_busy
     lease = lease_of(upstream, "failover.ipynb")
     until(lambda: lease_of(upstream, "failover.ipynb")["session"]["kernel"] == "ready", "the kernel reported ready")
     ks = KernelSocket(remote, kid)
-    msg = ks.send_execute("import time; time.sleep(60)")
+    # Interrupted below: with stop_on_error the kernel would abort the check cell sent right after.
+    msg = ks.send_execute("import time; time.sleep(60)", stop_on_error=False)
     reported_busy(remote, upstream, "failover.ipynb")
     upstream.stop()
     upstream.start()

@@ -9,6 +9,11 @@ A kernel that has not answered within PROBE_BUSY_SECONDS is running something (i
 handles one request at a time), perhaps a cell whose busy status was published before the
 subscription reached the kernel: it counts as busy until the answer comes. A kernel still
 importing at start-up counts as busy too, which only postpones the idle clock.
+
+The answer is the probe's reply *and* its own status on IOPub: a reply alone does not prove the
+IOPub subscription is live (ZeroMQ's slow joiner), and a cell started after the probe whose busy
+status was lost would count as idle for its whole run. A reply whose status has not come within
+PROBE_ECHO_SECONDS is asked again.
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ from jupyter_client.asynchronous.client import AsyncKernelClient
 # Requests that are not someone using the kernel: the frontend's pings and comm listings.
 UNTRACKED_PARENTS = frozenset({"kernel_info_request", "comm_info_request", "usage_request", "debug_request"})
 PROBE_BUSY_SECONDS = 2.0
+PROBE_ECHO_SECONDS = 1.0
 
 KernelReport = Literal["ready", "restarted", "busy", "idle"]
 
@@ -37,10 +43,15 @@ class Activity:
     def __init__(self, first: Literal["ready", "restarted"]) -> None:
         self.first: KernelReport = first
         self.up = False  # `first` was reported
-        self.answered = False  # the probe's reply came
+        self.replied = False  # the probe's reply came
+        self.echoed = False  # the probe's status came on IOPub: the subscription is live
         self.overdue = False  # the probe has waited PROBE_BUSY_SECONDS
         self.requests: set[str] = set()  # users' requests between their busy and idle status
         self._reported_busy = False
+
+    @property
+    def answered(self) -> bool:
+        return self.replied and self.echoed
 
     @property
     def busy(self) -> bool:
@@ -55,9 +66,17 @@ class Activity:
             self.requests.discard(parent_id)
         return self._reports()
 
-    def probe_answered(self) -> list[KernelReport]:
-        self.answered = True
+    def probe_replied(self) -> list[KernelReport]:
+        self.replied = True
         return self._reports()
+
+    def probe_echoed(self) -> list[KernelReport]:
+        self.echoed = True
+        return self._reports()
+
+    def probe_again(self) -> None:
+        """A new probe replaces one replied to but never echoed (overdue stays: still unanswered)."""
+        self.replied = self.echoed = False
 
     def probe_overdue(self) -> list[KernelReport]:
         self.overdue = True
@@ -89,28 +108,42 @@ async def follow(kc: AsyncKernelClient, activity: Activity, report: Callable[[Ke
     loop = asyncio.get_running_loop()
     probe = kc.kernel_info()
     overdue_at = loop.time() + PROBE_BUSY_SECONDS
+    again_at: float | None = None  # replied but not echoed: probe again then
     iopub: asyncio.Future[dict[str, Any]] = asyncio.ensure_future(kc.get_iopub_msg())
     shell: asyncio.Future[dict[str, Any]] | None = asyncio.ensure_future(kc.get_shell_msg())
     try:
         while True:
             waiting = {iopub} if shell is None else {iopub, shell}
-            timeout = None if activity.answered or activity.overdue else max(0.0, overdue_at - loop.time())
+            deadlines = [t for t in (None if activity.overdue else overdue_at, again_at) if t is not None]
+            timeout = None if activity.answered or not deadlines else max(0.0, min(deadlines) - loop.time())
             done, _ = await asyncio.wait(waiting, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
-            reports: list[KernelReport] = [] if done else activity.probe_overdue()
+            now, reports = loop.time(), []
+            if not (activity.answered or activity.overdue) and now >= overdue_at:
+                reports += activity.probe_overdue()
+            if again_at is not None and now >= again_at and not activity.answered:
+                activity.probe_again()
+                probe, again_at = kc.kernel_info(), None
+                overdue_at = now + PROBE_BUSY_SECONDS
             if iopub in done:
                 msg = iopub.result()
                 iopub = asyncio.ensure_future(kc.get_iopub_msg())
                 if msg["msg_type"] == "status":
                     parent = msg.get("parent_header") or {}
+                    if parent.get("msg_id") == probe and not activity.answered:
+                        reports += activity.probe_echoed()
                     state = msg["content"].get("execution_state")
                     reports += activity.status(parent.get("msg_type"), parent.get("msg_id"), state)
             if shell is not None and shell in done:
                 msg = shell.result()
+                shell = asyncio.ensure_future(kc.get_shell_msg())
                 if (msg.get("parent_header") or {}).get("msg_id") == probe:
-                    reports += activity.probe_answered()
+                    reports += activity.probe_replied()
+                    again_at = None if activity.answered else now + PROBE_ECHO_SECONDS
+            if activity.answered:
+                again_at = None
+                if shell is not None:
+                    shell.cancel()
                     shell = None
-                else:
-                    shell = asyncio.ensure_future(kc.get_shell_msg())
             for event in reports:
                 await report(event)
     finally:
