@@ -19,6 +19,7 @@ from typing import Any
 
 from .config import PlatformConfig, ProjectConfig
 from .errors import FieldNotAllowed, GpuPlatError
+from .flavors import flavor_violation
 from .limits import ATTRS, LimitExceeded
 from .member_rules import provides, strip
 from .policy import Resolution, allowed_presets, allowed_queues, project_connections, require_project, resolve
@@ -55,6 +56,9 @@ def check(
     cap = capacity_violation(res.resources, platform_gpus)
     if cap is not None:
         problems.append(cap)
+    flavor = flavor_violation(cfg, res.queue, res.resolved)
+    if flavor is not None:
+        problems.append(flavor)
     return res, problems
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..core.admission import QueueState, order_queues
+from ..core.admission import FreeByFlavor, QueueState, order_queues
 from ..core.config import ProjectConfig, dump_config
 from ..core.errors import InvalidInput, NotFound
 from ..core.identity import groups_of
@@ -86,6 +86,10 @@ class ReadModel:
     @property
     def free_gpus(self) -> int | None:
         return self.s.free_gpus
+
+    @property
+    def free_by_flavor(self) -> FreeByFlavor:
+        return self.s.free_by_flavor
 
     def capacity(self, user: str) -> dict[str, Any]:
         """The executor's devices, and which run holds each (its id only if the user may see it)."""

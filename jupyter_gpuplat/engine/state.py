@@ -15,8 +15,9 @@ from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..core.admission import PendingRun, QueueLimits, QueueState
+from ..core.admission import FlavorLimit, FreeByFlavor, PendingRun, QueueLimits, QueueState
 from ..core.config import PlatformConfig, QueueConfig
+from ..core.flavors import asked_flavor, device_flavors
 from ..core.resources import Resources
 from ..core.status import Status, can_transition
 from ..executors.base import Device, Executor
@@ -40,6 +41,7 @@ def queue_limits(q: QueueConfig) -> QueueLimits:
         max_per_user=q.max_per_user,
         ordering=q.ordering,
         paused=q.paused,
+        flavors=tuple(FlavorLimit(f.name, f.quota.quota()) for f in q.flavors),
     )
 
 
@@ -66,9 +68,11 @@ class ActiveRun:
     end: tuple[str, str] | None = None
     end_status: Status | None = None
     parent: str | None = None  # a sweep's child: the sweep's id
+    asked: str | None = None  # the flavor it asked for (placement.gpu_type naming a flavor); None: any
+    flavor: str | None = None  # the flavor it was admitted on; None: its queue has no flavors
 
     def pending(self) -> PendingRun:
-        return PendingRun(self.id, self.seq, self.queue, self.user, self.request, self.parent)
+        return PendingRun(self.id, self.seq, self.queue, self.user, self.request, self.parent, self.asked)
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,6 +100,8 @@ class EngineState:
         self.active: dict[str, ActiveRun] = {}
         self.devices: list[Device] = executor.devices()
         self.free_devices: set[int] = {d.index for d in self.devices}
+        # Device index → its flavor (set with the config); empty where no flavor types this machine's devices.
+        self.device_flavor: dict[int, str] = {}
         # A cluster executor places work itself: our queues still count GPUs, devices are not ours.
         self.assigns_devices = executor.assigns_devices
         self.bus = EventBus()
@@ -110,10 +116,27 @@ class EngineState:
         """Free GPUs we hand out; None when the executor places work itself (no number of ours)."""
         return len(self.free_devices) if self.assigns_devices else None
 
+    @property
+    def free_by_flavor(self) -> FreeByFlavor:
+        """Free devices per flavor, where we hand out devices and the config declares flavors."""
+        if not self.assigns_devices or not self.cfg.flavors:
+            return None
+        out = dict.fromkeys((f.name for f in self.cfg.flavors), 0)
+        typed = self.device_flavor
+        for d in self.free_devices:
+            f = typed.get(d)
+            if f is not None:
+                out[f] += 1
+        return out
+
+    def asked_flavor(self, resolved: dict[str, Any]) -> str | None:
+        return asked_flavor(self.cfg, resolved)
+
     def set_config(self, cfg: PlatformConfig, version: int) -> set[str]:
         """Make `cfg` current in memory; returns the queue names (all need a new look)."""
         self.cfg = cfg
         self.config_version = version
+        self.device_flavor = device_flavors(cfg, ((d.index, d.name) for d in self.devices)) if cfg.flavors else {}
         names = {q.name for q in cfg.queues}
         for q in cfg.queues:
             limits = queue_limits(q)

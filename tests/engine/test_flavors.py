@@ -1,0 +1,119 @@
+"""Flavors through the engine (real SQLite store, the scripted FakeExecutor's declared devices):
+admitted on the first flavor where a run fits, devices of that flavor, the flavor recorded and
+kept across a restart, a flavor the queue does not offer refused at submit and in the preview."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from jupyter_gpuplat.core.errors import Unprocessable
+from jupyter_gpuplat.core.request import RunRequest
+from jupyter_gpuplat.executors.fake import FakeExecutor
+
+from ..fake_engine import Harness, config
+
+Make = Callable[..., Any]
+FLAVORS = [{"name": "h100", "devices": [0, 1]}, {"name": "a100", "devices": [2, 3, 4, 5]}]
+QUEUES = [
+    {"name": "q", "flavors": [{"name": "h100", "quota": {"gpu": 2}}, {"name": "a100", "quota": {"gpu": 4}}]},
+    {"name": "plain", "quota": {"gpu": 6}},
+]
+
+
+@pytest.fixture
+def make(tmp_path: Path, jp_asyncio_loop: asyncio.AbstractEventLoop) -> Iterator[Make]:
+    made: list[Harness] = []
+
+    async def _make(ex: FakeExecutor | None = None) -> Harness:
+        (tmp_path / f"h{len(made)}").mkdir()
+        h = Harness(tmp_path / f"h{len(made)}", ex or FakeExecutor(gpus=6))
+        made.append(h)
+        return await h.start(config(QUEUES, flavors=FLAVORS))
+
+    yield _make
+    for h in made:
+        jp_asyncio_loop.run_until_complete(h.close())
+
+
+async def test_first_h100_then_a100_never_over_either_quota(make: Make) -> None:
+    h = await make()
+    runs = [h.submit(name=f"r{i}") for i in range(7)]
+    await h.settle()
+    assert h.statuses(*runs) == ["running"] * 6 + ["queued"]
+    flavors = [h.store.get_run(r)["flavor"] for r in runs]  # type: ignore[index]
+    assert flavors == ["h100", "h100", "a100", "a100", "a100", "a100", None]
+    devices = [h.ex.launched[r].devices for r in runs[:6]]
+    assert devices == [(0,), (1,), (2,), (3,), (4,), (5,)]
+    assert "admitted by queue q on flavor h100 (1/2 h100 GPUs)" in h.timeline(runs[0])[-2]["message"]
+    # the seventh waits for either flavor: its reason is its first flavor's
+    assert h.timeline(runs[6])[-1]["reason"] == "QueueQuota"
+    assert h.timeline(runs[6])[-1]["message"].startswith("h100: 2/2 in use (1 more needed)")
+    h.ex.finish(runs[3])  # an a100 run ends: the waiting one goes on a100
+    await h.advance()
+    assert h.status(runs[6]) == "running"
+    assert h.store.get_run(runs[6])["flavor"] == "a100"  # type: ignore[index]
+    assert h.ex.launched[runs[6]].devices == (3,)
+
+
+async def test_a_run_asking_h100_waits_while_a100_is_free(make: Make) -> None:
+    h = await make()
+    first = [h.submit(), h.submit()]
+    await h.settle()
+    asks = h.submit(placement={"gpu_type": "h100"})
+    anyone = h.submit(placement={"gpu_type": "any"})
+    await h.settle()
+    assert h.statuses(*first, asks, anyone) == ["running", "running", "queued", "running"]
+    assert h.store.get_run(anyone)["flavor"] == "a100"  # type: ignore[index]
+    h.ex.finish(first[0])
+    await h.advance()
+    assert h.status(asks) == "running"
+    assert h.store.get_run(asks)["flavor"] == "h100"  # type: ignore[index]
+    assert h.ex.launched[asks].devices == (0,)
+
+
+async def test_the_flavor_survives_a_restart(make: Make) -> None:
+    h = await make()
+    runs = [h.submit(), h.submit(), h.submit()]
+    await h.settle()
+    await h.close()
+    h2 = Harness(h.tmp, FakeExecutor(gpus=6))
+    h2._n = 100  # its ids after the first harness's
+    await h2.start(config(QUEUES, flavors=FLAVORS))
+    try:
+        q = h2.engine.state.queues["q"]
+        assert {k: v.gpu for k, v in q.used_by_flavor.items()} == {"h100": 2, "a100": 1}
+        extra = h2.submit(placement={"gpu_type": "h100"})
+        await h2.settle()
+        assert h2.status(extra) == "queued"
+        assert h2.timeline(extra)[-1]["message"].startswith("h100: 2/2 in use (1 more needed)")
+    finally:
+        await h2.close()
+    assert runs
+
+
+async def test_a_flavor_the_queue_does_not_offer_is_refused_naming_those_it_does(make: Make) -> None:
+    h = await make()
+    with pytest.raises(Unprocessable) as exc:
+        h.submit(placement={"gpu_type": "l4"})
+    assert exc.value.code == "FlavorNotOffered"
+    assert exc.value.message == (
+        "placement.gpu_type asks for an unknown flavor its queue does not offer: 'l4' (queue q offers: h100, a100)"
+    )
+    assert exc.value.hint == "set placement.gpu_type to one of: h100, a100, or any"
+    with pytest.raises(Unprocessable) as exc:
+        h.submit(queue="plain", placement={"gpu_type": "h100"})
+    assert "(queue plain offers no flavors)" in exc.value.message
+    body = {"project": "p", "queue": "q", "command": ["true"], "placement": {"gpu_type": "l4"}}
+    verdict = h.engine.preview("bob", RunRequest.model_validate(body))["verdict"]
+    assert not verdict["allowed"]
+    assert [r["rule"] for r in verdict["rules"]] == ["FlavorNotOffered"]
+    # a plain queue's runs are as before
+    plain = h.submit(queue="plain")
+    await h.settle()
+    assert h.status(plain) == "running"
+    assert h.store.get_run(plain)["flavor"] is None  # type: ignore[index]
