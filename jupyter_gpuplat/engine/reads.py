@@ -91,6 +91,11 @@ class ReadModel:
     def free_by_flavor(self) -> FreeByFlavor:
         return self.s.free_by_flavor
 
+    @property
+    def device_flavor(self) -> dict[int, str]:
+        """Device index → its flavor on this machine (empty where no flavor types the devices)."""
+        return self.s.device_flavor
+
     def capacity(self, user: str) -> dict[str, Any]:
         """The executor's devices, and which run holds each (its id only if the user may see it)."""
         s = self.s

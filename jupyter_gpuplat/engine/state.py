@@ -17,7 +17,7 @@ from typing import Any
 
 from ..core.admission import FlavorLimit, FreeByFlavor, PendingRun, QueueLimits, QueueState
 from ..core.config import PlatformConfig, QueueConfig
-from ..core.flavors import asked_flavor, device_flavors
+from ..core.flavors import asked_flavor, device_flavors, flavor_counts
 from ..core.resources import Resources
 from ..core.status import Status, can_transition
 from ..executors.base import Device, Executor
@@ -128,6 +128,13 @@ class EngineState:
             if f is not None:
                 out[f] += 1
         return out
+
+    def machine_flavors(self, cfg: PlatformConfig) -> dict[str, int] | None:
+        """This machine's devices per flavor of `cfg`; None where unknown (devices not ours, none found, no flavors)."""
+        if not self.assigns_devices or not self.devices or not cfg.flavors:
+            return None
+        found = flavor_counts(device_flavors(cfg, ((d.index, d.name) for d in self.devices)))
+        return {f.name: found.get(f.name, 0) for f in cfg.flavors}
 
     def asked_flavor(self, resolved: dict[str, Any]) -> str | None:
         return asked_flavor(self.cfg, resolved)

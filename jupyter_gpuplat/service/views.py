@@ -66,6 +66,7 @@ def run_summary(
         "message": row["message"],
         "resources": Resources(row["gpu"], row["cpu_milli"], row["memory_bytes"]).to_dict(),
         "devices": row["devices"] or [],
+        "flavor": row.get("flavor"),
         # list rows carry `presets`; full rows have the request it comes from
         "presets": (row["presets"] if "presets" in row else (row.get("request") or {}).get("presets")) or [],
         "waiting": waiting,

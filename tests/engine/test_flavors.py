@@ -11,8 +11,9 @@ from typing import Any
 
 import pytest
 
-from jupyter_gpuplat.core.errors import Unprocessable
+from jupyter_gpuplat.core.errors import ConfigErrors, Unprocessable
 from jupyter_gpuplat.core.request import RunRequest
+from jupyter_gpuplat.engine.explain import explain
 from jupyter_gpuplat.executors.fake import FakeExecutor
 
 from ..fake_engine import Harness, config
@@ -69,6 +70,23 @@ async def test_a_run_asking_h100_waits_while_a100_is_free(make: Make) -> None:
     await h.settle()
     assert h.statuses(*first, asks, anyone) == ["running", "running", "queued", "running"]
     assert h.store.get_run(anyone)["flavor"] == "a100"  # type: ignore[index]
+    ex = explain(h.engine, "bob", asks)
+    assert (ex["reason"], ex["message"]) == ("QueueQuota", "h100: 2/2 in use (1 more needed) (queue q's h100 quota)")
+    assert [(f["name"], f["reason"], f["numbers"]) for f in ex["flavors"]] == [
+        ("h100", "QueueQuota", {"used": 2, "requested": 1, "limit": 2})
+    ]
+    assert [b["id"] for b in ex["flavors"][0]["blockers"]] == first
+    # a run for any flavor is explained on each, in the queue's order
+    for _ in range(3):
+        h.submit()
+    await h.settle()
+    late = h.submit()
+    await h.settle()
+    ex = explain(h.engine, "bob", late)
+    assert [(f["name"], f["message"]) for f in ex["flavors"]] == [
+        ("h100", "h100: 2/2 in use (1 more needed) (queue q's h100 quota)"),
+        ("a100", "a100: 4/4 in use (1 more needed) (queue q's a100 quota)"),
+    ]
     h.ex.finish(first[0])
     await h.advance()
     assert h.status(asks) == "running"
@@ -117,3 +135,17 @@ async def test_a_flavor_the_queue_does_not_offer_is_refused_naming_those_it_does
     await h.settle()
     assert h.status(plain) == "running"
     assert h.store.get_run(plain)["flavor"] is None  # type: ignore[index]
+
+
+async def test_a_flavor_quota_over_this_machine_s_devices_of_it_is_refused(make: Make) -> None:
+    h = await make()
+    # l4 is matched by name: no device here is one
+    flavors = [*FLAVORS, {"name": "l4", "gpu_type": "L4"}]
+    assert h.engine.state.machine_flavors(config([], flavors=flavors)) == {"h100": 2, "a100": 4, "l4": 0}
+    bad = [{"name": "q", "flavors": [{"name": "h100", "quota": {"gpu": 2}}, {"name": "l4", "quota": {"gpu": 1}}]}]
+    with pytest.raises(ConfigErrors) as exc:
+        h.engine.apply_config(config(bad, flavors=flavors), source="test", by="ops")
+    assert exc.value.errors == [
+        "queues[0].flavors[1].quota.gpu: 1 is more than the 0 device(s) of flavor 'l4' (at most 0)"
+    ]
+    assert h.engine.state.cfg.flavor("l4") is None  # nothing applied

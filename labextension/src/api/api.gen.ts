@@ -1022,6 +1022,12 @@ export interface components {
             /** @default null */
             queue_usage?: components["schemas"]["QueueUsage"] | null;
             /**
+             * Flavors
+             * @description A waiting run whose queue has flavors: one entry per flavor it may use, in the queue's order; `reason`/`message` are the first flavor's (or the queue's, when a limit of the whole queue holds it)
+             * @default null
+             */
+            flavors?: components["schemas"]["FlavorWait"][] | null;
+            /**
              * Details
              * @default null
              */
@@ -1050,6 +1056,72 @@ export interface components {
             reason: string;
             /** Count */
             count: number;
+        };
+        /**
+         * FlavorConfig
+         * @description A named kind of GPU: how to recognise its devices here and place it on Kubernetes (admins only).
+         */
+        FlavorConfig: {
+            /** Name */
+            name: string;
+            /**
+             * Gpu Type
+             * @default null
+             */
+            gpu_type?: string | null;
+            /** Node Labels */
+            node_labels?: {
+                [key: string]: string;
+            };
+            /** Tolerations */
+            tolerations?: components["schemas"]["Toleration"][];
+            /**
+             * Devices
+             * @default null
+             */
+            devices?: number[] | null;
+        };
+        /**
+         * FlavorQuotaSpec
+         * @description A queue's limit on one flavor: its GPUs (required), and optionally cpu and memory.
+         */
+        FlavorQuotaSpec: {
+            /** Gpu */
+            gpu: number;
+            /**
+             * Cpu
+             * @default null
+             */
+            cpu?: string | number | null;
+            /**
+             * Memory
+             * @default null
+             */
+            memory?: string | number | null;
+        };
+        /**
+         * FlavorWait
+         * @description Why a waiting run does not start on one flavor it may use (its queue's order).
+         */
+        FlavorWait: {
+            /** Name */
+            name: string;
+            /**
+             * Reason
+             * @description A reason code (QueueQuota, NoCapacity, a limit of the whole queue, Admissible)
+             */
+            reason: string;
+            /**
+             * Message
+             * @description e.g. 'h100: 2/2 in use (1 more needed) (queue a's h100 quota)'
+             */
+            message: string;
+            /** Numbers */
+            numbers: {
+                [key: string]: number | null;
+            };
+            /** Blockers */
+            blockers: components["schemas"]["Blocker"][];
         };
         /** GitState */
         GitState: {
@@ -1426,6 +1498,8 @@ export interface components {
              */
             allowed_images?: string[] | null;
             defaults?: components["schemas"]["PartialSpec"];
+            /** Flavors */
+            flavors?: components["schemas"]["FlavorConfig"][];
             /** Queues */
             queues?: components["schemas"]["QueueConfig"][];
             /** Presets */
@@ -1840,6 +1914,8 @@ export interface components {
              */
             concurrency?: number | null;
             quota?: components["schemas"]["QuotaSpec"];
+            /** Flavors */
+            flavors?: components["schemas"]["QueueFlavor"][];
             /**
              * Max Per User
              * @default null
@@ -1897,6 +1973,15 @@ export interface components {
             name: string;
             /** Quota Gpu */
             quota_gpu: number | null;
+        };
+        /**
+         * QueueFlavor
+         * @description One flavor a queue offers, with its quota; a queue tries its flavors in the order listed.
+         */
+        QueueFlavor: {
+            /** Name */
+            name: string;
+            quota: components["schemas"]["FlavorQuotaSpec"];
         };
         /** QueueSettings */
         QueueSettings: {
@@ -2200,6 +2285,12 @@ export interface components {
             /** Devices */
             devices: number[];
             /**
+             * Flavor
+             * @description The flavor (kind of GPU) it was admitted on; null before dispatch or where its queue has none
+             * @default null
+             */
+            flavor?: string | null;
+            /**
              * Presets
              * @description The presets the request picked (its `presets`)
              */
@@ -2431,6 +2522,12 @@ export interface components {
             resources: components["schemas"]["ResourceAmounts"];
             /** Devices */
             devices: number[];
+            /**
+             * Flavor
+             * @description The flavor (kind of GPU) it was admitted on; null before dispatch or where its queue has none
+             * @default null
+             */
+            flavor?: string | null;
             /**
              * Presets
              * @description The presets the request picked (its `presets`)
