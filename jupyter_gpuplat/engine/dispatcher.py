@@ -404,6 +404,7 @@ class Dispatcher:
             user=a.user,
             provenance=a.provenance,
             working_dir=spec.get("working_dir"),
+            flavor=self._flavor_of(a),
         )
         a.launching = True
         try:
@@ -431,6 +432,13 @@ class Dispatcher:
         a.launching = False
         a.handle = handle
         s.deferred.apply(f"hand-over of {a.id}", lambda: self._handed_over(a, handle))
+
+    def _flavor_of(self, a: ActiveRun) -> dict[str, Any] | None:
+        """The chosen flavor's placement as the config declares it now (the name alone if it was removed since)."""
+        if a.flavor is None:
+            return None
+        f = self.s.cfg.flavor(a.flavor)
+        return f.model_dump(mode="json") if f is not None else {"name": a.flavor}
 
     def _disk_full_message(self) -> str | None:
         """A run started on a full artifacts disk could write no log and no exit record: refuse it clearly."""

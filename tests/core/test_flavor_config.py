@@ -8,6 +8,7 @@ import pytest
 
 from jupyter_gpuplat.core.config import check_flavors, named_paths, parse_config
 from jupyter_gpuplat.core.errors import ConfigErrors
+from jupyter_gpuplat.core.flavors import device_flavors, flavor_counts
 
 FLAVORS = [
     {"name": "h100", "devices": [0, 1], "node_labels": {"nvidia.com/gpu.product": "NVIDIA-H100"}},
@@ -94,3 +95,19 @@ def test_the_machine_bounds_a_flavor_quota_where_its_devices_are_known() -> None
     assert check_flavors(cfg, {"a100": 2}) == [
         "queues[0].flavors[0].quota.gpu: 4 is more than the 2 device(s) of flavor 'a100' (at most 2)"
     ]
+
+
+def test_devices_are_typed_by_declaration_or_by_the_name_nvidia_smi_reports() -> None:
+    cfg = parse_config(
+        {
+            "flavors": [
+                {"name": "h100", "gpu_type": "h100"},
+                {"name": "a100", "gpu_type": "A100"},
+                {"name": "spare", "devices": [3]},
+            ]
+        }
+    )
+    smi = [(0, "NVIDIA H100 80GB HBM3"), (1, "NVIDIA A100-SXM4-80GB"), (2, "Tesla T4"), (3, "NVIDIA H100 PCIe")]
+    typed = device_flavors(cfg, smi)
+    assert typed == {0: "h100", 1: "a100", 3: "spare"}  # a declaration wins; a T4 is of no flavor
+    assert flavor_counts(typed) == {"h100": 1, "a100": 1, "spare": 1}

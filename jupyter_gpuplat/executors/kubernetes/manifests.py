@@ -182,8 +182,18 @@ def make_tolerations(raw: Sequence[Mapping[str, Any]] | None) -> list[dict[str, 
     return out
 
 
-def make_node_selector(placement: Mapping[str, Any], gpu_type_label: str) -> dict[str, str]:
+def make_node_selector(
+    placement: Mapping[str, Any], gpu_type_label: str, flavor: Mapping[str, Any] | None = None
+) -> dict[str, str]:
+    """The pod's nodeSelector: the spec's, its gpu_type as a label value, and the chosen flavor's labels.
+
+    With a flavor, `gpu_type` named the flavor (not a label value) and the flavor's node labels win
+    over the spec's (admin-controlled placement: a member cannot move a run off its flavor's nodes).
+    """
     out = {k: v for k, v in (placement.get("node_selector") or {}).items() if v is not None}
+    if flavor is not None:
+        out.update(flavor.get("node_labels") or {})
+        return out
     gpu_type = placement.get("gpu_type")
     if gpu_type and gpu_type != "any":
         out[gpu_type_label] = gpu_type
@@ -312,10 +322,12 @@ def make_working_dir(req: LaunchRequest, settings: JobSettings) -> str:
 
 
 def make_env(req: LaunchRequest, workdir: str) -> list[dict[str, Any]]:
-    ours = ("GPUPLAT_RUN_ID", "GPUPLAT_ARTIFACTS_DIR", "GPUPLAT_KERNEL_KEY", "GPUPLAT_KERNEL_IP")
+    ours = ("GPUPLAT_RUN_ID", "GPUPLAT_ARTIFACTS_DIR", "GPUPLAT_KERNEL_KEY", "GPUPLAT_KERNEL_IP", "GPUPLAT_FLAVOR")
     env: list[dict[str, Any]] = [{"name": k, "value": v} for k, v in req.env.items() if k not in ours]
     env.append({"name": "GPUPLAT_RUN_ID", "value": req.run_id})
     env.append({"name": "GPUPLAT_ARTIFACTS_DIR", "value": workdir})
+    if req.flavor is not None:
+        env.append({"name": "GPUPLAT_FLAVOR", "value": str(req.flavor["name"])})
     env.append({"name": "PYTHONUNBUFFERED", "value": "1"})
     if is_session(req):
         secret = {"name": kernel_secret_name(req.run_id), "key": KERNEL_SECRET_KEY}
@@ -326,7 +338,14 @@ def make_env(req: LaunchRequest, workdir: str) -> list[dict[str, Any]]:
 
 def _with_env(env: list[dict[str, Any]], more: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The connections' env after the spec's (a later duplicate name wins in Kubernetes too); ours stay ours."""
-    ours = {"GPUPLAT_RUN_ID", "GPUPLAT_ARTIFACTS_DIR", "PYTHONUNBUFFERED", "GPUPLAT_KERNEL_KEY", "GPUPLAT_KERNEL_IP"}
+    ours = {
+        "GPUPLAT_RUN_ID",
+        "GPUPLAT_ARTIFACTS_DIR",
+        "PYTHONUNBUFFERED",
+        "GPUPLAT_KERNEL_KEY",
+        "GPUPLAT_KERNEL_IP",
+        "GPUPLAT_FLAVOR",
+    }
     names = {e["name"] for e in more if e["name"] not in ours}
     return [e for e in env if e["name"] not in names] + [e for e in more if e["name"] in names]
 
@@ -416,10 +435,11 @@ def make_pod_spec(req: LaunchRequest, settings: JobSettings) -> dict[str, Any]:
         "enableServiceLinks": False,
         "securityContext": pod_context,
     }
-    node_selector = make_node_selector(placement, settings.gpu_type_label)
+    node_selector = make_node_selector(placement, settings.gpu_type_label, req.flavor)
     if node_selector:
         pod["nodeSelector"] = node_selector
-    tolerations = make_tolerations(placement.get("tolerations"))
+    flavor_tolerations = (req.flavor or {}).get("tolerations") or []
+    tolerations = make_tolerations([*(placement.get("tolerations") or []), *flavor_tolerations])
     if tolerations:
         pod["tolerations"] = tolerations
     if placement.get("affinity"):
