@@ -9,7 +9,9 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from .config import PlatformConfig
-from .errors import Unprocessable
+from .errors import GpuPlatError, Unprocessable
+from .limits import LimitExceeded
+from .resources import Resources
 
 ANY = "any"
 
@@ -53,6 +55,42 @@ def flavor_counts(typed: Mapping[int, str]) -> dict[str, int]:
     for name in typed.values():
         counts[name] = counts.get(name, 0) + 1
     return counts
+
+
+def flavor_cap(cfg: PlatformConfig, queue: str | None, asked: str | None = None) -> int | None:
+    """The most GPUs one run may get in `queue` on a flavor it may use; None where the queue has no flavors."""
+    q = cfg.queue(queue) if queue else None
+    if q is None or not q.flavors:
+        return None
+    quotas = [f.quota.gpu for f in q.flavors if asked is None or f.name == asked]
+    return max(quotas) if quotas else None
+
+
+def flavor_violations(
+    cfg: PlatformConfig, queue: str | None, resolved: Mapping[str, Any], res: Resources
+) -> list[GpuPlatError]:
+    """A flavor its queue does not offer; a request no flavor it may use could ever hold (as the queue's quota is)."""
+    bad = flavor_violation(cfg, queue, resolved)
+    if bad is not None:
+        return [bad]
+    asked = asked_flavor(cfg, resolved)
+    cap = flavor_cap(cfg, queue, asked)
+    if cap is None or res.gpu <= cap:
+        return []
+    q = cfg.queue(queue or "")
+    assert q is not None
+    quotas = ", ".join(f"{f.name}: {f.quota.gpu}" for f in q.flavors if asked is None or f.name == asked)
+    return [
+        LimitExceeded(
+            f"requests {res.gpu} gpu but queue {q.name} has at most {cap} gpu on a flavor ({quotas}): "
+            "it could never be dispatched",
+            f"ask for at most {cap} gpu",
+            code="ExceedsQueueQuota",
+            resource="gpu",
+            limit=cap,
+            requested=res.gpu,
+        )
+    ]
 
 
 def flavor_violation(cfg: PlatformConfig, queue: str | None, resolved: Mapping[str, Any]) -> Unprocessable | None:

@@ -294,7 +294,7 @@ class Dispatcher:
                     if s.assigns_devices
                     else ()
                 )
-                s.free_devices -= set(devices)
+                s.take_devices(devices)
                 q.assume(run, devices, d.flavor)
                 a = s.active[run.id]
                 a.devices, a.flavor = devices, d.flavor
@@ -327,7 +327,7 @@ class Dispatcher:
             q = s.queues[a.queue]
             q.release(a.id)
             q.add_pending(a.pending())
-            s.free_devices |= set(a.devices)
+            s.give_devices(a.devices)
             a.devices, a.flavor = (), None
             self.dirty.add(a.queue)
         self._newly_queued = fresh + self._newly_queued

@@ -84,7 +84,7 @@ class Reconciler:
         if taken:
             log.error("run %s holds devices %s already held by another run", a.id, sorted(taken))
         q.hold(HeldRun(a.id, a.user, a.request, a.devices, a.parent, a.flavor))
-        s.free_devices -= set(a.devices)
+        s.take_devices(a.devices)
         if a.handle is None:
             # Dispatch was recorded but the executor never started it: start it now.
             s.spawn(self.d.launch(a))
@@ -178,7 +178,7 @@ class Reconciler:
             if q.release(a.id) is not None:
                 self.d.dirty.add(a.queue)
         if a.devices:
-            s.free_devices |= set(a.devices)
+            s.give_devices(a.devices)
             self.d.freed_devices()
         if a.parent is not None:
             self.sweeps.child_ended(a, status)

@@ -102,6 +102,7 @@ class EngineState:
         self.free_devices: set[int] = {d.index for d in self.devices}
         # Device index → its flavor (set with the config); empty where no flavor types this machine's devices.
         self.device_flavor: dict[int, str] = {}
+        self._free_by_flavor: dict[str, int] | None = None
         # A cluster executor places work itself: our queues still count GPUs, devices are not ours.
         self.assigns_devices = executor.assigns_devices
         self.bus = EventBus()
@@ -118,16 +119,40 @@ class EngineState:
 
     @property
     def free_by_flavor(self) -> FreeByFlavor:
-        """Free devices per flavor, where we hand out devices and the config declares flavors."""
+        """Free devices per flavor, where we hand out devices and the config declares flavors (kept as they change)."""
+        return self._free_by_flavor
+
+    def take_devices(self, devices: tuple[int, ...]) -> None:
+        """Devices a run now holds: no longer free (for its flavor too)."""
+        taken = set(devices) & self.free_devices
+        self.free_devices -= taken
+        self._count_flavors(tuple(taken), -1)
+
+    def give_devices(self, devices: tuple[int, ...]) -> None:
+        """Devices a run held, free again."""
+        back = set(devices) - self.free_devices
+        self.free_devices |= back
+        self._count_flavors(tuple(back), 1)
+
+    def _count_flavors(self, devices: tuple[int, ...], step: int) -> None:
+        counts = self._free_by_flavor
+        if counts is None:
+            return
+        for d in devices:
+            f = self.device_flavor.get(d)
+            if f is not None and f in counts:
+                counts[f] += step
+
+    def _recount_flavors(self) -> None:
         if not self.assigns_devices or not self.cfg.flavors:
-            return None
-        out = dict.fromkeys((f.name for f in self.cfg.flavors), 0)
-        typed = self.device_flavor
+            self._free_by_flavor = None
+            return
+        counts = dict.fromkeys((f.name for f in self.cfg.flavors), 0)
         for d in self.free_devices:
-            f = typed.get(d)
-            if f is not None:
-                out[f] += 1
-        return out
+            f = self.device_flavor.get(d)
+            if f is not None and f in counts:
+                counts[f] += 1
+        self._free_by_flavor = counts
 
     def machine_flavors(self, cfg: PlatformConfig) -> dict[str, int] | None:
         """This machine's devices per flavor of `cfg`; None where unknown (devices not ours, none found, no flavors)."""
@@ -144,6 +169,7 @@ class EngineState:
         self.cfg = cfg
         self.config_version = version
         self.device_flavor = device_flavors(cfg, ((d.index, d.name) for d in self.devices)) if cfg.flavors else {}
+        self._recount_flavors()
         names = {q.name for q in cfg.queues}
         for q in cfg.queues:
             limits = queue_limits(q)

@@ -50,15 +50,25 @@ async def test_first_h100_then_a100_never_over_either_quota(make: Make) -> None:
     assert flavors == ["h100", "h100", "a100", "a100", "a100", "a100", None]
     devices = [h.ex.launched[r].devices for r in runs[:6]]
     assert devices == [(0,), (1,), (2,), (3,), (4,), (5,)]
+    assert h.engine.state.free_by_flavor == {"h100": 0, "a100": 0}
     assert "admitted by queue q on flavor h100 (1/2 h100 GPUs)" in h.timeline(runs[0])[-2]["message"]
     # the seventh waits for either flavor: its reason is its first flavor's
     assert h.timeline(runs[6])[-1]["reason"] == "QueueQuota"
     assert h.timeline(runs[6])[-1]["message"].startswith("h100: 2/2 in use (1 more needed)")
-    h.ex.finish(runs[3])  # an a100 run ends: the waiting one goes on a100
+    h.ex.finish(runs[0])  # an h100 run ends with no one left asking: its device is free again
     await h.advance()
-    assert h.status(runs[6]) == "running"
-    assert h.store.get_run(runs[6])["flavor"] == "a100"  # type: ignore[index]
-    assert h.ex.launched[runs[6]].devices == (3,)
+    assert h.engine.state.free_by_flavor == {"h100": 0, "a100": 0}  # the seventh took it (h100 first)
+    assert h.store.get_run(runs[6])["flavor"] == "h100"  # type: ignore[index]
+    h.ex.finish(runs[6])
+    h.ex.finish(runs[3])
+    await h.advance()
+    assert h.engine.state.free_by_flavor == {"h100": 1, "a100": 1}
+    late = h.submit(placement={"gpu_type": "a100"})
+    await h.advance()
+    assert h.status(late) == "running"
+    assert h.store.get_run(late)["flavor"] == "a100"  # type: ignore[index]
+    assert h.ex.launched[late].devices == (3,)
+    assert h.engine.state.free_by_flavor == {"h100": 1, "a100": 0}
 
 
 async def test_a_run_asking_h100_waits_while_a100_is_free(make: Make) -> None:
@@ -149,3 +159,21 @@ async def test_a_flavor_quota_over_this_machine_s_devices_of_it_is_refused(make:
         "queues[0].flavors[1].quota.gpu: 1 is more than the 0 device(s) of flavor 'l4' (at most 0)"
     ]
     assert h.engine.state.cfg.flavor("l4") is None  # nothing applied
+
+
+async def test_a_run_no_flavor_could_ever_hold_is_refused_with_an_alternative(make: Make) -> None:
+    h = await make()
+    with pytest.raises(Unprocessable) as exc:
+        h.submit(gpu=5)
+    assert exc.value.code == "ExceedsQueueQuota"
+    assert exc.value.message == (
+        "requests 5 gpu but queue q has at most 4 gpu on a flavor (h100: 2, a100: 4): it could never be dispatched"
+    )
+    assert exc.value.answers["alternatives"][0]["changes"] == {"resources": {"gpu": 4}}
+    with pytest.raises(Unprocessable) as exc:
+        h.submit(gpu=3, placement={"gpu_type": "h100"})
+    assert "has at most 2 gpu on a flavor (h100: 2)" in exc.value.message
+    fits = h.submit(gpu=3)  # a100 holds it
+    await h.settle()
+    assert h.status(fits) == "running"
+    assert h.store.get_run(fits)["flavor"] == "a100"  # type: ignore[index]
