@@ -69,6 +69,13 @@ async def test_h100_then_a100_disjoint_devices_of_their_flavor(api: Any) -> None
         assert devices <= (H100 if flavor == "h100" else A100), (devices, flavor)
     every = [d for devices, _ in got for d in devices]
     assert sorted(every) == [0, 1, 2, 3, 4, 5]  # disjoint: each device once
+    # the Queues tab's figures, per flavor in the order tried
+    typed = next(q for q in (await api.ok("GET", "queues"))["queues"] if q["name"] == "typed")
+    assert [(f["name"], f["usage"]["gpu"], f["quota"]["gpu"], f["free_gpus"]) for f in typed["flavors"]] == [
+        ("h100", 2, 2, 0),
+        ("a100", 4, 4, 0),
+    ]
+    assert typed["head_wait"]["reason"] == "QueueQuota"
     # the seventh: over both quotas, it waits, explained per flavor
     seventh = await api.run(runs[6])
     assert seventh["status"] == "queued" and seventh["flavor"] is None

@@ -1100,6 +1100,21 @@ export interface components {
             memory?: string | number | null;
         };
         /**
+         * FlavorUsage
+         * @description One flavor a queue offers: its quota there, what the queue's runs hold of it, its free GPUs here.
+         */
+        FlavorUsage: {
+            /** Name */
+            name: string;
+            quota: components["schemas"]["ResourceAmounts"];
+            usage: components["schemas"]["ResourceAmounts"];
+            /**
+             * Free Gpus
+             * @description Free GPUs of this flavor on this machine; null where not counted
+             */
+            free_gpus: number | null;
+        };
+        /**
          * FlavorWait
          * @description Why a waiting run does not start on one flavor it may use (its queue's order).
          */
@@ -2057,6 +2072,11 @@ export interface components {
             /** Paused */
             paused: boolean;
             usage: components["schemas"]["QueueUsageAmounts"];
+            /**
+             * Flavors
+             * @description Its GPU quota split by flavor, in the order tried; empty: no flavors
+             */
+            flavors?: components["schemas"]["FlavorUsage"][];
             /**
              * Pending
              * @description Pending runs in all, every team's
