@@ -49,6 +49,7 @@ ANN_USER = "gpuplat.io/user"
 ANN_PRESETS = "gpuplat.io/presets"
 ANN_PLACEMENT_FROM = "gpuplat.io/placement-from"
 ANN_GPU_TYPE_LABEL = "gpuplat.io/gpu-type-label"
+ANN_FLAVOR = "gpuplat.io/flavor"  # the flavor admission chose: a placement wait names its nodes
 CONTAINER = "main"
 ANN_SAFE_TO_EVICT = "cluster-autoscaler.kubernetes.io/safe-to-evict"
 KERNEL_CONNECTION_FILE = "/tmp/gpuplat-kernel.json"  # in the pod's own /tmp: the key stays off shared volumes
@@ -149,6 +150,8 @@ def make_annotations(req: LaunchRequest, settings: JobSettings) -> dict[str, str
         ANN_PLACEMENT_FROM: json.dumps(placement, sort_keys=True, separators=(",", ":")),
         ANN_GPU_TYPE_LABEL: settings.gpu_type_label,
     }
+    if req.flavor is not None:
+        out[ANN_FLAVOR] = str(req.flavor["name"])
     return out
 
 

@@ -55,8 +55,10 @@ def platform_config_file(tmp_path: Path) -> Path:
     cfg["queues"].append(
         {"name": "typed", "flavors": [{"name": "h100", "quota": {"gpu": 2}}, {"name": "a100", "quota": {"gpu": 4}}]}
     )
+    # a queue whose h100 quota is more than the h100 pool holds: its third h100 run waits for the nodes
+    cfg["queues"].append({"name": "over", "flavors": [{"name": "h100", "quota": {"gpu": 3}}]})
     for p in cfg["projects"]:
-        p["allowed_queues"].append("typed")
+        p["allowed_queues"] += ["typed", "over"]
     path = tmp_path / "platform.yaml"
     path.write_text(yaml.safe_dump(cfg))
     return path
@@ -114,4 +116,27 @@ async def test_jobs_carry_their_flavor_s_selector_and_tolerations(api: Any, clus
     ]
     assert ex["queue_usage"]["free_gpus"] is None  # Kubernetes places work: no count of ours
     for rid in [*runs, more["id"]]:
+        await api.ok("POST", f"runs/{rid}/stop")
+
+
+async def test_a_flavor_whose_nodes_are_full_explains_the_flavor_s_placement_wait(
+    api: Any, cluster: EmulatedCluster
+) -> None:
+    runs = [
+        (await api.submit(name=f"o{i}", queue="over", resources={"gpu": 1}, command="gate never"))["id"]
+        for i in range(2)
+    ]
+    for rid in runs:
+        await api.wait_status(rid, "running")
+    third = await api.submit(name="third", queue="over", resources={"gpu": 1}, command="gate never")
+
+    async def waits_for_nodes() -> dict[str, Any] | None:
+        ex = await api.ok("GET", f"runs/{third['id']}/explain")
+        return ex if ex["layer"] == "executor" and "Flavor" in ex["message"] else None
+
+    ex = await wait_for(waits_for_nodes, 20, "the third h100 run to wait for the h100 nodes")
+    assert (await api.run(third["id"]))["flavor"] == "h100"  # admitted by the queue on h100
+    assert ex["reason"] == "InsufficientGPU", ex
+    assert ex["message"].endswith(" Flavor h100's nodes: h100-1 0/2 free."), ex["message"]
+    for rid in [*runs, third["id"]]:
         await api.ok("POST", f"runs/{rid}/stop")
