@@ -467,6 +467,13 @@ def wait_reason(q: QueueState, run: PendingRun, free_gpus: int | None, free_by_f
     return Wait("Admissible", "fits every limit; the dispatcher will start it on its next cycle")
 
 
+def probe_flavor(
+    q: QueueState, run: PendingRun, free_gpus: int | None, free_by_flavor: FreeByFlavor = None
+) -> str | None:
+    """The flavor a run not yet submitted would be admitted on now, if it fits now (None: it waits, or no flavors)."""
+    return _fit(q, run, free_gpus, free_by_flavor)[1]
+
+
 def probe_wait(
     q: QueueState, run: PendingRun, free_gpus: int | None, free_by_flavor: FreeByFlavor = None
 ) -> tuple[Wait, int]:

@@ -15,7 +15,16 @@ import shutil
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from ..core.admission import PendingRun, QueueState, decide, order_queues, pick_devices, probe_wait, wait_reason
+from ..core.admission import (
+    PendingRun,
+    QueueState,
+    decide,
+    order_queues,
+    pick_devices,
+    probe_flavor,
+    probe_wait,
+    wait_reason,
+)
 from ..core.artifacts import run_dir
 from ..core.errors import GpuPlatError, Unprocessable
 from ..core.matrix import count, expand
@@ -99,7 +108,16 @@ class Dispatcher:
             "waits": self.preview_wait(user, req, res.queue, res.resources, res.resolved)
             if verdict["allowed"]
             else None,
+            "flavor": self.preview_flavor(user, res.queue, res.resources, res.resolved) if verdict["allowed"] else None,
         }
+
+    def preview_flavor(self, user: str, qname: str | None, r: Resources, resolved: dict[str, Any]) -> str | None:
+        """The flavor the run would take if submitted now and it fits now (None: it waits, or no flavors)."""
+        q = self.s.queues.get(qname or "")
+        if q is None or not q.limits.flavors:
+            return None
+        probe = PendingRun("preview", 2**62, q.limits.name, user, r, None, self.s.asked_flavor(resolved))
+        return probe_flavor(q, probe, self.s.free_gpus, self.s.free_by_flavor)
 
     def preview_wait(
         self, user: str, req: RunRequest, qname: str | None, r: Resources, resolved: dict[str, Any] | None = None

@@ -111,6 +111,7 @@ class ReadModel:
                     "uuid": d.uuid,
                     "declared": d.declared,
                     "in_use": a is not None,
+                    "flavor": s.device_flavor.get(d.index),
                     "run_id": a.id if a is not None and can_see(s.cfg, user, a.project) else None,
                 }
             )

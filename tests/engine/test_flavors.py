@@ -140,6 +140,12 @@ async def test_a_flavor_the_queue_does_not_offer_is_refused_naming_those_it_does
     verdict = h.engine.preview("bob", RunRequest.model_validate(body))["verdict"]
     assert not verdict["allowed"]
     assert [r["rule"] for r in verdict["rules"]] == ["FlavorNotOffered"]
+    # the preview says which flavor it would take now
+    body = {"project": "p", "queue": "q", "command": ["true"], "resources": {"gpu": 1}}
+    assert h.engine.preview("bob", RunRequest.model_validate(body))["flavor"] == "h100"
+    body["placement"] = {"gpu_type": "a100"}
+    assert h.engine.preview("bob", RunRequest.model_validate(body))["flavor"] == "a100"
+    assert [d["flavor"] for d in h.engine.reads.capacity("bob")["devices"]] == ["h100"] * 2 + ["a100"] * 4
     # a plain queue's runs are as before
     plain = h.submit(queue="plain")
     await h.settle()

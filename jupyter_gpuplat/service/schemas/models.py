@@ -183,6 +183,7 @@ class DeviceView(_Out):
     declared: bool
     in_use: bool
     run_id: str | None = Field(description="The run holding it, when the caller may see that run")
+    flavor: str | None = Field(default=None, description="Its flavor (kind of GPU); null where no flavor claims it")
 
 
 class IsolationControl(_Out):

@@ -856,6 +856,12 @@ export interface components {
              * @description The run holding it, when the caller may see that run
              */
             run_id: string | null;
+            /**
+             * Flavor
+             * @description Its flavor (kind of GPU); null where no flavor claims it
+             * @default null
+             */
+            flavor?: string | null;
         };
         /**
          * Domain
@@ -1689,6 +1695,12 @@ export interface components {
              * @default null
              */
             waits?: components["schemas"]["PreviewWait"] | null;
+            /**
+             * Flavor
+             * @description The flavor (kind of GPU) it would take if submitted now and it fits now; null: it would wait, or its queue has no flavors
+             * @default null
+             */
+            flavor?: string | null;
         };
         /** PreviewWait */
         PreviewWait: {
