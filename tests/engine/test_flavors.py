@@ -13,6 +13,7 @@ import pytest
 
 from jupyter_gpuplat.core.errors import ConfigErrors, Unprocessable
 from jupyter_gpuplat.core.request import RunRequest
+from jupyter_gpuplat.engine.compare import compare
 from jupyter_gpuplat.engine.explain import explain
 from jupyter_gpuplat.executors.fake import FakeExecutor
 
@@ -69,6 +70,9 @@ async def test_first_h100_then_a100_never_over_either_quota(make: Make) -> None:
     assert h.store.get_run(late)["flavor"] == "a100"  # type: ignore[index]
     assert h.ex.launched[late].devices == (3,)
     assert h.engine.state.free_by_flavor == {"h100": 1, "a100": 0}
+    # compared side by side, each run says its kind of GPU
+    compared = compare(h.engine, "bob", [runs[0], late], None, 100)
+    assert [r["flavor"] for r in compared["runs"]] == ["h100", "a100"]
 
 
 async def test_a_run_asking_h100_waits_while_a100_is_free(make: Make) -> None:

@@ -100,6 +100,7 @@ class CompareRun(_Open):
     project: str
     user: str
     queue: str
+    flavor: str | None = Field(default=None, description="The flavor (kind of GPU) it was admitted on, if any")
     status: Status
     phase: Phase = Field(description="The phase of the status (as a run's `phase`)")
     created_at: Seconds | None

@@ -667,6 +667,12 @@ export interface components {
             user: string;
             /** Queue */
             queue: string;
+            /**
+             * Flavor
+             * @description The flavor (kind of GPU) it was admitted on, if any
+             * @default null
+             */
+            flavor?: string | null;
             status: components["schemas"]["Status"];
             /** @description The phase of the status (as a run's `phase`) */
             phase: components["schemas"]["Phase"];
