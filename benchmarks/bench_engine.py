@@ -148,11 +148,27 @@ class TimedStore(Store):
 
 
 # ---- workload -------------------------------------------------------------------------------
-def make_config(n_queues: int) -> PlatformConfig:
+def flavor_layout(n_flavors: int, n_devices: int, last_quota: int) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """`--flavors F`: F flavors, every queue offering all of them in order; the first F-1 have a quota of 0
+    and no devices, so each admission walks every flavor before the last one fits (the worst case)."""
+    flavors = [{"name": f"f{i}", "devices": []} for i in range(n_flavors - 1)]
+    # where no devices are ours (a cluster), the last flavor declares none: its quota is bounded by nothing here
+    flavors.append({"name": f"f{n_flavors - 1}", **({"devices": list(range(n_devices))} if n_devices else {})})
+    offered = [{"name": f["name"], "quota": {"gpu": 0}} for f in flavors[:-1]]
+    offered.append({"name": flavors[-1]["name"], "quota": {"gpu": last_quota}})
+    return flavors, offered
+
+
+def make_config(n_queues: int, n_flavors: int = 0) -> PlatformConfig:
     n_projects = max(1, (n_queues + QUEUES_PER_PROJECT - 1) // QUEUES_PER_PROJECT)
-    queues = [
+    queues: list[dict[str, Any]] = [
         {"name": f"q{i:03d}", "priority": (i % 4) * 10, "concurrency": 1, "quota": {"gpu": 4}} for i in range(n_queues)
     ]
+    flavors: list[dict[str, Any]] = []
+    if n_flavors:
+        flavors, offered = flavor_layout(n_flavors, 4 * n_queues, 4)
+        for q in queues:
+            q["flavors"] = offered
     projects = [
         {
             "name": f"p{p:02d}",
@@ -165,6 +181,7 @@ def make_config(n_queues: int) -> PlatformConfig:
         {
             "admins": ["ops"],
             "defaults": {"resources": {"cpu": "1", "memory": "2Gi"}, "termination": {"timeout_seconds": 86400}},
+            "flavors": flavors,
             "queues": queues,
             "projects": projects,
         }
@@ -390,7 +407,7 @@ async def one_size(n_pending: int, args: argparse.Namespace) -> dict[str, Any]:
     tmp = tempfile.mkdtemp(prefix="gpuplat-bench-engine-")
     try:
         store = TimedStore(f"sqlite:///{tmp}/gpuplat.db")
-        cfg = make_config(args.queues)
+        cfg = make_config(args.queues, args.flavors)
         t = time.perf_counter()
         populate(store, cfg, n_pending + args.queues, args.seed)  # + one per queue that starts running
         t_pop = time.perf_counter() - t
@@ -430,13 +447,17 @@ async def one_size(n_pending: int, args: argparse.Namespace) -> dict[str, Any]:
 DRAIN_USERS = [f"d{u}" for u in range(4)]
 
 
-def drain_config(*, paused: bool, cpu_quota: int | None) -> PlatformConfig:
+def drain_config(*, paused: bool, cpu_quota: int | None, n_flavors: int = 0) -> PlatformConfig:
     q: dict[str, Any] = {"name": "deep", "paused": paused}
     if cpu_quota is not None:
         q["quota"] = {"cpu": str(cpu_quota)}  # a GPU quota stops at 1,024; CPUs go to 100,000
+    flavors: list[dict[str, Any]] = []
+    if n_flavors:  # the last flavor's GPU quota (1,024 at most) bounds what fits
+        flavors, q["flavors"] = flavor_layout(n_flavors, 0, 1024)
     return parse_config(
         {
             "admins": ["ops"],
+            "flavors": flavors,
             "queues": [q],
             "projects": [{"name": "pd", "members": {u: "member" for u in DRAIN_USERS}}],
         }
@@ -476,15 +497,15 @@ def populate_deep(store: Store, cfg: PlatformConfig, n: int, first_cpu: int | No
     bulk_insert(store, rows())
 
 
-async def drain_one(n: int, scenario: str) -> dict[str, Any]:
+async def drain_one(n: int, scenario: str, n_flavors: int = 0) -> dict[str, Any]:
     """One freeing over N pending runs, then exactly one cycle; what it admitted and how fast."""
     tmp = tempfile.mkdtemp(prefix="gpuplat-bench-drain-")
     try:
         store = Store(f"sqlite:///{tmp}/gpuplat.db")
         if scenario == "resume":
-            cfg, first = drain_config(paused=True, cpu_quota=None), None
+            cfg, first = drain_config(paused=True, cpu_quota=None, n_flavors=n_flavors), None
         else:
-            cfg, first = drain_config(paused=False, cpu_quota=n // 2), n // 2
+            cfg, first = drain_config(paused=False, cpu_quota=n // 2, n_flavors=n_flavors), n // 2
         populate_deep(store, cfg, n, first)
         ex = FakeClusterExecutor(gpus=0, default=Script.never_ends())
         engine = Engine(store, ex, artifacts_root=os.path.join(tmp, "artifacts"), safety_tick_seconds=3600)
@@ -510,7 +531,7 @@ async def drain_one(n: int, scenario: str) -> dict[str, Any]:
             "n": n,
             "scenario": scenario,
             "admitted": len(admitted),
-            "fits": n if scenario == "resume" else n // 2,
+            "fits": min(n if scenario == "resume" else n // 2, 1024 if n_flavors else n),
             "cycles": engine.cycles - cycles,
             "cycle_s": t1 - t0,
             "handoff_s": t2 - t1,
@@ -524,12 +545,12 @@ async def drain_one(n: int, scenario: str) -> dict[str, Any]:
         shutil.rmtree(tmp, ignore_errors=True)
 
 
-def main_drain(sizes: list[int]) -> None:
+def main_drain(sizes: list[int], n_flavors: int = 0) -> None:
     print("admissions and deep-queue drain: one queue, FakeClusterExecutor, SQLite WAL in a temp dir\n")
     rows = []
     for n in sizes:
         for scenario in ("resume", "quota"):
-            r = asyncio.run(drain_one(n, scenario))
+            r = asyncio.run(drain_one(n, scenario, n_flavors))
             gc.collect()
             label = "resume (all fit)" if scenario == "resume" else "quota frees (half fit)"
             rows.append(
@@ -578,6 +599,12 @@ def main() -> None:
         help="naive-baseline finishes per round at 10,000 pending (scaled down as N grows); 0 skips it",
     )
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument(
+        "--flavors",
+        type=int,
+        default=0,
+        help="flavors per queue (0: none, as before); each admission walks every one (quota 0 but the last)",
+    )
     ap.add_argument("--only", default="reaction,drain", help="what to measure: reaction, drain (comma-separated)")
     ap.add_argument("--drain-sizes", default="10000,100000", help="pending-run counts for the drain")
     args = ap.parse_args()
@@ -585,7 +612,7 @@ def main() -> None:
     only = set(args.only.split(","))
     if "reaction" not in only:
         print(f"bench_engine — {machine()}")
-        main_drain([int(s) for s in args.drain_sizes.split(",") if s])
+        main_drain([int(s) for s in args.drain_sizes.split(",") if s], args.flavors)
         return
 
     print(f"bench_engine — {machine()}")
@@ -661,7 +688,7 @@ def main() -> None:
         )
     if "drain" in only:
         print()
-        main_drain([int(s) for s in args.drain_sizes.split(",") if s])
+        main_drain([int(s) for s in args.drain_sizes.split(",") if s], args.flavors)
 
 
 if __name__ == "__main__":

@@ -80,6 +80,8 @@ def cmd_queues(args: argparse.Namespace) -> int:
     for q in data["queues"]:
         conc = f"{q['usage']['runs']}/{q['concurrency'] if q['concurrency'] is not None else '-'}"
         gpu = f"{q['usage']['gpu']}/{q['quota']['gpu'] if q['quota']['gpu'] is not None else '-'}"
+        if q.get("flavors"):  # per flavor, in the order tried: "h100 2/2, a100 1/4"
+            gpu = ", ".join(f"{f['name']} {f['usage']['gpu']}/{f['quota']['gpu']}" for f in q["flavors"])
         wait = (q["head_wait"] or {}).get("message", "")
         pending = q["pending"] if isinstance(q["pending"], int) else len(q["pending"] or [])
         rows.append((q["name"], q["priority"], conc, gpu, pending, "yes" if q["paused"] else "", wait))

@@ -298,6 +298,7 @@ def cmd_runs(args: argparse.Namespace) -> int:
     if action == "show":
         r = c.request("GET", f"runs/{args.run_id}")
         lines = record_lines(r)
+        lines.append("gpus: " + gpus_text(r))
         lines.append("presets: " + (", ".join(r.get("presets_applied") or r.get("presets") or []) or "none"))
         if r.get("waiting"):
             lines.append(f"waiting: {r['waiting']['message']} [{r['waiting']['reason']}]")
@@ -321,9 +322,10 @@ def cmd_runs(args: argparse.Namespace) -> int:
 
 
 def gpus_text(r: dict[str, Any]) -> str:
-    """How many GPUs, and which once it has them: "2 on 0,1"."""
+    """How many GPUs, and which once it has them: "2 on 0,1", with its flavor where it has one: "2 h100 on 0,1"."""
     devices = ",".join(map(str, r.get("devices") or []))
-    return f"{r['resources']['gpu']} on {devices}" if devices else str(r["resources"]["gpu"])
+    n = f"{r['resources']['gpu']} {r['flavor']}" if r.get("flavor") else str(r["resources"]["gpu"])
+    return f"{n} on {devices}" if devices else n
 
 
 def resubmit_edits(args: argparse.Namespace) -> dict[str, Any]:

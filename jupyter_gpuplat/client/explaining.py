@@ -38,6 +38,8 @@ def explanation_lines(ex: Mapping[str, Any] | None, run: Mapping[str, Any] | Non
     blockers = ex.get("blockers") or []
     if blockers:
         lines.append(("blocked by", "; ".join(blocker_text(b) for b in blockers)))
+    for f in ex.get("flavors") or []:  # each flavor the run may use, in its queue's order
+        lines.append((f"flavor {f['name']}", f"{f['message']} [{f['reason']}]"))
     raw = (ex.get("details") or {}).get("raw")
     if raw:
         lines.append(("executor said", str(raw)))

@@ -14,8 +14,8 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationErr
 
 from .connections import ConnectionConfig
 from .errors import ConfigErrors
-from .resources import Quota
-from .spec import NAME_PATTERN, NOT_IMPLEMENTED, Kind, MergeStrategy, PartialSpec, ResourcesSpec
+from .resources import MAX_GPU, Quota
+from .spec import NAME_PATTERN, NOT_IMPLEMENTED, Kind, MergeStrategy, PartialSpec, ResourcesSpec, Text, Toleration
 
 Role = Literal["viewer", "member", "admin"]
 ROLE_RANK = {"viewer": 1, "member": 2, "admin": 3}
@@ -32,12 +32,27 @@ class QuotaSpec(ResourcesSpec):
         return Quota.parse(self.model_dump())
 
 
+class FlavorQuotaSpec(QuotaSpec):
+    """A queue's limit on one flavor: its GPUs (required), and optionally cpu and memory."""
+
+    gpu: int = Field(ge=0, le=MAX_GPU)
+
+
+class QueueFlavor(_Strict):
+    """One flavor a queue offers, with its quota; a queue tries its flavors in the order listed."""
+
+    name: str = Field(pattern=NAME_PATTERN)
+    quota: FlavorQuotaSpec
+
+
 class QueueConfig(_Strict):
     name: str = Field(pattern=NAME_PATTERN)
     description: str = ""
     priority: int = Field(default=0, ge=-1000, le=1000)
     concurrency: int | None = Field(default=None, ge=0, le=100_000)
     quota: QuotaSpec = Field(default_factory=QuotaSpec)
+    # The GPU quota split by flavor, tried in this order (docs: flavors); empty: one implicit flavor.
+    flavors: list[QueueFlavor] = Field(default_factory=list)
     max_per_user: int | None = Field(default=None, ge=1, le=100_000)
     ordering: Literal["best_effort_fifo", "strict_fifo"] = "best_effort_fifo"
     paused: bool = False
@@ -93,6 +108,21 @@ class AllowedPlacement(_Strict):
     )
 
 
+class FlavorConfig(_Strict):
+    """A named kind of GPU: how to recognise its devices here and place it on Kubernetes (admins only)."""
+
+    name: str = Field(pattern=NAME_PATTERN)
+    # Matched (case-insensitively, as a substring) against the name nvidia-smi reports ("H100" in
+    # "NVIDIA H100 80GB HBM3"), when `devices` does not declare them.
+    gpu_type: Text | None = Field(default=None, min_length=1, max_length=256)
+    # Kubernetes: the node labels that select this flavor's nodes (the Job's nodeSelector), and the
+    # taints its pods tolerate. Admin-controlled placement: a run's own placement cannot override them.
+    node_labels: dict[LabelName, Annotated[str, Field(max_length=63)]] = Field(default_factory=dict)
+    tolerations: list[Toleration] = Field(default_factory=list)
+    # Local executor: the device indices of this flavor (for a machine whose GPUs are declared).
+    devices: list[Annotated[int, Field(ge=0, le=MAX_GPU)]] | None = None
+
+
 class ProjectConfig(_Strict):
     name: str = Field(pattern=NAME_PATTERN)
     description: str = ""
@@ -121,6 +151,8 @@ class PlatformConfig(_Strict):
     allowed_images: list[ImagePattern] | None = None
     # Org-wide defaults: the first layer of every run's spec.
     defaults: PartialSpec = Field(default_factory=PartialSpec)
+    # Named kinds of GPU queues may split their quota by (docs: flavors).
+    flavors: list[FlavorConfig] = Field(default_factory=list)
     queues: list[QueueConfig] = Field(default_factory=list)
     presets: list[PresetConfig] = Field(default_factory=list)
     projects: list[ProjectConfig] = Field(default_factory=list)
@@ -132,6 +164,9 @@ class PlatformConfig(_Strict):
 
     def preset(self, name: str) -> PresetConfig | None:
         return next((p for p in self.presets if p.name == name), None)
+
+    def flavor(self, name: str) -> FlavorConfig | None:
+        return next((f for f in self.flavors if f.name == name), None)
 
     def project(self, name: str) -> ProjectConfig | None:
         return next((p for p in self.projects if p.name == name), None)
@@ -210,7 +245,7 @@ def validation_messages(exc: ValidationError, model: type[BaseModel] | None = No
     return list(seen.values())
 
 
-SECTIONS = ("queues", "presets", "projects", "connections")
+SECTIONS = ("flavors", "queues", "presets", "projects", "connections")
 # A stand-in for an item with schema errors: its name stays known to the reference checks, nothing else.
 _STAND_IN: dict[str, dict[str, Any]] = {"connections": {"kind": "git", "url": "-"}}
 
@@ -245,6 +280,7 @@ def _without_broken(data: dict[str, Any], exc: ValidationError) -> PlatformConfi
     if it still does not validate), other top-level keys with errors dropped."""
     doc = dict(data)
     models: dict[str, type[BaseModel]] = {
+        "flavors": FlavorConfig,
         "queues": QueueConfig,
         "presets": PresetConfig,
         "projects": ProjectConfig,
@@ -283,7 +319,7 @@ def named_paths(errors: list[str], data: Any) -> list[str]:
     """Each `queues[0].…` path with the item's name after its index (`queues[0] (team-a-train).quota.gpu`)."""
     out = []
     for e in errors:
-        m = re.match(r"^(queues|presets|projects|connections)\[(\d+)\]", e)
+        m = re.match(r"^(flavors|queues|presets|projects|connections)\[(\d+)\]", e)
         items = data.get(m[1]) if m and isinstance(data, dict) else None
         i = int(m[2]) if m else 0
         name = (
@@ -317,6 +353,7 @@ def cross_check(cfg: PlatformConfig) -> list[str]:
     errors += _dupes("projects", [p.name for p in cfg.projects])
     errors += _dupes("connections", [c.name for c in cfg.connections])
     errors += _check_connections(cfg)
+    errors += check_flavors(cfg)
     queues = [q.name for q in cfg.queues]
     presets = [p.name for p in cfg.presets]
     if cfg.defaults.queue and cfg.defaults.queue not in queues:
@@ -393,6 +430,39 @@ def cross_check(cfg: PlatformConfig) -> list[str]:
     return errors
 
 
+def check_flavors(cfg: PlatformConfig, machine: dict[str, int] | None = None) -> list[str]:
+    """Flavors: unique names, queues naming known ones each once, quotas within the devices of each.
+
+    `machine`: the local machine's GPUs per flavor, where they are known (the server passes them).
+    Else a flavor that declares its devices bounds its quota by their number.
+    """
+    errors = _dupes("flavors", [f.name for f in cfg.flavors])
+    known = [f.name for f in cfg.flavors]
+    allowed = ", ".join(known) or "none: the platform config declares no flavors"
+    counts = {f.name: len(set(f.devices)) for f in cfg.flavors if f.devices is not None}
+    counts.update(machine or {})
+    owner: dict[int, str] = {}
+    for i, f in enumerate(cfg.flavors):
+        for d in f.devices or []:
+            if owner.setdefault(d, f.name) != f.name:
+                errors.append(f"flavors[{i}].devices: device {d} is already flavor {owner[d]!r}'s")
+    for i, q in enumerate(cfg.queues):
+        seen: set[str] = set()
+        for j, qf in enumerate(q.flavors):
+            where = f"queues[{i}].flavors[{j}]"
+            if qf.name not in known:
+                errors.append(f"{where}.name: unknown flavor {qf.name!r} (known: {allowed})")
+            elif qf.name in seen:
+                errors.append(f"{where}.name: flavor {qf.name!r} is listed twice")
+            elif qf.name in counts and qf.quota.gpu > counts[qf.name]:
+                errors.append(
+                    f"{where}.quota.gpu: {qf.quota.gpu} is more than the {counts[qf.name]} device(s) of "
+                    f"flavor {qf.name!r} (at most {counts[qf.name]})"
+                )
+            seen.add(qf.name)
+    return errors
+
+
 def _check_connections(cfg: PlatformConfig) -> list[str]:
     errors = []
     projects = [p.name for p in cfg.projects]
@@ -421,11 +491,13 @@ __all__ = [
     "ROLE_RANK",
     "AllowedPlacement",
     "ConnectionConfig",
+    "FlavorConfig",
     "Kind",
     "PlatformConfig",
     "PresetConfig",
     "ProjectConfig",
     "QueueConfig",
+    "QueueFlavor",
     "Role",
     "load_config_text",
     "parse_config",

@@ -19,6 +19,7 @@ from typing import Any
 
 from .config import PlatformConfig, ProjectConfig
 from .errors import FieldNotAllowed, GpuPlatError
+from .flavors import flavor_cap, flavor_violations
 from .limits import ATTRS, LimitExceeded
 from .member_rules import provides, strip
 from .policy import Resolution, allowed_presets, allowed_queues, project_connections, require_project, resolve
@@ -55,6 +56,7 @@ def check(
     cap = capacity_violation(res.resources, platform_gpus)
     if cap is not None:
         problems.append(cap)
+    problems += flavor_violations(cfg, res.queue, res.resolved, res.resources)
     return res, problems
 
 
@@ -134,6 +136,7 @@ def _caps(cfg: PlatformConfig, pr: ProjectConfig, queue: str | None, platform_gp
     if pr.max_run_resources is not None:
         limits.append(Quota.parse(pr.max_run_resources.model_dump()))
     limits.append(Quota(gpu=platform_gpus))
+    limits.append(Quota(gpu=flavor_cap(cfg, queue)))  # a queue with flavors: its largest flavor's quota
 
     def tightest(attr: str) -> int | None:
         values = [v for v in (getattr(x, attr) for x in limits) if v is not None]

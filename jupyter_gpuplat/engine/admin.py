@@ -10,9 +10,17 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from ..core.config import PlatformConfig, PresetConfig, ProjectConfig, QueueConfig, dump_config, parse_config
+from ..core.config import (
+    PlatformConfig,
+    PresetConfig,
+    ProjectConfig,
+    QueueConfig,
+    check_flavors,
+    dump_config,
+    parse_config,
+)
 from ..core.config_plan import QueueUse, make_plan
-from ..core.errors import Conflict, InvalidInput, NotFound
+from ..core.errors import ConfigErrors, Conflict, InvalidInput, NotFound
 from ..core.policy import require_platform_admin, require_project_write
 from .dispatcher import Dispatcher
 from .state import EngineState
@@ -32,6 +40,11 @@ class ConfigAdmin:
 
     def apply_config(self, cfg: PlatformConfig, *, source: str, by: str) -> int:
         """Make `cfg` the platform config (declarative: what is not in it is removed)."""
+        machine = self.s.machine_flavors(cfg)
+        if machine is not None:  # a flavor's quota is bounded by this machine's devices of it
+            errors = check_flavors(cfg, machine)
+            if errors:
+                raise ConfigErrors(errors)
         keep = {q.name for q in cfg.queues}
         busy = sorted(n for n, q in self.s.queues.items() if n not in keep and (q.held or q.pending_count))
         if busy:

@@ -116,6 +116,7 @@ def compare(engine: Source, user: str, run_ids: list[str], names: list[str] | No
                 "project": r["project"],
                 "user": r["user"],
                 "queue": r["queue"],
+                "flavor": r.get("flavor"),  # the kind of GPU it ran on
                 "status": r["status"],
                 "phase": phase_of(r["status"]).value,
                 "created_at": r["created_at"],

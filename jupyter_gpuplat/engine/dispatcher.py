@@ -15,7 +15,16 @@ import shutil
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from ..core.admission import PendingRun, QueueState, choose, order_queues, pick_devices, probe_wait, wait_reason
+from ..core.admission import (
+    PendingRun,
+    QueueState,
+    decide,
+    order_queues,
+    pick_devices,
+    probe_flavor,
+    probe_wait,
+    wait_reason,
+)
 from ..core.artifacts import run_dir
 from ..core.errors import GpuPlatError, Unprocessable
 from ..core.matrix import count, expand
@@ -96,15 +105,30 @@ class Dispatcher:
             "verdict": verdict,
             "working_dir": req.working_dir,
             "notes": run_notes(res.resources.gpu),
-            "waits": self.preview_wait(user, req, res.queue, res.resources) if verdict["allowed"] else None,
+            "waits": self.preview_wait(user, req, res.queue, res.resources, res.resolved)
+            if verdict["allowed"]
+            else None,
+            "flavor": self.preview_flavor(user, res.queue, res.resources, res.resolved) if verdict["allowed"] else None,
         }
 
-    def preview_wait(self, user: str, req: RunRequest, qname: str | None, r: Resources) -> dict[str, Any] | None:
+    def preview_flavor(self, user: str, qname: str | None, r: Resources, resolved: dict[str, Any]) -> str | None:
+        """The flavor the run would take if submitted now and it fits now (None: it waits, or no flavors)."""
+        q = self.s.queues.get(qname or "")
+        if q is None or not q.limits.flavors:
+            return None
+        probe = PendingRun("preview", 2**62, q.limits.name, user, r, None, self.s.asked_flavor(resolved))
+        return probe_flavor(q, probe, self.s.free_gpus, self.s.free_by_flavor)
+
+    def preview_wait(
+        self, user: str, req: RunRequest, qname: str | None, r: Resources, resolved: dict[str, Any] | None = None
+    ) -> dict[str, Any] | None:
         """What the run would wait for if submitted now (as `waiting` and explain would say), else None."""
         q = self.s.queues.get(qname or "")
         if q is None or req.matrix is not None:  # a sweep's children wait each on their own
             return None
-        w, position = probe_wait(q, PendingRun("preview", 2**62, q.limits.name, user, r), self.s.free_gpus)
+        asked = self.s.asked_flavor(resolved or {})
+        probe = PendingRun("preview", 2**62, q.limits.name, user, r, None, asked)
+        w, position = probe_wait(q, probe, self.s.free_gpus, self.s.free_by_flavor)
         if w.reason == Reason.ADMISSIBLE:
             return None
         return {"reason": str(w.reason), "message": w.message, "position": position}
@@ -175,6 +199,7 @@ class Dispatcher:
         seq, ev_ids = s.store.create_run(row, evs)
         a = ActiveRun(rid, seq, req.project, user, qname, Status.QUEUED, r, res.resolved, times={"created_at": now})
         a.provenance = dict(res.provenance)
+        a.asked = s.asked_flavor(res.resolved)
         s.active[rid] = a
         q.add_pending(a.pending())
         for ev_id, ev in zip(ev_ids, evs, strict=True):
@@ -183,7 +208,7 @@ class Dispatcher:
         self.dirty.add(qname)
         self.schedule()
         # The full row, as the store now holds it, without reading it back.
-        row.update(seq=seq, devices=None, handle=None, exit_code=None, stop_requested_by=None)
+        row.update(seq=seq, devices=None, handle=None, exit_code=None, stop_requested_by=None, flavor=None)
         row.update(dispatched_at=None, started_at=None, finished_at=None)
         return row
 
@@ -233,6 +258,7 @@ class Dispatcher:
             r = Resources(row["gpu"], row["cpu_milli"], row["memory_bytes"])
             a = ActiveRun(row["id"], seq, row["project"], row["user"], pa.queue, Status.QUEUED, r, row["resolved"])
             a.times["created_at"], a.parent, a.provenance = row["created_at"], pa.id, dict(row["provenance"])
+            a.asked = self.s.asked_flavor(row["resolved"])
             self.s.active[a.id] = a
             q.add_pending(a.pending())
             actives.append(a)
@@ -275,16 +301,21 @@ class Dispatcher:
         for q in order_queues(dirty):
             self._capacity_waiters.discard(q.limits.name)
             while True:
-                run, capacity_blocked = choose(q, s.free_gpus)
+                d = decide(q, s.free_gpus, s.free_by_flavor)
+                run = d.run
                 if run is None:
-                    if capacity_blocked:
+                    if d.capacity_blocked:
                         self._capacity_waiters.add(q.limits.name)
                     break
-                devices = pick_devices(s.free_devices, run.request.gpu) if s.assigns_devices else ()
-                s.free_devices -= set(devices)
-                q.assume(run, devices)
+                devices = (
+                    pick_devices(s.free_devices, run.request.gpu, d.flavor, s.device_flavor)
+                    if s.assigns_devices
+                    else ()
+                )
+                s.take_devices(devices)
+                q.assume(run, devices, d.flavor)
                 a = s.active[run.id]
-                a.devices = devices
+                a.devices, a.flavor = devices, d.flavor
                 admitted.append(a)
                 changes.append(self._dispatch_change(a, q))
         fresh = list(self._newly_queued)
@@ -314,8 +345,8 @@ class Dispatcher:
             q = s.queues[a.queue]
             q.release(a.id)
             q.add_pending(a.pending())
-            s.free_devices |= set(a.devices)
-            a.devices = ()
+            s.give_devices(a.devices)
+            a.devices, a.flavor = (), None
             self.dirty.add(a.queue)
         self._newly_queued = fresh + self._newly_queued
 
@@ -329,12 +360,19 @@ class Dispatcher:
         conc = f"{len(q.held)}/{lim.concurrency}" if lim.concurrency is not None else f"{len(q.held)}"
         gpus = f"{q.used.gpu}/{lim.quota.gpu}" if lim.quota.gpu is not None else f"{q.used.gpu}"
         dev = ",".join(map(str, a.devices)) or "none"
+        fields: dict[str, Any] = {"devices": list(a.devices), "dispatched_at": self.s.clock()}
+        on = ""
+        if a.flavor is not None:
+            fl = lim.flavor(a.flavor)
+            used = q.used_by_flavor.get(a.flavor)
+            on = f" on flavor {a.flavor} ({used.gpu if used else 0}/{fl.quota.gpu if fl else '?'} {a.flavor} GPUs)"
+            fields["flavor"] = a.flavor
         return Change(
             a,
             Status.DISPATCHED,
             Reason.ADMITTED,
-            f"admitted by queue {lim.name} ({conc} runs, {gpus} GPUs in use); devices {dev}",
-            fields={"devices": list(a.devices), "dispatched_at": self.s.clock()},
+            f"admitted by queue {lim.name}{on} ({conc} runs, {gpus} GPUs in use); devices {dev}",
+            fields=fields,
         )
 
     def _first_waits(self) -> list[Change]:
@@ -349,7 +387,7 @@ class Dispatcher:
             q = s.queues[waiting.queue]
             p = q.pending(rid)
             if p is not None:
-                w = wait_reason(q, p, s.free_gpus)
+                w = wait_reason(q, p, s.free_gpus, s.free_by_flavor)
                 out.append(Change(waiting, Status.QUEUED, w.reason, w.message))
         return out
 
@@ -384,6 +422,7 @@ class Dispatcher:
             user=a.user,
             provenance=a.provenance,
             working_dir=spec.get("working_dir"),
+            flavor=self._flavor_of(a),
         )
         a.launching = True
         try:
@@ -411,6 +450,13 @@ class Dispatcher:
         a.launching = False
         a.handle = handle
         s.deferred.apply(f"hand-over of {a.id}", lambda: self._handed_over(a, handle))
+
+    def _flavor_of(self, a: ActiveRun) -> dict[str, Any] | None:
+        """The chosen flavor's placement as the config declares it now (the name alone if it was removed since)."""
+        if a.flavor is None:
+            return None
+        f = self.s.cfg.flavor(a.flavor)
+        return f.model_dump(mode="json") if f is not None else {"name": a.flavor}
 
     def _disk_full_message(self) -> str | None:
         """A run started on a full artifacts disk could write no log and no exit record: refuse it clearly."""

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from ..core.admission import QueueState, Wait, wait_reason
+from ..core.admission import QueueState, Wait, flavor_waits, wait_reason
 from ..core.clocks import clocks
 from ..core.explain_text import number_lines, wait_line
 from ..core.policy import admins_of
@@ -100,10 +100,50 @@ def _explain(source: Engine | ReadModel, user: str, run_id: str) -> dict[str, An
 def _explain_waiting(reads: ReadModel, user: str, a: ActiveRun, q: QueueState) -> dict[str, Any]:
     p = q.pending(a.id)
     assert p is not None
-    w: Wait = wait_reason(q, p, reads.free_gpus)
+    w: Wait = wait_reason(q, p, reads.free_gpus, reads.free_by_flavor)
+    blockers = _blockers(reads, user, w)
+    lim = q.limits
+    usage = {
+        "runs": len(q.held),
+        "concurrency": lim.concurrency,
+        "gpu": q.used.gpu,
+        "gpu_quota": lim.quota.gpu,
+        "pending": q.pending_count,
+        "free_gpus": reads.free_gpus,  # None: the executor (Kubernetes) has no such number
+    }
+    out = {
+        "layer": Layer.QUEUE.value,
+        "reason": str(w.reason),
+        "message": w.message,
+        "numbers": dict(w.numbers),
+        "position": q.position(p),
+        "pending_in_queue": q.pending_count,
+        "blockers": blockers,
+        "queue_usage": usage,
+        "who_can_act": _who_can_act(reads, a, w, blockers),
+    }
+    if lim.flavors:
+        out["flavors"] = [
+            {
+                "name": name,
+                "reason": str(fw.reason),
+                "message": fw.message,
+                "numbers": dict(fw.numbers),
+                "blockers": _blockers(reads, user, fw, name),
+            }
+            for name, fw in flavor_waits(q, p, reads.free_gpus, reads.free_by_flavor)
+        ]
+    return out
+
+
+def _blockers(reads: ReadModel, user: str, w: Wait, flavor: str | None = None) -> list[dict[str, Any]]:
+    """The runs holding what `w` waits for, named only where the caller may see them."""
     blocker_ids = list(w.blockers)
     if w.reason == Reason.NO_CAPACITY:
-        blocker_ids = [r.id for r in reads.device_holders()]
+        typed = reads.device_flavor if flavor is not None else {}
+        blocker_ids = [
+            r.id for r in reads.device_holders() if flavor is None or any(typed.get(d) == flavor for d in r.devices)
+        ]
     briefs = reads.briefs(blocker_ids)
     # Named only for the projects the *caller* may see (not the run owner's: an admin's run
     # explained to a member must not name other teams' runs).
@@ -126,26 +166,7 @@ def _explain_waiting(reads: ReadModel, user: str, a: ActiveRun, q: QueueState) -
                 "devices": b["devices"],
             }
         )
-    lim = q.limits
-    usage = {
-        "runs": len(q.held),
-        "concurrency": lim.concurrency,
-        "gpu": q.used.gpu,
-        "gpu_quota": lim.quota.gpu,
-        "pending": q.pending_count,
-        "free_gpus": reads.free_gpus,  # None: the executor (Kubernetes) has no such number
-    }
-    return {
-        "layer": Layer.QUEUE.value,
-        "reason": str(w.reason),
-        "message": w.message,
-        "numbers": dict(w.numbers),
-        "position": q.position(p),
-        "pending_in_queue": q.pending_count,
-        "blockers": blockers,
-        "queue_usage": usage,
-        "who_can_act": _who_can_act(reads, a, w, blockers),
-    }
+    return blockers
 
 
 def _who_can_act(reads: ReadModel, a: ActiveRun, w: Wait, blockers: list[dict[str, Any]]) -> list[dict[str, str]]:

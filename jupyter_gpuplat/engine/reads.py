@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..core.admission import QueueState, order_queues
+from ..core.admission import FreeByFlavor, QueueState, order_queues
 from ..core.config import ProjectConfig, dump_config
 from ..core.errors import InvalidInput, NotFound
 from ..core.identity import groups_of
@@ -87,6 +87,15 @@ class ReadModel:
     def free_gpus(self) -> int | None:
         return self.s.free_gpus
 
+    @property
+    def free_by_flavor(self) -> FreeByFlavor:
+        return self.s.free_by_flavor
+
+    @property
+    def device_flavor(self) -> dict[int, str]:
+        """Device index → its flavor on this machine (empty where no flavor types the devices)."""
+        return self.s.device_flavor
+
     def capacity(self, user: str) -> dict[str, Any]:
         """The executor's devices, and which run holds each (its id only if the user may see it)."""
         s = self.s
@@ -102,6 +111,7 @@ class ReadModel:
                     "uuid": d.uuid,
                     "declared": d.declared,
                     "in_use": a is not None,
+                    "flavor": s.device_flavor.get(d.index),
                     "run_id": a.id if a is not None and can_see(s.cfg, user, a.project) else None,
                 }
             )

@@ -59,7 +59,9 @@ class Reconciler:
             stop_requested_by=row["stop_requested_by"],
             times={k: row[k] for k in ("created_at", "queued_at", "dispatched_at", "started_at")},
             parent=row.get("parent"),
+            flavor=row.get("flavor"),
         )
+        a.asked = s.asked_flavor(a.resolved)
         s.active[a.id] = a
         if row["kind"] == "sweep":
             counts = s.store.child_counts(a.id)
@@ -81,8 +83,8 @@ class Reconciler:
         taken = set(a.devices) - s.free_devices
         if taken:
             log.error("run %s holds devices %s already held by another run", a.id, sorted(taken))
-        q.hold(HeldRun(a.id, a.user, a.request, a.devices, a.parent))
-        s.free_devices -= set(a.devices)
+        q.hold(HeldRun(a.id, a.user, a.request, a.devices, a.parent, a.flavor))
+        s.take_devices(a.devices)
         if a.handle is None:
             # Dispatch was recorded but the executor never started it: start it now.
             s.spawn(self.d.launch(a))
@@ -176,7 +178,7 @@ class Reconciler:
             if q.release(a.id) is not None:
                 self.d.dirty.add(a.queue)
         if a.devices:
-            s.free_devices |= set(a.devices)
+            s.give_devices(a.devices)
             self.d.freed_devices()
         if a.parent is not None:
             self.sweeps.child_ended(a, status)

@@ -15,8 +15,9 @@ from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..core.admission import PendingRun, QueueLimits, QueueState
+from ..core.admission import FlavorLimit, FreeByFlavor, PendingRun, QueueLimits, QueueState
 from ..core.config import PlatformConfig, QueueConfig
+from ..core.flavors import asked_flavor, device_flavors, flavor_counts
 from ..core.resources import Resources
 from ..core.status import Status, can_transition
 from ..executors.base import Device, Executor
@@ -40,6 +41,7 @@ def queue_limits(q: QueueConfig) -> QueueLimits:
         max_per_user=q.max_per_user,
         ordering=q.ordering,
         paused=q.paused,
+        flavors=tuple(FlavorLimit(f.name, f.quota.quota()) for f in q.flavors),
     )
 
 
@@ -66,9 +68,11 @@ class ActiveRun:
     end: tuple[str, str] | None = None
     end_status: Status | None = None
     parent: str | None = None  # a sweep's child: the sweep's id
+    asked: str | None = None  # the flavor it asked for (placement.gpu_type naming a flavor); None: any
+    flavor: str | None = None  # the flavor it was admitted on; None: its queue has no flavors
 
     def pending(self) -> PendingRun:
-        return PendingRun(self.id, self.seq, self.queue, self.user, self.request, self.parent)
+        return PendingRun(self.id, self.seq, self.queue, self.user, self.request, self.parent, self.asked)
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,6 +100,9 @@ class EngineState:
         self.active: dict[str, ActiveRun] = {}
         self.devices: list[Device] = executor.devices()
         self.free_devices: set[int] = {d.index for d in self.devices}
+        # Device index → its flavor (set with the config); empty where no flavor types this machine's devices.
+        self.device_flavor: dict[int, str] = {}
+        self._free_by_flavor: dict[str, int] | None = None
         # A cluster executor places work itself: our queues still count GPUs, devices are not ours.
         self.assigns_devices = executor.assigns_devices
         self.bus = EventBus()
@@ -110,10 +117,59 @@ class EngineState:
         """Free GPUs we hand out; None when the executor places work itself (no number of ours)."""
         return len(self.free_devices) if self.assigns_devices else None
 
+    @property
+    def free_by_flavor(self) -> FreeByFlavor:
+        """Free devices per flavor, where we hand out devices and the config declares flavors (kept as they change)."""
+        return self._free_by_flavor
+
+    def take_devices(self, devices: tuple[int, ...]) -> None:
+        """Devices a run now holds: no longer free (for its flavor too)."""
+        taken = set(devices) & self.free_devices
+        self.free_devices -= taken
+        self._count_flavors(tuple(taken), -1)
+
+    def give_devices(self, devices: tuple[int, ...]) -> None:
+        """Devices a run held, free again."""
+        back = set(devices) - self.free_devices
+        self.free_devices |= back
+        self._count_flavors(tuple(back), 1)
+
+    def _count_flavors(self, devices: tuple[int, ...], step: int) -> None:
+        counts = self._free_by_flavor
+        if counts is None:
+            return
+        for d in devices:
+            f = self.device_flavor.get(d)
+            if f is not None and f in counts:
+                counts[f] += step
+
+    def _recount_flavors(self) -> None:
+        if not self.assigns_devices or not self.cfg.flavors:
+            self._free_by_flavor = None
+            return
+        counts = dict.fromkeys((f.name for f in self.cfg.flavors), 0)
+        for d in self.free_devices:
+            f = self.device_flavor.get(d)
+            if f is not None and f in counts:
+                counts[f] += 1
+        self._free_by_flavor = counts
+
+    def machine_flavors(self, cfg: PlatformConfig) -> dict[str, int] | None:
+        """This machine's devices per flavor of `cfg`; None where unknown (devices not ours, none found, no flavors)."""
+        if not self.assigns_devices or not self.devices or not cfg.flavors:
+            return None
+        found = flavor_counts(device_flavors(cfg, ((d.index, d.name) for d in self.devices)))
+        return {f.name: found.get(f.name, 0) for f in cfg.flavors}
+
+    def asked_flavor(self, resolved: dict[str, Any]) -> str | None:
+        return asked_flavor(self.cfg, resolved)
+
     def set_config(self, cfg: PlatformConfig, version: int) -> set[str]:
         """Make `cfg` current in memory; returns the queue names (all need a new look)."""
         self.cfg = cfg
         self.config_version = version
+        self.device_flavor = device_flavors(cfg, ((d.index, d.name) for d in self.devices)) if cfg.flavors else {}
+        self._recount_flavors()
         names = {q.name for q in cfg.queues}
         for q in cfg.queues:
             limits = queue_limits(q)

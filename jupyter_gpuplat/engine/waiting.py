@@ -32,7 +32,7 @@ def waiting_of(s: EngineState, row: dict[str, Any]) -> dict[str, str] | None:
         p = q.pending(a.id) if q is not None else None
         if q is None or p is None:
             return None  # a sweep's parent: its children wait, each with its own reason
-        w = wait_reason(q, p, s.free_gpus)
+        w = wait_reason(q, p, s.free_gpus, s.free_by_flavor)
         return {"reason": str(w.reason), "message": w.message}
     reason, message = str(row.get("reason") or ""), str(row.get("message") or "")
     # Dispatched, not started (or a replacement after a preemption): the executor's latest word.

@@ -62,6 +62,9 @@ class LaunchRequest:
     provenance: Mapping[str, str] = field(default_factory=dict)
     # Where the run starts (absolute, checked by the service); None: in `workdir`, as before.
     working_dir: str | None = None
+    # The flavor admission chose, as the platform config declares it ({name, node_labels, tolerations, ...});
+    # None where its queue has no flavors. Admin-controlled placement: the run's own placement never overrides it.
+    flavor: Mapping[str, Any] | None = None
 
     @property
     def command(self) -> list[str]:

@@ -120,7 +120,7 @@ class BaseHandler(APIHandler):
     def queue_view_of(self, q: QueueState, free: int | None) -> dict[str, Any]:
         reads = self.engine.reads
         return {
-            **queue_view(q, free, reads.pending_runs(self.user_name, q)),
+            **queue_view(q, free, reads.pending_runs(self.user_name, q), reads.free_by_flavor),
             "actions": reads.queue_actions(self.user_name, q),
         }
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..core.admission import QueueState, shared_message, wait_reason
+from ..core.admission import FreeByFlavor, QueueState, shared_message, wait_reason
 from ..core.clocks import run_clocks
 from ..core.resources import Resources
 from ..core.status import FINAL, phase_of
@@ -66,6 +66,7 @@ def run_summary(
         "message": row["message"],
         "resources": Resources(row["gpu"], row["cpu_milli"], row["memory_bytes"]).to_dict(),
         "devices": row["devices"] or [],
+        "flavor": row.get("flavor"),
         # list rows carry `presets`; full rows have the request it comes from
         "presets": (row["presets"] if "presets" in row else (row.get("request") or {}).get("presets")) or [],
         "waiting": waiting,
@@ -109,13 +110,26 @@ def run_detail(
 
 
 def queue_view(
-    q: QueueState, free_gpus: int | None, pending: tuple[list[dict[str, Any]], int] = ([], 0)
+    q: QueueState,
+    free_gpus: int | None,
+    pending: tuple[list[dict[str, Any]], int] = ([], 0),
+    free_by_flavor: FreeByFlavor = None,
 ) -> dict[str, Any]:
     """A queue; `pending` is (the caller's visible pending runs with positions, how many others')."""
     lim = q.limits
     head = q.head()
-    wait = wait_reason(q, head, free_gpus) if head is not None else None
+    wait = wait_reason(q, head, free_gpus, free_by_flavor) if head is not None else None
+    flavors = [
+        {
+            "name": f.name,
+            "quota": f.quota.to_dict(),
+            "usage": q.used_by_flavor.get(f.name, Resources()).to_dict(),
+            "free_gpus": None if free_by_flavor is None else free_by_flavor.get(f.name, 0),
+        }
+        for f in lim.flavors
+    ]
     return {
+        "flavors": flavors,
         "name": lim.name,
         "priority": lim.priority,
         "concurrency": lim.concurrency,

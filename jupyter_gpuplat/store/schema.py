@@ -75,6 +75,8 @@ runs = Table(
     Column("working_dir", Text, nullable=True),
     # A sweep's child: its parent's id (v7).
     Column("parent", String(32), nullable=True),
+    # The flavor (kind of GPU) it was admitted on; null where its queue has no flavors (v11).
+    Column("flavor", String(63), nullable=True),
     Index("ix_runs_project_seq", "project", "seq"),
     Index("ix_runs_parent_seq", "parent", "seq"),
     Index("ix_runs_status", "status"),

@@ -414,6 +414,31 @@ test('a queue row: GPUs and runs against their limits, pending, head wait, longe
   assert.equal(paused.oldestWaitText, '');
 });
 
+test('a queue with flavors: one meter per flavor, in the order tried, with its free GPUs here', () => {
+  const q: IQueue = {
+    name: 'typed',
+    priority: 0,
+    concurrency: null,
+    quota: {},
+    max_per_user: null,
+    ordering: 'best_effort_fifo',
+    paused: false,
+    usage: { runs: 3, gpu: 3 },
+    pending: 1,
+    head_wait: { reason: 'QueueQuota', message: "h100: 2/2 in use (1 more needed) (queue typed's h100 quota)" },
+    flavors: [
+      { name: 'h100', quota: { gpu: 2 }, usage: { gpu: 2 }, free_gpus: 0 },
+      { name: 'a100', quota: { gpu: 4 }, usage: { gpu: 1 }, free_gpus: null }
+    ]
+  };
+  const v = queueView(q, null);
+  assert.deepEqual(v.flavors, [
+    { name: 'h100', text: '2/2 GPUs · 0 free here', fraction: 1 },
+    { name: 'a100', text: '1/4 GPUs', fraction: 0.25 }
+  ]);
+  assert.deepEqual(queueView({ ...q, flavors: [] }, null).flavors, []);
+});
+
 test('filters match live events as the service matches list queries', () => {
   const f = { project: 'team-a', queue: '', group: 'waiting' as const, search: 'train' };
   assert.ok(matchesFilter({ project: 'team-a', queue: 'x', status: 'queued', phase: 'dispatch', name: 'my-train' }, f));

@@ -1,9 +1,10 @@
 """A hypothesis state machine over the engine: random steps, invariants after every one.
 
 A real `Engine` over a real SQLite `Store` in a temp dir, the scripted `FakeExecutor` (or
-`FakeClusterExecutor`) and a `FakeClock`; 11 queues (a 12th name is added and removed by config
+`FakeClusterExecutor`) and a `FakeClock`; 12 queues (a 13th name is added and removed by config
 changes) with concurrency limits, GPU/CPU/memory quotas, priorities, `max_per_user`, strict and
-best-effort FIFO and a paused one; three projects, nine users.
+best-effort FIFO, a paused one and one whose GPU quota is split by flavor (h100 on devices 0-1,
+then a100 on 2-5; runs ask for either, any, or one it does not offer); three projects, nine users.
 
 Rules: submit (random user, project, queue, resources, script; some refused by policy, each
 refusal predicted), finish a run, deliver observations / advance the clock, start a slow run,
@@ -13,7 +14,8 @@ that re-attaches its runs or reports some of them lost).
 
 Invariants, checked at every dispatch as it is published (the store as committed, against the
 limits the machine applied) and after every step (the store and the engine's snapshot):
-concurrency, quota (gpu, cpu, memory) and max_per_user never exceeded by a dispatch; a paused
+concurrency, quota (gpu, cpu, memory, and per flavor) and max_per_user never exceeded by a dispatch,
+devices of the run's flavor only, the snapshot's per-flavor use equal to the store's; a paused
 queue dispatches nothing; strict FIFO kept; no device held by two runs; every waiting run has a
 dispatch reason and a message; every timeline valid by `core.status.can_transition`; each run
 dispatched at most once and handed to an executor once per dispatch (plus one re-submit per
@@ -73,11 +75,20 @@ QUEUES: list[dict[str, Any]] = [
     {"name": "low", "priority": -10, "max_per_user": 1, "ordering": "strict_fifo"},
     {"name": "shared"},
     {"name": "mem", "quota": {"memory": "8Gi"}, "ordering": "strict_fifo", "priority": 5},
+    {
+        "name": "typed",
+        "concurrency": 4,
+        "flavors": [{"name": "h100", "quota": {"gpu": 2}}, {"name": "a100", "quota": {"gpu": 3}}],
+    },
 ]
+FLAVORS: list[dict[str, Any]] = [{"name": "h100", "devices": [0, 1]}, {"name": "a100", "devices": [2, 3, 4, 5]}]
+FLAVOR_DEVICES = {f["name"]: set(f["devices"]) for f in FLAVORS}
+# What a run may ask in placement.gpu_type: nothing, any, a flavor, one no queue offers.
+ASKS = [*([None] * 8), "any", "h100", "a100", "l4"]
 SPARE = "spare"  # in no config at first: config changes add it (and may remove it again)
 QUEUE_NAMES = [q["name"] for q in QUEUES] + [SPARE]
 # Members' traffic goes mostly to the queues with tight limits, so that runs wait there and free each other.
-BUSY_QUEUES = [*(["big", "interactive", "a100", "fifo", "low", "mem", "batch"] * 3), *QUEUE_NAMES]
+BUSY_QUEUES = [*(["big", "interactive", "a100", "fifo", "low", "mem", "batch", "typed"] * 3), *QUEUE_NAMES]
 PROJECTS: list[dict[str, Any]] = [
     {"name": "vision", "members": {"alice": "admin", "bob": "member", "erin": "member", "carol": "viewer"}},
     {
@@ -116,7 +127,7 @@ RAN: dict[str, Counter[str]] = {}
 
 
 def platform_body(queues: Iterable[dict[str, Any]]) -> dict[str, Any]:
-    return {"admins": ADMINS, "queues": list(queues), "projects": PROJECTS}
+    return {"admins": ADMINS, "flavors": FLAVORS, "queues": list(queues), "projects": PROJECTS}
 
 
 def members(project: str) -> dict[str, str]:
@@ -135,9 +146,19 @@ def resources_of(row: dict[str, Any]) -> Resources:
     return Resources(row["gpu"], row["cpu_milli"], row["memory_bytes"])
 
 
+def asked_of(row: dict[str, Any]) -> str | None:
+    """The flavor a run asked for (None: any)."""
+    gpu_type = ((row.get("resolved") or {}).get("placement") or {}).get("gpu_type")
+    return None if gpu_type in (None, "any") else str(gpu_type)
+
+
 def over_limits(q: QueueConfig, holding: list[dict[str, Any]]) -> list[str]:
-    """Every limit of `q` that the runs holding its resources exceed."""
+    """Every limit of `q` that the runs holding its resources exceed (each flavor's quota too)."""
     out = []
+    for f in q.flavors:
+        used_f = sum(r["gpu"] for r in holding if r.get("flavor") == f.name)
+        if used_f > f.quota.gpu:
+            out.append(f"{f.name} gpu quota {used_f}/{f.quota.gpu}")
     if q.concurrency is not None and len(holding) > q.concurrency:
         out.append(f"concurrency {len(holding)}/{q.concurrency}")
     quota = quota_of(q)
@@ -337,6 +358,9 @@ class EngineMachine(RuleBasedStateMachine):
         if q.paused:
             self.violations.append(f"{rid} dispatched by paused queue {qname}")
         holding = self.rows(status=HOLDING_VALUES, queue=qname)
+        mine = next((r for r in holding if r["id"] == rid), None)
+        if mine is not None and mine["flavor"] is not None:
+            self.ran[f"dispatches:{mine['flavor']}"] += 1
         over = over_limits(q, holding)
         if over:
             self.violations.append(f"dispatch of {rid} in {qname} exceeds {over}")
@@ -369,6 +393,8 @@ class EngineMachine(RuleBasedStateMachine):
                 continue
             if len(devs) != r["gpu"] or len(set(devs)) != len(devs) or not all(0 <= d < N_GPUS for d in devs):
                 self.violations.append(f"{r['id']} asks {r['gpu']} GPU(s) but holds devices {devs} {where}")
+            if r.get("flavor") and not set(devs) <= FLAVOR_DEVICES[r["flavor"]]:
+                self.violations.append(f"{r['id']} holds devices {devs}, not all {r['flavor']}'s {where}")
             for d in devs:
                 if d in seen:
                     self.violations.append(f"device {d} held by {seen[d]} and {r['id']} {where}")
@@ -383,12 +409,21 @@ class EngineMachine(RuleBasedStateMachine):
         cpu=st.sampled_from([None, "500m", "2", "5"]),
         memory=st.sampled_from([None, "1Gi", "10Gi"]),
         script=st.sampled_from(sorted(SCRIPTS)),
+        ask=st.sampled_from(ASKS),
     )
     def submit_anything(
-        self, user: str, project: str, queue: str | None, gpu: int, cpu: str | None, memory: str | None, script: str
+        self,
+        user: str,
+        project: str,
+        queue: str | None,
+        gpu: int,
+        cpu: str | None,
+        memory: str | None,
+        script: str,
+        ask: str | None,
     ) -> None:
         """Anyone submits anything: many are refused by policy, each refusal predicted."""
-        self._submit(user, project, queue, gpu, cpu, memory, script)
+        self._submit(user, project, queue, gpu, cpu, memory, script, ask)
 
     @rule(
         queue=st.sampled_from(BUSY_QUEUES),
@@ -399,18 +434,29 @@ class EngineMachine(RuleBasedStateMachine):
                 st.sampled_from([None, None, "500m", "2"]),
                 st.sampled_from([None, None, "1Gi", "4Gi"]),
                 st.sampled_from(sorted(SCRIPTS)),
+                st.sampled_from([None, None, None, "any", "h100", "a100"]),
             ),
             min_size=1,
             max_size=6,
         ),
     )
-    def submit(self, queue: str, batch: list[tuple[tuple[str, str], int, str | None, str | None, str]]) -> None:
+    def submit(
+        self, queue: str, batch: list[tuple[tuple[str, str], int, str | None, str | None, str, str | None]]
+    ) -> None:
         """Members submit runs that mostly fit, several to one queue: the traffic that fills queues."""
-        for who, gpu, cpu, memory, script in batch:
-            self._submit(*who, queue, gpu, cpu, memory, script)
+        for who, gpu, cpu, memory, script, ask in batch:
+            self._submit(*who, queue, gpu, cpu, memory, script, ask if queue == "typed" else None)
 
     def _submit(
-        self, user: str, project: str, queue: str | None, gpu: int, cpu: str | None, memory: str | None, script: str
+        self,
+        user: str,
+        project: str,
+        queue: str | None,
+        gpu: int,
+        cpu: str | None,
+        memory: str | None,
+        script: str,
+        ask: str | None = None,
     ) -> None:
         self.ran["rule:submit"] += 1
         resources: dict[str, Any] = {"gpu": gpu}
@@ -421,7 +467,9 @@ class EngineMachine(RuleBasedStateMachine):
         body: dict[str, Any] = {"project": project, "command": ["true"], "name": script, "resources": resources}
         if queue:
             body["queue"] = queue
-        expected = self._expected_refusal(user, project, queue, Resources.parse(resources))
+        if ask:
+            body["placement"] = {"gpu_type": ask}
+        expected = self._expected_refusal(user, project, queue, Resources.parse(resources), ask)
         before = self.store.count_runs()
 
         async def go() -> str | GpuPlatError:
@@ -441,7 +489,9 @@ class EngineMachine(RuleBasedStateMachine):
             self.accepted.add(out)
             self.ran["accepted"] += 1
 
-    def _expected_refusal(self, user: str, project: str, queue: str | None, req: Resources) -> str | None:
+    def _expected_refusal(
+        self, user: str, project: str, queue: str | None, req: Resources, ask: str | None = None
+    ) -> str | None:
         """The code of the first violation submit must raise (None: accepted), from the machine's own model."""
         r = role(user, project) if project in PROJECT_NAMES else None
         if r is None:
@@ -469,6 +519,13 @@ class EngineMachine(RuleBasedStateMachine):
             return "MaxRunResources"
         if not self.cluster and req.gpu > N_GPUS:
             return "NoCapacity"
+        offered = {f.name: f.quota.gpu for f in self.qcfg(qname).flavors}
+        asked = None if ask in (None, "any") else ask
+        if asked is not None and asked not in offered:
+            return "FlavorNotOffered"
+        caps = [g for n, g in offered.items() if asked is None or n == asked]
+        if caps and req.gpu > max(caps):
+            return "ExceedsQueueQuota"
         return None
 
     def _finishable(self) -> list[str]:
@@ -780,6 +837,11 @@ class EngineMachine(RuleBasedStateMachine):
             assert set(q.held) == {r["id"] for r in held}, name
             assert {p.id for p in q.ordered_pending()} == {r["id"] for r in mine if r["status"] in WAITING_VALUES}
             assert q.used == sum((resources_of(r) for r in held), Resources()), name
+            by_flavor: dict[str, Resources] = {}
+            for r in held:
+                if r["flavor"] is not None:
+                    by_flavor[r["flavor"]] = by_flavor.get(r["flavor"], Resources()) + resources_of(r)
+            assert q.used_by_flavor == by_flavor, (name, q.used_by_flavor, by_flavor)
             assert q.per_user == dict(Counter(r["user"] for r in held)), name
         assert {r["queue"] for r in live.values()} <= set(self.queues), "a run in a queue the config lost"
         if not self.cluster:
@@ -815,8 +877,16 @@ class EngineMachine(RuleBasedStateMachine):
                     continue
                 if free is not None and r["gpu"] > free:
                     continue
-                if not over_limits(q, [*held, r]):
-                    raise AssertionError(f"{r['id']} fits queue {name} ({q}) yet waits: {r['reason']} {r['message']}")
+                for flavor in [f.name for f in q.flavors if asked_of(r) in (None, f.name)] or [None]:
+                    if flavor is not None and not self.cluster:
+                        taken = {d for h in holding for d in h["devices"] or ()}
+                        if r["gpu"] > len(FLAVOR_DEVICES[flavor] - taken):
+                            continue
+                    if not over_limits(q, [*held, {**r, "flavor": flavor}]):
+                        raise AssertionError(
+                            f"{r['id']} fits queue {name} ({q}) on flavor {flavor} yet waits: "
+                            f"{r['reason']} {r['message']}"
+                        )
 
     def _check_launches(self, rows: dict[str, dict[str, Any]]) -> None:
         for rid, r in rows.items():

@@ -24,6 +24,7 @@ import pytest
 
 from jupyter_gpuplat.core.request import Entrypoint
 from jupyter_gpuplat.executors.base import Device, ExecutorError, LaunchRequest, Observation
+from jupyter_gpuplat.executors.local.env import make_env
 from jupyter_gpuplat.executors.local.executor import LocalExecutor, make_final_observation
 from jupyter_gpuplat.executors.local.gpus import detect_gpus, parse_nvidia_smi
 from jupyter_gpuplat.executors.local.warm.slots import WARM_LAUNCHER
@@ -890,3 +891,23 @@ def test_a_run_from_a_spare_launcher_counts_its_time_from_its_own_launch(tmp_pat
         run_async(scenario())
     finally:
         harness.cleanup()
+
+
+def test_a_run_and_a_session_kernel_see_their_flavor_and_cannot_claim_another() -> None:
+    """GPUPLAT_FLAVOR is the platform's: the flavor admission chose, whatever the spec's env says;
+    a kernel (a session) is given the same environment as any run."""
+    for entrypoint in (Entrypoint("command", argv=("true",)), Entrypoint("kernel")):
+        req = LaunchRequest(
+            run_id="r-1",
+            entrypoint=entrypoint,
+            env={"GPUPLAT_FLAVOR": "h100"},
+            devices=(3,),
+            workdir="/tmp/r-1",
+            flavor={"name": "a100", "node_labels": {}, "tolerations": []},
+        )
+        env = make_env({"PATH": "/bin"}, ["PATH"], None, req)
+        assert (env["GPUPLAT_FLAVOR"], env["CUDA_VISIBLE_DEVICES"]) == ("a100", "3")
+    plain = LaunchRequest(
+        run_id="r-2", entrypoint=Entrypoint("kernel"), env={"GPUPLAT_FLAVOR": "h100"}, devices=(), workdir="/tmp/r-2"
+    )
+    assert "GPUPLAT_FLAVOR" not in make_env({}, [], None, plain)

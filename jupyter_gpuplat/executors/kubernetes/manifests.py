@@ -49,6 +49,7 @@ ANN_USER = "gpuplat.io/user"
 ANN_PRESETS = "gpuplat.io/presets"
 ANN_PLACEMENT_FROM = "gpuplat.io/placement-from"
 ANN_GPU_TYPE_LABEL = "gpuplat.io/gpu-type-label"
+ANN_FLAVOR = "gpuplat.io/flavor"  # the flavor admission chose: a placement wait names its nodes
 CONTAINER = "main"
 ANN_SAFE_TO_EVICT = "cluster-autoscaler.kubernetes.io/safe-to-evict"
 KERNEL_CONNECTION_FILE = "/tmp/gpuplat-kernel.json"  # in the pod's own /tmp: the key stays off shared volumes
@@ -149,6 +150,8 @@ def make_annotations(req: LaunchRequest, settings: JobSettings) -> dict[str, str
         ANN_PLACEMENT_FROM: json.dumps(placement, sort_keys=True, separators=(",", ":")),
         ANN_GPU_TYPE_LABEL: settings.gpu_type_label,
     }
+    if req.flavor is not None:
+        out[ANN_FLAVOR] = str(req.flavor["name"])
     return out
 
 
@@ -182,8 +185,18 @@ def make_tolerations(raw: Sequence[Mapping[str, Any]] | None) -> list[dict[str, 
     return out
 
 
-def make_node_selector(placement: Mapping[str, Any], gpu_type_label: str) -> dict[str, str]:
+def make_node_selector(
+    placement: Mapping[str, Any], gpu_type_label: str, flavor: Mapping[str, Any] | None = None
+) -> dict[str, str]:
+    """The pod's nodeSelector: the spec's, its gpu_type as a label value, and the chosen flavor's labels.
+
+    With a flavor, `gpu_type` named the flavor (not a label value) and the flavor's node labels win
+    over the spec's (admin-controlled placement: a member cannot move a run off its flavor's nodes).
+    """
     out = {k: v for k, v in (placement.get("node_selector") or {}).items() if v is not None}
+    if flavor is not None:
+        out.update(flavor.get("node_labels") or {})
+        return out
     gpu_type = placement.get("gpu_type")
     if gpu_type and gpu_type != "any":
         out[gpu_type_label] = gpu_type
@@ -312,10 +325,12 @@ def make_working_dir(req: LaunchRequest, settings: JobSettings) -> str:
 
 
 def make_env(req: LaunchRequest, workdir: str) -> list[dict[str, Any]]:
-    ours = ("GPUPLAT_RUN_ID", "GPUPLAT_ARTIFACTS_DIR", "GPUPLAT_KERNEL_KEY", "GPUPLAT_KERNEL_IP")
+    ours = ("GPUPLAT_RUN_ID", "GPUPLAT_ARTIFACTS_DIR", "GPUPLAT_KERNEL_KEY", "GPUPLAT_KERNEL_IP", "GPUPLAT_FLAVOR")
     env: list[dict[str, Any]] = [{"name": k, "value": v} for k, v in req.env.items() if k not in ours]
     env.append({"name": "GPUPLAT_RUN_ID", "value": req.run_id})
     env.append({"name": "GPUPLAT_ARTIFACTS_DIR", "value": workdir})
+    if req.flavor is not None:
+        env.append({"name": "GPUPLAT_FLAVOR", "value": str(req.flavor["name"])})
     env.append({"name": "PYTHONUNBUFFERED", "value": "1"})
     if is_session(req):
         secret = {"name": kernel_secret_name(req.run_id), "key": KERNEL_SECRET_KEY}
@@ -326,7 +341,14 @@ def make_env(req: LaunchRequest, workdir: str) -> list[dict[str, Any]]:
 
 def _with_env(env: list[dict[str, Any]], more: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The connections' env after the spec's (a later duplicate name wins in Kubernetes too); ours stay ours."""
-    ours = {"GPUPLAT_RUN_ID", "GPUPLAT_ARTIFACTS_DIR", "PYTHONUNBUFFERED", "GPUPLAT_KERNEL_KEY", "GPUPLAT_KERNEL_IP"}
+    ours = {
+        "GPUPLAT_RUN_ID",
+        "GPUPLAT_ARTIFACTS_DIR",
+        "PYTHONUNBUFFERED",
+        "GPUPLAT_KERNEL_KEY",
+        "GPUPLAT_KERNEL_IP",
+        "GPUPLAT_FLAVOR",
+    }
     names = {e["name"] for e in more if e["name"] not in ours}
     return [e for e in env if e["name"] not in names] + [e for e in more if e["name"] in names]
 
@@ -416,10 +438,11 @@ def make_pod_spec(req: LaunchRequest, settings: JobSettings) -> dict[str, Any]:
         "enableServiceLinks": False,
         "securityContext": pod_context,
     }
-    node_selector = make_node_selector(placement, settings.gpu_type_label)
+    node_selector = make_node_selector(placement, settings.gpu_type_label, req.flavor)
     if node_selector:
         pod["nodeSelector"] = node_selector
-    tolerations = make_tolerations(placement.get("tolerations"))
+    flavor_tolerations = (req.flavor or {}).get("tolerations") or []
+    tolerations = make_tolerations([*(placement.get("tolerations") or []), *flavor_tolerations])
     if tolerations:
         pod["tolerations"] = tolerations
     if placement.get("affinity"):

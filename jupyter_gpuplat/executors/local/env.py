@@ -41,6 +41,7 @@ PLATFORM_ENV = frozenset(
         "GPU_DEVICE_ORDINAL",
         "GPUPLAT_RUN_ID",
         "GPUPLAT_ARTIFACTS_DIR",
+        "GPUPLAT_FLAVOR",
         "PYTHONUNBUFFERED",
     }
 )
@@ -85,4 +86,6 @@ def make_env(
     env["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID"  # CUDA's indices as nvidia-smi numbers them
     env["GPUPLAT_RUN_ID"] = req.run_id
     env["GPUPLAT_ARTIFACTS_DIR"] = req.workdir
+    if req.flavor is not None:  # the kind of GPU it was given (a session's kernel sees it too)
+        env["GPUPLAT_FLAVOR"] = str(req.flavor["name"])
     return env

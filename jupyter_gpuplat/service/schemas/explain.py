@@ -67,6 +67,16 @@ class QueueUsage(_Open):
     free_gpus: int | None = Field(description="GPUs free on the executor; null where it does not count them")
 
 
+class FlavorWait(_Open):
+    """Why a waiting run does not start on one flavor it may use (its queue's order)."""
+
+    name: str
+    reason: str = Field(description="A reason code (QueueQuota, NoCapacity, a limit of the whole queue, Admissible)")
+    message: str = Field(description="e.g. 'h100: 2/2 in use (1 more needed) (queue a's h100 quota)'")
+    numbers: dict[str, Number | None]
+    blockers: list[Blocker]
+
+
 class NumberLine(_Out):
     label: str = Field(description="numbers, position or queue")
     text: str = Field(description="e.g. '1/1 in use', '2 of 3 waiting in queue a-train'")
@@ -87,6 +97,11 @@ class Explain(_Open):
     numbers: dict[str, Number | None] | None = None
     pending_in_queue: int | None = None
     queue_usage: QueueUsage | None = None
+    flavors: list[FlavorWait] | None = Field(
+        default=None,
+        description="A waiting run whose queue has flavors: one entry per flavor it may use, in the queue's order; "
+        "`reason`/`message` are the first flavor's (or the queue's, when a limit of the whole queue holds it)",
+    )
     details: dict[str, Any] | None = None
     layer_text: str = Field(description="What the layer means, in words (the reason registry's): as clients show it")
     wait_line: str = Field(

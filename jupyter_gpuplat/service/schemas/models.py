@@ -94,6 +94,15 @@ class PendingEntry(_Out):
     position: int = Field(description="1-based place among the queue's pending runs, by submission order")
 
 
+class FlavorUsage(_Out):
+    """One flavor a queue offers: its quota there, what the queue's runs hold of it, its free GPUs here."""
+
+    name: str
+    quota: ResourceAmounts
+    usage: ResourceAmounts
+    free_gpus: int | None = Field(description="Free GPUs of this flavor on this machine; null where not counted")
+
+
 class QueueView(_Open):
     """A queue with its limits, live usage and what holds its head."""
 
@@ -105,6 +114,9 @@ class QueueView(_Open):
     ordering: str
     paused: bool
     usage: QueueUsageAmounts
+    flavors: list[FlavorUsage] = Field(
+        default_factory=list, description="Its GPU quota split by flavor, in the order tried; empty: no flavors"
+    )
     pending: int = Field(description="Pending runs in all, every team's")
     pending_runs: list[PendingEntry] = Field(
         description="The caller's visible pending runs in position order (at most 100); others' are only counted"
@@ -171,6 +183,7 @@ class DeviceView(_Out):
     declared: bool
     in_use: bool
     run_id: str | None = Field(description="The run holding it, when the caller may see that run")
+    flavor: str | None = Field(default=None, description="Its flavor (kind of GPU); null where no flavor claims it")
 
 
 class IsolationControl(_Out):

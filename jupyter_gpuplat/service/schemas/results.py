@@ -56,6 +56,11 @@ class Preview(_Open):
     waits: PreviewWait | None = Field(
         default=None, description="What it would wait for if submitted now (null: allowed and starts next cycle)"
     )
+    flavor: str | None = Field(
+        default=None,
+        description="The flavor (kind of GPU) it would take if submitted now and it fits now; null: it would wait, "
+        "or its queue has no flavors",
+    )
 
 
 class OutputFile(_Out):
@@ -95,6 +100,7 @@ class CompareRun(_Open):
     project: str
     user: str
     queue: str
+    flavor: str | None = Field(default=None, description="The flavor (kind of GPU) it was admitted on, if any")
     status: Status
     phase: Phase = Field(description="The phase of the status (as a run's `phase`)")
     created_at: Seconds | None

@@ -117,6 +117,10 @@ class RunSummary(_Open):
     message: str
     resources: ResourceAmounts
     devices: list[int]
+    flavor: str | None = Field(
+        default=None,
+        description="The flavor (kind of GPU) it was admitted on; null before dispatch or where its queue has none",
+    )
     presets: list[str] = Field(description="The presets the request picked (its `presets`)")
     presets_applied: list[str] = Field(
         description="Every preset that made the spec, in merge order: the project's default_presets, then those picked"

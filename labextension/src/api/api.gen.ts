@@ -667,6 +667,12 @@ export interface components {
             user: string;
             /** Queue */
             queue: string;
+            /**
+             * Flavor
+             * @description The flavor (kind of GPU) it was admitted on, if any
+             * @default null
+             */
+            flavor?: string | null;
             status: components["schemas"]["Status"];
             /** @description The phase of the status (as a run's `phase`) */
             phase: components["schemas"]["Phase"];
@@ -856,6 +862,12 @@ export interface components {
              * @description The run holding it, when the caller may see that run
              */
             run_id: string | null;
+            /**
+             * Flavor
+             * @description Its flavor (kind of GPU); null where no flavor claims it
+             * @default null
+             */
+            flavor?: string | null;
         };
         /**
          * Domain
@@ -1022,6 +1034,12 @@ export interface components {
             /** @default null */
             queue_usage?: components["schemas"]["QueueUsage"] | null;
             /**
+             * Flavors
+             * @description A waiting run whose queue has flavors: one entry per flavor it may use, in the queue's order; `reason`/`message` are the first flavor's (or the queue's, when a limit of the whole queue holds it)
+             * @default null
+             */
+            flavors?: components["schemas"]["FlavorWait"][] | null;
+            /**
              * Details
              * @default null
              */
@@ -1050,6 +1068,87 @@ export interface components {
             reason: string;
             /** Count */
             count: number;
+        };
+        /**
+         * FlavorConfig
+         * @description A named kind of GPU: how to recognise its devices here and place it on Kubernetes (admins only).
+         */
+        FlavorConfig: {
+            /** Name */
+            name: string;
+            /**
+             * Gpu Type
+             * @default null
+             */
+            gpu_type?: string | null;
+            /** Node Labels */
+            node_labels?: {
+                [key: string]: string;
+            };
+            /** Tolerations */
+            tolerations?: components["schemas"]["Toleration"][];
+            /**
+             * Devices
+             * @default null
+             */
+            devices?: number[] | null;
+        };
+        /**
+         * FlavorQuotaSpec
+         * @description A queue's limit on one flavor: its GPUs (required), and optionally cpu and memory.
+         */
+        FlavorQuotaSpec: {
+            /** Gpu */
+            gpu: number;
+            /**
+             * Cpu
+             * @default null
+             */
+            cpu?: string | number | null;
+            /**
+             * Memory
+             * @default null
+             */
+            memory?: string | number | null;
+        };
+        /**
+         * FlavorUsage
+         * @description One flavor a queue offers: its quota there, what the queue's runs hold of it, its free GPUs here.
+         */
+        FlavorUsage: {
+            /** Name */
+            name: string;
+            quota: components["schemas"]["ResourceAmounts"];
+            usage: components["schemas"]["ResourceAmounts"];
+            /**
+             * Free Gpus
+             * @description Free GPUs of this flavor on this machine; null where not counted
+             */
+            free_gpus: number | null;
+        };
+        /**
+         * FlavorWait
+         * @description Why a waiting run does not start on one flavor it may use (its queue's order).
+         */
+        FlavorWait: {
+            /** Name */
+            name: string;
+            /**
+             * Reason
+             * @description A reason code (QueueQuota, NoCapacity, a limit of the whole queue, Admissible)
+             */
+            reason: string;
+            /**
+             * Message
+             * @description e.g. 'h100: 2/2 in use (1 more needed) (queue a's h100 quota)'
+             */
+            message: string;
+            /** Numbers */
+            numbers: {
+                [key: string]: number | null;
+            };
+            /** Blockers */
+            blockers: components["schemas"]["Blocker"][];
         };
         /** GitState */
         GitState: {
@@ -1426,6 +1525,8 @@ export interface components {
              */
             allowed_images?: string[] | null;
             defaults?: components["schemas"]["PartialSpec"];
+            /** Flavors */
+            flavors?: components["schemas"]["FlavorConfig"][];
             /** Queues */
             queues?: components["schemas"]["QueueConfig"][];
             /** Presets */
@@ -1600,6 +1701,12 @@ export interface components {
              * @default null
              */
             waits?: components["schemas"]["PreviewWait"] | null;
+            /**
+             * Flavor
+             * @description The flavor (kind of GPU) it would take if submitted now and it fits now; null: it would wait, or its queue has no flavors
+             * @default null
+             */
+            flavor?: string | null;
         };
         /** PreviewWait */
         PreviewWait: {
@@ -1840,6 +1947,8 @@ export interface components {
              */
             concurrency?: number | null;
             quota?: components["schemas"]["QuotaSpec"];
+            /** Flavors */
+            flavors?: components["schemas"]["QueueFlavor"][];
             /**
              * Max Per User
              * @default null
@@ -1897,6 +2006,15 @@ export interface components {
             name: string;
             /** Quota Gpu */
             quota_gpu: number | null;
+        };
+        /**
+         * QueueFlavor
+         * @description One flavor a queue offers, with its quota; a queue tries its flavors in the order listed.
+         */
+        QueueFlavor: {
+            /** Name */
+            name: string;
+            quota: components["schemas"]["FlavorQuotaSpec"];
         };
         /** QueueSettings */
         QueueSettings: {
@@ -1972,6 +2090,11 @@ export interface components {
             /** Paused */
             paused: boolean;
             usage: components["schemas"]["QueueUsageAmounts"];
+            /**
+             * Flavors
+             * @description Its GPU quota split by flavor, in the order tried; empty: no flavors
+             */
+            flavors?: components["schemas"]["FlavorUsage"][];
             /**
              * Pending
              * @description Pending runs in all, every team's
@@ -2199,6 +2322,12 @@ export interface components {
             resources: components["schemas"]["ResourceAmounts"];
             /** Devices */
             devices: number[];
+            /**
+             * Flavor
+             * @description The flavor (kind of GPU) it was admitted on; null before dispatch or where its queue has none
+             * @default null
+             */
+            flavor?: string | null;
             /**
              * Presets
              * @description The presets the request picked (its `presets`)
@@ -2431,6 +2560,12 @@ export interface components {
             resources: components["schemas"]["ResourceAmounts"];
             /** Devices */
             devices: number[];
+            /**
+             * Flavor
+             * @description The flavor (kind of GPU) it was admitted on; null before dispatch or where its queue has none
+             * @default null
+             */
+            flavor?: string | null;
             /**
              * Presets
              * @description The presets the request picked (its `presets`)

@@ -89,6 +89,8 @@ export interface IQueueView {
   pendingText: string;
   waitText: string;
   oldestWaitText: string;
+  /** Its GPU quota per flavor, in the order the queue tries them (empty: no flavors). */
+  flavors: { name: string; text: string; fraction: number | null }[];
 }
 
 function ratio(used: number, limit: number | null | undefined): number | null {
@@ -120,7 +122,17 @@ export function queueView(q: IQueue, longestWait: number | null): IQueueView {
     pendingText: `${pending} pending`,
     waitText: q.paused ? 'paused: nothing is dispatched' : head ? head.message : '',
     oldestWaitText:
-      longestWait === null || pending === 0 ? '' : `longest wait ${formatDuration(longestWait)}`
+      longestWait === null || pending === 0 ? '' : `longest wait ${formatDuration(longestWait)}`,
+    flavors: (q.flavors ?? []).map(f => {
+      const used = Number(f.usage.gpu ?? 0);
+      const limit = f.quota.gpu ?? null;
+      const free = f.free_gpus === null || f.free_gpus === undefined ? '' : ` · ${f.free_gpus} free here`;
+      return {
+        name: f.name,
+        text: limit === null ? `${used} GPUs${free}` : `${used}/${limit} GPUs${free}`,
+        fraction: ratio(used, limit)
+      };
+    })
   };
 }
 

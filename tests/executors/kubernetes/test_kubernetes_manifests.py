@@ -7,6 +7,7 @@ offline. Checked against the oldest and newest releases the platform targets.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import sys
 from typing import Any
@@ -282,3 +283,33 @@ def test_entrypoints_use_the_images_python_and_the_pods_view_of_the_artifact_vol
         with pytest.raises(ExecutorError, match="sees only its own run's directory"):
             container(Entrypoint("command", argv=("true",)), working_dir=elsewhere)
         assert "leave working_dir out" in (working_dir_problem(elsewhere, "/data/artifacts", settings) or "")
+
+
+def test_the_chosen_flavor_places_the_pod_whatever_the_spec_says() -> None:
+    """Admin-controlled placement: the flavor's labels win over the spec's, its tolerations are added,
+    and `gpu_type` (a flavor's name here) is no label value."""
+    req = dataclasses.replace(
+        request(
+            resources={"gpu": 1},
+            placement={
+                "gpu_type": "h100",
+                "node_selector": {"nvidia.com/gpu.product": "NVIDIA-L4", "pool": "train"},
+                "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
+            },
+        ),
+        flavor={
+            "name": "h100",
+            "node_labels": {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"},
+            "tolerations": [{"key": "gpuplat.io/pool", "operator": "Equal", "value": "h100", "effect": "NoSchedule"}],
+        },
+    )
+    job = make_job(req, SETTINGS)
+    validate(job)
+    pod = job["spec"]["template"]["spec"]
+    assert pod["nodeSelector"] == {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3", "pool": "train"}
+    assert pod["tolerations"] == [
+        {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"},
+        {"key": "gpuplat.io/pool", "operator": "Equal", "value": "h100", "effect": "NoSchedule"},
+    ]
+    env = {e["name"]: e.get("value") for e in pod["containers"][0]["env"]}
+    assert env["GPUPLAT_FLAVOR"] == "h100"

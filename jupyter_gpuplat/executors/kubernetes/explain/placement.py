@@ -12,7 +12,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from ....core.reasons import CLUSTER_ADMINS, OWNER, PLATFORM_ADMINS, Reason
-from ..manifests import ANN_GPU_TYPE_LABEL
+from ..manifests import ANN_FLAVOR, ANN_GPU_TYPE_LABEL
 from .fit import FitFailure, parse_fit_error
 from .model import (
     Explanation,
@@ -64,7 +64,22 @@ class Ask:
         self.gpu_nodes = [n for n in self.nodes if n.gpus > 0] if self.nodes is not None and self.want_gpus else None
 
     def answer(self, reason: Reason, message: str, *who: tuple[str, str]) -> Explanation:
-        return Explanation("starting", reason, message, tuple(who), raw=self.fit.raw, counts=self.counts)
+        return Explanation(
+            "starting", reason, message + self.flavor_nodes(), tuple(who), raw=self.fit.raw, counts=self.counts
+        )
+
+    def flavor_nodes(self) -> str:
+        """A run placed on a flavor: that flavor's nodes (those its selector matches) and their free GPUs."""
+        flavor = _annotations(self.job).get(ANN_FLAVOR)
+        if not flavor:
+            return ""
+        if self.nodes is None:
+            return f" (flavor {flavor})"
+        mine = [n for n in self.nodes if _node_matches(self.pod, n)]
+        if not mine:
+            return f" Flavor {flavor} has no node here: none matches its node labels."
+        names = ", ".join(f"{n.name} {n.gpus_free}/{n.gpus} free" for n in sorted(mine, key=lambda n: n.name))
+        return f" Flavor {flavor}'s nodes: {names}."
 
     def blocked(self, n: NodeView) -> str:
         """What keeps the run off node `n` by its own placement (else: "insufficient")."""
@@ -105,6 +120,9 @@ def explain_unschedulable(
         return _prefilter(ask)
     if ask.gpu_nodes is not None:
         big = [n for n in ask.gpu_nodes if n.gpus >= ask.want_gpus]
+        if _annotations(job).get(ANN_FLAVOR):
+            # Placed on a flavor: only its nodes could hold the run (the platform chose them, not the run).
+            big = [n for n in big if _node_matches(pod, n)] or big
         if not big:
             return _no_node_big_enough(ask)
         # What blocks the nodes that could hold the run: decide the headline over those only.

@@ -88,6 +88,8 @@ export class QueuesView extends Widget {
             action
           ),
           meter('GPUs', v.gpuText, v.gpuFraction),
+          // the GPU quota per flavor, in the order the queue tries them
+          ...v.flavors.map(f => meter(f.name, f.text, f.fraction)),
           meter('Runs', v.runsText, v.runsFraction),
           this._pendingLine(q.name, pendingLine(v)),
           v.waitText ? h('div', { class: 'jp-GpuPlat-queueWait' }, v.waitText) : null,

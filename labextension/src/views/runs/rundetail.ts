@@ -307,12 +307,13 @@ export class RunDetail extends Widget {
     );
     const devices = run.devices.length ? ` on GPU ${run.devices.join(',')}` : '';
     const exit = run.exit_code !== null ? ` · exit code ${run.exit_code}` : '';
+    const flavor = run.flavor ? ` ${run.flavor}` : ''; // the kind of GPU admission chose: "1 GPU h100 on GPU 0"
     this._summary.replaceChildren(
       h('span', null, `${run.id} · ${run.project} · ${run.user}`),
       h(
         'span',
         null,
-        `queue ${run.queue} · ${presetsText(run)} · ${formatGpus(run.resources.gpu)}${devices}${exit}`
+        `queue ${run.queue} · ${presetsText(run)} · ${formatGpus(run.resources.gpu)}${flavor}${devices}${exit}`
       )
     );
     this._renderClocks();
