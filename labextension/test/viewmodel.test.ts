@@ -323,6 +323,32 @@ test('explain on the execution side shows what the executor said; GPUs the execu
   assert.deepEqual(q.numbers, ['numbers: requested 2, free 1', 'position: 1 of 1 waiting in queue q', 'queue: 0/∞ runs, 0/∞ GPUs in use, 1 pending']);
 });
 
+test('explain lists each flavor where they wait differently, in the queue\'s order; not where that repeats the message', () => {
+  const wait = (flavors: IExplain['flavors'], message: string): IExplain => ({
+    run_id: 'r-4', status: 'queued', queue: 'typed', layer: 'queue', layer_text: 'held by our queue (dispatch)', number_lines: [], wait_line: 'in typed',
+    reason: 'QueueQuota', message, numbers: {}, position: 1, pending_in_queue: 1, blockers: [], who_can_act: [], flavors
+  });
+  const h100 = "h100: 2/2 in use (4 more needed) (queue typed's h100 quota)";
+  const a100 = "a100: 1/4 in use (1 more needed) (queue typed's a100 quota)";
+  const both = explainView(wait([
+    { name: 'h100', reason: 'QueueQuota', message: h100, numbers: { used: 2, requested: 4, limit: 2 }, blockers: [] },
+    { name: 'a100', reason: 'QueueQuota', message: a100, numbers: { used: 1, requested: 4, limit: 4 }, blockers: [] }
+  ], h100));
+  assert.deepEqual(both.flavors, [h100, a100]);
+  // one flavor asked for (placement.gpu_type): the message is its wait already
+  assert.deepEqual(explainView(wait([{ name: 'h100', reason: 'QueueQuota', message: h100, numbers: {}, blockers: [] }], h100)).flavors, []);
+  // a limit of the whole queue holds it on every flavor: said once
+  const paused = 'queue typed is paused';
+  const common = [
+    { name: 'h100', reason: 'QueuePaused', message: paused, numbers: {}, blockers: [] },
+    { name: 'a100', reason: 'QueuePaused', message: paused, numbers: {}, blockers: [] }
+  ];
+  assert.deepEqual(explainView(wait(common, paused)).flavors, []);
+  // a queue-wide message differing from the top one is named by its flavor
+  assert.deepEqual(explainView(wait(common, 'other')).flavors, [`h100: ${paused}`, `a100: ${paused}`]);
+  assert.deepEqual(explainView(wait(undefined, h100)).flavors, []);
+});
+
 test('reasons and ordinals read as words', () => {
   assert.equal(humanReason('BehindQueueHead'), 'Behind queue head');
   assert.equal(humanReason('QueuePaused'), 'Queue paused');

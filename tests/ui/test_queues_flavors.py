@@ -2,7 +2,11 @@
 a100: 2-5) and a queue `typed` trying h100 (quota 2) then a100 (quota 4). The Queues tab shows one
 meter per flavor in that order with what the queue's runs hold and the free devices of each, and
 they move when runs end; a run's detail names the flavor it got; a run asking for h100 waits while
-a100 is free, and its explanation (and the queue's line) says it is h100's quota that holds it."""
+a100 is free, and its explanation (and the queue's line) says it is h100's quota that holds it; one
+asking for 4 GPUs, either flavor, is explained per flavor (h100's quota, then a100's).
+
+The per-flavor explanation is this tree's frontend: serve it with GPUPLAT_UI_LABEXTENSIONS
+(tests/ui/conftest.py) until the installed one is rebuilt."""
 
 from __future__ import annotations
 
@@ -23,6 +27,7 @@ from .sidebar_helpers import SIDEBAR, back_to_runs, open_from_list, release, sho
 QUEUE = f'{SIDEBAR} .jp-GpuPlat-queue[data-queue="typed"]'
 H100 = {0, 1}
 A100 = {2, 3, 4, 5}
+H100_FOUR = "h100: 2/2 in use (4 more needed) (queue typed's h100 quota)"
 
 # Waits, quietly, until the gate file named by its argument exists.
 GATE_PY = """\
@@ -151,6 +156,16 @@ def test_per_flavor_meters_detail_and_wait(flavored: Lab, page: Any, screenshots
         expect(blockers).to_have_count(2)
         assert {blockers.nth(i).get_attribute("data-run-id") for i in range(2)} == {ids["h1"], ids["h2"]}
         expect(detail.locator(".jp-GpuPlat-summary")).not_to_contain_text("h100")  # no flavor before admission
+        expect(explain.locator(".jp-GpuPlat-explainFlavors")).to_have_count(0)  # its one flavor: the message says it
+
+        # the run asking 4 may use either flavor: each one's wait, in the order the queue tries them
+        detail = open_from_list(page, ids["four"])
+        explain = detail.locator(".jp-GpuPlat-explain")
+        expect(explain.locator(".jp-GpuPlat-explainMessage")).to_have_text(H100_FOUR)
+        expect(explain.locator(".jp-GpuPlat-explainFlavors li")).to_have_text(
+            [H100_FOUR, "a100: 1/4 in use (1 more needed) (queue typed's a100 quota)"]
+        )
+        page.screenshot(path=screenshots / "run-waiting-flavors.png")
 
         # a1 ends: `four` takes all of a100
         release(lab, "gate-a1")

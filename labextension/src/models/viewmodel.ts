@@ -257,6 +257,11 @@ export interface IExplainView {
   blockerIds: Array<string | null>;
   whoCanAct: string[];
   details: string[];
+  /**
+   * Per flavor the run may use, in its queue's order, why it does not start there (`flavors`);
+   * empty where that adds nothing to the message (one flavor, or a limit of the whole queue).
+   */
+  flavors: string[];
 }
 
 // Only which colour the layer's badge takes; its words are the service's `layer_text`.
@@ -281,6 +286,10 @@ export function explainView(ex: IExplain): IExplainView {
     }
     details.push(`${k}: ${String(v)}`);
   }
+  const perFlavor = ex.flavors ?? [];
+  const flavors = perFlavor.some(f => f.message !== ex.message)
+    ? perFlavor.map(f => (f.message.startsWith(`${f.name}: `) ? f.message : `${f.name}: ${f.message}`))
+    : [];
   return {
     side,
     layerLabel: ex.layer_text,
@@ -290,6 +299,7 @@ export function explainView(ex: IExplain): IExplainView {
     blockers,
     blockerIds: ex.blockers.map(b => b.id ?? null),
     whoCanAct: ex.who_can_act.map(w => `${w.who} can ${w.can}`),
-    details
+    details,
+    flavors
   };
 }

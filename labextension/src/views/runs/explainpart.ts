@@ -1,7 +1,8 @@
 /**
  * "Why is it here?" of one run: the explain answer, its message kept live (a running
  * run's "running for …" counts on), blockers' run ids as links, "Submit again…" where
- * the answer's line is about resubmitting and the run's `actions` let this user.
+ * the answer's line is about resubmitting and the run's `actions` let this user; where its
+ * flavors wait differently, each flavor's reason in the queue's order.
  */
 
 import { h } from '../dom';
@@ -63,6 +64,7 @@ export class ExplainPart {
       h('div', { class: 'jp-GpuPlat-explainLayer' }, h('span', { class: `jp-GpuPlat-side jp-mod-${v.side}` }, v.layerLabel)),
       h('div', { class: 'jp-GpuPlat-explainHeadline' }, v.headline),
       this._message,
+      list('jp-GpuPlat-explainFlavors', 'Per flavor, in the order tried', v.flavors),
       list('jp-GpuPlat-explainNumbers', 'Numbers', v.numbers),
       list('jp-GpuPlat-explainBlockers', 'Held up by', blockers),
       list('jp-GpuPlat-explainDetails', 'Executor says', v.details),
