@@ -27,6 +27,8 @@ from .sidebar_helpers import SIDEBAR, back_to_runs, open_from_list, release, sho
 QUEUE = f'{SIDEBAR} .jp-GpuPlat-queue[data-queue="typed"]'
 H100 = {0, 1}
 A100 = {2, 3, 4, 5}
+# The Queues tab reloads on status events (coalesced): under load a change shows a few seconds later.
+LIVE = 15_000
 H100_FOUR = "h100: 2/2 in use (4 more needed) (queue typed's h100 quota)"
 
 # Waits, quietly, until the gate file named by its argument exists.
@@ -98,11 +100,11 @@ def submit(lab: Lab, name: str, gpu: int = 1, gpu_type: str | None = None) -> st
 def expect_meters(page: Any, *meters: tuple[str, str]) -> None:
     """The queue's meters, top to bottom: (label, text) each; a full one's bar says so."""
     rows = page.locator(f"{QUEUE} .jp-GpuPlat-meter")
-    expect(rows.locator(".jp-GpuPlat-meterLabel")).to_have_text([label for label, _ in meters])
-    expect(rows.locator(".jp-GpuPlat-meterText")).to_have_text([text for _, text in meters])
+    expect(rows.locator(".jp-GpuPlat-meterLabel")).to_have_text([label for label, _ in meters], timeout=LIVE)
+    expect(rows.locator(".jp-GpuPlat-meterText")).to_have_text([text for _, text in meters], timeout=LIVE)
     for i, (label, text) in enumerate(meters):
         track = rows.nth(i).locator('[role="meter"]')
-        expect(track).to_have_attribute("aria-label", f"{label}: {text}")
+        expect(track).to_have_attribute("aria-label", f"{label}: {text}", timeout=LIVE)
 
 
 def test_per_flavor_meters_detail_and_wait(flavored: Lab, page: Any, screenshots: Path) -> None:
@@ -128,7 +130,7 @@ def test_per_flavor_meters_detail_and_wait(flavored: Lab, page: Any, screenshots
         # a run asking for h100 waits for h100 while a100 has 3 free; one asking 4 waits for a100
         ids["asks-h100"] = submit(lab, "asks-h100", gpu_type="h100")
         ids["four"] = submit(lab, "four", gpu=4)
-        expect(page.locator(f"{QUEUE} .jp-GpuPlat-queuePending")).to_contain_text("2 pending")
+        expect(page.locator(f"{QUEUE} .jp-GpuPlat-queuePending")).to_contain_text("2 pending", timeout=LIVE)
         expect(page.locator(f"{QUEUE} .jp-GpuPlat-queueWait")).to_have_text(
             "h100: 2/2 in use (1 more needed) (queue typed's h100 quota)"
         )
@@ -180,7 +182,7 @@ def test_per_flavor_meters_detail_and_wait(flavored: Lab, page: Any, screenshots
             ("a100", "4/4 GPUs · 0 free here"),
             ("Runs", "3 runs dispatched"),
         )
-        expect(page.locator(f"{QUEUE} .jp-GpuPlat-pendingRun")).to_have_text(["1st · asks-h100 (alice)"])
+        expect(page.locator(f"{QUEUE} .jp-GpuPlat-pendingRun")).to_have_text(["1st · asks-h100 (alice)"], timeout=LIVE)
 
         # h1 ends: the run asking for h100 starts there; then h2 ends and h100 has one free
         release(lab, "gate-h1")
@@ -196,7 +198,7 @@ def test_per_flavor_meters_detail_and_wait(flavored: Lab, page: Any, screenshots
             ("a100", "4/4 GPUs · 0 free here"),
             ("Runs", "2 runs dispatched"),
         )
-        expect(page.locator(f"{QUEUE} .jp-GpuPlat-pendingRun")).to_have_count(0)
+        expect(page.locator(f"{QUEUE} .jp-GpuPlat-pendingRun")).to_have_count(0, timeout=LIVE)
         expect(page.locator(f"{QUEUE} .jp-GpuPlat-queueWait")).to_have_count(0)
         detail = open_from_list(page, ids["asks-h100"])
         expect(detail.locator(".jp-GpuPlat-summary")).to_contain_text(re.compile(r"1 GPU h100 on GPU [01]\b"))
