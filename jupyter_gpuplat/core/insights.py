@@ -296,7 +296,8 @@ def insights(
 
     def queue_flavor_views(q: str) -> list[dict[str, Any]]:
         mine = offers.get(q, {})
-        names = [f for f in flavors if f in mine or (q, f) in counted]
+        # The queue's order; then flavors its runs counted on that it no longer offers.
+        names = [f for f in mine if f in per_flavor] + [f for f in flavors if f not in mine and (q, f) in counted]
         return [
             {"name": f, "quota_gpu": mine.get(f), **per_queue_flavor[(q, f)].view(_gpu_hours([mine.get(f)], span))}
             for f in names

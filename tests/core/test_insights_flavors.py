@@ -42,18 +42,19 @@ def test_flavors_listed_against_their_quotas_in_the_selected_queues() -> None:
         _run("d", "x", None, 3, 0, HOUR),  # no flavor: in the total only
         _run("e", "y", "l4", 1, 0, HOUR),  # a flavor y no longer offers
     ]
-    out = _answer(runs, {"x": {"h100": 2, "a100": 4}, "y": {"h100": 1}})
+    out = _answer(runs, {"x": {"a100": 4, "h100": 2}, "y": {"h100": 1}})
     got = {
         f["name"]: (f["gpu_hours"], f["quota_gpu"], f["allowance_gpu_hours"], f["utilisation"]) for f in out["flavors"]
     }
-    assert list(got) == ["h100", "a100", "l4"]
+    assert list(got) == ["h100", "a100", "l4"]  # the platform's order
     assert got["h100"] == (5.0, 3, 30.0, round(5 / 30, 6))  # both queues' h100 quotas
     assert got["a100"] == (10.0, 4, 40.0, 0.25)
     assert got["l4"] == (1.0, None, None, None)
     assert out["total"]["gpu_hours"] == 5 + 10 + 3 + 1
     assert all(f["machine_gpus"] is None and f["machine_gpu_hours"] is None for f in out["flavors"])
     queues = {q["name"]: [(f["name"], f["gpu_hours"], f["quota_gpu"]) for f in q["flavors"]] for q in out["queues"]}
-    assert queues == {"x": [("h100", 4.0, 2), ("a100", 10.0, 4)], "y": [("h100", 1.0, 1), ("l4", 1.0, None)]}
+    # each queue's in the order it tries them, then one it no longer offers
+    assert queues == {"x": [("a100", 10.0, 4), ("h100", 4.0, 2)], "y": [("h100", 1.0, 1), ("l4", 1.0, None)]}
 
 
 def test_no_flavor_offered_or_used_no_rows() -> None:
