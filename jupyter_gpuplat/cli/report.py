@@ -4,7 +4,8 @@
                    [--format table|csv|html] [--out FILE]
 
 The HTML carries plotly.js inline (no network needed to open it) and the sidebar's charts:
-wait percentiles, waits by reason, GPU-hours against quota over time, goodput.
+wait percentiles, waits by reason, GPU-hours against quota over time, goodput. Where the
+platform has flavors, a second table (and chart) gives each flavor's GPU-hours and utilisation.
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ COLUMNS = (
     "utilisation",
     "goodput",
     "failed",
+    "flavor",  # empty on a queue's row; a flavor's rows name it (queue "(all)": every selected queue)
 )
 # What people read (the table and the HTML page): a column per figure, waits as p50 / p90 / p99.
 HEADERS = (
@@ -55,6 +57,19 @@ HEADERS = (
     "goodput",
     "failed",
 )
+# The flavors' table (where the platform has flavors): each flavor in all, then in each queue offering it.
+FLAVOR_HEADERS = (
+    "flavor",
+    "queue",
+    "runs",
+    "queue wait p50 / p90 / p99",
+    "GPU-hours",
+    "quota GPU-hours",
+    "utilisation",
+    "machine GPU-hours",
+    "machine utilisation",
+)
+FLAVORS_TITLE = "GPU-hours per flavor"
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -72,14 +87,25 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+def flavor_figures(out: dict[str, Any]) -> list[tuple[str, str, dict[str, Any]]]:
+    """(flavor, queue, figures): each flavor over every selected queue ("(all)"), then in each queue offering it."""
+    result = []
+    for f in out.get("flavors") or []:  # an older server's answer has none
+        result.append((f["name"], "(all)", f))
+        for q in out["queues"]:
+            result += [(f["name"], q["name"], qf) for qf in q.get("flavors") or [] if qf["name"] == f["name"]]
+    return result
+
+
 def rows(out: dict[str, Any]) -> list[list[Any]]:
     result = []
-    for q in [*out["queues"], {"name": "(all)", **out["total"]}]:
+    named = [(q["name"], "", q) for q in [*out["queues"], {"name": "(all)", **out["total"]}]]
+    for name, flavor, q in named + [(queue, flavor, f) for flavor, queue, f in flavor_figures(out)]:
         qw, sw, cats = q["queue_wait"], q["start_wait"], q["waits_by_category"]
         failed = sum(f["count"] for f in q["failures"])
         result.append(
             [
-                q["name"],
+                name,
                 q["runs"],
                 qw["p50"],
                 qw["p90"],
@@ -93,6 +119,7 @@ def rows(out: dict[str, Any]) -> list[list[Any]]:
                 q["utilisation"],
                 q["goodput"],
                 failed,
+                flavor,
             ]
         )
     return result
@@ -158,6 +185,27 @@ def human_rows(out: dict[str, Any]) -> list[list[str]]:
     return result
 
 
+def flavor_rows(out: dict[str, Any]) -> list[list[str]]:
+    """One row per flavor in all and per queue, as FLAVOR_HEADERS; none where the platform has no flavors."""
+    result = []
+    for flavor, queue, f in flavor_figures(out):
+        qw = f["queue_wait"]
+        result.append(
+            [
+                flavor,
+                queue,
+                str(f["runs"]),
+                " / ".join(wait_text(qw[f"p{p}"]) for p in (50, 90, 99)),
+                _hours(f["gpu_hours"]),
+                _hours(f["allowance_gpu_hours"]),
+                percent(f["utilisation"]),
+                _hours(f.get("machine_gpu_hours")),
+                percent(f.get("machine_utilisation")),
+            ]
+        )
+    return result
+
+
 def warnings(out: dict[str, Any]) -> list[str]:
     """What the figures would not say on their own: quotas that add up to more than the machine."""
     machine = out.get("machine_gpus")
@@ -182,6 +230,9 @@ def render_table(out: dict[str, Any], width: int | None = None) -> str:
     lines = [f"insights {_when(out['since'])} .. {_when(out['until'])}"]
     width = terminal_width() if width is None else width
     lines.append(table(human_rows(out), HEADERS, width))
+    per_flavor = flavor_rows(out)
+    if per_flavor:
+        lines += [FLAVORS_TITLE, table(per_flavor, FLAVOR_HEADERS, width)]
     after = [f"note: {w}" for w in warnings(out)]
     if out["refusals"]:
         after.append("refusals: " + ", ".join(f"{r['rule']} {r['count']}" for r in out["refusals"]))
@@ -224,15 +275,36 @@ def figures(out: dict[str, Any]) -> list[Any]:
     usage.update_layout(title="GPU-hours against quota")
     goodput = go.Figure([go.Bar(x=names, y=[q["goodput"] for q in out["queues"]])])
     goodput.update_layout(title="Goodput (running time / lifetime)", yaxis={"range": [0, 1]})
-    return [waits, reasons, usage, goodput]
+    charts = [waits, reasons, usage, goodput]
+    if out.get("flavors"):
+        fs = out["flavors"]
+        names = [f["name"] for f in fs]
+        per_flavor = go.Figure([go.Bar(name="GPU-hours used", x=names, y=[f["gpu_hours"] for f in fs])])
+        per_flavor.add_trace(go.Bar(name="quota", x=names, y=[f["allowance_gpu_hours"] for f in fs]))
+        if any(f["machine_gpu_hours"] is not None for f in fs):
+            per_flavor.add_trace(go.Bar(name="machine", x=names, y=[f["machine_gpu_hours"] for f in fs]))
+        per_flavor.update_layout(title=f"{FLAVORS_TITLE} against quota", barmode="group")
+        charts.append(per_flavor)
+    return charts
 
 
 def render_html(out: dict[str, Any]) -> str:
     charts = [f.to_html(full_html=False, include_plotlyjs=(i == 0)) for i, f in enumerate(figures(out))]
-    body = "".join(
-        "<tr>" + "".join(f"<{t}>{html.escape(v)}</{t}>" for v in r) + "</tr>"
-        for t, r in [("th", HEADERS), *(("td", r) for r in human_rows(out))]
-    )
+
+    def html_table(headers: Sequence[str], cells: list[list[str]]) -> str:
+        return (
+            "<table>"
+            + "".join(
+                "<tr>" + "".join(f"<{t}>{html.escape(v)}</{t}>" for v in r) + "</tr>"
+                for t, r in [("th", headers), *(("td", r) for r in cells)]
+            )
+            + "</table>"
+        )
+
+    body = html_table(HEADERS, human_rows(out))
+    per_flavor = flavor_rows(out)
+    if per_flavor:
+        body += f"<h2>{FLAVORS_TITLE}</h2>" + html_table(FLAVOR_HEADERS, per_flavor)
     notes = "".join(f"<p class='note'>{html.escape(w)}</p>" for w in warnings(out))
     title = f"GPU platform report {_when(out['since'])} .. {_when(out['until'])}"
     # Within 1280 px: the table takes the page's width at most and its cells wrap (headers between words).
@@ -244,7 +316,7 @@ def render_html(out: dict[str, Any]) -> str:
     )
     return (
         f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title><style>{style}</style>"
-        f"</head><body><h1>{html.escape(title)}</h1>{notes}<table>{body}</table>"
+        f"</head><body><h1>{html.escape(title)}</h1>{notes}{body}"
         + "".join(f"<div class='chart'>{c}</div>" for c in charts)
         + "</body></html>"
     )

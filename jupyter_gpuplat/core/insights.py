@@ -111,6 +111,25 @@ def _overlap(a0: float, a1: float, b0: float, b1: float) -> float:
     return max(0.0, min(a1, b1) - max(a0, b0))
 
 
+def _gpu_hours(gpus: Iterable[int | None], seconds: float) -> float | None:
+    """GPUs x seconds in hours; None where any of them is unlimited (or there are none)."""
+    counts = list(gpus)
+    if not counts or any(g is None for g in counts):
+        return None
+    return round(sum(g or 0 for g in counts) * seconds / 3600, 6)
+
+
+def _share(used: float, of: float | None) -> float | None:
+    return None if not of else round(used / of, 6)
+
+
+def _with_machine(view: dict[str, Any], gpus: int | None, seconds: float) -> dict[str, Any]:
+    """A view with the machine's GPUs (of its kind) over `seconds`, and its GPU-hours' share of them."""
+    view["machine_gpu_hours"] = hours = _gpu_hours([gpus], seconds)
+    view["machine_utilisation"] = _share(view["gpu_hours"], hours)
+    return view
+
+
 class Tally:
     """Figures of one selection (a queue, or everything asked for)."""
 
@@ -142,7 +161,7 @@ class Tally:
             "waits_by_category": cats,
             "gpu_hours": gpu_hours,
             "allowance_gpu_hours": gpu_hours_allowed,
-            "utilisation": None if not gpu_hours_allowed else round(gpu_hours / gpu_hours_allowed, 6),
+            "utilisation": _share(gpu_hours, gpu_hours_allowed),
             "goodput": round(self.run_seconds / self.lifetime_seconds, 6) if self.lifetime_seconds > 0 else None,
             "ended_runs": self.ended,
             "failures": [
@@ -163,6 +182,9 @@ def insights(
     machine_gpus: int | None,
     top: int = 10,
     facts: Mapping[str, RunFacts] | None = None,
+    flavors: Sequence[str] = (),
+    queue_flavors: Mapping[str, Mapping[str, int]] | None = None,
+    machine_flavors: Mapping[str, int] | None = None,
 ) -> dict[str, Any]:
     """The figures over [since, until): waits of runs queued in it, GPU time and goodput inside it.
 
@@ -170,6 +192,12 @@ def insights(
     [started, end) inside the range or bucket; goodput is run time / lifetime of runs that ended
     in the range; failures are failed runs that ended in it. `facts`: ended runs' `run_facts` as
     recorded when they ended (their timelines may then be left out); the answer is the same.
+
+    Per flavor (`flavors`: the platform's, in its order), the same figures of the runs admitted on
+    it (`run["flavor"]`), in all and per queue: a flavor is listed where a selected queue offers it
+    (`queue_flavors`: queue -> flavor -> GPU quota, in the order tried) or a run counted it. Its
+    allowance is its quotas in the selected queues offering it; `machine_flavors`: this machine's
+    GPUs of each (None: not counted). Runs without a flavor count in no flavor.
     """
     horizon = min(until, now)
     n_buckets = max(1, math.ceil((until - since) / bucket))
@@ -177,6 +205,10 @@ def insights(
     series_gpu = [0.0] * n_buckets
     series_waits: list[list[float]] = [[] for _ in range(n_buckets)]
     total, per_queue = Tally(), {q: Tally() for q in quota_gpu}
+    offers = queue_flavors or {}
+    per_flavor = {f: Tally() for f in flavors}
+    per_queue_flavor = {(q, f): Tally() for q in per_queue for f in flavors}
+    counted: set[tuple[str, str]] = set()  # (queue, flavor) of the runs that counted on a flavor
     users: dict[tuple[str, str], list[float]] = defaultdict(lambda: [0, 0.0])
     for run in runs:
         end = run["finished_at"] if run["finished_at"] is not None else now
@@ -188,6 +220,12 @@ def insights(
         else:
             qw, sw, rs, waits = known
         tallies = [total] + ([per_queue[run["queue"]]] if run["queue"] in per_queue else [])
+        flavor = run.get("flavor")
+        if flavor in per_flavor:
+            tallies.append(per_flavor[flavor])
+            counted.add((run["queue"], flavor))
+            if (run["queue"], flavor) in per_queue_flavor:
+                tallies.append(per_queue_flavor[(run["queue"], flavor)])
         queued = run["queued_at"]
         in_range = queued is not None and since <= queued < until
         gpu_s, buckets_hit = 0.0, []
@@ -230,17 +268,14 @@ def insights(
             u[1] += gpu_s
 
     def allowance(names: Iterable[str], seconds: float) -> float | None:
-        quotas = [quota_gpu[n] for n in names]
-        if not quotas or any(q is None for q in quotas):
-            return None
-        return round(sum(q or 0 for q in quotas) * seconds / 3600, 6)
+        return _gpu_hours((quota_gpu[n] for n in names), seconds)
 
     span = max(0.0, until - since)
     series = []
     for b, start in enumerate(starts):
         width = min(start + bucket, until) - start
         allowed = allowance(quota_gpu, width)
-        machine = None if machine_gpus is None else round(machine_gpus * width / 3600, 6)
+        machine = _gpu_hours([machine_gpus], width)
         gh = round(series_gpu[b] / 3600, 6)
         w = summary(series_waits[b])
         series.append(
@@ -249,24 +284,42 @@ def insights(
                 "gpu_hours": gh,
                 "allowance_gpu_hours": allowed,
                 "machine_gpu_hours": machine,
-                "utilisation": None if not allowed else round(gh / allowed, 6),
-                "machine_utilisation": None if not machine else round(gh / machine, 6),
+                "utilisation": _share(gh, allowed),
+                "machine_utilisation": _share(gh, machine),
                 "queued": w["n"],
                 "queue_wait_p50": w["p50"],
                 "queue_wait_p90": w["p90"],
                 "queue_wait_p99": w["p99"],
             }
         )
-    machine_total = None if machine_gpus is None else round(machine_gpus * span / 3600, 6)
-    whole = total.view(allowance(quota_gpu, span))
-    whole["machine_gpu_hours"] = machine_total
-    whole["machine_utilisation"] = None if not machine_total else round(whole["gpu_hours"] / machine_total, 6)
+    whole = _with_machine(total.view(allowance(quota_gpu, span)), machine_gpus, span)
+
+    def queue_flavor_views(q: str) -> list[dict[str, Any]]:
+        mine = offers.get(q, {})
+        # The queue's order; then flavors its runs counted on that it no longer offers.
+        names = [f for f in mine if f in per_flavor] + [f for f in flavors if f not in mine and (q, f) in counted]
+        return [
+            {"name": f, "quota_gpu": mine.get(f), **per_queue_flavor[(q, f)].view(_gpu_hours([mine.get(f)], span))}
+            for f in names
+        ]
+
+    flavor_views = []
+    used = {f for _, f in counted}
+    for f, t in per_flavor.items():
+        quotas = [mine[f] for q, mine in offers.items() if q in per_queue and f in mine]
+        if not quotas and f not in used:
+            continue  # no selected queue offers it and no run counted on it
+        machine = None if machine_flavors is None else machine_flavors.get(f)
+        head = {"name": f, "quota_gpu": sum(quotas) if quotas else None, "machine_gpus": machine}
+        flavor_views.append(head | _with_machine(t.view(_gpu_hours(quotas, span)), machine, span))
     ranked = sorted(users.items(), key=lambda kv: (-kv[1][1], -kv[1][0], kv[0]))[:top]
     return {
         "total": whole,
         "queues": [
-            {"name": q, "quota_gpu": quota_gpu[q], **t.view(allowance([q], span))} for q, t in per_queue.items()
+            {"name": q, "quota_gpu": quota_gpu[q], **t.view(allowance([q], span)), "flavors": queue_flavor_views(q)}
+            for q, t in per_queue.items()
         ],
+        "flavors": flavor_views,
         "series": series,
         "top_users": [
             {"user": u, "project": p, "runs": int(n), "gpu_hours": round(s / 3600, 6)} for (p, u), (n, s) in ranked

@@ -86,13 +86,25 @@ def compute(
     else:
         projects = visible_projects(cfg, user)
     quota = {q.name: q.quota.quota().gpu for q in cfg.queues if q.name in queues}
+    offers = {q.name: {f.name: f.quota.gpu for f in q.flavors} for q in cfg.queues if q.name in queues}
     engine = s.store.engine
     runs, known = window_runs(engine, queues, projects, t0, t1) if queues and projects else ([], {})
     tls = timelines(engine, [r["id"] for r in runs if r["id"] not in known])
     # The machine's GPUs where the executor places work on its own devices; a cluster: no number.
     machine = len(s.devices) if s.assigns_devices else None
     out = insights(
-        runs, tls, since=t0, until=t1, bucket=width, now=now, quota_gpu=quota, machine_gpus=machine, facts=known
+        runs,
+        tls,
+        since=t0,
+        until=t1,
+        bucket=width,
+        now=now,
+        quota_gpu=quota,
+        machine_gpus=machine,
+        facts=known,
+        flavors=[f.name for f in cfg.flavors],
+        queue_flavors=offers,
+        machine_flavors=s.machine_flavors(cfg),
     )
     out["refusals"] = refusal_counts(engine, None if queue is None else queues, projects, t0, t1) if projects else []
     out.update(

@@ -47,6 +47,7 @@ _RUN_COLS = (
     "dispatched_at",
     "started_at",
     "finished_at",
+    "flavor",
 )
 
 

@@ -124,6 +124,8 @@ def test_a_week_gives_the_hand_computed_figures(week: tuple[Harness, float, dict
     assert out["series"][3]["machine_gpu_hours"] == 8 * 24.0
     assert out["refusals"] and sum(r["count"] for r in out["refusals"]) == 1
     assert out["top_users"][0] == {"user": "bob", "project": "p", "runs": 10, "gpu_hours": round(480 / 3600, 6)}
+    # A platform without flavors: no flavor rows, in all or in any queue.
+    assert out["flavors"] == [] and all(q["flavors"] == [] for q in out["queues"])
 
 
 def test_one_queue_and_the_answer_is_a_recount(week: tuple[Harness, float, dict[str, str]]) -> None:
@@ -180,3 +182,5 @@ def test_the_report_as_table_and_csv(week: tuple[Harness, float, dict[str, str]]
     assert len(lines) == 1 + len(QUEUES) + 1  # header, one row a queue, all
     table = report.render_table(out)
     assert "busy" in table and "refusals: NoCapacity 1" in table and "bob (p)" in table
+    assert report.FLAVORS_TITLE not in table and report.FLAVORS_TITLE not in report.render_html(out)
+    assert lines[0].endswith(",flavor") and busy[-1] == ""  # no flavor rows, the column empty

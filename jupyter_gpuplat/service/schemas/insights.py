@@ -60,9 +60,32 @@ class Figures(_Out):
     failures: list[FailureCount]
 
 
+class QueueFlavorFigures(Figures):
+    """One flavor a queue offers (or its runs counted on): the figures of its runs admitted on that flavor."""
+
+    name: str = Field(description="The flavor (kind of GPU)")
+    quota_gpu: int | None = Field(description="The queue's GPU quota on this flavor; null: it no longer offers it")
+
+
 class QueueFigures(Figures):
     name: str
     quota_gpu: int | None
+    flavors: list[QueueFlavorFigures] = Field(
+        default_factory=list, description="Per flavor, in the order the queue tries them; empty: it has no flavors"
+    )
+
+
+class FlavorFigures(Figures):
+    """One flavor over the selected queues: the figures of the runs admitted on it (a run without one counts in none)"""
+
+    name: str = Field(description="The flavor (kind of GPU)")
+    quota_gpu: int | None = Field(
+        description="Its GPU quotas summed over the selected queues that offer it (the allowance's GPUs); "
+        "null: none of them offers it now"
+    )
+    machine_gpus: int | None = Field(description="This machine's GPUs of this flavor; null on a cluster")
+    machine_gpu_hours: float | None = Field(description="machine_gpus x the range")
+    machine_utilisation: float | None = Field(description="gpu_hours / machine_gpu_hours")
 
 
 class TotalFigures(Figures):
@@ -103,6 +126,11 @@ class Insights(_Out):
     machine_gpus: int | None = Field(description="The executor's GPUs; null on a cluster (it places work itself)")
     total: TotalFigures
     queues: list[QueueFigures]
+    flavors: list[FlavorFigures] = Field(
+        default_factory=list,
+        description="Per flavor (kind of GPU), in the platform config's order: those the selected queues offer "
+        "or runs in the range were admitted on; empty: the platform has no flavors",
+    )
     series: list[BucketFigures]
     top_users: list[TopUser]
     refusals: list[RefusalCount]

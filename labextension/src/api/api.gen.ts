@@ -1094,6 +1094,71 @@ export interface components {
             devices?: number[] | null;
         };
         /**
+         * FlavorFigures
+         * @description One flavor over the selected queues: the figures of the runs admitted on it (a run without one counts in none)
+         */
+        FlavorFigures: {
+            /**
+             * Runs
+             * @description Runs queued in the range
+             */
+            runs: number;
+            queue_wait: components["schemas"]["WaitSummary"];
+            start_wait: components["schemas"]["WaitSummary"];
+            /** Waits By Reason */
+            waits_by_reason: components["schemas"]["ReasonWait"][];
+            waits_by_category: components["schemas"]["WaitsByCategory"];
+            /**
+             * Gpu Hours
+             * @description GPUs x running time inside the range
+             */
+            gpu_hours: number;
+            /**
+             * Allowance Gpu Hours
+             * @description The GPU quota x the range; null: no GPU quota
+             */
+            allowance_gpu_hours: number | null;
+            /**
+             * Utilisation
+             * @description gpu_hours / allowance_gpu_hours
+             */
+            utilisation: number | null;
+            /**
+             * Goodput
+             * @description Running time / lifetime of the runs that ended in the range
+             */
+            goodput: number | null;
+            /** Ended Runs */
+            ended_runs: number;
+            /** Failures */
+            failures: components["schemas"]["FailureCount"][];
+            /**
+             * Name
+             * @description The flavor (kind of GPU)
+             */
+            name: string;
+            /**
+             * Quota Gpu
+             * @description Its GPU quotas summed over the selected queues that offer it (the allowance's GPUs); null: none of them offers it now
+             */
+            quota_gpu: number | null;
+            /**
+             * Machine Gpus
+             * @description This machine's GPUs of this flavor; null on a cluster
+             */
+            machine_gpus: number | null;
+            /**
+             * Machine Gpu Hours
+             * @description machine_gpus x the range
+             */
+            machine_gpu_hours: number | null;
+            /**
+             * Machine Utilisation
+             * @description gpu_hours / machine_gpu_hours
+             */
+            machine_utilisation: number | null;
+        };
+        /**
          * FlavorQuotaSpec
          * @description A queue's limit on one flavor: its GPUs (required), and optionally cpu and memory.
          */
@@ -1202,6 +1267,11 @@ export interface components {
             total: components["schemas"]["TotalFigures"];
             /** Queues */
             queues: components["schemas"]["QueueFigures"][];
+            /**
+             * Flavors
+             * @description Per flavor (kind of GPU), in the platform config's order: those the selected queues offer or runs in the range were admitted on; empty: the platform has no flavors
+             */
+            flavors?: components["schemas"]["FlavorFigures"][];
             /** Series */
             series: components["schemas"]["BucketFigures"][];
             /** Top Users */
@@ -2006,6 +2076,11 @@ export interface components {
             name: string;
             /** Quota Gpu */
             quota_gpu: number | null;
+            /**
+             * Flavors
+             * @description Per flavor, in the order the queue tries them; empty: it has no flavors
+             */
+            flavors?: components["schemas"]["QueueFlavorFigures"][];
         };
         /**
          * QueueFlavor
@@ -2015,6 +2090,56 @@ export interface components {
             /** Name */
             name: string;
             quota: components["schemas"]["FlavorQuotaSpec"];
+        };
+        /**
+         * QueueFlavorFigures
+         * @description One flavor a queue offers (or its runs counted on): the figures of its runs admitted on that flavor.
+         */
+        QueueFlavorFigures: {
+            /**
+             * Runs
+             * @description Runs queued in the range
+             */
+            runs: number;
+            queue_wait: components["schemas"]["WaitSummary"];
+            start_wait: components["schemas"]["WaitSummary"];
+            /** Waits By Reason */
+            waits_by_reason: components["schemas"]["ReasonWait"][];
+            waits_by_category: components["schemas"]["WaitsByCategory"];
+            /**
+             * Gpu Hours
+             * @description GPUs x running time inside the range
+             */
+            gpu_hours: number;
+            /**
+             * Allowance Gpu Hours
+             * @description The GPU quota x the range; null: no GPU quota
+             */
+            allowance_gpu_hours: number | null;
+            /**
+             * Utilisation
+             * @description gpu_hours / allowance_gpu_hours
+             */
+            utilisation: number | null;
+            /**
+             * Goodput
+             * @description Running time / lifetime of the runs that ended in the range
+             */
+            goodput: number | null;
+            /** Ended Runs */
+            ended_runs: number;
+            /** Failures */
+            failures: components["schemas"]["FailureCount"][];
+            /**
+             * Name
+             * @description The flavor (kind of GPU)
+             */
+            name: string;
+            /**
+             * Quota Gpu
+             * @description The queue's GPU quota on this flavor; null: it no longer offers it
+             */
+            quota_gpu: number | null;
         };
         /** QueueSettings */
         QueueSettings: {
