@@ -62,5 +62,13 @@ def executor_config(cluster: EmulatedCluster, tmp_path: Path, artifacts: Path) -
     }
 
 
+def on_emulator(server_config: dict[str, Any], cluster: EmulatedCluster, tmp_path: Path) -> dict[str, Any]:
+    """The suite's in-process server config (tests/conftest.py) with the Kubernetes executor on `cluster`."""
+    cfg = dict(server_config)
+    cfg["GpuPlat"] = {**cfg["GpuPlat"], "executor_class": "jupyter_gpuplat.executors.kubernetes.KubernetesExecutor"}
+    cfg["KubernetesExecutor"] = executor_config(cluster, tmp_path, Path(cfg["GpuPlat"]["artifacts_root"]))
+    return cfg
+
+
 def run_selector(run_id: str) -> str:
     return f"gpuplat.io/run-id={run_id}"

@@ -36,7 +36,7 @@ from jupyter_gpuplat.executors.kubernetes.networkpolicy import kubespawner_usern
 from jupyter_gpuplat.executors.kubernetes.sessions import kernel_generation
 
 from ..conftest import EXAMPLE
-from ..k8s import NAMESPACE, deployed_cluster, executor_config, run_selector
+from ..k8s import NAMESPACE, deployed_cluster, executor_config, on_emulator, run_selector
 from ..waiting import wait_for
 
 ARTIFACTS = "gpuplat-artifacts"
@@ -82,10 +82,7 @@ def platform_config_file(tmp_path: Path) -> Path:
 
 @pytest.fixture
 def jp_server_config(jp_server_config: dict[str, Any], tmp_path: Path, cluster: EmulatedCluster) -> dict[str, Any]:
-    cfg = dict(jp_server_config)
-    cfg["GpuPlat"] = {**cfg["GpuPlat"], "executor_class": "jupyter_gpuplat.executors.kubernetes.KubernetesExecutor"}
-    cfg["KubernetesExecutor"] = executor_config(cluster, tmp_path, Path(cfg["GpuPlat"]["artifacts_root"]))
-    return cfg
+    return on_emulator(jp_server_config, cluster, tmp_path)
 
 
 def admitted(cluster: EmulatedCluster, run_id: str) -> list[dict[str, Any]]:

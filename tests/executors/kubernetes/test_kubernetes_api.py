@@ -25,7 +25,7 @@ from jupyter_gpuplat.client import Client
 from jupyter_gpuplat.widgets import RunMonitor
 
 from ...conftest import EXAMPLE
-from ...k8s import GPU_TAINT, NAMESPACE, TOLERATE_GPU, deployed_cluster, executor_config, run_selector
+from ...k8s import GPU_TAINT, NAMESPACE, TOLERATE_GPU, deployed_cluster, on_emulator, run_selector
 from ...waiting import wait_for
 
 
@@ -54,13 +54,7 @@ def platform_config_file(tmp_path: Path) -> Path:
 @pytest.fixture
 def jp_server_config(jp_server_config: dict[str, Any], tmp_path: Path, cluster: EmulatedCluster) -> dict[str, Any]:
     """The suite's server config (tests/conftest.py), with the Kubernetes executor on the emulator."""
-    cfg = dict(jp_server_config)
-    cfg["GpuPlat"] = {
-        **cfg["GpuPlat"],
-        "executor_class": "jupyter_gpuplat.executors.kubernetes.KubernetesExecutor",
-    }
-    cfg["KubernetesExecutor"] = executor_config(cluster, tmp_path, Path(cfg["GpuPlat"]["artifacts_root"]))
-    return cfg
+    return on_emulator(jp_server_config, cluster, tmp_path)
 
 
 async def explained(api: Any, run_id: str, reason: str, timeout: float = 20) -> dict[str, Any]:

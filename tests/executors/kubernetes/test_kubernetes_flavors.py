@@ -14,7 +14,7 @@ import yaml
 from kube_emulator import EmulatedCluster
 
 from ...conftest import EXAMPLE
-from ...k8s import NAMESPACE, deployed_cluster, executor_config, run_selector
+from ...k8s import NAMESPACE, deployed_cluster, on_emulator, run_selector
 from ...waiting import wait_for
 
 PRODUCT = "nvidia.com/gpu.product"
@@ -66,10 +66,7 @@ def platform_config_file(tmp_path: Path) -> Path:
 
 @pytest.fixture
 def jp_server_config(jp_server_config: dict[str, Any], tmp_path: Path, cluster: EmulatedCluster) -> dict[str, Any]:
-    cfg = dict(jp_server_config)
-    cfg["GpuPlat"] = {**cfg["GpuPlat"], "executor_class": "jupyter_gpuplat.executors.kubernetes.KubernetesExecutor"}
-    cfg["KubernetesExecutor"] = executor_config(cluster, tmp_path, Path(cfg["GpuPlat"]["artifacts_root"]))
-    return cfg
+    return on_emulator(jp_server_config, cluster, tmp_path)
 
 
 async def placed(cluster: EmulatedCluster, run_id: str) -> tuple[dict[str, Any], str]:
