@@ -576,6 +576,25 @@ test('Compare charts: the server default metric first, then by how many runs log
   assert.deepEqual(best('score (best)'), ['3', '2']);
 });
 
+test('Compare: a flavor row where any run ran on a flavor, none otherwise', () => {
+  const run = (id: string, flavor: string | null) => ({ id, name: id, project: 'p', user: 'u', queue: 'q', flavor, status: 'succeeded', phase: 'end', created_at: 0, params: {}, metrics: {} });
+  const data = (flavors: (string | null)[]) =>
+    ({
+      runs: flavors.map((f, i) => run(`r-${i}`, f)),
+      metrics: [],
+      metric_runs: {},
+      default_metric: null,
+      direction: {},
+      params: { keys: [], differ: [] },
+      config: { differ: [] },
+      curves: {}
+    }) as unknown as Parameters<typeof compareRows>[0];
+  const flavor = compareRows(data(['h100', 'a100', null]), 'r-0').find(r => r.label === 'flavor');
+  assert.deepEqual(flavor?.cells.map(c => c.text), ['h100', 'a100', '—']);
+  assert.equal(flavor?.differ, true);
+  assert.equal(compareRows(data([null, null]), 'r-0').find(r => r.label === 'flavor'), undefined);
+});
+
 test("the dialog's locks are the preview's: a field is locked by its path or a field above it", () => {
   // as `POST runs/preview` answers (core/merge.py: path → the first layer that locked it)
   const locks = { queue: 'preset:pinned', resources: 'project:team-a/preset:gpu-small' };

@@ -16,6 +16,7 @@ from jupyter_gpuplat.core.request import RunRequest
 from jupyter_gpuplat.engine.compare import compare
 from jupyter_gpuplat.engine.explain import explain
 from jupyter_gpuplat.executors.fake import FakeExecutor
+from jupyter_gpuplat.notebook.widgets.comparetable import table_html
 
 from ..fake_engine import Harness, config
 
@@ -73,6 +74,11 @@ async def test_first_h100_then_a100_never_over_either_quota(make: Make) -> None:
     # compared side by side, each run says its kind of GPU
     compared = compare(h.engine, "bob", [runs[0], late], None, 100)
     assert [r["flavor"] for r in compared["runs"]] == ["h100", "a100"]
+    (row,) = [r for r in table_html(compared, runs[0]).split("<tr") if ">flavor<" in r]
+    assert "h100" in row and "a100" in row and "gpuplat-differ" in row  # the Compare widget's row
+    plain = compare(h.engine, "bob", [runs[0]], None, 100)
+    plain["runs"][0]["flavor"] = None
+    assert ">flavor<" not in table_html(plain, runs[0])  # no flavors, no row
 
 
 async def test_a_run_asking_h100_waits_while_a100_is_free(make: Make) -> None:

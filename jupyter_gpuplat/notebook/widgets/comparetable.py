@@ -79,8 +79,12 @@ def table_html(
         )
     head += "</tr>"
     rows = [_section("run", n)]
-    for key in ("project", "user", "queue"):
-        values = [r[key] for r in runs]
+    # the flavor (kind of GPU) each ran on, where any did: an H100 and an A100 run differ in speed
+    keys = (
+        ("project", "user", "queue", "flavor") if any(r.get("flavor") for r in runs) else ("project", "user", "queue")
+    )
+    for key in keys:
+        values = [r.get(key) or "—" for r in runs]
         rows.append(_row(key, [h.esc(v) for v in values], differ=len(set(values)) > 1))
 
     rows.append(_section("params", n))

@@ -71,8 +71,10 @@ export function compareRows(data: ICompare, baseline: string): ICompareRow[] {
   const runs = data.runs;
   const base = runs.find(r => r.id === baseline) ?? runs[0];
   const rows: ICompareRow[] = [];
-  for (const key of ['project', 'user', 'queue', 'status'] as const) {
-    const values = runs.map(r => String(r[key]));
+  // the flavor (kind of GPU) a run ran on, where any did: runs on an H100 and an A100 differ in speed
+  const keys = runs.some(r => r.flavor) ? (['project', 'user', 'queue', 'flavor', 'status'] as const) : (['project', 'user', 'queue', 'status'] as const);
+  for (const key of keys) {
+    const values = runs.map(r => String(r[key] ?? '—'));
     rows.push({ section: 'run', label: key, cells: values.map(text => ({ text, delta: null })), differ: new Set(values).size > 1 });
   }
   const differ = new Set(data.params.differ);
