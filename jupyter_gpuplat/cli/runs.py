@@ -178,6 +178,8 @@ def preview_text(p: dict[str, Any]) -> str:
             f"  will wait: {w['message']} [{w['reason']}]"
             + (f", position {w['position']}" if w.get("position") else "")
         )
+    if p.get("flavor"):  # the flavor admission would choose if it were sent now
+        lines.append(f"  starts now on flavor: {p['flavor']}")
     if v["allowed"]:
         lines.append(f"  starts in: {p.get('working_dir') or 'the run’s own artifact directory'}")
     return "\n".join(lines)

@@ -11,12 +11,14 @@ from typing import Any
 
 import pytest
 
+from jupyter_gpuplat.cli.runs import preview_text
 from jupyter_gpuplat.core.errors import ConfigErrors, Unprocessable
 from jupyter_gpuplat.core.request import RunRequest
 from jupyter_gpuplat.engine.compare import compare
 from jupyter_gpuplat.engine.explain import explain
 from jupyter_gpuplat.executors.fake import FakeExecutor
 from jupyter_gpuplat.notebook.widgets.comparetable import table_html
+from jupyter_gpuplat.notebook.widgets.launchview import preview_html
 
 from ..fake_engine import Harness, config
 
@@ -154,7 +156,11 @@ async def test_a_flavor_the_queue_does_not_offer_is_refused_naming_those_it_does
     body = {"project": "p", "queue": "q", "command": ["true"], "resources": {"gpu": 1}}
     assert h.engine.preview("bob", RunRequest.model_validate(body))["flavor"] == "h100"
     body["placement"] = {"gpu_type": "a100"}
-    assert h.engine.preview("bob", RunRequest.model_validate(body))["flavor"] == "a100"
+    preview = h.engine.preview("bob", RunRequest.model_validate(body))
+    assert preview["flavor"] == "a100"
+    # rendered as the service said it: gpuplat submit --preview and the Launcher widget
+    assert "  starts now on flavor: a100" in preview_text(preview).splitlines()
+    assert "starts now on flavor a100" in preview_html(preview, False)
     assert [d["flavor"] for d in h.engine.reads.capacity("bob")["devices"]] == ["h100"] * 2 + ["a100"] * 4
     # a plain queue's runs are as before
     plain = h.submit(queue="plain")

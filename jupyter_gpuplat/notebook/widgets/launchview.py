@@ -148,6 +148,8 @@ def preview_html(p: dict[str, Any], placeholder: bool) -> str:
             f'<div class="gpuplat-verdict" style="color:{h.GOOD};font-weight:600">✓ allowed — queue '
             f"{h.esc(resolved.get('queue'))}, {h.esc(res.get('gpu', 0))} GPU, kind {h.esc(resolved.get('kind'))}</div>"
         )
+    if p.get("flavor"):  # the flavor admission would choose now (the service's answer)
+        head += f'<div class="gpuplat-flavor">{h.dim("starts now on flavor " + h.esc(p["flavor"]))}</div>'
     # The service's cautions on an allowed run (the CPU-only note), as the dialog and %%gpu_submit show them.
     for note in p.get("notes") or []:
         head += f'<div class="gpuplat-zero-gpu" style="color:{h.WARN};font-weight:600">{h.esc(note)}</div>'

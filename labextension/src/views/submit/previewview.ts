@@ -43,6 +43,8 @@ export function previewParts(p: IPreview): HTMLElement[] {
           )
         ]
       : []),
+    // the flavor admission would choose if it were sent now (the service's answer)
+    ...(ok && p.flavor ? [h('div', { class: 'jp-GpuPlat-muted jp-GpuPlat-previewFlavor' }, `Starts now on flavor ${p.flavor}`)] : []),
     h(
       'div',
       { class: 'jp-GpuPlat-muted jp-GpuPlat-workingDir' },
