@@ -346,15 +346,12 @@ class Checker:
                 why = R.flavor_wait(self.c.explain(run["id"]), probe.flavor)
             except GpuPlatAPIError as exc:
                 why = f"explain failed: {exc}"
-        node = NODE.search(got.get("message") or "")
+        # Kubernetes: the running event names the node and its values of the labels the pod selects by.
         running = next((e for e in reversed(got.get("timeline") or ()) if e["status"] == "running"), {})
+        placed = running.get("details") or {}
+        node = placed.get("node") or ((m := NODE.search(got.get("message") or "")) and m.group(1)) or None
         wrong, where = R.placed_on(
-            probe.flavor,
-            got.get("devices") or [],
-            device_flavor,
-            node.group(1) if node else None,
-            (running.get("details") or {}).get("node_labels"),
-            want_labels,
+            probe.flavor, got.get("devices") or [], device_flavor, node, placed.get("node_labels"), want_labels
         )
         self.results.append(R.judge_flavor(name, probe, run["id"], got["status"], got.get("flavor"), wrong, where, why))
 

@@ -315,7 +315,8 @@ def placed_on(
     """Whether a probe of `flavor` landed on it: (what is wrong or None, where it ran).
 
     Locally its devices must all be the flavor's (GET capacity); on Kubernetes its node must carry
-    the flavor's labels (`node_labels`: the node's values for the labels its pod selects by).
+    the flavor's labels (`node_labels`: the node's values for the labels its pod selects by, from
+    its running event; None where the server cannot read nodes: then only the record says).
     """
     if devices:
         other = [
@@ -323,6 +324,8 @@ def placed_on(
         ]
         where = f"GPU(s) {', '.join(map(str, devices))}"
         return ("; ".join(other) or None), where
+    if node is not None and node_labels is None:
+        return None, f"node {node}; its labels are not reported (the server cannot read nodes)"
     if node is not None:
         labels = node_labels or {}
         missing = [f"{k}={v}" for k, v in sorted(want_labels.items()) if labels.get(k) != v]
