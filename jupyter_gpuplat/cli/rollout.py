@@ -4,8 +4,9 @@
 
 Run as a platform admin. Per project it submits a GPU session, a single-GPU training run, a
 multi-GPU run and a batch command on the project's presets, checks queue limits, access,
-placement, waiting explanations and outputs, runs one probe per connection the project may use
-(its volume, Secret, bucket or repository must reach the run), stops what it started, and prints one line per
+placement, waiting explanations and outputs, runs one single-GPU probe per flavor the project may use
+(it must run on that flavor) and one per connection (its volume, Secret, bucket or repository must
+reach the run), stops what it started, and prints one line per
 check (core/rollout.py judges). Exit 1 on any failure. docs/rollout-check.md.
 """
 

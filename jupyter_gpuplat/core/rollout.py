@@ -26,13 +26,13 @@ CHECKS = {
     "waiting": "every waiting run has an explanation (GET runs/{id}/explain)",
     "placement": "concurrent runs get disjoint GPUs (local) or a node (Kubernetes)",
     "outputs": "the run's output file and metric come back (GET runs/{id}/outputs, metrics)",
+    "flavor:NAME": "a single-GPU run asking each flavor the project's queues offer runs on that flavor "
+    "(its record's flavor; its devices locally, its node's labels on Kubernetes)",
     "access-queue": "a queue the project may not use is refused with the allowed ones",
     "access-preset": "a preset the project may not use is refused with the allowed ones",
     "allowed-queues": "the project may use no queue beyond the expected ones (--expect)",
     "outsider": "a non-member sees none of the project's runs (--as-outsider-token)",
     "connection:NAME": "a run naming each connection the project may use finds its volume, Secret or env",
-    "flavor:NAME": "a single-GPU run asking each flavor the project's queues offer runs on that flavor "
-    "(its record's flavor; its devices locally, its node's labels on Kubernetes)",
 }
 
 # Queue-side reasons that mean "a limit of the queue holds this run".
