@@ -348,7 +348,8 @@ class Checker:
             except GpuPlatAPIError as exc:
                 why = f"explain failed: {exc}"
         # Kubernetes: the running event names the node and its values of the labels the pod selects by.
-        running = next((e for e in reversed(got.get("timeline") or ()) if e["status"] == "running"), {})
+        events: list[dict[str, Any]] = got.get("timeline") or []
+        running: dict[str, Any] = next((e for e in reversed(events) if e["status"] == "running"), {})
         placed = running.get("details") or {}
         node = placed.get("node") or ((m := NODE.search(got.get("message") or "")) and m.group(1)) or None
         wrong, where = R.placed_on(

@@ -280,7 +280,8 @@ def flavor_probes(
     A flavor goes to the first queue where it has quota and the queue is not paused: the project may
     use it there. One with none such is still probed (on the first queue offering it), so it fails.
     """
-    order = [q for q in ([default] if default in usable else []) + list(usable) if q in queues]
+    first = [default] if default is not None and default in usable else []
+    order = [q for q in first + list(usable) if q in queues]
     found: dict[str, FlavorProbe] = {}
     for name in dict.fromkeys(order):
         q = queues[name]
