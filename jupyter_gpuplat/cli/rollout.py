@@ -4,8 +4,9 @@
 
 Run as a platform admin. Per project it submits a GPU session, a single-GPU training run, a
 multi-GPU run and a batch command on the project's presets, checks queue limits, access,
-placement, waiting explanations and outputs, runs one probe per connection the project may use
-(its volume, Secret, bucket or repository must reach the run), stops what it started, and prints one line per
+placement, waiting explanations and outputs, runs one single-GPU probe per flavor the project may use
+(it must run on that flavor) and one per connection (its volume, Secret, bucket or repository must
+reach the run), stops what it started, and prints one line per
 check (core/rollout.py judges). Exit 1 on any failure. docs/rollout-check.md.
 """
 
@@ -127,6 +128,10 @@ class Checker:
                 self.add(step.__name__.replace("_", "-"), name, FAIL, f"refused: {exc}")
             finally:
                 self.cleanup()
+        try:
+            self.flavors(proj, presets, queues)
+        finally:
+            self.cleanup()
         self.access(proj, presets, queues)
         self.cleanup()
         try:
@@ -282,6 +287,75 @@ class Checker:
             node = NODE.search(got.get("message") or "")
             where = f"runs on node {node.group(1)}" if node else f"holds GPU(s) {got.get('devices')}"
             self.add("notebook", name, PASS, f"session {run['id']} on {session} {where}")
+
+    def flavors(self, proj: dict[str, Any], presets: dict[str, Any], queues: dict[str, Any]) -> None:
+        """One single-GPU probe per flavor the project may use, asking for it: it must run on that flavor."""
+        name = proj["name"]
+        probes = R.flavor_probes(proj["usable_queues"], proj.get("default_queue"), queues)
+        if not probes:
+            return  # no queue of the project splits its quota by flavor: nothing to probe
+        preset = self.gpu_preset(presets, lambda g: g == 1)
+        device_flavor = {d["index"]: d.get("flavor") for d in self.c.request("GET", "capacity")["devices"]}
+        labels = self.flavor_labels()
+        for probe in probes:
+            try:
+                self.flavor(name, probe, preset, device_flavor, labels.get(probe.flavor, {}))
+            finally:
+                self.cleanup()  # one at a time: a probe never waits behind the previous one
+
+    def flavor_labels(self) -> dict[str, dict[str, str]]:
+        """Each flavor's node labels (platform config; an admin reads it); empty where it is not readable."""
+        try:
+            cfg = self.c.request("GET", "config")["config"]
+        except GpuPlatAPIError:
+            return {}
+        return {f["name"]: dict(f.get("node_labels") or {}) for f in cfg.get("flavors") or ()}
+
+    def flavor(
+        self,
+        name: str,
+        probe: R.FlavorProbe,
+        preset: str | None,
+        device_flavor: dict[int, str | None],
+        want_labels: dict[str, str],
+    ) -> None:
+        check = f"flavor:{probe.flavor}"
+        if probe.paused:
+            self.add(check, name, SKIP, f"flavor {probe.flavor}: queue {probe.queue}, which offers it, is paused")
+            return
+        zero = R.judge_flavor_quota(name, probe)
+        if zero is not None:
+            self.results.append(zero)
+            return
+        # The project's single-GPU job preset where it has one (what its users submit), asking for the flavor.
+        ask: dict[str, Any] = {"presets": [preset]} if preset else {"resources": {"gpu": 1}}
+        try:
+            run = self.submit(
+                name, command=HOLD, queue=probe.queue, placement={"gpu_type": probe.flavor},
+                name=f"rollout-flavor-{probe.flavor}", **ask,
+            )  # fmt: skip
+        except GpuPlatAPIError as exc:
+            self.add(
+                check, name, FAIL,
+                f"flavor {probe.flavor} on queue {probe.queue}: a single-GPU probe was refused ({exc.status}): {exc}",
+            )  # fmt: skip
+            return
+        got = self.wait(run["id"], ("running", *FINAL), stuck=STUCK)
+        why = ""
+        if got["status"] != "running":
+            try:
+                why = R.flavor_wait(self.c.explain(run["id"]), probe.flavor)
+            except GpuPlatAPIError as exc:
+                why = f"explain failed: {exc}"
+        # Kubernetes: the running event names the node and its values of the labels the pod selects by.
+        events: list[dict[str, Any]] = got.get("timeline") or []
+        running: dict[str, Any] = next((e for e in reversed(events) if e["status"] == "running"), {})
+        placed = running.get("details") or {}
+        node = placed.get("node") or ((m := NODE.search(got.get("message") or "")) and m.group(1)) or None
+        wrong, where = R.placed_on(
+            probe.flavor, got.get("devices") or [], device_flavor, node, placed.get("node_labels"), want_labels
+        )
+        self.results.append(R.judge_flavor(name, probe, run["id"], got["status"], got.get("flavor"), wrong, where, why))
 
     def connections(self, name: str) -> None:
         """Each connection the project may use: a run naming it starts and finds what it provides."""

@@ -26,6 +26,8 @@ CHECKS = {
     "waiting": "every waiting run has an explanation (GET runs/{id}/explain)",
     "placement": "concurrent runs get disjoint GPUs (local) or a node (Kubernetes)",
     "outputs": "the run's output file and metric come back (GET runs/{id}/outputs, metrics)",
+    "flavor:NAME": "a single-GPU run asking each flavor the project's queues offer runs on that flavor "
+    "(its record's flavor; its devices locally, its node's labels on Kubernetes)",
     "access-queue": "a queue the project may not use is refused with the allowed ones",
     "access-preset": "a preset the project may not use is refused with the allowed ones",
     "allowed-queues": "the project may use no queue beyond the expected ones (--expect)",
@@ -258,6 +260,116 @@ def table(results: Sequence[Result]) -> str:
     for row in rows:
         lines.append("  ".join(c.ljust(w) for c, w in zip(row[:3], widths, strict=True)) + "  " + row[3])
     return "\n".join(lines)
+
+
+@dataclass(frozen=True)
+class FlavorProbe:
+    """One flavor a project may use and the queue its probe goes to (`quota`: its GPUs there)."""
+
+    flavor: str
+    queue: str
+    quota: int
+    paused: bool = False
+
+
+def flavor_probes(
+    usable: Sequence[str], default: str | None, queues: Mapping[str, Mapping[str, Any]]
+) -> list[FlavorProbe]:
+    """Each flavor the project's usable queues offer, once, in the order met (the default queue first).
+
+    A flavor goes to the first queue where it has quota and the queue is not paused: the project may
+    use it there. One with none such is still probed (on the first queue offering it), so it fails.
+    """
+    first = [default] if default is not None and default in usable else []
+    order = [q for q in first + list(usable) if q in queues]
+    found: dict[str, FlavorProbe] = {}
+    for name in dict.fromkeys(order):
+        q = queues[name]
+        for f in q.get("flavors") or ():
+            probe = FlavorProbe(
+                str(f["name"]), name, int((f.get("quota") or {}).get("gpu") or 0), bool(q.get("paused"))
+            )
+            held = found.get(probe.flavor)
+            if held is None or (not (held.quota and not held.paused) and probe.quota and not probe.paused):
+                found[probe.flavor] = probe
+    return list(found.values())
+
+
+def flavor_wait(explain: Mapping[str, Any], flavor: str) -> str:
+    """Why a probe does not start, from its explain answer: its flavor's own entry where the queue holds it."""
+    entry = next((f for f in explain.get("flavors") or () if f.get("name") == flavor), None)
+    if entry is not None:
+        held = [b.get("id") or f"a run of {b.get('project')}" for b in entry.get("blockers") or ()]
+        return f"{entry['reason']}: {entry['message']}" + (f" (held by {', '.join(held)})" if held else "")
+    raw = (explain.get("details") or {}).get("raw")
+    return f"{explain.get('reason')}: {explain.get('message')}" + (f" (scheduler: {raw})" if raw else "")
+
+
+def placed_on(
+    flavor: str,
+    devices: Sequence[int],
+    device_flavor: Mapping[int, str | None],
+    node: str | None,
+    node_labels: Mapping[str, str] | None,
+    want_labels: Mapping[str, str],
+) -> tuple[str | None, str]:
+    """Whether a probe of `flavor` landed on it: (what is wrong or None, where it ran).
+
+    Locally its devices must all be the flavor's (GET capacity); on Kubernetes its node must carry
+    the flavor's labels (`node_labels`: the node's values for the labels its pod selects by, from
+    its running event; None where the server cannot read nodes: then only the record says).
+    """
+    if devices:
+        other = [
+            f"GPU {d} is {device_flavor.get(d) or 'of no flavor'}" for d in devices if device_flavor.get(d) != flavor
+        ]
+        where = f"GPU(s) {', '.join(map(str, devices))}"
+        return ("; ".join(other) or None), where
+    if node is not None and node_labels is None:
+        return None, f"node {node}; its labels are not reported (the server cannot read nodes)"
+    if node is not None:
+        labels = node_labels or {}
+        missing = [f"{k}={v}" for k, v in sorted(want_labels.items()) if labels.get(k) != v]
+        if missing:
+            return f"node {node} lacks flavor {flavor}'s label(s) {', '.join(missing)}", f"node {node}"
+        return None, f"node {node}" + (
+            f" ({', '.join(f'{k}={v}' for k, v in sorted(want_labels.items()))})" if want_labels else ""
+        )
+    return None, "no device or node reported"
+
+
+def judge_flavor_quota(project: str, probe: FlavorProbe) -> Result | None:
+    """A flavor at quota 0 wherever the project may use it: no probe is needed to know it cannot start."""
+    if probe.quota > 0:
+        return None
+    return Result(
+        f"flavor:{probe.flavor}",
+        project,
+        FAIL,
+        f"flavor {probe.flavor} on queue {probe.queue}: its quota there is 0 GPUs, so no run can start on it "
+        f"(no queue of {project} gives it any)",
+    )
+
+
+def judge_flavor(
+    project: str,
+    probe: FlavorProbe,
+    run_id: str,
+    status: str,
+    recorded: str | None,
+    wrong: str | None,
+    where: str,
+    why: str,
+) -> Result:
+    """A flavor's probe must start, on that flavor (its record's `flavor`), and land on it (`wrong`: None)."""
+    check, head = f"flavor:{probe.flavor}", f"flavor {probe.flavor} on queue {probe.queue}"
+    if status not in ("running", "succeeded"):
+        return Result(check, project, FAIL, f"{head}: probe {run_id} did not start ({status}): {why}")
+    if recorded != probe.flavor:
+        return Result(check, project, FAIL, f"{head}: probe {run_id} was admitted on flavor {recorded or 'none'}")
+    if wrong:
+        return Result(check, project, FAIL, f"{head}: probe {run_id} did not land on {probe.flavor}: {wrong}")
+    return Result(check, project, PASS, f"{head}: probe {run_id} ran on {probe.flavor} ({where})")
 
 
 def connection_probe(conn: ConnectionConfig) -> dict[str, Any]:

@@ -147,6 +147,7 @@ def test_the_example_platform_passes_through_the_cli(tmp_path: Path) -> None:
             assert {(check_, "team-a"), (check_, "team-b")} <= passed, (check_, proc.stdout)
         assert ("multi-gpu", "team-a") in passed and ("access-preset", "team-b") in passed
         assert "UserLimit" in proc.stdout  # team-b-train's max_per_user 1 is what holds ops's second run
+        assert not [r for r in rows if r[0].startswith("flavor:")]  # no queue has flavors: no flavor probe
         assert proc.stderr == ""
         no_run_left(srv)
     finally:
@@ -271,3 +272,164 @@ def test_a_connection_that_does_not_provide_what_it_says_is_named() -> None:
     r = R.judge_connection("p", "s3", "r-1", "dispatched", "", 'dispatched, ConfigError: secret "c" not found')
     assert r.detail == 'run r-1 naming connection s3 is dispatched: dispatched, ConfigError: secret "c" not found'
     assert R.judge_connection("p", "s3", "r-1", "succeeded", "rollout connection ok\n", "").result == "pass"
+
+
+# ---- flavors ---------------------------------------------------------------------------------
+def typed(quotas: dict[str, int]) -> Any:
+    """Declared typed devices (h100: 0-1, a100: 2-5) and a queue `typed` of team-a offering `quotas` in order."""
+
+    def change(doc: dict[str, Any]) -> None:
+        doc["flavors"] = [{"name": "h100", "devices": [0, 1]}, {"name": "a100", "devices": [2, 3, 4, 5]}]
+        doc["queues"].append(
+            {"name": "typed", "flavors": [{"name": n, "quota": {"gpu": g}} for n, g in quotas.items()]}
+        )
+        doc["projects"][0]["allowed_queues"].append("typed")
+
+    return change
+
+
+def probes(srv: ServerProcess) -> dict[str, dict[str, Any]]:
+    """The flavor probes' records by the flavor they asked for."""
+    runs = srv.ok("GET", "runs", "ops")["runs"]
+    return {r["name"].removeprefix("rollout-flavor-"): r for r in runs if r["name"].startswith("rollout-flavor-")}
+
+
+def test_one_probe_per_flavor_runs_on_that_flavor(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    srv = ServerProcess(tmp_path, gpus=6, config_file=platform(tmp_path, typed({"h100": 2, "a100": 4})))
+    srv.start()
+    try:
+        rc, report, _ = check(srv, capsys, "--project", "team-a")
+        got = by_check(report)
+        assert rc == 0, report["failures"]
+        h100, a100 = got["flavor:h100"], got["flavor:a100"]
+        assert h100["result"] == a100["result"] == "pass", (h100, a100)
+        assert h100["detail"].startswith("flavor h100 on queue typed: probe ") and h100["detail"].endswith(
+            "ran on h100 (GPU(s) 0)"
+        )
+        assert a100["detail"].endswith("ran on a100 (GPU(s) 2)")  # asked for a100: not the free h100s
+        records = probes(srv)
+        assert {f: (r["flavor"], r["queue"]) for f, r in records.items()} == {
+            "h100": ("h100", "typed"),
+            "a100": ("a100", "typed"),
+        }
+        assert [r["check"] for r in report["results"] if r["check"].startswith("flavor:")] == [
+            "flavor:h100",
+            "flavor:a100",
+        ]  # the queue's order
+        no_run_left(srv)
+    finally:
+        srv.stop()
+
+
+def test_a_flavor_the_project_cannot_start_on_fails_naming_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """a100's quota in team-a's only flavored queue is 0: no probe can start on it; h100 still passes."""
+    srv = ServerProcess(tmp_path, gpus=6, config_file=platform(tmp_path, typed({"h100": 2, "a100": 0})))
+    srv.start()
+    try:
+        rc, report, _ = check(srv, capsys, "--project", "team-a")
+        got = by_check(report)
+        assert rc == 1
+        assert got["flavor:h100"]["result"] == "pass", got["flavor:h100"]
+        a100 = got["flavor:a100"]
+        assert (a100["result"], a100["detail"]) == (
+            "fail",
+            "flavor a100 on queue typed: its quota there is 0 GPUs, so no run can start on it "
+            "(no queue of team-a gives it any)",
+        )
+        assert report["failures"] == [f"FAIL flavor:a100 [team-a]: {a100['detail']}"]
+        assert "a100" not in probes(srv)
+        no_run_left(srv)
+    finally:
+        srv.stop()
+
+
+def test_a_flavor_held_by_others_fails_with_its_own_wait(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """bob's two runs hold typed's h100 quota: the h100 probe waits and fails with explain's h100 entry,
+    while the a100 probe (the same queue, free there) passes."""
+    srv = ServerProcess(tmp_path, gpus=6, config_file=platform(tmp_path, typed({"h100": 2, "a100": 4})))
+    srv.start()
+    held = [
+        srv.ok(
+            "POST", "runs", "bob",
+            {"project": "team-a", "queue": "typed", "command": "sleep 600", "resources": {"gpu": 1},
+             "placement": {"gpu_type": "h100"}},
+        )["id"]
+        for _ in range(2)
+    ]  # fmt: skip
+    try:
+        rc, report, _ = check(srv, capsys, "--project", "team-a")
+        got = by_check(report)
+        assert rc == 1
+        assert got["flavor:a100"]["result"] == "pass", got["flavor:a100"]
+        h100 = got["flavor:h100"]
+        assert h100["result"] == "fail"
+        assert h100["detail"].startswith("flavor h100 on queue typed: probe "), h100
+        assert h100["detail"].endswith(
+            " did not start (queued): QueueQuota: h100: 2/2 in use (1 more needed) (queue typed's h100 quota) "
+            f"(held by {', '.join(held)})"
+        ), h100
+        assert {r["status"] for r in probes(srv).values()} == {"stopped"}  # the check stopped its own probes
+    finally:
+        srv.stop_all_runs()  # bob's
+        srv.stop()
+
+
+def test_flavor_probes_pick_a_queue_where_the_flavor_can_run() -> None:
+    queues = {
+        "a": {"flavors": [{"name": "h100", "quota": {"gpu": 0}}, {"name": "a100", "quota": {"gpu": 2}}]},
+        "b": {"flavors": [{"name": "h100", "quota": {"gpu": 1}}, {"name": "l4", "quota": {"gpu": 1}}]},
+        "c": {"paused": True, "flavors": [{"name": "t4", "quota": {"gpu": 1}}]},
+        "plain": {"quota": {"gpu": 2}, "flavors": []},
+    }
+    P = R.FlavorProbe
+    assert R.flavor_probes(["plain", "b", "a", "c"], "a", queues) == [
+        P("h100", "b", 1),  # a's h100 is 0: b's, where the project may run it
+        P("a100", "a", 2),
+        P("l4", "b", 1),
+        P("t4", "c", 1, paused=True),
+    ]
+    assert R.flavor_probes(["a"], None, queues)[0] == P("h100", "a", 0)
+    assert R.flavor_probes(["plain"], "plain", queues) == []  # no flavors: no probe, no line
+    assert R.judge_flavor_quota("p", P("h100", "a", 0)) == R.Result(
+        "flavor:h100", "p", "fail", "flavor h100 on queue a: its quota there is 0 GPUs, so no run can start on it "
+        "(no queue of p gives it any)"
+    )  # fmt: skip
+
+
+def test_a_probe_must_land_on_its_flavor() -> None:
+    typed_devices = {0: "h100", 1: "h100", 2: "a100", 3: None}
+    assert R.placed_on("h100", [1], typed_devices, None, None, {}) == (None, "GPU(s) 1")
+    assert R.placed_on("h100", [1, 2, 3], typed_devices, None, None, {}) == (
+        "GPU 2 is a100; GPU 3 is of no flavor",
+        "GPU(s) 1, 2, 3",
+    )
+    want = {"nvidia.com/gpu.product": "H100"}
+    assert R.placed_on("h100", [], {}, "n1", want, want) == (None, "node n1 (nvidia.com/gpu.product=H100)")
+    assert R.placed_on("h100", [], {}, "n2", {"nvidia.com/gpu.product": "A100"}, want) == (
+        "node n2 lacks flavor h100's label(s) nvidia.com/gpu.product=H100",
+        "node n2",
+    )
+    assert R.placed_on("h100", [], {}, "n3", None, want) == (
+        None,
+        "node n3; its labels are not reported (the server cannot read nodes)",
+    )  # the record's flavor alone is checked then, and the detail says so
+    probe = R.FlavorProbe("h100", "q", 2)
+    wrong = R.judge_flavor("p", probe, "r-1", "running", "a100", None, "GPU(s) 2", "")
+    assert wrong.detail == "flavor h100 on queue q: probe r-1 was admitted on flavor a100"
+    off = R.judge_flavor("p", probe, "r-1", "running", "h100", "GPU 2 is a100", "GPU(s) 2", "")
+    assert (off.result, off.detail) == ("fail", "flavor h100 on queue q: probe r-1 did not land on h100: GPU 2 is a100")
+    ex = {
+        "reason": "QueueQuota",
+        "message": "h100: 2/2 in use",
+        "flavors": [
+            {"name": "a100", "reason": "Admissible", "message": "fits"},
+            {"name": "h100", "reason": "QueueQuota", "message": "h100: 2/2 in use",
+             "blockers": [{"id": "r-7", "project": "p"}, {"id": None, "project": "q"}]},
+        ],
+    }  # fmt: skip
+    assert R.flavor_wait(ex, "h100") == "QueueQuota: h100: 2/2 in use (held by r-7, a run of q)"
+    assert R.flavor_wait({"reason": "InsufficientGPU", "message": "no room", "details": {"raw": "0/3"}}, "h100") == (
+        "InsufficientGPU: no room (scheduler: 0/3)"
+    )

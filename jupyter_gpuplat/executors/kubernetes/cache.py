@@ -431,6 +431,15 @@ class ClusterCache:
             for obj in self.gone_pods.pop(run_id, ()):
                 self._drop_uid(str(obj["metadata"].get("uid")))
 
+    def node_labels(self, name: str) -> dict[str, str] | None:
+        """One node's labels; None when nodes cannot be read (or the node is gone)."""
+        nodes = self.informers.get("nodes")
+        if nodes is None or nodes.forbidden or not nodes.synced.is_set():
+            return None
+        with self.lock:
+            n = self.nodes.get(name)
+            return None if n is None else dict((n.get("metadata") or {}).get("labels") or {})
+
     def node_views(self) -> list[NodeView] | None:
         """Nodes with their GPUs free as the platform counts them; None when nodes cannot be read."""
         nodes = self.informers.get("nodes")

@@ -45,6 +45,7 @@ from .podstate import (
     container_started,
     disruption_text,
     ended_outside,
+    placed_details,
     running_message,
     session_ended_outside,
 )
@@ -388,7 +389,8 @@ class KubernetesExecutor(KubernetesSettings, FilesystemArtifacts, Executor):
             return
         if ex.final:
             if not run.running_reported and container_started(snap):
-                self._emit(Observation(run.run_id, RUNNING, Reason.RUNNING, running_message(snap)))
+                where = placed_details(snap, cache.node_labels)
+                self._emit(Observation(run.run_id, RUNNING, Reason.RUNNING, running_message(snap), details=where))
                 run.running_reported = True
             final = Observation(run.run_id, ex.status, ex.reason, ex.message, ex.exit_code, details=ex.details())
             if run.secret is not None and ended_outside(run, ex.status, ex.reason):
@@ -400,9 +402,11 @@ class KubernetesExecutor(KubernetesSettings, FilesystemArtifacts, Executor):
         if key == run.reported or (ex.reason in DISRUPTIONS and ex.pod_uid in run.disrupted):
             return  # not new: the same explanation, or a disruption already recorded for that pod
         run.reported = key
+        details = ex.details()
         if status == RUNNING:
             run.running_reported = True
-        self._emit(Observation(run.run_id, status, ex.reason, ex.message, ex.exit_code, details=ex.details()))
+            details.update(placed_details(snap, cache.node_labels))
+        self._emit(Observation(run.run_id, status, ex.reason, ex.message, ex.exit_code, details=details))
 
     def _report_disruptions(self, run: WatchedRun, snap: Snapshot) -> None:
         """Each preempted or evicted pod is its own episode, even when its replacement already exists."""

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from ...core.reasons import Reason
@@ -70,3 +70,19 @@ def running_message(snap: Snapshot) -> str:
         if pod_container_started(p):
             return f"Running on node {(p.get('spec') or {}).get('nodeName')} (pod {p['metadata']['name']})."
     return "Running."
+
+
+def placed_details(snap: Snapshot, node_labels: Callable[[str], Mapping[str, str] | None]) -> dict[str, Any]:
+    """Where the started pod runs: its node, and that node's values of the labels the pod selects by
+    (a flavor's, where a flavor placed it), so a client can see the run landed on its flavor's nodes
+    without reading nodes itself. No `node_labels` where the nodes cannot be read."""
+    pod = next((p for p in snap.pods if pod_container_started(p)), None)
+    node = ((pod or {}).get("spec") or {}).get("nodeName")
+    if pod is None or not node:
+        return {}
+    out: dict[str, Any] = {"node": node}
+    labels = node_labels(node)
+    if labels is not None:
+        wanted = (pod.get("spec") or {}).get("nodeSelector") or {}
+        out["node_labels"] = {k: labels[k] for k in wanted if k in labels}
+    return out

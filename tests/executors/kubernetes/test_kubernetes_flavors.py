@@ -102,6 +102,9 @@ async def test_jobs_carry_their_flavor_s_selector_and_tolerations(api: Any, clus
         assert node.startswith(f"{flavor}-"), (rid, node)
         env = {e["name"]: e.get("value") for e in pod["containers"][0]["env"]}
         assert env["GPUPLAT_FLAVOR"] == flavor
+        # the running event says where: the node and its values of the labels the pod selects by
+        running = next(e for e in (await api.run(rid))["timeline"] if e["status"] == "running")
+        assert (running["details"]["node"], running["details"]["node_labels"]) == (node, {PRODUCT: label})
     # h100's quota is used: the next run for h100 waits in our queue, explained per flavor
     more = await api.submit(
         name="more", queue="typed", resources={"gpu": 1}, command="gate never", placement={"gpu_type": "h100"}

@@ -8,7 +8,7 @@ and one CPU node; pods run as real local processes, so runs write real outputs a
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -41,11 +41,14 @@ def serve(
     tolerate: bool,
     mount: Path | None = None,
     connections: list[dict[str, Any]] | None = None,
+    change: Callable[[dict[str, Any]], None] | None = None,
 ) -> ServerProcess:
     """The example platform on the cluster; `tolerate`: its presets tolerate the GPU taint (a fit platform)."""
     doc = yaml.safe_load(EXAMPLE.read_text())
     if connections:
         doc["connections"] = connections
+    if change is not None:
+        change(doc)
     if tolerate:
         for preset in doc["presets"]:
             preset.setdefault("placement", {})["tolerations"] = [TOLERATE_GPU]
@@ -171,5 +174,63 @@ def test_connections_whose_backing_objects_are_missing_fail(
         assert s3["result"] == "fail" and "ConfigError" in s3["detail"] and "AWS_SECRET_ACCESS_KEY" in s3["detail"]
         assert "hf-secret-value" not in json.dumps(got)
         nothing_left(cluster, srv)
+    finally:
+        srv.stop()
+
+
+PRODUCT = "nvidia.com/gpu.product"
+POOL = "gpuplat.io/pool"
+LABEL = {"h100": "NVIDIA-H100-80GB-HBM3", "a100": "NVIDIA-A100-SXM4-80GB", "l4": "NVIDIA-L4"}
+
+
+@pytest.fixture
+def pools() -> Iterator[EmulatedCluster]:
+    """Two node pools labelled by GPU product and tainted per pool, beside the plain GPU and CPU nodes."""
+    c = deployed_cluster(local_processes=True)
+    for flavor in ("h100", "a100"):
+        c.add_node(
+            f"{flavor}-1",
+            gpus=2,
+            labels={PRODUCT: LABEL[flavor]},
+            taints=[{"key": POOL, "value": flavor, "effect": "NoSchedule"}],
+        )
+    c.add_node("gpu-1", gpus=4, taints=[GPU_TAINT])
+    c.add_node("cpu-1", gpus=0)
+    yield c
+    c.stop()
+    assert not c.errors, c.errors
+
+
+def typed(doc: dict[str, Any]) -> None:
+    """Flavors placed by their pool's label and toleration; team-a's queue `typed` offers h100, a100, then
+    l4, whose label no node carries."""
+    doc["flavors"] = [
+        {"name": f, "node_labels": {PRODUCT: label},
+         "tolerations": [{"key": POOL, "operator": "Equal", "value": f, "effect": "NoSchedule"}]}
+        for f, label in LABEL.items()
+    ]  # fmt: skip
+    doc["queues"].append({"name": "typed", "flavors": [{"name": f, "quota": {"gpu": 1}} for f in LABEL]})
+    doc["projects"][0]["allowed_queues"].append("typed")
+
+
+def test_each_flavor_s_probe_lands_on_its_pool(
+    tmp_path: Path, pools: EmulatedCluster, capsys: pytest.CaptureFixture[str]
+) -> None:
+    srv = serve(tmp_path, pools, tolerate=True, change=typed)
+    try:
+        rc, got = check(srv, capsys, timeout="6")
+        assert rc == 1
+        for flavor in ("h100", "a100"):
+            r = got[f"flavor:{flavor}"]
+            assert r["result"] == "pass", r
+            assert r["detail"].endswith(f"ran on {flavor} (node {flavor}-1 ({PRODUCT}={LABEL[flavor]}))"), r
+        l4 = got["flavor:l4"]
+        assert l4["result"] == "fail" and l4["detail"].startswith("flavor l4 on queue typed: probe "), l4
+        assert "Flavor l4 has no node here: none matches its node labels." in l4["detail"], l4  # explain's words
+        runs = {r["name"]: r for r in srv.ok("GET", "runs", "ops")["runs"]}
+        assert runs["rollout-flavor-h100"]["flavor"] == "h100" and runs["rollout-flavor-a100"]["flavor"] == "a100"
+        # the rest of the check is as without flavors: the plain presets land on the plain GPU node
+        assert got["training"]["result"] == got["queue-limit"]["result"] == "pass", got
+        nothing_left(pools, srv)
     finally:
         srv.stop()
