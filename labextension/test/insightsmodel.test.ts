@@ -2,6 +2,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 
 import {
+  flavorTable,
   formatPercent,
   goodputBars,
   insightsQuery,
@@ -184,4 +185,54 @@ test('a small share stays visible: 0.14 GPU-h of a week is not 0.0%', () => {
     ['0%', '50%', '3.4%', '0.8%', '0.083%', '<0.001%']
   );
   assert.equal(formatPercent(null), '—');
+});
+
+const flavor = (name: string, gpuHours: number, quota: number | null, util: number | null, machine?: [number, number]) => ({
+  ...figures,
+  name,
+  runs: 2,
+  queue_wait: wait(1, 90, 120, 2),
+  gpu_hours: gpuHours,
+  quota_gpu: quota,
+  utilisation: util,
+  ...(machine ? { machine_gpus: machine[0], machine_gpu_hours: 1, machine_utilisation: machine[1] } : {})
+});
+
+test('per flavor: the service order kept, each figure formatted as a queue\'s, machine columns where given', () => {
+  const raw = {
+    ...RAW,
+    // a100 before h100: the platform config's order, not sorted
+    flavors: [flavor('a100', 0.0042, 4, 0.00083, [4, 0.0004]), flavor('h100', 12.5, null, null, [2, 0.25])],
+    queues: [{ ...RAW.queues[0], flavors: [flavor('h100', 12.5, 2, 0.5), flavor('a100', 0.0042, 4, 0.00083)] }]
+  };
+  const d = normalizeInsights(raw);
+  assert.deepEqual(
+    d.flavors.map(f => [f.name, f.quotaGpu, f.machineGpus]),
+    [
+      ['a100', 4, 4],
+      ['h100', null, 2]
+    ]
+  );
+  assert.deepEqual(flavorTable(d.flavors), {
+    head: ['Flavor', 'Runs', 'GPU-hours', 'Quota GPUs', 'Utilisation', 'Machine GPUs', 'Machine use', 'Wait p90'],
+    rows: [
+      ['a100', '2', '0.00', '4', '0.083%', '4', '0.04%', '1m 30s'],
+      ['h100', '2', '12.5', '—', '—', '2', '25%', '1m 30s']
+    ]
+  });
+  // a queue's own flavors (the order it tries them): against its quota, no machine figures
+  assert.deepEqual(flavorTable(d.queues[0].flavors), {
+    head: ['Flavor', 'Runs', 'GPU-hours', 'Quota GPUs', 'Utilisation', 'Wait p90'],
+    rows: [
+      ['h100', '2', '12.5', '2', '50%', '1m 30s'],
+      ['a100', '2', '0.00', '4', '0.083%', '1m 30s']
+    ]
+  });
+});
+
+test('no flavors configured: empty lists, no rows', () => {
+  const d = normalizeInsights(RAW);
+  assert.deepEqual(d.flavors, []);
+  assert.deepEqual(d.queues.map(q => q.flavors), [[], []]);
+  assert.deepEqual(flavorTable([]).rows, []);
 });

@@ -140,6 +140,11 @@ def test_admin_sees_every_queue(history: tuple[Lab, dict[str, Any]], browser_con
         expect(page.locator(f'{PAGE} .jp-GpuPlat-insightsQueue[data-queue="team-b-train"]')).to_be_visible()
         expect(page.locator(f'{PAGE} .jp-GpuPlat-insightsQueue[data-queue="team-a-train"]')).to_be_visible()
         expect(page.locator(f'{PAGE} [data-table="users"] tr[data-key="dave"]')).to_be_visible()
+        # a platform without flavors: none in the answer, no per-flavor table (flavors: test_insights_flavors_tab.py)
+        api = lab.ok("GET", "insights", user="ops", since="7d")
+        assert api["flavors"] == [] and all(q["flavors"] == [] for q in api["queues"]), api["flavors"]
+        expect(page.locator(f'{PAGE} [data-table="flavors"]')).to_have_count(0)
+        expect(page.locator(f'{PAGE} [data-table="queueFlavors"]')).to_have_count(0)
         options = page.locator(f"{PAGE} .jp-GpuPlat-insightsScope option")
         expect(options.filter(has_text="Queue team-b-train")).to_have_count(1)
     finally:

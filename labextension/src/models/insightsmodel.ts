@@ -67,6 +67,25 @@ export interface IQueueInsight {
   goodput: number | null;
   gpuHours: number;
   utilisation: number | null;
+  /** Per flavor, in the order the queue tries them (empty: it has no flavors). */
+  flavors: IFlavorInsight[];
+}
+
+/**
+ * One flavor (kind of GPU): its runs' figures, against its quota (over the selected queues, or
+ * one queue's) and, top-level only, this machine's devices of it. The service computes each.
+ */
+export interface IFlavorInsight {
+  name: string;
+  runs: number;
+  queueWait: IPercentiles;
+  gpuHours: number;
+  /** GPUs of quota on this flavor; null: no selected queue offers it now. */
+  quotaGpu: number | null;
+  utilisation: number | null;
+  /** This machine's GPUs of this flavor; null on a cluster (and on a queue's own flavors). */
+  machineGpus: number | null;
+  machineUtilisation: number | null;
 }
 
 /** One bucket of the series: start (s), GPU-hours used, the quota's GPU-hours allowance (null: no quota). */
@@ -98,6 +117,8 @@ export interface IInsightsView {
   refusals: ICount[];
   failures: ICount[];
   topUsers: IUserRow[];
+  /** Per flavor over the selected queues, in the platform config's order (empty: no flavors). */
+  flavors: IFlavorInsight[];
 }
 
 type Loose = Record<string, any>;
@@ -121,6 +142,20 @@ export function counts(v: unknown, keyField: string): ICount[] {
   return rows.sort((a, b) => b.count - a.count || a.key.localeCompare(b.key));
 }
 
+/** FlavorFigures / QueueFlavorFigures, in the order the service gave them. */
+function flavorsOf(v: unknown): IFlavorInsight[] {
+  return (Array.isArray(v) ? v : []).map((f: Loose) => ({
+    name: String(f.name),
+    runs: num(f.runs) ?? 0,
+    queueWait: pct(f.queue_wait),
+    gpuHours: num(f.gpu_hours) ?? 0,
+    quotaGpu: num(f.quota_gpu),
+    utilisation: num(f.utilisation),
+    machineGpus: num(f.machine_gpus),
+    machineUtilisation: num(f.machine_utilisation)
+  }));
+}
+
 /** `GET insights` (service/schemas/insights.py Insights) as the views read it. */
 export function normalizeInsights(raw: Loose): IInsightsView {
   const queues: IQueueInsight[] = (raw.queues ?? []).map((q: Loose) => ({
@@ -133,7 +168,8 @@ export function normalizeInsights(raw: Loose): IInsightsView {
       .map(c => [c.key, c.count] as [string, number]),
     goodput: num(q.goodput),
     gpuHours: num(q.gpu_hours) ?? 0,
-    utilisation: num(q.utilisation)
+    utilisation: num(q.utilisation),
+    flavors: flavorsOf(q.flavors)
   }));
   const total = (raw.total ?? {}) as Loose;
   return {
@@ -154,8 +190,42 @@ export function normalizeInsights(raw: Loose): IInsightsView {
       project: String(u.project ?? ''),
       runs: num(u.runs) ?? 0,
       gpuHours: num(u.gpu_hours) ?? 0
-    }))
+    })),
+    flavors: flavorsOf(raw.flavors)
   };
+}
+
+/** A per-flavor table: its header and one row of cell texts per flavor, in the given order. */
+export interface IFlavorTable {
+  head: string[];
+  rows: string[][];
+}
+
+/**
+ * The figures of each flavor as the tab shows a queue's (runs, GPU-hours, utilisation of the
+ * quota, queue wait p90), with the quota's GPUs; the machine's GPUs and utilisation where the
+ * service gave them (a local machine, top-level figures), else no such columns.
+ */
+export function flavorTable(flavors: IFlavorInsight[]): IFlavorTable {
+  const machine = flavors.some(f => f.machineGpus !== null);
+  const head = ['Flavor', 'Runs', 'GPU-hours', 'Quota GPUs', 'Utilisation'];
+  if (machine) {
+    head.push('Machine GPUs', 'Machine use');
+  }
+  head.push('Wait p90');
+  const rows = flavors.map(f => {
+    const row = [f.name, String(f.runs), formatHours(f.gpuHours), count(f.quotaGpu), formatPercent(f.utilisation)];
+    if (machine) {
+      row.push(count(f.machineGpus), formatPercent(f.machineUtilisation));
+    }
+    row.push(formatDuration(f.queueWait.p90));
+    return row;
+  });
+  return { head, rows };
+}
+
+function count(v: number | null): string {
+  return v === null ? '—' : String(v);
 }
 
 /** One horizontal bar: its label, text, and length as a fraction of the widest. */

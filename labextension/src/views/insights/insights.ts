@@ -13,12 +13,14 @@ import type { InsightsSource } from '../../models/insightssource';
 import {
   IBar,
   ICount,
+  IFlavorInsight,
   IInsightsView,
   IQueueInsight,
   IScopeOption,
   IUsage,
   SINCE_CHOICES,
   SinceChoice,
+  flavorTable,
   formatHours,
   formatPercent,
   goodputBars,
@@ -132,6 +134,7 @@ export class InsightsView extends Widget {
         d.machineUtilisation !== null ? ` · machine ${formatPercent(d.machineUtilisation)}` : ''
       ),
       figure('GPU-hours used vs quota', 'usage', usageChart(d.usage)),
+      ...(d.flavors.length ? [flavorFigure('Per flavor', 'flavors', d.flavors)] : []),
       ...d.queues.map(q => this._queue(q)),
       figure('Goodput per queue (running time / lifetime)', 'goodput', barChart(goodputBars(d.queues))),
       countTable('Refusals by rule', 'refusals', 'Rule', d.refusals),
@@ -164,7 +167,8 @@ export class InsightsView extends Widget {
         'Waited on (by reason)',
         'reasons',
         q.waitsByReason.length ? barChart(reasonBars(q)) : h('div', { class: 'jp-GpuPlat-muted' }, 'No waiting.')
-      )
+      ),
+      ...(q.flavors.length ? [flavorFigure('Per flavor (in the order it tries them)', 'queueFlavors', q.flavors)] : [])
     );
   }
 
@@ -223,6 +227,12 @@ function usageChart(usage: IUsage[]): HTMLElement {
     svg,
     h('div', { class: 'jp-GpuPlat-muted' }, `used (solid) vs quota allowance (dashed) · max ${formatHours(p.max)} GPU-h a bucket`)
   );
+}
+
+/** The flavors' figures as the service gave them, in its order (absent where there are no flavors). */
+function flavorFigure(title: string, kind: string, flavors: IFlavorInsight[]): HTMLElement {
+  const t = flavorTable(flavors);
+  return table(title, kind, t.head, t.rows);
 }
 
 function countTable(title: string, kind: string, head: string, rows: ICount[]): HTMLElement {
