@@ -17,6 +17,7 @@ from jupyter_gpuplat.cli import rollout
 from jupyter_gpuplat.core import rollout as R
 
 from ..conftest import EXAMPLE
+from ..flavored import add_flavors
 from ..server import ServerProcess
 
 
@@ -279,11 +280,7 @@ def typed(quotas: dict[str, int]) -> Any:
     """Declared typed devices (h100: 0-1, a100: 2-5) and a queue `typed` of team-a offering `quotas` in order."""
 
     def change(doc: dict[str, Any]) -> None:
-        doc["flavors"] = [{"name": "h100", "devices": [0, 1]}, {"name": "a100", "devices": [2, 3, 4, 5]}]
-        doc["queues"].append(
-            {"name": "typed", "flavors": [{"name": n, "quota": {"gpu": g}} for n, g in quotas.items()]}
-        )
-        doc["projects"][0]["allowed_queues"].append("typed")
+        add_flavors(doc, quotas, [doc["projects"][0]["name"]])
 
     return change
 

@@ -58,6 +58,8 @@ from jupyter_gpuplat.executors.base import LaunchRequest
 from jupyter_gpuplat.executors.fake import FakeClock, FakeClusterExecutor, FakeExecutor, FakeWorkloads, Script
 from jupyter_gpuplat.store import Store
 
+from ..flavored import FLAVORS
+
 NIGHTLY_EXAMPLES = int(os.environ.get("GPUPLAT_MACHINE_EXAMPLES") or 0)
 NIGHTLY_STEPS = int(os.environ.get("GPUPLAT_MACHINE_STEPS") or 0)
 
@@ -81,7 +83,6 @@ QUEUES: list[dict[str, Any]] = [
         "flavors": [{"name": "h100", "quota": {"gpu": 2}}, {"name": "a100", "quota": {"gpu": 3}}],
     },
 ]
-FLAVORS: list[dict[str, Any]] = [{"name": "h100", "devices": [0, 1]}, {"name": "a100", "devices": [2, 3, 4, 5]}]
 FLAVOR_DEVICES = {f["name"]: set(f["devices"]) for f in FLAVORS}
 # What a run may ask in placement.gpu_type: nothing, any, a flavor, one no queue offers.
 ASKS = [*([None] * 8), "any", "h100", "a100", "l4"]

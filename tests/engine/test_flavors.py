@@ -21,9 +21,9 @@ from jupyter_gpuplat.notebook.widgets.comparetable import table_html
 from jupyter_gpuplat.notebook.widgets.launchview import preview_html
 
 from ..fake_engine import Harness, config
+from ..flavored import FLAVORS
 
 Make = Callable[..., Any]
-FLAVORS = [{"name": "h100", "devices": [0, 1]}, {"name": "a100", "devices": [2, 3, 4, 5]}]
 QUEUES = [
     {"name": "q", "flavors": [{"name": "h100", "quota": {"gpu": 2}}, {"name": "a100", "quota": {"gpu": 4}}]},
     {"name": "plain", "quota": {"gpu": 6}},

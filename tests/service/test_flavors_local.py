@@ -10,9 +10,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 from ..conftest import EXAMPLE
+from ..flavored import A100, H100, flavored_config
 
 PY = sys.executable
 SHOW = [
@@ -21,25 +21,11 @@ SHOW = [
     "import os, time; print('seen', os.environ['CUDA_VISIBLE_DEVICES'], os.environ['GPUPLAT_FLAVOR'], flush=True);"
     " time.sleep(600)",
 ]
-H100 = {0, 1}
-A100 = {2, 3, 4, 5}
 
 
 @pytest.fixture
 def platform_config_file(tmp_path: Path) -> Path:
-    cfg = yaml.safe_load(EXAMPLE.read_text())
-    cfg["flavors"] = [{"name": "h100", "devices": [0, 1]}, {"name": "a100", "devices": [2, 3, 4, 5]}]
-    cfg["queues"].append(
-        {
-            "name": "typed",
-            "flavors": [{"name": "h100", "quota": {"gpu": 2}}, {"name": "a100", "quota": {"gpu": 4}}],
-        }
-    )
-    for p in cfg["projects"]:
-        p["allowed_queues"].append("typed")
-    path = tmp_path / "platform.yaml"
-    path.write_text(yaml.safe_dump(cfg))
-    return path
+    return flavored_config(EXAMPLE, tmp_path / "platform.yaml")
 
 
 @pytest.fixture

@@ -13,29 +13,17 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 from jupyter_gpuplat.cli import report
 from jupyter_gpuplat.service.schemas.insights import Insights
 
 from ..conftest import EXAMPLE
+from ..flavored import flavored_config
 
 
 @pytest.fixture
 def platform_config_file(tmp_path: Path) -> Path:
-    cfg = yaml.safe_load(EXAMPLE.read_text())
-    cfg["flavors"] = [{"name": "h100", "devices": [0, 1]}, {"name": "a100", "devices": [2, 3, 4, 5]}]
-    cfg["queues"].append(
-        {
-            "name": "typed",
-            "flavors": [{"name": "h100", "quota": {"gpu": 2}}, {"name": "a100", "quota": {"gpu": 4}}],
-        }
-    )
-    for p in cfg["projects"]:
-        p["allowed_queues"].append("typed")
-    path = tmp_path / "platform.yaml"
-    path.write_text(yaml.safe_dump(cfg))
-    return path
+    return flavored_config(EXAMPLE, tmp_path / "platform.yaml")
 
 
 @pytest.fixture

@@ -22,6 +22,7 @@ import yaml
 from playwright.sync_api import expect
 
 from ..conftest import EXAMPLE
+from ..flavored import add_flavors
 from .conftest import Lab, widen_left_sidebar
 
 SIDEBAR = "#jupyter-gpuplat-sidebar"
@@ -38,13 +39,8 @@ def flavored(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Lab, di
     """Its own server (6 GPUs declared per flavor, as tests/service/test_insights_flavors.py) and its
     finished runs by name: two one-GPU runs on h100, a four-GPU one on a100, one on team-a-train."""
     root = tmp_path_factory.mktemp("insights-flavors-lab")
-    cfg = yaml.safe_load(EXAMPLE.read_text())
-    cfg["flavors"] = [{"name": "h100", "devices": [0, 1]}, {"name": "a100", "devices": [2, 3, 4, 5]}]
-    cfg["queues"].append(
-        {"name": "typed", "flavors": [{"name": "h100", "quota": {"gpu": 2}}, {"name": "a100", "quota": {"gpu": 4}}]}
-    )
+    cfg = add_flavors(yaml.safe_load(EXAMPLE.read_text()))
     for p in cfg["projects"]:
-        p["allowed_queues"].append("typed")
         p["max_run_resources"] = {"gpu": 4}  # a run may take all of a100
     config_file = root / "platform.yaml"
     config_file.write_text(yaml.safe_dump(cfg))

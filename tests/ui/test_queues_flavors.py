@@ -21,6 +21,7 @@ import yaml
 from playwright.sync_api import expect
 
 from ..conftest import EXAMPLE
+from ..flavored import add_flavors
 from .conftest import SHOW_SIDEBAR, Lab, goto_reset, widen_left_sidebar
 from .sidebar_helpers import SIDEBAR, back_to_runs, open_from_list, release, show_tab
 
@@ -45,13 +46,8 @@ def flavored(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
     """Its own server (6 GPUs, declared per flavor as in tests/service/test_flavors_local.py): other
     browser tests' runs stay out of its queue."""
     root = tmp_path_factory.mktemp("flavors-lab")
-    cfg = yaml.safe_load(EXAMPLE.read_text())
-    cfg["flavors"] = [{"name": "h100", "devices": [0, 1]}, {"name": "a100", "devices": [2, 3, 4, 5]}]
-    cfg["queues"].append(
-        {"name": "typed", "flavors": [{"name": "h100", "quota": {"gpu": 2}}, {"name": "a100", "quota": {"gpu": 4}}]}
-    )
+    cfg = add_flavors(yaml.safe_load(EXAMPLE.read_text()))
     for p in cfg["projects"]:
-        p["allowed_queues"].append("typed")
         p["max_run_resources"] = {"gpu": 4}  # a run may take all of a100
     config_file = root / "platform.yaml"
     config_file.write_text(yaml.safe_dump(cfg))
