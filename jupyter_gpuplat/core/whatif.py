@@ -35,6 +35,9 @@ ASSUMPTIONS = (
     "durations do not change with the limits",
     "arrivals (queued_at), owners, queues and requested resources are the recorded ones",
     "capacity is the executor's devices (a cluster executor: GPUs not counted by the platform, only queue limits)",
+    "flavors: a run asks for the flavor it asked for (or any) and holds each flavor's quota and, locally, devices of "
+    "that flavor; the platform's flavors and which device is of which are today's; a run held from before the period "
+    "keeps its recorded flavor",
     "no Kubernetes placement or start delays beyond those recorded; no failures to start unless recorded",
     "the settings hold for the whole period (config changes during it are not replayed)",
     "runs dispatched before the period start hold what they held until their recorded finish",
