@@ -3,7 +3,8 @@
     gpuplat whatif --queue team-a-train --set concurrency=4 --since 7d [--until 1d] [--runs] [--json]
 
 `--set KEY=VALUE` changes every `--queue` given (or `QUEUE:KEY=VALUE` one queue); keys are the
-queue settings: priority, concurrency, max_per_user, ordering, paused, quota.gpu/cpu/memory;
+queue settings: priority, concurrency, max_per_user, ordering, paused, quota.gpu/cpu/memory, and a
+flavor's quota in the queue, flavors.NAME.gpu/cpu/memory (`team-a:flavors.h100.gpu=4`);
 `none` lifts a limit.
 """
 
@@ -23,6 +24,7 @@ from .report import percent
 
 KEYS = ("priority", "concurrency", "max_per_user", "ordering", "paused", "quota.gpu", "quota.cpu", "quota.memory")
 _INTS = {"priority", "concurrency", "max_per_user", "quota.gpu"}
+_FLAVOR_KEYS = ("gpu", "cpu", "memory")
 
 
 class UsageError(Exception):
@@ -59,7 +61,7 @@ def instant(raw: str | None) -> float | str | None:
 def value(key: str, raw: str) -> Any:
     if raw.lower() in ("none", "null", "unlimited"):
         return None
-    if key in _INTS:
+    if key in _INTS or (key.startswith("flavors.") and key.endswith(".gpu")):
         try:
             return int(raw)
         except ValueError:
@@ -78,14 +80,20 @@ def changes(queues: list[str], sets: list[str]) -> dict[str, dict[str, Any]]:
         key, eq, raw = assignment.partition("=")
         if not eq:
             raise UsageError(f"--set {item!r}: give KEY=VALUE, e.g. concurrency=4")
-        if key not in KEYS:
-            raise UsageError(f"--set {item!r}: unknown setting {key!r}; known: {', '.join(KEYS)}")
+        flavor, _, resource = key[8:].rpartition(".") if key.startswith("flavors.") else ("", "", "")
+        if key.startswith("flavors.") and (not flavor or resource not in _FLAVOR_KEYS):
+            raise UsageError(f"--set {item!r}: give flavors.NAME.gpu (or .cpu, .memory), e.g. flavors.h100.gpu=4")
+        if key not in KEYS and not flavor:
+            known = ", ".join((*KEYS, "flavors.NAME.gpu/cpu/memory"))
+            raise UsageError(f"--set {item!r}: unknown setting {key!r}; known: {known}")
         names = [target] if target else queues
         if not names:
             raise UsageError("--set needs a --queue (or QUEUE:KEY=VALUE)")
         for q in names:
             change = out.setdefault(q, {})
-            if key.startswith("quota."):
+            if flavor:
+                change.setdefault("flavors", {}).setdefault(flavor, {})[resource] = value(key, raw)
+            elif key.startswith("quota."):
                 change.setdefault("quota", {})[key[6:]] = value(key, raw)
             else:
                 change[key] = value(key, raw)
@@ -102,13 +110,27 @@ def _fmt(v: Any, pct: bool = False) -> str:
     return str(v)
 
 
+_FLAVOR_ROWS = (("runs", "runs", False), ("GPU-hours", "gpu_hours", False), ("utilisation", "utilisation", True))
+
+
+def _quota(q: dict[str, Any] | None) -> str:
+    if not q:
+        return "-"
+    return str(q["gpu"]) if set(q) == {"gpu"} else ", ".join(f"{k}={v}" for k, v in q.items())
+
+
 def render(out: dict[str, Any], with_runs: bool) -> str:
     lines = []
     for q in out["queues"]:
         lines.append(f"queue {q['name']}: {q['runs']} runs")
-        diff = {k: (q["observed_settings"][k], v) for k, v in q["settings"].items() if q["observed_settings"][k] != v}
+        before = q["observed_settings"]
+        diff = {k: (before[k], v) for k, v in q["settings"].items() if k != "flavors" and before[k] != v}
         for k, (old, new) in diff.items():
             lines.append(f"  {k}: {_fmt(old)} -> {_fmt(new)}")
+        was = {f["name"]: f["quota"] for f in before.get("flavors", [])}
+        for f in q["settings"].get("flavors", []):
+            if was.get(f["name"]) != f["quota"]:
+                lines.append(f"  {f['name']}: quota {_quota(was.get(f['name']))} -> {_quota(f['quota'])}")
         rows = [
             ("wait p50 (s)", "wait_p50_seconds", False),
             ("wait p90 (s)", "wait_p90_seconds", False),
@@ -121,6 +143,12 @@ def render(out: dict[str, Any], with_runs: bool) -> str:
         lines.append(f"  {'':16}{'observed':>12}{'predicted':>12}")
         for label, key, pct in rows:
             lines.append(f"  {label:16}{_fmt(q['observed'][key], pct):>12}{_fmt(q['predicted'][key], pct):>12}")
+        for f in q.get("flavors", []):
+            lines.append(f"  flavor {f['name']} (quota {_fmt(f['observed_quota_gpu'])} -> {_fmt(f['quota_gpu'])} GPUs)")
+            for label, key, pct in _FLAVOR_ROWS:
+                lines.append(f"    {label:14}{_fmt(f['observed'][key], pct):>12}{_fmt(f['predicted'][key], pct):>12}")
+        if q.get("predicted_binding_text"):
+            lines.append(f"  binds: {q['predicted_binding_text']}")
         lines.extend(f"  note: {n}" for n in q.get("notes", []))
     if with_runs:
         lines.append("")

@@ -488,6 +488,20 @@ def probe_wait(
         q.remove_pending(run.id)
 
 
+def holding_flavor(
+    q: QueueState, run: PendingRun, free_gpus: int | None, free_by_flavor: FreeByFlavor = None
+) -> str | None:
+    """The flavor whose limit (its quota; locally, its free devices) holds `run`: the first it may use,
+    whose reason `_fit` reports. None where it fits, a limit of the whole queue holds it, or no flavors."""
+    lim = q.limits
+    if not lim.flavors:
+        return None
+    reason, _, _ = _fit(q, run, free_gpus, free_by_flavor)
+    if reason not in (Reason.QUEUE_QUOTA, Reason.NO_CAPACITY) or _over_quota(lim.quota, q.used, run.request):
+        return None
+    return next((f.name for f in lim.flavors if run.flavor is None or f.name == run.flavor), None)
+
+
 def shared_message(wait: Wait, queue: str) -> str:
     """A run's wait as anyone using the queue may read it: every team's, so it names no user.
 

@@ -3,15 +3,17 @@
 A discrete-event simulation over `QueueState`s: each instant with finishes runs one admission
 cycle, then each instant with arrivals runs another (the dispatcher admits on events: a finish
 wakes its queue and those that waited on capacity; a submission wakes its queue). Each cycle is
-the dispatcher's own loop over `order_queues`, `choose`, `pick_devices` and `assume`, so with
+the dispatcher's own loop over `order_queues`, `decide`, `pick_devices` and `assume`, so with
 unchanged settings the replay gives the recorded dispatches; with changed ones, the prediction.
+Flavors are the dispatcher's too: a run asking for one waits for it, the others take the first
+of their queue's flavors where they fit, each flavor's quota and (locally) its typed devices.
 """
 
 from __future__ import annotations
 
 import heapq
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from .admission import (
@@ -19,7 +21,8 @@ from .admission import (
     PendingRun,
     QueueLimits,
     QueueState,
-    choose,
+    decide,
+    holding_flavor,
     order_queues,
     pick_devices,
 )
@@ -32,6 +35,9 @@ ASSUMPTIONS = (
     "durations do not change with the limits",
     "arrivals (queued_at), owners, queues and requested resources are the recorded ones",
     "capacity is the executor's devices (a cluster executor: GPUs not counted by the platform, only queue limits)",
+    "flavors: a run asks for the flavor it asked for (or any) and holds each flavor's quota and, locally, devices of "
+    "that flavor; the platform's flavors and which device is of which are today's; a run held from before the period "
+    "keeps its recorded flavor",
     "no Kubernetes placement or start delays beyond those recorded; no failures to start unless recorded",
     "the settings hold for the whole period (config changes during it are not replayed)",
     "runs dispatched before the period start hold what they held until their recorded finish",
@@ -62,6 +68,8 @@ class RecordedRun:
     dispatched_at: float | None = None
     finished_at: float | None = None
     sweep: str | None = None
+    flavor: str | None = None  # the flavor it was admitted on (None: not dispatched, or no flavors)
+    asked: str | None = None  # the flavor it asked for (placement.gpu_type); None: any, or no flavors
 
     @property
     def hold(self) -> float | None:
@@ -78,6 +86,7 @@ class Outcome:
     run: RecordedRun
     dispatched_at: float | None = None
     finished_at: float | None = None
+    flavor: str | None = None  # the flavor the replay admitted it on
 
 
 @dataclass
@@ -90,6 +99,8 @@ class Replay:
     cycles: int = 0
     # Per queue, seconds it had runs waiting in the replay, by the limit that held a head run (core.insights.category).
     held_by: dict[str, dict[str, float]] = field(default_factory=dict)
+    # Per queue, the part of those seconds a flavor's limit held a head run: flavor -> limit -> seconds.
+    held_by_flavor: dict[str, dict[str, dict[str, float]]] = field(default_factory=dict)
 
 
 def replay(
@@ -99,14 +110,38 @@ def replay(
     devices: int | None,
     since: float,
     until: float,
+    typed: Mapping[int, str] | None = None,
 ) -> Replay:
     """Replay `runs` (arrivals in [since, until), plus those holding at `since`) under `limits`.
 
     `devices`: the executor's GPU count, or None when it places work itself (free GPUs not counted).
+    `typed`: device index -> flavor where the platform has flavors and devices are ours (the
+    dispatcher's `device_flavor`); then free devices are counted per flavor as the dispatcher does.
     """
     queues = {lim.name: QueueState(lim) for lim in limits}
     free: set[int] = set(range(devices)) if devices is not None else set()
     assigns = devices is not None
+    by_flavor: dict[str, int] | None = None
+    if assigns and typed is not None:
+        by_flavor = {}
+        for i in free:
+            if (f := typed.get(i)) is not None:
+                by_flavor[f] = by_flavor.get(f, 0) + 1
+
+    def take(d: tuple[int, ...]) -> None:
+        free.difference_update(d)
+        if by_flavor is not None and typed is not None:
+            for i in d:
+                if (f := typed.get(i)) is not None:
+                    by_flavor[f] -= 1
+
+    def give(d: tuple[int, ...]) -> None:
+        free.update(d)
+        if by_flavor is not None and typed is not None:
+            for i in d:
+                if (f := typed.get(i)) is not None:
+                    by_flavor[f] += 1
+
     out = Replay(since, until)
     heap: list[tuple[float, int, int, str]] = []
     by_id: dict[str, RecordedRun] = {}
@@ -118,10 +153,10 @@ def replay(
             continue
         by_id[r.id] = r
         if r.dispatched_at is not None and r.dispatched_at < since:
-            d = pick_devices(free, r.request.gpu) if assigns else ()
-            free -= set(d)
+            d = pick_devices(free, r.request.gpu, r.flavor, typed) if assigns else ()
+            take(d)
             devs[r.id] = d
-            q.hold(HeldRun(r.id, r.user, r.request, d, r.sweep))
+            q.hold(HeldRun(r.id, r.user, r.request, d, r.sweep, r.flavor))
             out.carried.append(r.id)
             if r.finished_at is not None:
                 heapq.heappush(heap, (r.finished_at, _FINISH, r.seq, r.id))
@@ -135,7 +170,7 @@ def replay(
 
     dirty: set[str] = set()
     capacity_waiters: set[str] = set()
-    blocked: dict[str, tuple[str, float]] = {}  # queue -> (what holds its head, since when)
+    blocked: dict[str, tuple[str, float, str | None]] = {}  # queue -> (what holds its head, since when, flavor)
 
     outcomes, order, push = out.outcomes, out.order, heapq.heappush
 
@@ -143,19 +178,20 @@ def replay(
         name = q.limits.name
         was = blocked.pop(name, None)
         if was is not None and now > was[1]:
-            held = out.held_by.setdefault(name, {})
-            held[was[0]] = held.get(was[0], 0.0) + now - was[1]
+            _add_held(out, name, was[0], was[2], now - was[1])
         if not q.pending_count:
             return
         lim = q.limits
         if lim.paused:
-            blocked[name] = ("paused", now)
+            blocked[name] = ("paused", now, None)
         elif lim.concurrency is not None and len(q.held) >= lim.concurrency:
-            blocked[name] = ("concurrency", now)  # holds every run alike: no need to find the head
-        else:  # every group's head is held (choose found none to start): ask the first group's, O(1)
+            blocked[name] = ("concurrency", now, None)  # holds every run alike: no need to find the head
+        else:  # every group's head is held (decide found none to start): ask the first group's, O(1)
             head = next(q.heads(), None)
-            why = None if head is None else blocked_by(q, head, len(free) if assigns else None)
-            blocked[name] = ("other" if why is None else category(why), now)
+            n = len(free) if assigns else None
+            why = None if head is None else blocked_by(q, head, n, by_flavor)
+            flavor = holding_flavor(q, head, n, by_flavor) if why is not None and head is not None else None
+            blocked[name] = ("other" if why is None else category(why), now, flavor)
 
     def cycle(now: float) -> None:
         """`Dispatcher.run_cycle`'s decide-and-assume loop over the dirty queues."""
@@ -163,18 +199,19 @@ def replay(
         for q in order_queues([queues[n] for n in dirty]):
             capacity_waiters.discard(q.limits.name)
             while True:
-                nxt, capacity_blocked = choose(q, len(free) if assigns else None)
+                dec = decide(q, len(free) if assigns else None, by_flavor)
+                nxt = dec.run
                 if nxt is None:
-                    if capacity_blocked:
+                    if dec.capacity_blocked:
                         capacity_waiters.add(q.limits.name)
                     break
-                d = pick_devices(free, nxt.request.gpu) if assigns else ()
+                d = pick_devices(free, nxt.request.gpu, dec.flavor, typed) if assigns else ()
                 if d:
-                    free.difference_update(d)
+                    take(d)
                     devs[nxt.id] = d
-                q.assume(nxt, d)
+                q.assume(nxt, d, dec.flavor)
                 o = outcomes[nxt.id]
-                o.dispatched_at = now
+                o.dispatched_at, o.flavor = now, dec.flavor
                 order.append(nxt.id)
                 hold = holds[nxt.id]
                 if hold is not None:
@@ -199,7 +236,7 @@ def replay(
                 finished = True
             d = devs.pop(rid, ())
             if d:
-                free.update(d)
+                give(d)
                 dirty.update(capacity_waiters)
                 finished = True
         if finished:
@@ -208,15 +245,22 @@ def replay(
         while heap and heap[0][0] == now and heap[0][1] == _ARRIVE:
             _, _, _, rid = heapq.heappop(heap)
             r = by_id[rid]
-            queues[r.queue].add_pending(PendingRun(r.id, r.seq, r.queue, r.user, r.request, r.sweep))
+            queues[r.queue].add_pending(PendingRun(r.id, r.seq, r.queue, r.user, r.request, r.sweep, r.asked))
             dirty.add(r.queue)
             arrived = True
         if arrived:
             cycle(now)
-    for name, (what, t) in blocked.items():
-        held = out.held_by.setdefault(name, {})
-        held[what] = held.get(what, 0.0) + max(0.0, until - t)
+    for name, (what, t, flavor) in blocked.items():
+        _add_held(out, name, what, flavor, max(0.0, until - t))
     return out
+
+
+def _add_held(out: Replay, queue: str, what: str, flavor: str | None, seconds: float) -> None:
+    held = out.held_by.setdefault(queue, {})
+    held[what] = held.get(what, 0.0) + seconds
+    if flavor is not None:
+        per = out.held_by_flavor.setdefault(queue, {}).setdefault(flavor, {})
+        per[what] = per.get(what, 0.0) + seconds
 
 
 # ---- the figures ---------------------------------------------------------------------
@@ -321,19 +365,127 @@ def binding(held_by: dict[str, float]) -> str | None:
     return max(held, key=lambda k: (held[k], k)) if held else None
 
 
-def binding_notes(changed: Iterable[str], held_by: dict[str, float]) -> list[str]:
-    """A note for each changed limit that did not hold anything back in the replay, naming what did."""
-    notes: list[str] = []
-    binds = binding(held_by)
+_EPSILON = 1e-6  # seconds: a difference of sums of the same spans, not a wait
+
+
+def binding_flavor(held_by: dict[str, float], held_by_flavor: dict[str, dict[str, float]]) -> str | None:
+    """The flavor whose limit is the binding one: it held the head longer than the rest of that limit did."""
+    b = binding(held_by)
+    if b is None:
+        return None
+    per = {f: v[b] for f, v in held_by_flavor.items() if v.get(b, 0.0) > _EPSILON}
+    if not per:
+        return None
+    top = max(per, key=lambda k: (per[k], k))
+    return top if per[top] > held_by[b] - sum(per.values()) + _EPSILON else None
+
+
+def binding_text(held_by: dict[str, float], held_by_flavor: dict[str, dict[str, float]]) -> str | None:
+    """The binding limit in words, naming the flavor's quota where that is what binds."""
+    b = binding(held_by)
+    return None if b is None else _limit_text(b, binding_flavor(held_by, held_by_flavor) or "")
+
+
+def _split(held_by: dict[str, float], held_by_flavor: dict[str, dict[str, float]]) -> dict[tuple[str, str], float]:
+    """Seconds per (limit, flavor): a flavor's own limit apart from the queue-wide one (flavor "")."""
+    out: dict[tuple[str, str], float] = {}
+    for f, per in held_by_flavor.items():
+        for limit, v in per.items():
+            out[(limit, f)] = v
+    for limit, v in held_by.items():
+        out[(limit, "")] = v - sum(per.get(limit, 0.0) for per in held_by_flavor.values())
+    return {k: v for k, v in out.items() if v > _EPSILON}
+
+
+def _limit_text(limit: str, flavor: str) -> str:
+    if not flavor:
+        return f"{_LIMIT_TEXT.get(limit, limit)} ({limit})"
+    if limit == "quota":
+        return f"the queue's {flavor} quota (flavors.{flavor})"
+    if limit == "capacity":
+        return f"the machine's free {flavor} GPUs (capacity)"
+    return f"{_LIMIT_TEXT.get(limit, limit)} on {flavor} ({limit})"
+
+
+def binding_notes(
+    changed: Iterable[str],
+    held_by: dict[str, float],
+    held_by_flavor: dict[str, dict[str, float]] | None = None,
+    changed_flavors: Iterable[str] = (),
+) -> list[str]:
+    """A note for each changed limit that did not hold anything back in the replay, naming what did.
+
+    A flavor's quota (`changed_flavors`, the key `flavors`) is a limit of its own: the queue's plain
+    quota does not bind where only a flavor's held runs back, and the note names that flavor's.
+    """
+    held = _split(held_by, held_by_flavor or {})
+    top = max(held, key=lambda k: (held[k], k)) if held else None
+    labels: list[tuple[str, tuple[str, str]]] = []
     for key in changed:
-        limit = LIMIT_OF.get(key)
-        if limit is None or held_by.get(limit, 0) > 0:
+        if key == "flavors":
+            labels.extend((f"flavors.{f}", ("quota", f)) for f in changed_flavors)
+        elif (limit := LIMIT_OF.get(key)) is not None:
+            labels.append((key, (limit, "")))
+    notes: list[str] = []
+    for label, limit_key in labels:
+        if limit_key in held:
             continue
-        if binds is None:
-            notes.append(f"{key} does not bind: no run waited in the replay, so changing it changes nothing")
+        if top is None:
+            notes.append(f"{label} does not bind: no run waited in the replay, so changing it changes nothing")
         else:
             notes.append(
-                f"{key} does not bind: in the replay the queue's runs were held {held_by[binds]:.0f} s by "
-                f"{_LIMIT_TEXT.get(binds, binds)} ({binds}), not on {key}; change that limit instead"
+                f"{label} does not bind: in the replay the queue's runs were held {held[top]:.0f} s by "
+                f"{_limit_text(*top)}, not on {label}; change that limit instead"
             )
     return notes
+
+
+def flavor_figures(
+    rp: Replay,
+    runs: Iterable[RecordedRun],
+    quotas: Sequence[tuple[str, int]],
+    observed_quotas: Mapping[str, int],
+    held_by_flavor: Mapping[str, dict[str, float]],
+) -> list[dict[str, object]]:
+    """Per flavor of one queue (the replayed settings' order): its runs, GPU-hours and the utilisation of
+    its GPU quota, observed (the flavor each run was admitted on) beside predicted (the replay's)."""
+    hours = (rp.until - rp.since) / 3600
+    sides: dict[str, dict[str, list[float]]] = {n: {"observed": [0, 0.0], "predicted": [0, 0.0]} for n, _ in quotas}
+    for r in runs:
+        obs_gh = r.request.gpu * _overlap_hours(r.dispatched_at, r.finished_at, rp.since, rp.until)
+        o = rp.outcomes.get(r.id)
+        if o is None:  # carried in from before the period: the same in both
+            if r.flavor in sides:
+                for side in sides[r.flavor].values():
+                    side[1] += obs_gh
+            continue
+        if r.flavor in sides and r.dispatched_at is not None:
+            sides[r.flavor]["observed"][0] += 1
+            sides[r.flavor]["observed"][1] += obs_gh
+        if o.flavor in sides and o.dispatched_at is not None:
+            sides[o.flavor]["predicted"][0] += 1
+            sides[o.flavor]["predicted"][1] += r.request.gpu * _overlap_hours(
+                o.dispatched_at, o.finished_at, rp.since, rp.until
+            )
+    out: list[dict[str, object]] = []
+    for name, gpu in quotas:
+        allowance = gpu * hours if gpu else None
+        before = observed_quotas.get(name)
+        observed_allowance = before * hours if before else None
+        figures = sides[name]
+        out.append({
+            "name": name,
+            "quota_gpu": gpu,
+            "observed_quota_gpu": before,
+            "observed": _flavor_side(figures["observed"], observed_allowance),
+            "predicted": _flavor_side(figures["predicted"], allowance),
+            "allowance_gpu_hours": allowance,
+            "observed_allowance_gpu_hours": observed_allowance,
+            "predicted_held_seconds": dict(held_by_flavor.get(name, {})),
+        })  # fmt: skip
+    return out
+
+
+def _flavor_side(figures: list[float], allowance: float | None) -> dict[str, object]:
+    runs, gpu_hours = figures
+    return {"runs": int(runs), "gpu_hours": gpu_hours, "utilisation": gpu_hours / allowance if allowance else None}

@@ -11,11 +11,23 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
-from ..core.config import QueueConfig
+from ..core.config import PlatformConfig, QueueConfig, check_flavors
 from ..core.errors import InvalidInput, NotFound
+from ..core.flavors import asked_flavor
 from ..core.policy import is_platform_admin, listable_queues, visible_projects
 from ..core.resources import Resources
-from ..core.whatif import ASSUMPTIONS, RecordedRun, binding, binding_notes, censored_wait, replay, summarize
+from ..core.whatif import (
+    ASSUMPTIONS,
+    RecordedRun,
+    binding,
+    binding_flavor,
+    binding_notes,
+    binding_text,
+    censored_wait,
+    flavor_figures,
+    replay,
+    summarize,
+)
 from ..store.insights import arrived_or_holding
 from .state import queue_limits
 
@@ -31,14 +43,21 @@ def recorded_runs(engine: Engine, since: float, until: float) -> list[RecordedRu
     rows = arrived_or_holding(engine.store.engine, since, until, MAX_RUNS)
     if len(rows) > MAX_RUNS:
         raise InvalidInput(f"the period holds more than {MAX_RUNS} runs", "replay a shorter period")
+    cfg = engine.cfg
     return [
         RecordedRun(
             x.id, x.seq, x.queue, x.project, x.user, Resources(x.gpu, x.cpu_milli, x.memory_bytes),
             x.queued_at if x.queued_at is not None else x.created_at,
-            _before(x.dispatched_at, until), _before(x.finished_at, until), x.parent,
+            d := _before(x.dispatched_at, until), _before(x.finished_at, until), x.parent,
+            x.flavor if d is not None else None, _asked(cfg, x.gpu_type),
         )
         for x in rows
     ]  # fmt: skip
+
+
+def _asked(cfg: PlatformConfig, gpu_type: str | None) -> str | None:
+    """The flavor a run asked for, read as the dispatcher reads it (core.flavors.asked_flavor)."""
+    return asked_flavor(cfg, {"placement": {"gpu_type": gpu_type}}) if gpu_type else None
 
 
 def _before(t: float | None, until: float) -> float | None:
@@ -49,9 +68,24 @@ def _before(t: float | None, until: float) -> float | None:
 def changed_queue(q: QueueConfig, change: dict[str, Any]) -> QueueConfig:
     body = q.model_dump(mode="json", exclude_unset=True)
     quota = change.get("quota")
-    body.update({k: v for k, v in change.items() if k != "quota"})
+    flavors: dict[str, dict[str, Any]] = change.get("flavors") or {}
+    body.update({k: v for k, v in change.items() if k not in ("quota", "flavors")})
     if quota is not None:
         body["quota"] = {**body.get("quota", {}), **quota}
+    offered = [f.name for f in q.flavors]
+    unknown = [name for name in flavors if name not in offered]
+    if unknown:
+        # A proposal changes the quota of a flavor the queue offers; adding one would also need its place in the order.
+        raise InvalidInput(
+            f"queue {q.name} does not offer flavor {unknown[0][:64]!r} "
+            + (f"(it offers: {', '.join(offered)})" if offered else "(it offers no flavors)"),
+            f"set flavors.<name> for one of: {', '.join(offered)}" if offered else "change its quota instead",
+        )
+    if flavors:
+        body["flavors"] = [
+            {**f, "quota": {**f["quota"], **flavors.get(f["name"], {})}}
+            for f in (fl.model_dump(mode="json", exclude_unset=True) for fl in q.flavors)
+        ]
     try:
         return QueueConfig.model_validate(body)
     except ValidationError as exc:
@@ -60,6 +94,17 @@ def changed_queue(q: QueueConfig, change: dict[str, Any]) -> QueueConfig:
         raise InvalidInput(
             f"queue {q.name}: {where}: {first['msg']}", "see the queue settings in docs/config"
         ) from None
+
+
+def _check_flavor_quotas(engine: Engine, queues: list[QueueConfig], changes: dict[str, Any]) -> None:
+    """A proposed flavor quota is bounded as the config's is: by this machine's devices of the flavor."""
+    changed = {f"queues[{i}]." for i, q in enumerate(queues) if (changes.get(q.name) or {}).get("flavors")}
+    if not changed:
+        return
+    cfg = engine.cfg.model_copy(update={"queues": queues})
+    for err in check_flavors(cfg, engine.state.machine_flavors(engine.cfg)):
+        if any(err.startswith(prefix) for prefix in changed):
+            raise InvalidInput(f"proposed {err}", "propose at most the flavor's devices on this machine")
 
 
 def what_if(
@@ -87,9 +132,13 @@ def what_if(
         if n not in usable:
             raise NotFound(f"queue {n!r} not found", f"queues you may replay: {', '.join(usable) or 'none'}")
     settings = {q.name: changed_queue(q, changes[q.name]) if q.name in changes else q for q in cfg.queues}
+    _check_flavor_quotas(engine, list(settings.values()), changes)
     runs = recorded_runs(engine, since, until)
     devices = len(engine.devices) if engine.state.assigns_devices else None
-    rp = replay(runs, [queue_limits(q) for q in settings.values()], devices=devices, since=since, until=until)
+    # The dispatcher's device flavors, where it counts free devices per flavor.
+    typed = engine.state.device_flavor if engine.state.free_by_flavor is not None else None
+    limits = [queue_limits(q) for q in settings.values()]
+    rp = replay(runs, limits, devices=devices, since=since, until=until, typed=typed)
     seen = (lambda run: True) if admin else (lambda run: run.project in projects)
     # Every run takes its place in the replay (they compete); the figures count the visible ones.
     by_queue: dict[str, list[RecordedRun]] = {}
@@ -136,7 +185,21 @@ def what_if(
                 "observed_settings": _settings(cfg.queue(n)),
                 **summary[n],
                 "predicted_binding": binding(rp.held_by.get(n, {})),
-                "notes": binding_notes(changes.get(n, {}), rp.held_by.get(n, {})),
+                "predicted_binding_flavor": binding_flavor(rp.held_by.get(n, {}), rp.held_by_flavor.get(n, {})),
+                "predicted_binding_text": binding_text(rp.held_by.get(n, {}), rp.held_by_flavor.get(n, {})),
+                "notes": binding_notes(
+                    changes.get(n, {}),
+                    rp.held_by.get(n, {}),
+                    rp.held_by_flavor.get(n, {}),
+                    changes.get(n, {}).get("flavors") or (),
+                ),
+                "flavors": flavor_figures(
+                    rp,
+                    by_queue.get(n, []),
+                    [(f.name, f.quota.gpu) for f in settings[n].flavors],
+                    {f.name: f.quota.gpu for f in q.flavors} if (q := cfg.queue(n)) is not None else {},
+                    rp.held_by_flavor.get(n, {}),
+                ),
             }
             for n in wanted
         ],
@@ -167,6 +230,7 @@ def _settings(q: QueueConfig | None) -> dict[str, Any]:
         "priority": q.priority,
         "concurrency": q.concurrency,
         "quota": q.quota.model_dump(mode="json", exclude_none=True),
+        "flavors": [{"name": f.name, "quota": f.quota.model_dump(mode="json", exclude_none=True)} for f in q.flavors],
         "max_per_user": q.max_per_user,
         "ordering": q.ordering,
         "paused": q.paused,

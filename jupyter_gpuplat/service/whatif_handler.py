@@ -1,7 +1,8 @@
 """POST whatif: replay a period under changed queue limits (engine/whatif.py does the work).
 
-The request names queues and the settings to change (QueueConfig's own fields and bounds);
-the answer is observed beside predicted, per queue and per run, with the model's assumptions.
+The request names queues and the settings to change (QueueConfig's own fields and bounds, and a
+flavor's quota by name); the answer is observed beside predicted, per queue (and per flavor) and
+per run, with the model's assumptions.
 """
 
 from __future__ import annotations
@@ -33,6 +34,21 @@ class QuotaChange(_Strict):
     memory: str | None = Field(default=None, max_length=32, description="e.g. 64Gi")
 
 
+class FlavorQuotaChange(_Strict):
+    """A flavor's quota to change in one queue: its GPUs (no null: a flavor's GPU quota is a number)."""
+
+    gpu: int | None = Field(default=None, ge=0, le=1024, strict=True)
+    cpu: str | int | None = Field(default=None, description="cores, e.g. 8 or 500m; null: no limit")
+    memory: str | None = Field(default=None, max_length=32, description="e.g. 64Gi; null: no limit")
+
+    @field_validator("gpu")
+    @classmethod
+    def _number(cls, v: int | None) -> int:
+        if v is None:  # the default is not validated: only an explicit null comes here
+            raise ValueError("a flavor's GPU quota is a number of GPUs, not null")
+        return v
+
+
 class QueueChange(_Strict):
     """Settings to change on one queue; a field left out keeps its setting, null means no limit."""
 
@@ -42,11 +58,20 @@ class QueueChange(_Strict):
     max_per_user: int | None = Field(default=None, ge=1, le=100_000, strict=True)
     ordering: Literal["best_effort_fifo", "strict_fifo"] | None = None
     paused: bool | None = Field(default=None, strict=True)
+    flavors: dict[str, FlavorQuotaChange] | None = Field(
+        default=None,
+        max_length=64,
+        description="a flavor's quota in this queue, by flavor name (one the queue offers): {h100: {gpu: 4}}",
+    )
 
     def change(self) -> dict[str, object]:
         out = self.model_dump(mode="json", exclude_unset=True)
         if self.quota is not None:
             out["quota"] = self.quota.model_dump(mode="json", exclude_unset=True)
+        if self.flavors is not None:
+            out["flavors"] = {n: f.model_dump(mode="json", exclude_unset=True) for n, f in self.flavors.items()}
+        else:
+            out.pop("flavors", None)
         for key in ("priority", "ordering", "paused"):  # these have no "unlimited": null keeps the setting
             if out.get(key) is None:
                 out.pop(key, None)
@@ -112,6 +137,11 @@ class WaitFigures(_Strict):
     waiting_at_end: int
 
 
+class FlavorSettings(_Strict):
+    name: str
+    quota: dict[str, int | str]
+
+
 class QueueSettings(_Strict):
     priority: int
     concurrency: int | None
@@ -119,6 +149,26 @@ class QueueSettings(_Strict):
     max_per_user: int | None
     ordering: str
     paused: bool
+    flavors: list[FlavorSettings] = Field(default_factory=list, description="the queue's flavors in order; empty: none")
+
+
+class FlavorSide(_Strict):
+    runs: int = Field(description="the counted runs dispatched on this flavor in the period")
+    gpu_hours: float
+    utilisation: float | None = Field(description="GPU-hours / (the flavor's GPU quota × period)")
+
+
+class FlavorWhatIf(_Strict):
+    name: str
+    quota_gpu: int = Field(description="the replayed settings' GPU quota of this flavor")
+    observed_quota_gpu: int | None = Field(description="the settings in force")
+    observed: FlavorSide = Field(description="by the flavor each run was admitted on")
+    predicted: FlavorSide = Field(description="by the flavor the replay admitted it on")
+    allowance_gpu_hours: float | None
+    observed_allowance_gpu_hours: float | None
+    predicted_held_seconds: dict[str, float] = Field(
+        description="seconds this flavor's limit (quota; locally capacity) held the queue's head run in the replay"
+    )
 
 
 class QueueWhatIf(_Strict):
@@ -134,7 +184,16 @@ class QueueWhatIf(_Strict):
         description="the limit that held the queue's waiting runs longest in the replay "
         "(quota, concurrency, max_per_user, capacity, paused, other); null: nothing waited"
     )
+    predicted_binding_flavor: str | None = Field(
+        default=None, description="the flavor whose limit (quota or its free devices) is the binding one; null: none"
+    )
+    predicted_binding_text: str | None = Field(
+        default=None, description="the binding limit in words, e.g. the queue's h100 quota (flavors.h100)"
+    )
     notes: list[str] = Field(description="e.g. a changed limit that does not bind, and the one that does")
+    flavors: list[FlavorWhatIf] = Field(
+        default_factory=list, description="per flavor of the queue, in its order (empty: the queue has no flavors)"
+    )
 
 
 class RunWhatIf(_Strict):

@@ -68,7 +68,9 @@ def arrived_or_holding(engine: Engine, since: float, until: float, limit: int) -
     r = schema.runs.c
     cols = select(
         r.id, r.seq, r.queue, r.project, r.user, r.gpu, r.cpu_milli, r.memory_bytes, r.parent,
-        r.created_at, r.queued_at, r.dispatched_at, r.finished_at,
+        r.created_at, r.queued_at, r.dispatched_at, r.finished_at, r.flavor,
+        # The flavor it asked for: one JSON path, not the whole resolved spec of every run.
+        r.resolved[("placement", "gpu_type")].as_string().label("gpu_type"),
     ).where(r.kind != "sweep")  # fmt: skip
     # Three index ranges (queued_at; finished_at), not one OR that scans every run ever recorded.
     parts = [

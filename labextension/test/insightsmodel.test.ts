@@ -179,6 +179,44 @@ test('what-if answer: observed beside predicted, better/worse marked, assumption
   assert.equal(normalizeWhatIf({ runs: 3, observed: side(5, 0.1), predicted: side(9, 0.1) }).rows[0].change, 1);
 });
 
+test('what-if per flavor: a flavor quota sent by name, figures and the binding flavor shown', () => {
+  const ok = whatifBody({ queue: 'q', since: '7d', values: {}, ordering: '', flavors: ' h100=4, a100=8 ' });
+  assert.deepEqual(ok.body?.changes, { q: { flavors: { h100: { gpu: 4 }, a100: { gpu: 8 } } } });
+  assert.deepEqual(whatifBody({ queue: 'q', since: '7d', values: {}, ordering: '', flavors: '' }).body?.changes, { q: {} });
+  assert.match(whatifBody({ queue: 'q', since: '7d', values: {}, ordering: '', flavors: 'h100:4' }).error ?? '', /name=GPUs, e.g. h100=4, not "h100:4"/);
+  const fside = (runs: number, gh: number, util: number) => ({ runs, gpu_hours: gh, utilisation: util });
+  const side = { wait_p50_seconds: 0, gpu_hours: 1, utilisation: 0.5, waiting_at_end: 0 };
+  const flavors = (h100: number) => [
+    { name: 'h100', quota: { gpu: h100 } },
+    { name: 'a100', quota: { gpu: 2 } }
+  ];
+  const v = normalizeWhatIf({
+    queues: [
+      {
+        name: 'q',
+        runs: 4,
+        observed: side,
+        predicted: side,
+        observed_settings: { priority: 0, concurrency: null, quota: {}, flavors: flavors(2) },
+        settings: { priority: 0, concurrency: null, quota: {}, flavors: flavors(3) },
+        flavors: [
+          { name: 'h100', observed: fside(3, 2, 0.5), predicted: fside(4, 3, 0.6) },
+          { name: 'a100', observed: fside(1, 1, 0.25), predicted: fside(0, 0, 0) }
+        ],
+        predicted_binding_text: "the queue's h100 quota (flavors.h100)",
+        notes: []
+      }
+    ]
+  });
+  assert.deepEqual(v.settings, ['h100 quota gpu 2 → 3']);
+  assert.equal(v.binding, "the queue's h100 quota (flavors.h100)");
+  const byLabel = Object.fromEntries(v.rows.map(r => [r.label, r]));
+  assert.deepEqual(byLabel['h100 utilisation'], { label: 'h100 utilisation', observed: '50%', predicted: '60%', change: -1 });
+  assert.equal(byLabel['a100 GPU-hours'].change, 1);
+  // a queue without flavors: no flavor rows, no binding line
+  assert.equal(normalizeWhatIf({ runs: 1, observed: side, predicted: side }).binding, null);
+});
+
 test('a small share stays visible: 0.14 GPU-h of a week is not 0.0%', () => {
   assert.deepEqual(
     [0, 0.5, 0.034, 0.0083, 0.00083, 0.000001].map(formatPercent),

@@ -14,6 +14,7 @@ from jupyter_gpuplat.core.admission import (
     QueueState,
     decide,
     flavor_waits,
+    holding_flavor,
     pick_devices,
     wait_reason,
 )
@@ -158,3 +159,15 @@ def test_devices_of_the_flavor() -> None:
     assert pick_devices({0, 1, 2, 3}, 1, "a100", typed) == (2,)
     assert pick_devices({1, 3}, 2, "h100", typed) == (1,)
     assert pick_devices({1, 3}, 2) == (1, 3)
+
+
+def test_the_flavor_holding_a_run_is_the_first_it_may_use() -> None:
+    """What-if counts a wait against this flavor's limit; a limit of the whole queue names none."""
+    full = (H("x", "h100", GPU2), H("y", "a100", Resources(gpu=4)))
+    assert holding_flavor(state(full), P("a", 1), None) == "h100"  # any: held on both, the first is named
+    assert holding_flavor(state(full), P("a", 1, "a100"), None) == "a100"
+    assert holding_flavor(state((H("x", "h100", GPU2),)), P("a", 1), None) is None  # it fits on a100
+    assert holding_flavor(state(full, concurrency=2), P("a", 1), None) is None  # the queue's concurrency holds it
+    # locally, the flavor's free devices: h100 has quota left but no device
+    assert holding_flavor(state(), P("a", 1, "h100"), 4, {"h100": 0, "a100": 4}) == "h100"
+    assert holding_flavor(QueueState(QueueLimits("plain")), P("a", 1), 0) is None  # no flavors

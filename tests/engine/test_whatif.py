@@ -82,6 +82,9 @@ async def test_unchanged_settings_reproduce_the_record(make: Make) -> None:
     assert out["predicted_order"] == [rid for _, rid in events]
     busy = out["queues"][0]
     assert busy["observed"] == busy["predicted"]
+    # No flavors on this platform: nothing per flavor, and the binding limit is named as before.
+    assert busy["flavors"] == [] and busy["settings"]["flavors"] == [] and busy["predicted_binding_flavor"] is None
+    assert busy["predicted_binding_text"] == "its concurrency (concurrency)"
     assert busy["observed"]["wait_p50_seconds"] == 100  # nearest rank over 0, 0, 100, 100, 120
     assert busy["observed"]["wait_p90_seconds"] == 120
     assert busy["observed"]["gpu_hours"] == pytest.approx(320 / 3600)

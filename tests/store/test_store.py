@@ -20,6 +20,7 @@ from sqlalchemy import table as sa_table
 from sqlalchemy.exc import IntegrityError
 
 from jupyter_gpuplat.store import Store, migrations, schema
+from jupyter_gpuplat.store.insights import arrived_or_holding
 from jupyter_gpuplat.store.store import make_engine
 
 GI = 1024**3
@@ -291,6 +292,23 @@ def test_v5_adds_code_and_working_dir_to_a_v4_database(store_url: str) -> None:
         assert listed["working_dir"] == "/home/alice/exp"
     finally:
         s.close()
+
+
+def test_whatif_reads_the_asked_and_the_admitted_flavor(store: Store) -> None:
+    """What-if reads one JSON path of each run's resolved spec (the flavor it asked for), on both backends."""
+    asks = run_row(flavor="h100")
+    asks["resolved"] = {**asks["resolved"], "placement": {"gpu_type": "h100"}}
+    other = run_row(at=T0 + 1)
+    other["resolved"] = {**other["resolved"], "placement": {"node_selector": {"zone": "a"}}}
+    plain = run_row(at=T0 + 2)
+    for row in (asks, other, plain):
+        store.create_run(row, submit_events(row["user"], row["queue"], row["created_at"]))
+    rows = arrived_or_holding(store.engine, T0 - 1, T0 + 10, 100)
+    assert [(x.id, x.gpu_type, x.flavor) for x in rows] == [
+        (asks["id"], "h100", "h100"),
+        (other["id"], None, None),
+        (plain["id"], None, None),
+    ]
 
 
 def test_v6_moves_the_metrics_log_position_out_of_the_params(store_url: str) -> None:

@@ -129,6 +129,13 @@ def test_member_sees_their_queues_charts_and_tables(
         form.locator('input[name="max_per_user"]').fill("0")
         form.get_by_role("button", name="Run what-if").click()
         expect(page.locator(f"{PAGE} .jp-GpuPlat-whatifResult .jp-GpuPlat-error")).to_contain_text("max_per_user")
+        # a flavor's quota goes by name; a queue without flavors is refused, saying so
+        form.locator('input[name="max_per_user"]').fill("")
+        form.locator('input[name="flavors"]').fill("h100=1")
+        form.get_by_role("button", name="Run what-if").click()
+        expect(page.locator(f"{PAGE} .jp-GpuPlat-whatifResult .jp-GpuPlat-error")).to_contain_text(
+            "queue team-a-train does not offer flavor 'h100' (it offers no flavors)"
+        )
     finally:
         page.close()
 

@@ -1159,6 +1159,29 @@ export interface components {
             machine_utilisation: number | null;
         };
         /**
+         * FlavorQuotaChange
+         * @description A flavor's quota to change in one queue: its GPUs (no null: a flavor's GPU quota is a number).
+         */
+        FlavorQuotaChange: {
+            /**
+             * Gpu
+             * @default null
+             */
+            gpu?: number | null;
+            /**
+             * Cpu
+             * @description cores, e.g. 8 or 500m; null: no limit
+             * @default null
+             */
+            cpu?: string | number | null;
+            /**
+             * Memory
+             * @description e.g. 64Gi; null: no limit
+             * @default null
+             */
+            memory?: string | null;
+        };
+        /**
          * FlavorQuotaSpec
          * @description A queue's limit on one flavor: its GPUs (required), and optionally cpu and memory.
          */
@@ -1175,6 +1198,30 @@ export interface components {
              * @default null
              */
             memory?: string | number | null;
+        };
+        /** FlavorSettings */
+        FlavorSettings: {
+            /** Name */
+            name: string;
+            /** Quota */
+            quota: {
+                [key: string]: number | string;
+            };
+        };
+        /** FlavorSide */
+        FlavorSide: {
+            /**
+             * Runs
+             * @description the counted runs dispatched on this flavor in the period
+             */
+            runs: number;
+            /** Gpu Hours */
+            gpu_hours: number;
+            /**
+             * Utilisation
+             * @description GPU-hours / (the flavor's GPU quota × period)
+             */
+            utilisation: number | null;
         };
         /**
          * FlavorUsage
@@ -1214,6 +1261,36 @@ export interface components {
             };
             /** Blockers */
             blockers: components["schemas"]["Blocker"][];
+        };
+        /** FlavorWhatIf */
+        FlavorWhatIf: {
+            /** Name */
+            name: string;
+            /**
+             * Quota Gpu
+             * @description the replayed settings' GPU quota of this flavor
+             */
+            quota_gpu: number;
+            /**
+             * Observed Quota Gpu
+             * @description the settings in force
+             */
+            observed_quota_gpu: number | null;
+            /** @description by the flavor each run was admitted on */
+            observed: components["schemas"]["FlavorSide"];
+            /** @description by the flavor the replay admitted it on */
+            predicted: components["schemas"]["FlavorSide"];
+            /** Allowance Gpu Hours */
+            allowance_gpu_hours: number | null;
+            /** Observed Allowance Gpu Hours */
+            observed_allowance_gpu_hours: number | null;
+            /**
+             * Predicted Held Seconds
+             * @description seconds this flavor's limit (quota; locally capacity) held the queue's head run in the replay
+             */
+            predicted_held_seconds: {
+                [key: string]: number;
+            };
         };
         /** GitState */
         GitState: {
@@ -1996,6 +2073,14 @@ export interface components {
              * @default null
              */
             paused?: boolean | null;
+            /**
+             * Flavors
+             * @description a flavor's quota in this queue, by flavor name (one the queue offers): {h100: {gpu: 4}}
+             * @default null
+             */
+            flavors?: {
+                [key: string]: components["schemas"]["FlavorQuotaChange"];
+            } | null;
         };
         /** QueueConfig */
         QueueConfig: {
@@ -2157,6 +2242,11 @@ export interface components {
             ordering: string;
             /** Paused */
             paused: boolean;
+            /**
+             * Flavors
+             * @description the queue's flavors in order; empty: none
+             */
+            flavors?: components["schemas"]["FlavorSettings"][];
         };
         /** QueueUsage */
         QueueUsage: {
@@ -2271,10 +2361,27 @@ export interface components {
              */
             predicted_binding: string | null;
             /**
+             * Predicted Binding Flavor
+             * @description the flavor whose limit (quota or its free devices) is the binding one; null: none
+             * @default null
+             */
+            predicted_binding_flavor?: string | null;
+            /**
+             * Predicted Binding Text
+             * @description the binding limit in words, e.g. the queue's h100 quota (flavors.h100)
+             * @default null
+             */
+            predicted_binding_text?: string | null;
+            /**
              * Notes
              * @description e.g. a changed limit that does not bind, and the one that does
              */
             notes: string[];
+            /**
+             * Flavors
+             * @description per flavor of the queue, in its order (empty: the queue has no flavors)
+             */
+            flavors?: components["schemas"]["FlavorWhatIf"][];
         };
         /** QueueWritten */
         QueueWritten: {

@@ -335,6 +335,21 @@ export interface IWhatIfForm {
   since: SinceChoice;
   values: Partial<Record<WhatIfField, string>>;
   ordering: string;
+  /** A flavor's GPU quota in the queue, as `h100=4, a100=8` (sent as `flavors: {h100: {gpu: 4}}`). */
+  flavors?: string;
+}
+
+/** `h100=4, a100=8` → `{h100: {gpu: 4}, a100: {gpu: 8}}`; the service names the flavors the queue offers. */
+function flavorQuotas(text: string): { set?: Loose; error?: string } {
+  const set: Loose = {};
+  for (const item of text.split(/[\s,]+/).filter(Boolean)) {
+    const m = /^([A-Za-z0-9][A-Za-z0-9_.-]*)=([0-9]+)$/.exec(item);
+    if (!m) {
+      return { error: `Flavor GPU quotas: give name=GPUs, e.g. h100=4, not "${item}".` };
+    }
+    set[m[1]] = { gpu: Number(m[2]) };
+  }
+  return { set };
 }
 
 /** `POST whatif` body from the form: only the fields set; a bad number is named, not sent. */
@@ -361,6 +376,13 @@ export function whatifBody(form: IWhatIfForm): { body?: Loose; error?: string } 
   if (form.ordering) {
     set.ordering = form.ordering;
   }
+  const flavors = flavorQuotas(form.flavors ?? '');
+  if (flavors.error) {
+    return { error: flavors.error };
+  }
+  if (Object.keys(flavors.set ?? {}).length) {
+    set.flavors = flavors.set;
+  }
   // the service reads a duration back from its own clock; per-run rows are not shown here
   return { body: { since: form.since, changes: { [form.queue]: set }, queues: [form.queue], max_runs: 0 } };
 }
@@ -380,6 +402,8 @@ export interface IWhatIfView {
   assumptions: string[];
   /** The service's notes on the queue, e.g. which limit binds when the changed one does not. */
   notes: string[];
+  /** The binding limit in the service's words, e.g. "the queue's h100 quota (flavors.h100)". */
+  binding: string | null;
   runs: number | null;
 }
 
@@ -415,12 +439,20 @@ export function normalizeWhatIf(raw: Loose, queue = ''): IWhatIfView {
   add('GPU-hours', num(obs.gpu_hours), num(pre.gpu_hours), formatHours, true);
   add('utilisation', num(obs.utilisation ?? obs.utilization), num(pre.utilisation ?? pre.utilization), formatPercent, true);
   add('still waiting at end', num(obs.waiting_at_end), num(pre.waiting_at_end), v => (v === null ? '—' : String(v)));
+  // per flavor of the queue, in its order: GPU-hours and the utilisation of the flavor's quota
+  for (const f of (Array.isArray(q.flavors) ? q.flavors : []) as Loose[]) {
+    const fo = (f.observed ?? {}) as Loose;
+    const fp = (f.predicted ?? {}) as Loose;
+    add(`${f.name} GPU-hours`, num(fo.gpu_hours), num(fp.gpu_hours), formatHours, true);
+    add(`${f.name} utilisation`, num(fo.utilisation), num(fp.utilisation), formatPercent, true);
+  }
   const assumptions = Array.isArray(raw.assumptions) ? raw.assumptions.map(String) : [];
   return {
     rows: rows.filter(r => r.observed !== '—' || r.predicted !== '—'),
     settings: settingChanges(q.observed_settings, q.settings),
     assumptions,
     notes: Array.isArray(q.notes) ? q.notes.map(String) : [],
+    binding: typeof q.predicted_binding_text === 'string' ? q.predicted_binding_text : null,
     runs: num(q.runs)
   };
 }
@@ -444,6 +476,17 @@ export function settingChanges(before: Loose | undefined, after: Loose | undefin
   for (const k of Object.keys(after)) {
     const x = before[k];
     const y = after[k];
+    if (k === 'flavors' && Array.isArray(x) && Array.isArray(y)) {
+      // a flavor's quota, by its name: `h100 quota gpu 2 → 4`
+      const was: Loose = {};
+      for (const f of x as Loose[]) {
+        was[f.name] = f.quota;
+      }
+      for (const f of y as Loose[]) {
+        out.push(...settingChanges(was[f.name] ?? {}, f.quota ?? {}).map(c => `${f.name} quota ${c}`));
+      }
+      continue;
+    }
     if (x && y && typeof x === 'object' && typeof y === 'object') {
       // a quota: name only the amounts that changed
       out.push(...settingChanges(x, y).map(c => `${k} ${c}`));

@@ -44,6 +44,13 @@ export class WhatIfForm {
       this._inputs[f] = input;
       return h('label', { class: 'jp-GpuPlat-whatifField' }, h('span', null, LABELS[f]), input);
     });
+    this._flavors = h('input', {
+      class: 'jp-GpuPlat-input',
+      name: 'flavors',
+      type: 'text',
+      placeholder: 'e.g. h100=4',
+      'aria-label': 'Flavor GPU quotas'
+    });
     this._ordering = h(
       'select',
       { class: 'jp-GpuPlat-select', name: 'ordering', 'aria-label': 'Ordering' },
@@ -56,6 +63,7 @@ export class WhatIfForm {
       { class: 'jp-GpuPlat-whatifForm', 'aria-label': 'What-if limits' },
       h('label', { class: 'jp-GpuPlat-whatifField' }, h('span', null, 'Queue'), this._queue),
       ...fields,
+      h('label', { class: 'jp-GpuPlat-whatifField' }, h('span', null, 'Flavor GPU quotas'), this._flavors),
       h('label', { class: 'jp-GpuPlat-whatifField' }, h('span', null, 'Ordering'), this._ordering),
       this._run
     );
@@ -90,7 +98,13 @@ export class WhatIfForm {
       values[f] = this._inputs[f].value;
     }
     const queue = this._queue.value;
-    const { body, error } = whatifBody({ queue, since: this.since, values, ordering: this._ordering.value });
+    const { body, error } = whatifBody({
+      queue,
+      since: this.since,
+      values,
+      ordering: this._ordering.value,
+      flavors: this._flavors.value
+    });
     if (!body) {
       this._result.replaceChildren(errorBox({ message: error }));
       return;
@@ -134,6 +148,7 @@ export class WhatIfForm {
           )
         )
       ),
+      v.binding ? h('div', { class: 'jp-GpuPlat-muted jp-GpuPlat-whatifBinding' }, `Binds in the replay: ${v.binding}`) : null,
       v.notes.length ? h('ul', { class: 'jp-GpuPlat-whatifNotes' }, ...v.notes.map(n => h('li', null, n))) : null,
       v.assumptions.length
         ? h(
@@ -149,6 +164,7 @@ export class WhatIfForm {
 
   private _queue: HTMLSelectElement;
   private _inputs: Record<WhatIfField, HTMLInputElement>;
+  private _flavors: HTMLInputElement;
   private _ordering: HTMLSelectElement;
   private _result: HTMLElement;
   private _run: HTMLButtonElement;
