@@ -148,7 +148,11 @@ def a_cell_sent_at_once_is_not_culled(
         def lease() -> dict[str, Any]:
             return dict(platform.ok("GET", f"runs/{run_id}"))
 
-        until(lambda: (lease().get("session") or {}).get("busy"), "the early cell seen busy", timeout=60)
+        try:
+            until(lambda: (lease().get("session") or {}).get("busy"), "the early cell seen busy", timeout=60)
+        except AssertionError as exc:  # what the lease and the kernel's server saw
+            seen = (kernels.root / "server.log").read_text(errors="replace")[-6000:]
+            raise AssertionError(f"{exc}; lease: {lease()}; the kernels' server log: {seen}") from None
         release.touch()
         assert ks.wait_reply(msg) == "ok"
         ended_cell = time.time()

@@ -33,7 +33,7 @@ from jupyter_client.connect import KernelConnectionInfo
 from jupyter_client.provisioning.provisioner_base import KernelProvisionerBase
 from traitlets import Float, Unicode
 
-from ...core.errors import GpuPlatError, Unavailable
+from ...core.errors import Conflict, GpuPlatError, Unavailable
 from ...core.reasons import Reason
 from ...core.status import FINAL, Status
 from .client import WAITING, SessionClient, session_client
@@ -241,7 +241,11 @@ class GpuSessionProvisioner(KernelProvisionerBase):
                 await manager.shutdown_kernel(self.kernel_id, now=True)
 
     async def _follow_kernel(self, kc: Any, *, restarted: bool) -> None:
-        """Report the kernel ready once it shows it is up, then each busy/idle turn of a user's request."""
+        """Report the kernel ready once it shows it is up, then each busy/idle turn of a user's request.
+
+        A report the platform did not take is logged and following goes on: a follower that ended on
+        one failed report would leave a long cell counted as idle for its whole run.
+        """
         assert self.run_id is not None
         run_id = self.run_id
         activity = Activity("restarted" if restarted else "ready")
@@ -249,35 +253,39 @@ class GpuSessionProvisioner(KernelProvisionerBase):
 
         async def report(event: KernelReport) -> None:
             if event in ("ready", "restarted"):
-                await self.client.report(run_id, event, self.kernel_id)
-                self._ready = True
+                self._ready = await self._report_turn(run_id, event, self.kernel_id)
             else:
                 self._busy = event == "busy"
                 await self._report_turn(run_id, event)
 
         try:
             await follow(kc, activity, report)
-        except (GpuPlatError, RuntimeError) as exc:
-            self.log.info("gpuplat: session %s: stopped following its kernel: %s", run_id, exc)
+        except Exception:  # the kernel's channels failed: said in the server's log, never lost in a task
+            self.log.exception("gpuplat: session %s: stopped following its kernel", run_id)
         finally:
             self._ready = False
             kc.stop_channels()
 
-    async def _report_turn(self, run_id: str, event: str) -> None:
-        """A busy/idle turn, tried again while the platform is briefly unavailable: a `busy` lost to one
-        failed call would let the idle clock end a long cell. Given up after TURN_RETRY_SECONDS (the
-        next turn reports afresh; a control plane that failed over is told again on re-attach)."""
+    async def _report_turn(self, run_id: str, event: str, kernel_id: str | None = None) -> bool:
+        """One fact about the kernel, tried again while the platform is briefly unavailable (or, for
+        `ready`, has not yet seen the lease running): a `busy` lost to one failed call would let the
+        idle clock end a long cell. Given up after TURN_RETRY_SECONDS (the next turn reports afresh;
+        a control plane that failed over is told again on re-attach). True: the platform took it."""
         for delay in (*TURN_RETRY_SECONDS, None):
             try:
-                await self.client.report(run_id, event)
-                return
-            except Unavailable as exc:
-                if delay is None:
+                await self.client.report(run_id, event, kernel_id)
+                return True
+            except (Unavailable, Conflict) as exc:
+                if delay is None or (isinstance(exc, Conflict) and self._ending):
                     self.log.warning("gpuplat: session %s: %s not reported: %s", run_id, event, exc.message)
-                    return
+                    return False
                 why = exc.message
                 self.log.info("gpuplat: session %s: %s not reported (%s); again in %ss", run_id, event, why, delay)
                 await asyncio.sleep(delay)
+            except GpuPlatError as exc:  # refused for good (the lease is not this kernel's any more)
+                self.log.warning("gpuplat: session %s: %s not reported: %s", run_id, event, exc.message)
+                return False
+        return False
 
     async def _tell_kernel_state(self, run_id: str) -> None:
         """A platform that restarted (or a new leader) watches the lease again from "starting": say it is up."""
