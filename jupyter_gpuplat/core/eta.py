@@ -72,7 +72,7 @@ def estimate(
     typed: Mapping[int, str] | None = None,
     remaining: Mapping[str, Prediction],
     durations: Mapping[str, Prediction],
-    scenarios: int = 200,
+    scenarios: int = 100,
     seed: int = 0,
     only: Iterable[str] | None = None,
 ) -> dict[str, Estimate]:

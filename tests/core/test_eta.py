@@ -150,7 +150,7 @@ def test_the_snapshot_is_not_changed_and_the_answer_is_reproducible() -> None:
     w1, w2 = first["w1"], first["w2"]
     assert isinstance(w1, Eta) and isinstance(w2, Eta)
     assert 10 <= w1.p50_seconds <= w1.p90_seconds <= 80 and w2.p50_seconds > w1.p50_seconds
-    assert "over 200 scenarios" in w1.basis
+    assert "over 100 scenarios" in w1.basis
 
 
 # ---- incremental: groups of queues that share nothing are estimated apart ------------------
