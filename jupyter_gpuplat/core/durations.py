@@ -10,7 +10,8 @@ predicted to take its whole limit (the only bound known). No history and no limi
 and the answer says so, naming the run — never an invented number.
 
 A running run's remaining time is conditioned on how long it has run: only the similar runs
-that ran longer count, less its elapsed time.
+that ran longer count, less its elapsed time. A finished run that was ended at its own time limit
+counts at that limit (a lower bound of what it would have taken).
 """
 
 from __future__ import annotations

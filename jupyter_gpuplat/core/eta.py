@@ -202,9 +202,11 @@ def _scenario(
                 heap.append((p.sample(rng), k, n, rid))
     heapq.heapify(heap)
     now = 0.0
+    left = sum(q.pending_count for q in qs.values())
 
     def admitted(q: QueueState, run: PendingRun, flavor: str | None, devices: tuple[int, ...]) -> None:
-        nonlocal k
+        nonlocal k, left
+        left -= 1
         starts[run.id].append(now)
         p = times[run.id]
         if isinstance(p, Empirical):
@@ -213,7 +215,7 @@ def _scenario(
 
     cyc.dirty.update(names)
     cyc.cycle(admitted)
-    while heap:
+    while heap and left:  # once every waiting run has started, later ends change no estimate
         now = heap[0][0]
         while heap and heap[0][0] == now:
             _, _, n, rid = heapq.heappop(heap)

@@ -18,6 +18,7 @@ from jupyter_gpuplat.core.durations import DurationModel, Empirical, FinishedRun
 from jupyter_gpuplat.core.eta import Eta, EtaUnknown, components, estimate
 from jupyter_gpuplat.core.forward import DevicePool
 from jupyter_gpuplat.core.resources import Quota, Resources
+from jupyter_gpuplat.core.whatif import RecordedRun, replay
 
 
 def fixed(seconds: float) -> Empirical:
@@ -151,6 +152,45 @@ def test_the_snapshot_is_not_changed_and_the_answer_is_reproducible() -> None:
     assert isinstance(w1, Eta) and isinstance(w2, Eta)
     assert 10 <= w1.p50_seconds <= w1.p90_seconds <= 80 and w2.p50_seconds > w1.p50_seconds
     assert "over 100 scenarios" in w1.basis
+
+
+@pytest.mark.parametrize("seed", range(25))
+def test_fixed_durations_give_the_starts_the_what_if_replay_gives(seed: int) -> None:
+    """The same admission forward as what-if: a replay whose arrivals all come now dispatches each at its estimate."""
+    rng = random.Random(seed)
+    devices = rng.choice((None, 6))
+    limits = [
+        QueueLimits(
+            n,
+            priority=rng.randint(0, 2),
+            concurrency=rng.choice((None, 2, 3)),
+            quota=Quota(gpu=rng.choice((None, 4, 6))),
+            max_per_user=rng.choice((None, 1, 2)),
+            ordering=rng.choice(("best_effort_fifo", "strict_fifo")),
+        )
+        for n in ("a", "b", "c")
+    ]
+    qs = {lim.name: QueueState(lim) for lim in limits}
+    recorded: list[RecordedRun] = []
+    times: dict[str, Prediction] = {}
+    free = set(range(devices or 0))
+    for seq in range(12):
+        lim, user, gpu, t = rng.choice(limits), rng.choice(("ann", "bob")), rng.randint(1, 2), rng.randint(1, 5) * 10
+        rid = f"r{seq}"
+        q = qs[lim.name]
+        if seq < 4 and (devices is None or len(free) >= gpu):  # held now (as what-if's runs dispatched before the period), ending at t
+            d = tuple(sorted(free)[:gpu]) if devices else ()
+            free -= set(d)
+            q.hold(HeldRun(rid, user, Resources(gpu=gpu), d))
+            recorded.append(RecordedRun(rid, seq, lim.name, "p", user, Resources(gpu=gpu), -1.0, -1.0, float(t)))
+        else:  # waiting now, holding for t once dispatched
+            q.add_pending(PendingRun(rid, seq, lim.name, user, Resources(gpu=gpu)))
+            recorded.append(RecordedRun(rid, seq, lim.name, "p", user, Resources(gpu=gpu), 0.0, 0.0, float(t)))
+        times[rid] = fixed(t)
+    got = estimate(qs, free_devices=free if devices else None, remaining=times, durations=times)
+    rp = replay(recorded, limits, devices=devices, since=0.0, until=1e9)
+    expected = {rid: o.dispatched_at for rid, o in rp.outcomes.items()}
+    assert {rid: e.p50_seconds if isinstance(e, Eta) else None for rid, e in got.items()} == expected
 
 
 # ---- incremental: groups of queues that share nothing are estimated apart ------------------
