@@ -222,9 +222,9 @@ def _scenario(
             cyc.release(n, rid)
         cyc.cycle(admitted)
     for q in qs.values():
-        for left in q.ordered_pending():
-            if left.id not in unknown:
-                unknown[left.id] = _why_stuck(qs, q, left, cyc.pool, times)
+        for stuck in q.ordered_pending():
+            if stuck.id not in unknown:
+                unknown[stuck.id] = _why_stuck(qs, q, stuck, cyc.pool, times)
 
 
 def _why_stuck(

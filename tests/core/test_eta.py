@@ -178,7 +178,8 @@ def test_fixed_durations_give_the_starts_the_what_if_replay_gives(seed: int) -> 
         lim, user, gpu, t = rng.choice(limits), rng.choice(("ann", "bob")), rng.randint(1, 2), rng.randint(1, 5) * 10
         rid = f"r{seq}"
         q = qs[lim.name]
-        if seq < 4 and (devices is None or len(free) >= gpu):  # held now (as what-if's runs dispatched before the period), ending at t
+        # held now (as what-if's runs dispatched before the period), ending at t
+        if seq < 4 and (devices is None or len(free) >= gpu):
             d = tuple(sorted(free)[:gpu]) if devices else ()
             free -= set(d)
             q.hold(HeldRun(rid, user, Resources(gpu=gpu), d))
