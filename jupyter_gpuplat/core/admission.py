@@ -117,6 +117,19 @@ class QueueState:
         self._groups: dict[tuple[str, Resources, str | None, str | None], dict[str, PendingRun]] = {}
         self._index: dict[str, PendingRun] = {}
 
+    def copy(self) -> QueueState:
+        """A private copy to run forward (core.forward) without touching this one; limits are shared (frozen)."""
+        c = QueueState(self.limits)
+        c.used = self.used
+        c.used_by_flavor = dict(self.used_by_flavor)
+        c.held = dict(self.held)
+        c.per_user = dict(self.per_user)
+        c.per_sweep = dict(self.per_sweep)
+        c.gates = {k: SweepGate(g.concurrency, g.paused) for k, g in self.gates.items()}
+        c._groups = {k: dict(g) for k, g in self._groups.items()}
+        c._index = dict(self._index)
+        return c
+
     # ---- pending side -------------------------------------------------
     def add_pending(self, run: PendingRun) -> None:
         self._groups.setdefault((run.user, run.request, run.sweep, run.flavor), {})[run.id] = run

@@ -1,10 +1,11 @@
 """What-if limits: replay a period's recorded arrivals through the real admission code.
 
-A discrete-event simulation over `QueueState`s: each instant with finishes runs one admission
-cycle, then each instant with arrivals runs another (the dispatcher admits on events: a finish
-wakes its queue and those that waited on capacity; a submission wakes its queue). Each cycle is
-the dispatcher's own loop over `order_queues`, `decide`, `pick_devices` and `assume`, so with
-unchanged settings the replay gives the recorded dispatches; with changed ones, the prediction.
+A discrete-event simulation over `QueueState`s (core.forward, shared with core.eta): each instant
+with finishes runs one admission cycle, then each instant with arrivals runs another (the
+dispatcher admits on events: a finish wakes its queue and those that waited on capacity; a
+submission wakes its queue). Each cycle is the dispatcher's own loop over `order_queues`,
+`decide`, `pick_devices` and `assume`, so with unchanged settings the replay gives the recorded
+dispatches; with changed ones, the prediction.
 Flavors are the dispatcher's too: a run asking for one waits for it, the others take the first
 of their queue's flavors where they fit, each flavor's quota and (locally) its typed devices.
 """
@@ -16,17 +17,9 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from .admission import (
-    HeldRun,
-    PendingRun,
-    QueueLimits,
-    QueueState,
-    decide,
-    holding_flavor,
-    order_queues,
-    pick_devices,
-)
+from .admission import HeldRun, PendingRun, QueueLimits, QueueState, holding_flavor
 from .admission import _blocked_by as blocked_by  # the cheap reason code `choose` asks (no message built)
+from .forward import Cycles, DevicePool
 from .insights import category
 from .resources import Resources
 
@@ -119,33 +112,12 @@ def replay(
     dispatcher's `device_flavor`); then free devices are counted per flavor as the dispatcher does.
     """
     queues = {lim.name: QueueState(lim) for lim in limits}
-    free: set[int] = set(range(devices)) if devices is not None else set()
-    assigns = devices is not None
-    by_flavor: dict[str, int] | None = None
-    if assigns and typed is not None:
-        by_flavor = {}
-        for i in free:
-            if (f := typed.get(i)) is not None:
-                by_flavor[f] = by_flavor.get(f, 0) + 1
-
-    def take(d: tuple[int, ...]) -> None:
-        free.difference_update(d)
-        if by_flavor is not None and typed is not None:
-            for i in d:
-                if (f := typed.get(i)) is not None:
-                    by_flavor[f] -= 1
-
-    def give(d: tuple[int, ...]) -> None:
-        free.update(d)
-        if by_flavor is not None and typed is not None:
-            for i in d:
-                if (f := typed.get(i)) is not None:
-                    by_flavor[f] += 1
+    pool = DevicePool(range(devices) if devices is not None else None, typed)
+    cyc = Cycles(queues, pool)
 
     out = Replay(since, until)
     heap: list[tuple[float, int, int, str]] = []
     by_id: dict[str, RecordedRun] = {}
-    devs: dict[str, tuple[int, ...]] = {}
     holds: dict[str, float | None] = {}
     for r in sorted(runs, key=lambda r: r.seq):
         q = queues.get(r.queue)
@@ -153,10 +125,7 @@ def replay(
             continue
         by_id[r.id] = r
         if r.dispatched_at is not None and r.dispatched_at < since:
-            d = pick_devices(free, r.request.gpu, r.flavor, typed) if assigns else ()
-            take(d)
-            devs[r.id] = d
-            q.hold(HeldRun(r.id, r.user, r.request, d, r.sweep, r.flavor))
+            cyc.hold(r.queue, HeldRun(r.id, r.user, r.request, pool.pick(r.request.gpu, r.flavor), r.sweep, r.flavor))
             out.carried.append(r.id)
             if r.finished_at is not None:
                 heapq.heappush(heap, (r.finished_at, _FINISH, r.seq, r.id))
@@ -168,8 +137,6 @@ def replay(
         if r.dispatched_at is None and r.finished_at is not None:
             heapq.heappush(heap, (r.finished_at, _WITHDRAW, r.seq, r.id))
 
-    dirty: set[str] = set()
-    capacity_waiters: set[str] = set()
     blocked: dict[str, tuple[str, float, str | None]] = {}  # queue -> (what holds its head, since when, flavor)
 
     outcomes, order, push = out.outcomes, out.order, heapq.heappush
@@ -188,37 +155,25 @@ def replay(
             blocked[name] = ("concurrency", now, None)  # holds every run alike: no need to find the head
         else:  # every group's head is held (decide found none to start): ask the first group's, O(1)
             head = next(q.heads(), None)
-            n = len(free) if assigns else None
+            n, by_flavor = pool.gpus, pool.by_flavor
             why = None if head is None else blocked_by(q, head, n, by_flavor)
             flavor = holding_flavor(q, head, n, by_flavor) if why is not None and head is not None else None
             blocked[name] = ("other" if why is None else category(why), now, flavor)
 
     def cycle(now: float) -> None:
-        """`Dispatcher.run_cycle`'s decide-and-assume loop over the dirty queues."""
+        """`Dispatcher.run_cycle`'s decide-and-assume loop over the woken queues (core.forward)."""
         out.cycles += 1
-        for q in order_queues([queues[n] for n in dirty]):
-            capacity_waiters.discard(q.limits.name)
-            while True:
-                dec = decide(q, len(free) if assigns else None, by_flavor)
-                nxt = dec.run
-                if nxt is None:
-                    if dec.capacity_blocked:
-                        capacity_waiters.add(q.limits.name)
-                    break
-                d = pick_devices(free, nxt.request.gpu, dec.flavor, typed) if assigns else ()
-                if d:
-                    take(d)
-                    devs[nxt.id] = d
-                q.assume(nxt, d, dec.flavor)
-                o = outcomes[nxt.id]
-                o.dispatched_at, o.flavor = now, dec.flavor
-                order.append(nxt.id)
-                hold = holds[nxt.id]
-                if hold is not None:
-                    o.finished_at = now + hold
-                    push(heap, (o.finished_at, _FINISH, nxt.seq, nxt.id))
-            note_block(q, now)
-        dirty.clear()
+
+        def admitted(q: QueueState, nxt: PendingRun, flavor: str | None, d: tuple[int, ...]) -> None:
+            o = outcomes[nxt.id]
+            o.dispatched_at, o.flavor = now, flavor
+            order.append(nxt.id)
+            hold = holds[nxt.id]
+            if hold is not None:
+                o.finished_at = now + hold
+                push(heap, (o.finished_at, _FINISH, nxt.seq, nxt.id))
+
+        cyc.cycle(admitted, lambda q: note_block(q, now))
 
     # Nothing after the end is replayed: the record knows nothing after `until` either.
     while heap and heap[0][0] <= until:
@@ -227,26 +182,17 @@ def replay(
         while heap and heap[0][0] == now and heap[0][1] <= _WITHDRAW:
             _, kind, _, rid = heapq.heappop(heap)
             r = by_id[rid]
-            q = queues[r.queue]
             if kind == _WITHDRAW:
-                q.remove_pending(rid)
+                queues[r.queue].remove_pending(rid)
                 continue
-            if q.release(rid) is not None:
-                dirty.add(r.queue)
-                finished = True
-            d = devs.pop(rid, ())
-            if d:
-                give(d)
-                dirty.update(capacity_waiters)
-                finished = True
+            finished = cyc.release(r.queue, rid) or finished
         if finished:
             cycle(now)
         arrived = False
         while heap and heap[0][0] == now and heap[0][1] == _ARRIVE:
             _, _, _, rid = heapq.heappop(heap)
             r = by_id[rid]
-            queues[r.queue].add_pending(PendingRun(r.id, r.seq, r.queue, r.user, r.request, r.sweep, r.asked))
-            dirty.add(r.queue)
+            cyc.arrive(PendingRun(r.id, r.seq, r.queue, r.user, r.request, r.sweep, r.asked))
             arrived = True
         if arrived:
             cycle(now)
