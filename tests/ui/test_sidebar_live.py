@@ -71,7 +71,8 @@ def test_failures_collapse_into_one_notice_with_links(lab: Lab, lab_page: Any, s
     for rid in ids:
         lab.wait_status(rid, "failed")
     notice = page.locator(".Toastify__toast", has_text="runs failed")
-    expect(notice).to_contain_text("3 runs failed: ")  # newest first: the order they ended in
+    # newest first: the order they ended in (the stream brings the three ends; a loaded CI took over 5 s)
+    expect(notice).to_contain_text("3 runs failed: ", timeout=20_000)
     for name in ("fail-a", "fail-b", "fail-c"):
         expect(notice).to_contain_text(name)
     # one notice, updated in place: no toast per failure

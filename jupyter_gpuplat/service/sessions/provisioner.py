@@ -107,8 +107,15 @@ class GpuSessionProvisioner(KernelProvisionerBase):
         if row["status"] in WAITING:
             raise SessionLaunchError(await self._waiting_text(run_id))
         restart = self._generation is not None
+        # A kernel being started for a notebook is not idle: the lease counts as busy until the kernel's
+        # `ready` starts its idle clock afresh. Seen in CI: a loaded machine took over 3 s from the
+        # lease's start to the kernel's first answer, and a 3 s idle limit ended the lease first.
+        with contextlib.suppress(GpuPlatError):
+            await self.client.report(run_id, "busy")
         info = await self.client.connection(run_id, newer_than=self._generation if self._restarting else None)
         if info is None:
+            with contextlib.suppress(GpuPlatError):  # no kernel to wait for: idle from now
+                await self.client.report(run_id, "idle")
             raise SessionLaunchError(f"GPU session {run_id} runs but its kernel did not come up; see its log")
         self._pid = info.pop("gpuplat_pid", None)
         self._generation = info.pop("gpuplat_generation", None)
