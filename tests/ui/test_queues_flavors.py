@@ -21,13 +21,11 @@ import yaml
 from playwright.sync_api import expect
 
 from ..conftest import EXAMPLE
-from ..flavored import add_flavors
+from ..flavored import A100, H100, add_flavors
 from .conftest import SHOW_SIDEBAR, Lab, goto_reset, widen_left_sidebar
 from .sidebar_helpers import SIDEBAR, back_to_runs, open_from_list, release, show_tab
 
 QUEUE = f'{SIDEBAR} .jp-GpuPlat-queue[data-queue="typed"]'
-H100 = {0, 1}
-A100 = {2, 3, 4, 5}
 # The Queues tab reloads on status events (coalesced): under load a change shows a few seconds later.
 LIVE = 15_000
 H100_FOUR = "h100: 2/2 in use (4 more needed) (queue typed's h100 quota)"

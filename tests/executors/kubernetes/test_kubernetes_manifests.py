@@ -313,3 +313,9 @@ def test_the_chosen_flavor_places_the_pod_whatever_the_spec_says() -> None:
     ]
     env = {e["name"]: e.get("value") for e in pod["containers"][0]["env"]}
     assert env["GPUPLAT_FLAVOR"] == "h100"
+    # a run cannot claim another flavor through its own env: the platform's name is the only one
+    claimed = make_job(dataclasses.replace(req, env={**req.env, "GPUPLAT_FLAVOR": "a100"}), SETTINGS)
+    names = [e["name"] for e in claimed["spec"]["template"]["spec"]["containers"][0]["env"]]
+    assert names.count("GPUPLAT_FLAVOR") == 1
+    claimed_env = {e["name"]: e.get("value") for e in claimed["spec"]["template"]["spec"]["containers"][0]["env"]}
+    assert claimed_env["GPUPLAT_FLAVOR"] == "h100"
