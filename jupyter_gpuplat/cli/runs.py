@@ -30,6 +30,10 @@ def add_submit(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
     s.add_argument("--preset", action="append", help="preset to apply (repeat for several, applied in order)")
     s.add_argument("-q", "--queue", help="queue (default: from the presets, else the project's default queue)")
     s.add_argument("--gpus", type=int, help="number of GPUs (overrides the presets' resources.gpu)")
+    s.add_argument(
+        "--gpu-type",
+        help="the flavor (kind of GPU) to wait for, where the queue offers flavors, or 'any' (placement.gpu_type)",
+    )
     s.add_argument("-n", "--name", help="the run's name (shown in lists and Compare legends)")
     s.add_argument(
         "--param",
@@ -118,6 +122,8 @@ def cmd_submit(args: argparse.Namespace) -> int:
         body["queue"] = args.queue
     if args.gpus is not None:
         body["resources"] = {**body.get("resources", {}), "gpu": args.gpus}
+    if args.gpu_type:
+        body["placement"] = {**body.get("placement", {}), "gpu_type": args.gpu_type}
     if params:
         body["params"] = {**body.get("params", {}), **params}
     if args.env:

@@ -95,6 +95,11 @@ def test_preview_presets_and_config(server: ServerProcess, tmp_path: Path) -> No
         gp(server, "--json", "submit", "-p", "team-a", "--preset", "multi-gpu", "--preview", "--", "t").stdout
     )
     assert as_json["provenance"]["resources.gpu"] == "preset:multi-gpu"
+    # --gpu-type asks for a kind of GPU (a flavor where the queue offers them): placement.gpu_type, set by the run
+    typed = json.loads(
+        gp(server, "--json", "submit", "-p", "team-a", "--gpu-type", "any", "--preview", "--", "t").stdout
+    )
+    assert (typed["resolved"]["placement"]["gpu_type"], typed["provenance"]["placement.gpu_type"]) == ("any", "run")
     presets = gp(server, "--url", server.url, "--token", "tok-erin", "presets", "--project", "team-b").stdout
     assert [line.split()[0] for line in presets.splitlines()[1:]] == ["single-gpu", "notebook"]
     ok = gp(server, "config", "validate", str(EXAMPLE)).stdout
