@@ -245,3 +245,45 @@ def _why_stuck(
     assert isinstance(first, NoBasis)
     more = len(blockers) - 1
     return first.reason + (f" (and {more} more runs with no basis hold what it waits for)" if more else "")
+
+
+def about(seconds: float) -> str:
+    """A wait as people say it: "now", "~40 s", "~6 min", "~2.5 h"."""
+    s = max(0.0, seconds)
+    if s < 1:
+        return "now"
+    if s < 90:
+        return f"~{s:.0f} s"
+    if s < 5400:
+        return f"~{s / 60:.0f} min"
+    return f"~{s / 3600:.1f} h"
+
+
+def eta_text(p50_seconds: float, p90_seconds: float) -> str:
+    """ "starts in ~6 min (p90 25 min)"; "starts now" where both are now."""
+    if p90_seconds < 1:
+        return "starts now"
+    p50 = "now" if p50_seconds < 1 else f"in {about(p50_seconds)}"
+    return f"starts {p50} (p90 {about(p90_seconds).lstrip('~')})"
+
+
+def view(e: Estimate | None, computed_at: float, now: float) -> tuple[dict[str, object] | None, str | None]:
+    """The API's `eta` and `eta_unknown` of a waiting run (None, None: not estimated yet, never a guess).
+
+    `*_at` are fixed when computed; `*_seconds` count from `now` (a read later says less).
+    """
+    if e is None:
+        return None, None
+    if isinstance(e, EtaUnknown):
+        return None, e.reason
+    p50_at, p90_at = computed_at + e.p50_seconds, computed_at + e.p90_seconds
+    p50, p90 = max(0.0, p50_at - now), max(0.0, p90_at - now)
+    return {
+        "p50_at": p50_at,
+        "p90_at": p90_at,
+        "p50_seconds": p50,
+        "p90_seconds": p90,
+        "basis": e.basis,
+        "computed_at": computed_at,
+        "text": eta_text(p50, p90),
+    }, None

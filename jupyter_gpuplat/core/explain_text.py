@@ -26,7 +26,8 @@ def number_lines(ex: Mapping[str, Any]) -> list[dict[str, str]]:
 
 
 def wait_line(ex: Mapping[str, Any]) -> str:
-    """Where the run stands and why, in one line: "position 1 of 2 in interactive · UserLimit 1/1 · <message>".
+    """Where the run stands, why, and when it may start, in one line:
+    "position 1 of 2 in interactive · UserLimit 1/1 · <message> · starts in ~6 min (p90 25 min)".
 
     A GPU session's waiting message reads it (the sidebar's session bar and toast, the kernel's
     "Waiting for a GPU: …", the session widget, `gpuplat sessions start`).
@@ -39,7 +40,15 @@ def wait_line(ex: Mapping[str, Any]) -> str:
     reason = str(ex.get("reason") or "")
     if isinstance(nums.get("used"), int | float) and isinstance(nums.get("limit"), int | float):
         reason += f" {nums['used']}/{nums['limit']}"
-    return " · ".join(part for part in (where, reason, ex.get("message") or "") if part)
+    return " · ".join(part for part in (where, reason, ex.get("message") or "", eta_words(ex)) if part)
+
+
+def eta_words(ex: Mapping[str, Any]) -> str:
+    """The start estimate of a run or explain answer in words: "starts in ~6 min (p90 25 min)", "start unknown: …"."""
+    eta = ex.get("eta")
+    if eta:
+        return str(eta["text"])
+    return f"start unknown: {ex['eta_unknown']}" if ex.get("eta_unknown") else ""
 
 
 def position_text(ex: Mapping[str, Any], short: bool = False) -> str:

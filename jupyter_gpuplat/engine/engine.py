@@ -31,6 +31,7 @@ from .bus import EventBus
 from .compare import MAX_RUNS as MAX_COMPARE
 from .compare import compare_sweep
 from .dispatcher import Dispatcher
+from .estimates import Estimates
 from .metrics import MetricsIndexer
 from .reads import ReadModel
 from .reconciler import Reconciler
@@ -54,6 +55,7 @@ class Engine:
         safety_tick_seconds: float = 30.0,
         metrics_interval_seconds: float = 1.0,
         min_free_artifacts_bytes: int = 0,
+        eta_scenarios: int = 100,
     ) -> None:
         self.state = EngineState(store, executor, clock)
         self.artifacts_root = artifacts_root
@@ -70,11 +72,19 @@ class Engine:
         )
         self.dispatcher.reconciler = self.reconciler
         self.admin = ConfigAdmin(self.state, self.dispatcher)
+        # Start estimates follow every run change and config change; computed off the admission path.
+        self.estimates = Estimates(self.state, scenarios=eta_scenarios)
+        self.state.change_listeners.append(self._estimate_after)
         # The service's two doors: `reads` (answers from the snapshot and the store) and the
         # commands (this object's methods; config writes by people in `admin`). It reaches no
         # other component (tests/house/test_architecture).
         self.reads = ReadModel(
-            self.state, self.artifacts, self.reconciler.sessions, self.reconciler.sweeps, artifacts_root
+            self.state,
+            self.artifacts,
+            self.reconciler.sessions,
+            self.reconciler.sweeps,
+            artifacts_root,
+            self.estimates,
         )
         self._tick: asyncio.Task[None] | None = None
         self._metrics_task: asyncio.Task[None] | None = None
@@ -136,9 +146,19 @@ class Engine:
         self.executor.set_observer(self._observe)
         for row in self.store.active_runs():
             self.reconciler.reload(row)
+        self.estimates.load()
+        self.state.config_listeners.append(lambda _cfg: self.estimates.changed())
+        self.estimates.changed()
+        self.estimates.start()
         self.dispatcher.wake()
         self._tick = asyncio.ensure_future(self._safety_tick_loop())
         self._metrics_task = asyncio.ensure_future(self._metrics_loop())
+
+    def _estimate_after(self, a: ActiveRun, status: Status) -> None:
+        if status in FINAL:
+            self.estimates.ended(a, status, self.clock())
+        else:
+            self.estimates.changed(a.queue)
 
     def _observe(self, obs: Observation) -> None:
         # An observation is a fact about a run: kept and retried if the store cannot take it now.
@@ -310,6 +330,7 @@ class Engine:
         for task in (self._tick, self._metrics_task):
             if task is not None:
                 task.cancel()
+        await self.estimates.close()
         self.state.deferred.cancel()
         if self.dispatcher.cycle_handle is not None:
             self.dispatcher.cycle_handle.cancel()

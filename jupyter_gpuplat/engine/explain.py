@@ -38,6 +38,9 @@ _LAYER = {
 def explain(source: Engine | ReadModel, user: str, run_id: str) -> dict[str, Any]:
     """The answer, with its layer's meaning and its numbers in words: clients render these, none words them."""
     out = _explain(source, user, run_id)
+    reads = source if isinstance(source, ReadModel) else source.reads
+    if out["layer"] in (Layer.QUEUE.value, Layer.EXECUTOR.value):
+        out["eta"], out["eta_unknown"] = reads.eta({"id": run_id})
     layer = str(out["layer"])
     out["layer_text"] = LAYER_TEXT.get(layer, layer)
     out["number_lines"] = number_lines(out)

@@ -35,10 +35,11 @@ from ..executors.base import ArtifactReader
 from ..store.insights import timelines
 from .bus import Subscription
 from .compare import MAX_SWEEP_CHILDREN, compare, metrics_of
+from .estimates import Estimates
 from .sessions import Sessions, is_session
 from .state import ActiveRun, EngineState
 from .sweeps import Sweeps
-from .waiting import pending_runs, waiting_of
+from .waiting import eta_of, pending_runs, waiting_of
 
 
 class ReadModel:
@@ -51,8 +52,10 @@ class ReadModel:
         sessions: Sessions,
         sweeps: Sweeps,
         artifacts_root: str,
+        estimates: Estimates,
     ) -> None:
         self.s = state
+        self._estimates = estimates
         # Logs, outputs and tracking files, read where the executor keeps them.
         self.artifacts = artifacts
         self._sessions = sessions
@@ -147,6 +150,10 @@ class ReadModel:
     def waiting(self, row: dict[str, Any]) -> dict[str, str] | None:
         """Why a (visible) run that has not started waits: `{reason, message}` from the snapshot."""
         return waiting_of(self.s, row)
+
+    def eta(self, row: dict[str, Any]) -> tuple[dict[str, Any] | None, str | None]:
+        """A waiting run's start estimate (`eta`) or why there is none (`eta_unknown`); (None, None) for others."""
+        return eta_of(self.s, self._estimates, row)
 
     def queue(self, name: str) -> tuple[QueueState, int | None]:
         """One queue's state and the free GPUs (after an admin write to it)."""

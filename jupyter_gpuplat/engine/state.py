@@ -111,6 +111,8 @@ class EngineState:
         self.deferred = Deferred()
         # Called after each config change (e.g. the session kernelspecs follow the presets).
         self.config_listeners: list[Callable[[PlatformConfig], None]] = []
+        # Told of every run change after it is published (the start estimates follow them).
+        self.change_listeners: list[Callable[[ActiveRun, Status], None]] = []
 
     @property
     def free_gpus(self) -> int | None:
@@ -205,6 +207,7 @@ class EngineState:
         ev, cols = self._change(a, status, reason, message, details, fields)
         ev_id = self.store.transition(a.id, a.project, cols, ev)
         a.status = status
+        _keep_times(a, cols)
         assert ev_id is not None
         self.publish(ev_id, a, ev)
 
@@ -217,8 +220,9 @@ class EngineState:
             ev, cols = self._change(c.run, c.status, c.reason, c.message, c.details, c.fields)
             rows.append((c.run, c.status, ev, cols))
         ids = self.store.transition_many([(a.id, a.project, cols, ev) for a, _, ev, cols in rows])
-        for ev_id, (a, status, ev, _) in zip(ids, rows, strict=True):
+        for ev_id, (a, status, ev, cols) in zip(ids, rows, strict=True):
             a.status = status
+            _keep_times(a, cols)
             self.publish(ev_id, a, ev)
 
     def _change(
@@ -254,3 +258,18 @@ class EngineState:
                 **ev,
             }
         )
+        status = Status(ev["status"])
+        for listener in self.change_listeners:
+            listener(a, status)
+
+    def publish_etas(self, runs: dict[str, dict[str, Any]]) -> None:
+        """New start estimates (run id → `{project, eta, eta_unknown}`): one bus event, not part of any timeline."""
+        if runs:
+            self.bus.publish({"type": "eta", "runs": runs})
+
+
+def _keep_times(a: ActiveRun, cols: dict[str, Any]) -> None:
+    """The run's times in memory follow its record (a holding run's elapsed time counts from dispatch)."""
+    for k in ("dispatched_at", "started_at"):
+        if k in cols:
+            a.times[k] = cols[k]

@@ -13,8 +13,10 @@ from collections.abc import Iterable
 from typing import Any
 
 from ..core.admission import QueueState, wait_reason
+from ..core.eta import view
 from ..core.reasons import Layer, layer_of
 from ..core.status import Status
+from .estimates import Estimates
 from .state import EngineState
 
 # A queue lists at most this many of the caller's pending runs (the count says how many in all).
@@ -39,6 +41,28 @@ def waiting_of(s: EngineState, row: dict[str, Any]) -> dict[str, str] | None:
     if a.status in _NOT_STARTED or (a.status == Status.RUNNING and layer_of(reason) in (Layer.EXECUTOR, Layer.QUEUE)):
         return {"reason": reason, "message": message} if reason else None
     return None
+
+
+def eta_of(s: EngineState, estimates: Estimates, row: dict[str, Any]) -> tuple[dict[str, Any] | None, str | None]:
+    """`(eta, eta_unknown)` of a run that has not started: our queue's estimate, or why there is none.
+
+    A run dispatched and not started is the executor's to start: on a cluster Kubernetes holds it
+    (the estimate covers our queue only, so none is invented for the wait for nodes).
+    """
+    a = s.active.get(row["id"])
+    if a is None:
+        return None, None
+    if a.status in (Status.CREATED, Status.QUEUED):
+        k = estimates.of(a.id)
+        return view(k.estimate, k.computed_at, s.clock()) if k is not None else (None, None)
+    if a.status in _NOT_STARTED:
+        if s.assigns_devices:
+            return None, "dispatched: the executor is starting it now"
+        return (
+            None,
+            "dispatched to Kubernetes, which holds it until a node has room; our estimate covers our queue only",
+        )
+    return None, None
 
 
 def pending_runs(s: EngineState, q: QueueState, visible: Iterable[str]) -> tuple[list[dict[str, Any]], int]:

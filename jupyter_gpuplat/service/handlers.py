@@ -104,12 +104,14 @@ class BaseHandler(APIHandler):
     def summary(self, row: dict[str, Any]) -> dict[str, Any]:
         waiting = self.engine.reads.waiting(row)
         out = run_summary(row, self.engine.reads.now(), self.engine.reads.session_view(row["id"]), waiting)
+        out["eta"], out["eta_unknown"] = self.engine.reads.eta(row)
         out["actions"] = self.engine.reads.actions(self.user_name, row)
         return with_sweep(out, self.engine.reads.sweep_view(row))
 
     def detail(self, row: dict[str, Any]) -> dict[str, Any]:
         waiting = self.engine.reads.waiting(row)
         out = run_detail(row, self.engine.reads.now(), self.engine.reads.session_view(row["id"]), waiting)
+        out["eta"], out["eta_unknown"] = self.engine.reads.eta(row)
         out["actions"] = self.engine.reads.actions(self.user_name, row)
         return with_sweep(out, self.engine.reads.sweep_view(row))
 

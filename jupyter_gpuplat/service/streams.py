@@ -142,6 +142,11 @@ class EventsHandler(SSEHandler):
                     self.write(": keep-alive\n\n")
                     await self.flush()
                     continue
+                if ev.get("type") == "eta":  # new start estimates: not part of any timeline, so no id
+                    seen = [{"run_id": rid, **e} for rid, e in ev["runs"].items() if e["project"] in projects]
+                    if seen:
+                        await self.emit(json.dumps({"runs": seen}), event="eta")
+                    continue
                 if ev["id"] <= last or ev["project"] not in projects:
                     continue
                 await self.emit(status_event(ev), id=ev["id"], event="status")

@@ -18,6 +18,7 @@ from sqlalchemy import JSON, Connection, Row, Table, Text, cast, func, insert, n
 from sqlalchemy.engine import make_url
 
 from . import schema
+from .estimates import run_etas
 from .facts import run_facts_table
 from .insights import refusals
 from .migrations import LATEST, lock, migrate
@@ -33,6 +34,7 @@ TABLES: list[Table] = [
     schema.run_tracking,
     refusals,
     run_facts_table,
+    run_etas,
 ]
 SERIALS: list[tuple[Table, str]] = [
     (schema.config, "version"),

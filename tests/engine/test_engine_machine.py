@@ -348,6 +348,8 @@ class EngineMachine(RuleBasedStateMachine):
 
     # ---- checks at the moment of each dispatch ----------------------------------------------
     def _on_event(self, ev: dict[str, Any]) -> None:
+        if ev.get("type") == "eta":  # new start estimates: no run changed
+            return
         if ev["status"] != "dispatched" or ev["reason"] != "Admitted":
             return
         self.ran["dispatches"] += 1

@@ -13,6 +13,9 @@ from ...core.status import Status
 from .base import Number, _Open, _Out
 from .runs import (
     RunSummary,
+    StartEstimate,
+    eta_field,
+    eta_unknown_field,
 )
 
 # ---- explain ------------------------------------------------------------------------------------
@@ -103,10 +106,12 @@ class Explain(_Open):
         "`reason`/`message` are the first flavor's (or the queue's, when a limit of the whole queue holds it)",
     )
     details: dict[str, Any] | None = None
+    eta: StartEstimate | None = eta_field()
+    eta_unknown: str | None = eta_unknown_field()
     layer_text: str = Field(description="What the layer means, in words (the reason registry's): as clients show it")
     wait_line: str = Field(
         description="Where the run stands and why, in one line: 'position 1 of 2 in interactive · UserLimit 1/1 · "
-        "<message>' (a GPU session's waiting message, as every client shows it)"
+        "<message> · starts in ~6 min (p90 25 min)' (a GPU session's waiting message, as every client shows it)"
     )
     number_lines: list[NumberLine] = Field(
         description="The numbers, the place in line and the queue's usage in words (core/explain_text.py)"

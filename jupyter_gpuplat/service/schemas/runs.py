@@ -98,6 +98,34 @@ class RunWaiting(_Out):
     message: str = Field(description="With the numbers, e.g. 'queue a-train quota is exhausted: 2 gpu requested, ...'")
 
 
+class StartEstimate(_Out):
+    """When a waiting run is expected to start: the platform's admission run forward over predicted times."""
+
+    p50_at: Seconds = Field(description="The median start (epoch seconds), fixed when computed")
+    p90_at: Seconds = Field(description="The 90th percentile of its start: it starts by then 9 times in 10")
+    p50_seconds: Seconds = Field(description="Seconds from this answer to p50_at (0 once it has passed)")
+    p90_seconds: Seconds = Field(description="Seconds from this answer to p90_at (0 once it has passed)")
+    basis: str = Field(description="What the estimate rests on: scenarios, runs and where their times came from")
+    computed_at: Seconds = Field(description="When it was computed (a change in its queues recomputes it)")
+    text: str = Field(description='The estimate as clients show it: "starts in ~6 min (p90 25 min)"')
+
+
+def eta_field() -> Any:
+    return Field(
+        default=None,
+        description="A waiting run's start estimate (our queue's: on Kubernetes not the wait for nodes); null when "
+        "it does not wait, is not estimated yet, or has no basis (then eta_unknown says why)",
+    )
+
+
+def eta_unknown_field() -> Any:
+    return Field(
+        default=None,
+        description='Why a run that has not started has no estimate: "r-… has no time limit and no history", '
+        "a paused queue, or dispatched and held by the executor (Kubernetes: waiting for nodes)",
+    )
+
+
 class RunSummary(_Open):
     """One run, as listed (and the body of `POST runs`)."""
 
@@ -128,6 +156,8 @@ class RunSummary(_Open):
     waiting: RunWaiting | None = Field(
         description="Why it waits, while our queue or the executor holds it (not started); null otherwise"
     )
+    eta: StartEstimate | None = eta_field()
+    eta_unknown: str | None = eta_unknown_field()
     actions: list[Literal["stop", "edit", "keep", "resubmit"]] = Field(
         default_factory=list,
         description="What the caller may do to it now: stop; edit (a sweep's concurrency, pausing); keep (a "

@@ -1,0 +1,275 @@
+"""Start estimates kept for every waiting run (issue 26): core.eta, fed by the snapshot and the history.
+
+The estimator is told which queues changed (a submit, a dispatch, a finish, a config change: every
+recorded change names its queue) and recomputes only their groups of coupled queues
+(`eta.components`), after a short pause that merges a burst of changes into one recompute. The
+inputs (queue copies, free devices, each run's traits) are taken on the loop, so a cycle never
+sees a half-read snapshot; the simulation runs in a worker thread, so the admission cycle never
+waits on it. Readers get the last answer and when it was computed (`computed_at`).
+
+Durations come from `core.durations.DurationModel`, filled from the store's finished runs at
+start-up and with each run as it ends. A run's first known estimate is recorded once
+(store.estimates) for calibration: insights compare it with when the run was dispatched.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from ..core.admission import QueueState
+from ..core.durations import DurationModel, FinishedRun, NoBasis, Prediction, RunTraits
+from ..core.eta import Estimate, Eta, EtaUnknown, components, estimate, view
+from ..core.forward import DevicePool
+from ..core.status import FINAL, Status
+from ..store import StoreUnavailable
+from ..store import estimates as stored
+from .state import ActiveRun, EngineState
+
+log = logging.getLogger("jupyter_gpuplat.engine")
+
+# Finished runs read at start-up to predict durations (the latest; each level keeps its latest 50).
+HISTORY_RUNS = 20_000
+
+
+@dataclass(frozen=True, slots=True)
+class Known:
+    """The estimate of one waiting run and the clock when it was computed."""
+
+    estimate: Estimate
+    computed_at: float
+
+
+def traits(a: ActiveRun) -> RunTraits:
+    """What a run's duration is predicted from: its sweep, presets, command, user and time limit."""
+    r = a.resolved or {}
+    presets = r.get("presets") or []
+    command = r.get("command")
+    limit = (r.get("termination") or {}).get("timeout_seconds")
+    return RunTraits(
+        a.id,
+        a.user,
+        "+".join(presets) if presets else None,
+        command if isinstance(command, str) or command is None else json.dumps(command),
+        a.parent,
+        float(limit) if limit else None,
+    )
+
+
+def finished(row: dict[str, Any]) -> FinishedRun:
+    presets = row.get("presets") or []
+    command = row.get("command")
+    return FinishedRun(
+        row["id"],
+        float(row["finished_at"]) - float(row["dispatched_at"]),
+        row["user"],
+        "+".join(presets) if presets else None,
+        command if isinstance(command, str) or command is None else json.dumps(command),
+        row.get("parent"),
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class _Inputs:
+    """What one recompute reads, taken on the loop: private queue copies, the devices, each run's traits."""
+
+    queues: dict[str, QueueState]
+    free: tuple[int, ...] | None
+    typed: dict[int, str] | None
+    held: dict[str, tuple[RunTraits, float]]  # run id -> traits, seconds since dispatch
+    waiting: dict[str, RunTraits]
+    only: frozenset[str] | None
+    at: float
+
+
+class Estimates:
+    """The estimate of every waiting run, recomputed for the queues that changed."""
+
+    def __init__(
+        self, state: EngineState, *, scenarios: int = 100, pause_seconds: float = 0.05, refresh_seconds: float = 30.0
+    ) -> None:
+        self.s = state
+        self.scenarios = scenarios
+        self.pause_seconds = pause_seconds
+        self.refresh_seconds = refresh_seconds
+        self.model = DurationModel()
+        self.known: dict[str, Known] = {}
+        self.dirty: set[str] = set()
+        self.recomputes = 0
+        self._first_recorded: set[str] = set()
+        self._wake = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+
+    # ---- inputs ------------------------------------------------------------------
+    def load(self) -> None:
+        """Durations from the store's latest finished runs; which waiting runs already have a first estimate."""
+        for row in stored.history(self.s.store.engine, HISTORY_RUNS):
+            self.model.add(finished(row))
+        self._first_recorded = stored.recorded(self.s.store.engine, list(self.s.active))
+
+    def changed(self, queue: str | None = None) -> None:
+        """Something in `queue` (None: every queue) changed: its group is recomputed soon."""
+        self.dirty |= {queue} if queue is not None else set(self.s.queues) | {"*"}
+        self._wake.set()
+
+    def ended(self, a: ActiveRun, status: Status, at: float) -> None:
+        """A run ended: what it held is free, and how long it held it is history (if it ran, and no one stopped it)."""
+        self.known.pop(a.id, None)
+        self._first_recorded.discard(a.id)
+        dispatched = a.times.get("dispatched_at")
+        # Someone's stop says when they chose to end it, not how long such runs take (an idle or time limit does).
+        if status in FINAL and dispatched is not None and not a.stop_requested_by and a.resolved.get("kind") != "sweep":
+            t = traits(a)
+            self.model.add(FinishedRun(a.id, at - dispatched, t.user, t.preset, t.command, t.sweep))
+        self.changed(a.queue)
+
+    # ---- the recompute -------------------------------------------------------------
+    def _overdue(self) -> None:
+        """Nothing changed for a while: queues whose runs were due to start by now (a blocker ran long) recompute."""
+        now = self.s.clock()
+        for rid, k in self.known.items():
+            a = self.s.active.get(rid)
+            if a is not None and isinstance(k.estimate, Eta) and k.computed_at + k.estimate.p50_seconds < now:
+                self.dirty.add(a.queue)
+
+    def start(self) -> None:
+        self._task = asyncio.ensure_future(self._loop())
+
+    async def close(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+
+    async def _loop(self) -> None:
+        while True:
+            try:
+                await asyncio.wait_for(self._wake.wait(), self.refresh_seconds)
+            except TimeoutError:
+                self._overdue()
+                if not self.dirty:
+                    continue
+            await asyncio.sleep(self.pause_seconds)  # one recompute for a burst of changes
+            self._wake.clear()
+            try:
+                inputs = self._inputs()
+                if inputs is None:
+                    continue
+                answers = await asyncio.to_thread(self._compute, inputs)
+                self._take(inputs, answers)
+            except Exception:  # an estimate must never stop the engine; the next change tries again
+                log.exception("start estimates failed")
+
+    def refresh(self) -> None:
+        """Recompute what changed now, on this thread (tests and benchmarks)."""
+        inputs = self._inputs()
+        if inputs is not None:
+            self._take(inputs, self._compute(inputs))
+
+    def _inputs(self) -> _Inputs | None:
+        names, self.dirty = self.dirty, set()
+        s = self.s
+        if not names:
+            return None
+        only = None if "*" in names else frozenset(n for n in names if n in s.queues)
+        free = tuple(s.free_devices) if s.assigns_devices else None
+        typed = dict(s.device_flavor) if s.assigns_devices and s.device_flavor else None
+        pool = DevicePool(free, typed)
+        wanted = set(s.queues) if only is None else _groups_of(s.queues, pool, only)
+        queues = {n: s.queues[n].copy() for n in wanted}
+        now = s.clock()
+        held: dict[str, tuple[RunTraits, float]] = {}
+        waiting: dict[str, RunTraits] = {}
+        for q in queues.values():
+            for rid in q.held:
+                a = s.active.get(rid)
+                if a is not None:
+                    held[rid] = (traits(a), max(0.0, now - (a.times.get("dispatched_at") or now)))
+            for p in q.ordered_pending():
+                a = s.active.get(p.id)
+                if a is not None:
+                    waiting[p.id] = traits(a)
+        return _Inputs(queues, free, typed, held, waiting, None if only is None else frozenset(queues), now)
+
+    def _compute(self, x: _Inputs) -> dict[str, Estimate]:
+        # Runs alike share a prediction (a sweep's 10,000 children: one); one with no basis is named by it.
+        memo: dict[tuple[object, ...], Prediction] = {}
+
+        def predict(t: RunTraits, elapsed: float) -> Prediction:
+            key = (t.user, t.preset, t.command, t.sweep, t.timeout_seconds, elapsed)
+            p = memo.get(key)
+            if p is None:
+                p = self.model.remaining(t, elapsed)
+                if isinstance(p, NoBasis):
+                    return p
+                memo[key] = p
+            return p
+
+        remaining = {rid: predict(t, el) for rid, (t, el) in x.held.items()}
+        durations = {rid: predict(t, 0.0) for rid, t in x.waiting.items()}
+        return estimate(
+            x.queues,
+            free_devices=x.free,
+            typed=x.typed,
+            remaining=remaining,
+            durations=durations,
+            scenarios=self.scenarios,
+        )
+
+    def _take(self, x: _Inputs, answers: dict[str, Estimate]) -> None:
+        """Keep the answers of the recomputed groups (runs of those queues no longer waiting drop out), record
+        first estimates, and publish those that moved."""
+        self.recomputes += 1
+        before = {rid: self.known.pop(rid) for rid, k in list(self.known.items()) if _stale(self.s, rid, x)}
+        first: list[tuple[str, str, float, float, float]] = []
+        moved: dict[str, dict[str, Any]] = {}
+        for rid, e in answers.items():
+            a = self.s.active.get(rid)
+            if a is None or a.status not in (Status.CREATED, Status.QUEUED):
+                continue  # dispatched while this was computed
+            k = self.known[rid] = Known(e, x.at)
+            if isinstance(e, Eta) and rid not in self._first_recorded:
+                first.append((rid, a.queue, x.at, x.at + e.p50_seconds, x.at + e.p90_seconds))
+            if _moved(before.get(rid), k):
+                eta, unknown = view(e, x.at, x.at)
+                moved[rid] = {"project": a.project, "eta": eta, "eta_unknown": unknown}
+        if first:
+            try:
+                stored.record_first(self.s.store.engine, first)
+                self._first_recorded.update(r[0] for r in first)
+            except StoreUnavailable:
+                log.warning("could not record %d first start estimates (the store is unavailable)", len(first))
+        self.s.publish_etas(moved)
+
+    # ---- reads -----------------------------------------------------------------------
+    def of(self, run_id: str) -> Known | None:
+        return self.known.get(run_id)
+
+
+def _stale(s: EngineState, rid: str, x: _Inputs) -> bool:
+    """A kept estimate that this recompute replaces: its queue was recomputed, or it no longer waits."""
+    a = s.active.get(rid)
+    return a is None or a.status not in (Status.CREATED, Status.QUEUED) or a.queue in x.queues
+
+
+def _moved(old: Known | None, new: Known) -> bool:
+    """Worth telling watchers: a first answer, known ↔ unknown, or a start that moved by over 30 s and 10%."""
+    if old is None or type(old.estimate) is not type(new.estimate):
+        return True
+    if isinstance(old.estimate, EtaUnknown) or isinstance(new.estimate, EtaUnknown):
+        return old.estimate != new.estimate
+    for was, now in (
+        (old.estimate.p50_seconds, new.estimate.p50_seconds),
+        (old.estimate.p90_seconds, new.estimate.p90_seconds),
+    ):
+        shift = abs((new.computed_at + now) - (old.computed_at + was))
+        if shift > max(30.0, 0.1 * now):
+            return True
+    return False
+
+
+def _groups_of(queues: dict[str, QueueState], pool: DevicePool, names: Iterable[str]) -> set[str]:
+    wanted = set(names)
+    return {n for g in components(queues, pool) if wanted.intersection(g) for n in g}
