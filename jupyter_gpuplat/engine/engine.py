@@ -25,7 +25,7 @@ from ..core.request import RunRequest
 from ..core.status import FINAL, HOLDING, Status
 from ..executors.base import Device, Executor, Observation
 from ..store import Store
-from . import insights
+from . import insights, sooner
 from .admin import ConfigAdmin
 from .bus import EventBus
 from .compare import MAX_RUNS as MAX_COMPARE
@@ -184,7 +184,8 @@ class Engine:
         listener(self.cfg)
 
     def preview(self, user: str, req: RunRequest) -> dict[str, Any]:
-        return self.dispatcher.preview(user, req)
+        out = self.dispatcher.preview(user, req)
+        return sooner.add_to_preview(self.state, self.estimates, user, req, out, self.dispatcher.platform_gpus)
 
     def submit(self, user: str, req: RunRequest) -> dict[str, Any]:
         return self.dispatcher.submit(user, req)

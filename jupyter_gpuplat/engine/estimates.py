@@ -15,13 +15,14 @@ start-up and with each run as it ends. A run's first known estimate is recorded 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from ..core.admission import QueueState
+from ..core.admission import PendingRun, QueueState
 from ..core.durations import DurationModel, FinishedRun, NoBasis, Prediction, RunTraits
 from ..core.eta import Estimate, Eta, EtaUnknown, components, estimate, view
 from ..core.forward import DevicePool
@@ -46,29 +47,34 @@ class Known:
 
 def traits(a: ActiveRun) -> RunTraits:
     """What a run's duration is predicted from: its sweep, presets, command, user and time limit."""
-    r = a.resolved or {}
-    presets = r.get("presets") or []
-    command = r.get("command")
-    limit = (r.get("termination") or {}).get("timeout_seconds")
+    return traits_of(a.id, a.user, a.resolved or {}, a.parent)
+
+
+def traits_of(run_id: str, user: str, resolved: dict[str, Any], sweep: str | None) -> RunTraits:
+    presets = resolved.get("presets") or []
+    limit = (resolved.get("termination") or {}).get("timeout_seconds")
     return RunTraits(
-        a.id,
-        a.user,
+        run_id,
+        user,
         "+".join(presets) if presets else None,
-        command if isinstance(command, str) or command is None else json.dumps(command),
-        a.parent,
+        _command_key(resolved.get("command")),
+        sweep,
         float(limit) if limit else None,
     )
 
 
+def _command_key(command: object) -> str | None:
+    return command if isinstance(command, str) or command is None else json.dumps(command)
+
+
 def finished(row: dict[str, Any]) -> FinishedRun:
     presets = row.get("presets") or []
-    command = row.get("command")
     return FinishedRun(
         row["id"],
         float(row["finished_at"]) - float(row["dispatched_at"]),
         row["user"],
         "+".join(presets) if presets else None,
-        command if isinstance(command, str) or command is None else json.dumps(command),
+        _command_key(row.get("command")),
         row.get("parent"),
     )
 
@@ -82,7 +88,6 @@ class _Inputs:
     typed: dict[int, str] | None
     held: dict[str, tuple[RunTraits, float]]  # run id -> traits, seconds since dispatch
     waiting: dict[str, RunTraits]
-    only: frozenset[str] | None
     at: float
 
 
@@ -142,6 +147,8 @@ class Estimates:
     async def close(self) -> None:
         if self._task is not None:
             self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
 
     async def _loop(self) -> None:
         while True:
@@ -170,14 +177,16 @@ class Estimates:
 
     def _inputs(self) -> _Inputs | None:
         names, self.dirty = self.dirty, set()
-        s = self.s
         if not names:
             return None
-        only = None if "*" in names else frozenset(n for n in names if n in s.queues)
+        return self._snapshot(None if "*" in names else names)
+
+    def _snapshot(self, names: Iterable[str] | None) -> _Inputs:
+        """Copies of the queues coupled with `names` (None: every queue), the devices and each run's traits."""
+        s = self.s
         free = tuple(s.free_devices) if s.assigns_devices else None
         typed = dict(s.device_flavor) if s.assigns_devices and s.device_flavor else None
-        pool = DevicePool(free, typed)
-        wanted = set(s.queues) if only is None else _groups_of(s.queues, pool, only)
+        wanted = set(s.queues) if names is None else _groups_of(s.queues, DevicePool(free, typed), names)
         queues = {n: s.queues[n].copy() for n in wanted}
         now = s.clock()
         held: dict[str, tuple[RunTraits, float]] = {}
@@ -191,9 +200,21 @@ class Estimates:
                 a = s.active.get(p.id)
                 if a is not None:
                     waiting[p.id] = traits(a)
-        return _Inputs(queues, free, typed, held, waiting, None if only is None else frozenset(queues), now)
+        return _Inputs(queues, free, typed, held, waiting, now)
 
-    def _compute(self, x: _Inputs) -> dict[str, Estimate]:
+    def probe(self, run: PendingRun, t: RunTraits, scenarios: int | None = None) -> Known:
+        """The estimate of a run not submitted (a preview, an alternative): added after every run waiting in
+        its queue now, as a submission would be. Computed here and now, for its group of queues only."""
+        x = self._snapshot({run.queue})
+        q = x.queues.get(run.queue)
+        if q is None:
+            return Known(EtaUnknown(f"queue {run.queue} does not exist"), x.at)
+        q.add_pending(run)
+        x.waiting[run.id] = t
+        answers = self._compute(x, scenarios)
+        return Known(answers.get(run.id) or EtaUnknown(f"{run.queue} could not be estimated"), x.at)
+
+    def _compute(self, x: _Inputs, scenarios: int | None = None) -> dict[str, Estimate]:
         # Runs alike share a prediction (a sweep's 10,000 children: one); one with no basis is named by it.
         memo: dict[tuple[object, ...], Prediction] = {}
 
@@ -215,7 +236,7 @@ class Estimates:
             typed=x.typed,
             remaining=remaining,
             durations=durations,
-            scenarios=self.scenarios,
+            scenarios=scenarios or self.scenarios,
         )
 
     def _take(self, x: _Inputs, answers: dict[str, Estimate]) -> None:

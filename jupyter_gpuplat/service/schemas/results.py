@@ -12,6 +12,7 @@ from pydantic import Field, RootModel
 from ...core.status import Phase, Status
 from .base import Number, Seconds, _Open, _Out
 from .errors import ALLOWED_DOC, FIELD_DOC, RULE_DOC, Alternative, RefusingRule
+from .runs import StartEstimate, eta_field, eta_unknown_field
 
 # ---- preview, outputs, metrics, compare ---------------------------------------------------------
 
@@ -38,6 +39,15 @@ class PreviewWait(_Out):
     position: int = Field(description="1-based place among the queue's pending runs, this one added last")
 
 
+class SoonerAlternative(_Out):
+    """A variant of the request the policy accepts, expected to start sooner."""
+
+    changes: dict[str, Any] = Field(description="queue, resources and/or placement, as a request gives them")
+    hint: str = Field(description="e.g. 'use queue team-a-interactive', 'ask for 1 GPU instead of 2'")
+    eta: StartEstimate | None = eta_field()
+    eta_unknown: str | None = eta_unknown_field()
+
+
 class Preview(_Open):
     """A run request resolved: the spec, which layer set each field, and the policy verdict."""
 
@@ -60,6 +70,17 @@ class Preview(_Open):
         default=None,
         description="The flavor (kind of GPU) it would take if submitted now and it fits now; null: it would wait, "
         "or its queue has no flavors",
+    )
+    eta: StartEstimate | None = Field(
+        default=None,
+        description="When it would start if submitted now (added after every run waiting in its queue); null for a "
+        "sweep, a refused run, or where there is no basis (eta_unknown says why)",
+    )
+    eta_unknown: str | None = eta_unknown_field()
+    alternatives: list[SoonerAlternative] = Field(
+        default_factory=list,
+        description="Ways to start sooner the policy accepts (another allowed queue, fewer GPUs, another flavor), "
+        "each with its own estimate, soonest first; empty when it would start now or nothing is sooner",
     )
 
 

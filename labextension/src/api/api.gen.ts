@@ -519,6 +519,19 @@ export interface components {
             };
             /** Hint */
             hint: string;
+            /**
+             * Eta
+             * @description A preview's refused run: when it would start if submitted so (a StartEstimate)
+             * @default null
+             */
+            eta?: {
+                [key: string]: unknown;
+            } | null;
+            /**
+             * Eta Unknown
+             * @default null
+             */
+            eta_unknown?: string | null;
         };
         /** BestChild */
         BestChild: {
@@ -1047,13 +1060,24 @@ export interface components {
                 [key: string]: unknown;
             } | null;
             /**
+             * @description A waiting run's start estimate (our queue's: on Kubernetes not the wait for nodes); null when it does not wait, is not estimated yet, or has no basis (then eta_unknown says why)
+             * @default null
+             */
+            eta?: components["schemas"]["StartEstimate"] | null;
+            /**
+             * Eta Unknown
+             * @description Why a run that has not started has no estimate: "r-… has no time limit and no history", a paused queue, or dispatched and held by the executor (Kubernetes: waiting for nodes)
+             * @default null
+             */
+            eta_unknown?: string | null;
+            /**
              * Layer Text
              * @description What the layer means, in words (the reason registry's): as clients show it
              */
             layer_text: string;
             /**
              * Wait Line
-             * @description Where the run stands and why, in one line: 'position 1 of 2 in interactive · UserLimit 1/1 · <message>' (a GPU session's waiting message, as every client shows it)
+             * @description Where the run stands and why, in one line: 'position 1 of 2 in interactive · UserLimit 1/1 · <message> · starts in ~6 min (p90 25 min)' (a GPU session's waiting message, as every client shows it)
              */
             wait_line: string;
             /**
@@ -1854,6 +1878,22 @@ export interface components {
              * @default null
              */
             flavor?: string | null;
+            /**
+             * @description When it would start if submitted now (added after every run waiting in its queue); null for a sweep, a refused run, or where there is no basis (eta_unknown says why)
+             * @default null
+             */
+            eta?: components["schemas"]["StartEstimate"] | null;
+            /**
+             * Eta Unknown
+             * @description Why a run that has not started has no estimate: "r-… has no time limit and no history", a paused queue, or dispatched and held by the executor (Kubernetes: waiting for nodes)
+             * @default null
+             */
+            eta_unknown?: string | null;
+            /**
+             * Alternatives
+             * @description Ways to start sooner the policy accepts (another allowed queue, fewer GPUs, another flavor), each with its own estimate, soonest first; empty when it would start now or nothing is sooner
+             */
+            alternatives?: components["schemas"]["SoonerAlternative"][];
         };
         /** PreviewWait */
         PreviewWait: {
@@ -2573,6 +2613,17 @@ export interface components {
             /** @description Why it waits, while our queue or the executor holds it (not started); null otherwise */
             waiting: components["schemas"]["RunWaiting"] | null;
             /**
+             * @description A waiting run's start estimate (our queue's: on Kubernetes not the wait for nodes); null when it does not wait, is not estimated yet, or has no basis (then eta_unknown says why)
+             * @default null
+             */
+            eta?: components["schemas"]["StartEstimate"] | null;
+            /**
+             * Eta Unknown
+             * @description Why a run that has not started has no estimate: "r-… has no time limit and no history", a paused queue, or dispatched and held by the executor (Kubernetes: waiting for nodes)
+             * @default null
+             */
+            eta_unknown?: string | null;
+            /**
              * Actions
              * @description What the caller may do to it now: stop; edit (a sweep's concurrency, pausing); keep (a session's idle clock); resubmit (a new run from its request). The service decides (core/policy.py)
              */
@@ -2811,6 +2862,17 @@ export interface components {
             /** @description Why it waits, while our queue or the executor holds it (not started); null otherwise */
             waiting: components["schemas"]["RunWaiting"] | null;
             /**
+             * @description A waiting run's start estimate (our queue's: on Kubernetes not the wait for nodes); null when it does not wait, is not estimated yet, or has no basis (then eta_unknown says why)
+             * @default null
+             */
+            eta?: components["schemas"]["StartEstimate"] | null;
+            /**
+             * Eta Unknown
+             * @description Why a run that has not started has no estimate: "r-… has no time limit and no history", a paused queue, or dispatched and held by the executor (Kubernetes: waiting for nodes)
+             * @default null
+             */
+            eta_unknown?: string | null;
+            /**
              * Actions
              * @description What the caller may do to it now: stop; edit (a sweep's concurrency, pausing); keep (a session's idle clock); resubmit (a new run from its request). The service decides (core/policy.py)
              */
@@ -3019,6 +3081,76 @@ export interface components {
         SessionsPage: {
             /** Sessions */
             sessions: components["schemas"]["RunSummary"][];
+        };
+        /**
+         * SoonerAlternative
+         * @description A variant of the request the policy accepts, expected to start sooner.
+         */
+        SoonerAlternative: {
+            /**
+             * Changes
+             * @description queue, resources and/or placement, as a request gives them
+             */
+            changes: {
+                [key: string]: unknown;
+            };
+            /**
+             * Hint
+             * @description e.g. 'use queue team-a-interactive', 'ask for 1 GPU instead of 2'
+             */
+            hint: string;
+            /**
+             * @description A waiting run's start estimate (our queue's: on Kubernetes not the wait for nodes); null when it does not wait, is not estimated yet, or has no basis (then eta_unknown says why)
+             * @default null
+             */
+            eta?: components["schemas"]["StartEstimate"] | null;
+            /**
+             * Eta Unknown
+             * @description Why a run that has not started has no estimate: "r-… has no time limit and no history", a paused queue, or dispatched and held by the executor (Kubernetes: waiting for nodes)
+             * @default null
+             */
+            eta_unknown?: string | null;
+        };
+        /**
+         * StartEstimate
+         * @description When a waiting run is expected to start: the platform's admission run forward over predicted times.
+         */
+        StartEstimate: {
+            /**
+             * P50 At
+             * @description The median start (epoch seconds), fixed when computed
+             */
+            p50_at: number;
+            /**
+             * P90 At
+             * @description The 90th percentile of its start: it starts by then 9 times in 10
+             */
+            p90_at: number;
+            /**
+             * P50 Seconds
+             * @description Seconds from this answer to p50_at (0 once it has passed)
+             */
+            p50_seconds: number;
+            /**
+             * P90 Seconds
+             * @description Seconds from this answer to p90_at (0 once it has passed)
+             */
+            p90_seconds: number;
+            /**
+             * Basis
+             * @description What the estimate rests on: scenarios, runs and where their times came from
+             */
+            basis: string;
+            /**
+             * Computed At
+             * @description When it was computed (a change in its queues recomputes it)
+             */
+            computed_at: number;
+            /**
+             * Text
+             * @description The estimate as clients show it: "starts in ~6 min (p90 25 min)"
+             */
+            text: string;
         };
         /**
          * Status
