@@ -170,6 +170,8 @@ def _estimate_group(
         f" with {len(held)} running and {len(waiting)} waiting runs; times from similar finished runs for"
         f" {from_history}, from the time limit alone for {from_limits}"
     )
+    if not pool.counted:  # a cluster places work itself: the wait for nodes after dispatch is not ours to see
+        basis += "; it covers our queue only (Kubernetes may hold a dispatched run until a node has room)"
     out: dict[str, Estimate] = {}
     for rid in waiting:
         if rid in unknown:

@@ -140,6 +140,7 @@ class Estimates:
             a = self.s.active.get(rid)
             if a is not None and isinstance(k.estimate, Eta) and k.computed_at + k.estimate.p50_seconds < now:
                 self.dirty.add(a.queue)
+        self._wake.set()  # the loop turns: with nothing dirty it only waits again
 
     def start(self) -> None:
         self._task = asyncio.ensure_future(self._loop())
@@ -151,13 +152,13 @@ class Estimates:
                 await self._task
 
     async def _loop(self) -> None:
+        loop = asyncio.get_running_loop()
         while True:
+            timer = loop.call_later(self.refresh_seconds, self._overdue)
             try:
-                await asyncio.wait_for(self._wake.wait(), self.refresh_seconds)
-            except TimeoutError:
-                self._overdue()
-                if not self.dirty:
-                    continue
+                await self._wake.wait()
+            finally:
+                timer.cancel()
             await asyncio.sleep(self.pause_seconds)  # one recompute for a burst of changes
             self._wake.clear()
             try:
