@@ -6,6 +6,8 @@
 The HTML carries plotly.js inline (no network needed to open it) and the sidebar's charts:
 wait percentiles, waits by reason, GPU-hours against quota over time, goodput. Where the
 platform has flavors, a second table (and chart) gives each flavor's GPU-hours and utilisation.
+How right the start estimates were (each run's first estimate against its dispatch) follows, per
+queue and for all: a sentence each in the table format, a table in HTML, columns in CSV.
 """
 
 from __future__ import annotations
@@ -42,6 +44,10 @@ COLUMNS = (
     "utilisation",
     "goodput",
     "failed",
+    "eta_runs",  # the start estimates' calibration (the flavors' rows: empty)
+    "eta_p90_hit_rate",
+    "eta_p50_abs_error_seconds",
+    "eta_p50_abs_error_median_seconds",
     "flavor",  # empty on a queue's row; a flavor's rows name it (queue "(all)": every selected queue)
 )
 # What people read (the table and the HTML page): a column per figure, waits as p50 / p90 / p99.
@@ -70,6 +76,8 @@ FLAVOR_HEADERS = (
     "machine utilisation",
 )
 FLAVORS_TITLE = "GPU-hours per flavor"
+CALIBRATION_TITLE = "Start estimates (each run's first one, against its dispatch)"
+CALIBRATION_HEADERS = ("queue", "runs with an estimate", "started by their p90", "p50 off by (mean)", "(median)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -97,12 +105,53 @@ def flavor_figures(out: dict[str, Any]) -> list[tuple[str, str, dict[str, Any]]]
     return result
 
 
+def calibrations(out: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+    """(queue, eta_calibration) per queue and for all ("(all)"); none from an older server's answer."""
+    named = [(q["name"], q.get("eta_calibration")) for q in out["queues"]]
+    named.append(("(all)", out["total"].get("eta_calibration")))
+    return [(name, c) for name, c in named if c is not None]
+
+
+def calibration_text(c: dict[str, Any]) -> str:
+    """'42 runs, 88% started by their p90, p50 off by 3m 06s on average (median 1m 10s)'."""
+    if not c["n"]:
+        return "no run with an estimate was dispatched"
+    runs = "1 run" if c["n"] == 1 else f"{c['n']} runs"
+    median = c.get("p50_abs_error_median_seconds")
+    text = f"{runs}, {percent(c['p90_hit_rate'])} started by their p90, p50 off by "
+    text += f"{wait_text(c['p50_abs_error_seconds'])} on average"
+    return text + ("" if median is None else f" (median {wait_text(median)})")
+
+
+def calibration_cells(named: list[tuple[str, dict[str, Any]]]) -> list[list[str]]:
+    """One row per queue and for all, as CALIBRATION_HEADERS."""
+    return [
+        [
+            name,
+            str(c["n"]),
+            percent(c["p90_hit_rate"]),
+            wait_text(c["p50_abs_error_seconds"]),
+            wait_text(c.get("p50_abs_error_median_seconds")),
+        ]
+        for name, c in named
+    ]
+
+
+def calibration_values(c: dict[str, Any] | None) -> tuple[Any, ...]:
+    """The CSV's eta_* columns (all None where there is no calibration)."""
+    if c is None:
+        return (None,) * 4
+    return c["n"], c["p90_hit_rate"], c["p50_abs_error_seconds"], c.get("p50_abs_error_median_seconds")
+
+
 def rows(out: dict[str, Any]) -> list[list[Any]]:
     result = []
     named = [(q["name"], "", q) for q in [*out["queues"], {"name": "(all)", **out["total"]}]]
     for name, flavor, q in named + [(queue, flavor, f) for flavor, queue, f in flavor_figures(out)]:
         qw, sw, cats = q["queue_wait"], q["start_wait"], q["waits_by_category"]
         failed = sum(f["count"] for f in q["failures"])
+        # A flavor's figures carry no calibration (estimates are per run and queue, not per flavor).
+        cal = q.get("eta_calibration") if not flavor else None
         result.append(
             [
                 name,
@@ -119,6 +168,7 @@ def rows(out: dict[str, Any]) -> list[list[Any]]:
                 q["utilisation"],
                 q["goodput"],
                 failed,
+                *calibration_values(cal),
                 flavor,
             ]
         )
@@ -233,6 +283,9 @@ def render_table(out: dict[str, Any], width: int | None = None) -> str:
     per_flavor = flavor_rows(out)
     if per_flavor:
         lines += [FLAVORS_TITLE, table(per_flavor, FLAVOR_HEADERS, width)]
+    cal = calibrations(out)
+    for text in [f"{CALIBRATION_TITLE}:"] * bool(cal) + [f"  {n}: {calibration_text(c)}" for n, c in cal]:
+        lines += textwrap.wrap(text, width, subsequent_indent="    ") if width else [text]
     after = [f"note: {w}" for w in warnings(out)]
     if out["refusals"]:
         after.append("refusals: " + ", ".join(f"{r['rule']} {r['count']}" for r in out["refusals"]))
@@ -305,6 +358,9 @@ def render_html(out: dict[str, Any]) -> str:
     per_flavor = flavor_rows(out)
     if per_flavor:
         body += f"<h2>{FLAVORS_TITLE}</h2>" + html_table(FLAVOR_HEADERS, per_flavor)
+    cal = calibrations(out)
+    if cal:
+        body += f"<h2>{html.escape(CALIBRATION_TITLE)}</h2>" + html_table(CALIBRATION_HEADERS, calibration_cells(cal))
     notes = "".join(f"<p class='note'>{html.escape(w)}</p>" for w in warnings(out))
     title = f"GPU platform report {_when(out['since'])} .. {_when(out['until'])}"
     # Within 1280 px: the table takes the page's width at most and its cells wrap (headers between words).

@@ -107,6 +107,24 @@ def run_facts(run: Mapping[str, Any], timeline: Sequence[Mapping[str, Any]]) -> 
     return c["queue_wait_seconds"], c["start_wait_seconds"], c["run_seconds"], wait_intervals(timeline, end)
 
 
+def eta_calibration(estimated: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
+    """How right the first start estimates were: runs dispatched, each with its first estimate (`p50_at`, `p90_at`).
+
+    `p90_hit_rate`: the share dispatched at or before their p90; `p50_abs_error_seconds`: the mean of
+    |dispatched_at - p50_at|, and `p50_abs_error_median_seconds` its nearest-rank median (a few runs
+    estimated from their time limits alone, far off, move the mean but not the median). None: no runs.
+    """
+    rows = list(estimated)
+    errors = sorted(abs(r["dispatched_at"] - r["p50_at"]) for r in rows)
+    hits = sum(1 for r in rows if r["dispatched_at"] <= r["p90_at"])
+    return {
+        "n": len(rows),
+        "p90_hit_rate": round(hits / len(rows), 6) if rows else None,
+        "p50_abs_error_seconds": round(sum(errors) / len(errors), 3) if errors else None,
+        "p50_abs_error_median_seconds": percentile(errors, 50),
+    }
+
+
 def _overlap(a0: float, a1: float, b0: float, b1: float) -> float:
     return max(0.0, min(a1, b1) - max(a0, b0))
 
@@ -185,6 +203,7 @@ def insights(
     flavors: Sequence[str] = (),
     queue_flavors: Mapping[str, Mapping[str, int]] | None = None,
     machine_flavors: Mapping[str, int] | None = None,
+    estimated: Sequence[Mapping[str, Any]] = (),
 ) -> dict[str, Any]:
     """The figures over [since, until): waits of runs queued in it, GPU time and goodput inside it.
 
@@ -198,6 +217,9 @@ def insights(
     (`queue_flavors`: queue -> flavor -> GPU quota, in the order tried) or a run counted it. Its
     allowance is its quotas in the selected queues offering it; `machine_flavors`: this machine's
     GPUs of each (None: not counted). Runs without a flavor count in no flavor.
+
+    `estimated`: the runs dispatched in the range that had a first start estimate (`queue`,
+    `dispatched_at`, `p50_at`, `p90_at`); their `eta_calibration` is given in all and per queue.
     """
     horizon = min(until, now)
     n_buckets = max(1, math.ceil((until - since) / bucket))
@@ -313,10 +335,20 @@ def insights(
         head = {"name": f, "quota_gpu": sum(quotas) if quotas else None, "machine_gpus": machine}
         flavor_views.append(head | _with_machine(t.view(_gpu_hours(quotas, span)), machine, span))
     ranked = sorted(users.items(), key=lambda kv: (-kv[1][1], -kv[1][0], kv[0]))[:top]
+    by_queue: dict[str, list[Mapping[str, Any]]] = defaultdict(list)
+    for e in estimated:
+        by_queue[e["queue"]].append(e)
+    whole["eta_calibration"] = eta_calibration(estimated)
     return {
         "total": whole,
         "queues": [
-            {"name": q, "quota_gpu": quota_gpu[q], **t.view(allowance([q], span)), "flavors": queue_flavor_views(q)}
+            {
+                "name": q,
+                "quota_gpu": quota_gpu[q],
+                **t.view(allowance([q], span)),
+                "flavors": queue_flavor_views(q),
+                "eta_calibration": eta_calibration(by_queue.get(q, ())),
+            }
             for q, t in per_queue.items()
         ],
         "flavors": flavor_views,

@@ -12,6 +12,7 @@ from typing import Any
 from ..core.errors import InvalidInput, NotFound
 from ..core.insights import insights
 from ..core.policy import is_platform_admin, listable_queues, require_project, visible_projects
+from ..store.estimates import calibration_rows
 from ..store.insights import refusal_counts, timelines, window_runs
 from .state import EngineState
 
@@ -90,6 +91,8 @@ def compute(
     engine = s.store.engine
     runs, known = window_runs(engine, queues, projects, t0, t1) if queues and projects else ([], {})
     tls = timelines(engine, [r["id"] for r in runs if r["id"] not in known])
+    # Runs dispatched in the range with a first start estimate: how right the estimates were.
+    estimated = calibration_rows(engine, queues, projects, t0, t1) if queues and projects else []
     # The machine's GPUs where the executor places work on its own devices; a cluster: no number.
     machine = len(s.devices) if s.assigns_devices else None
     out = insights(
@@ -105,6 +108,7 @@ def compute(
         flavors=[f.name for f in cfg.flavors],
         queue_flavors=offers,
         machine_flavors=s.machine_flavors(cfg),
+        estimated=estimated,
     )
     out["refusals"] = refusal_counts(engine, None if queue is None else queues, projects, t0, t1) if projects else []
     out.update(

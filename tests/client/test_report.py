@@ -107,3 +107,39 @@ def test_quotas_within_the_machine_are_not_flagged() -> None:
     assert report.warnings(out) == []
     out["machine_gpus"] = None  # a cluster: no machine to compare with
     assert report.warnings(answer() | {"machine_gpus": None}) == []
+
+
+def _calibrated() -> dict[str, Any]:
+    """answer() with start-estimate calibration: team-a-train 42 runs, team-b-train none dispatched."""
+    out = answer()
+    seen = {"n": 42, "p90_hit_rate": 0.88, "p50_abs_error_seconds": 186.0, "p50_abs_error_median_seconds": 70.0}
+    none = {"n": 0, "p90_hit_rate": None, "p50_abs_error_seconds": None, "p50_abs_error_median_seconds": None}
+    out["queues"][0]["eta_calibration"], out["queues"][1]["eta_calibration"] = seen, none
+    out["total"]["eta_calibration"] = seen
+    Insights.model_validate(out)
+    return out
+
+
+def test_the_start_estimates_calibration_per_queue_and_overall() -> None:
+    out = _calibrated()
+    text = report.render_table(out, width=200)
+    assert report.CALIBRATION_TITLE in text
+    lines = [line.strip() for line in text.splitlines()]
+    said = "42 runs, 88% started by their p90, p50 off by 3m 06s on average (median 1m 10s)"
+    assert f"team-a-train: {said}" in lines and f"(all): {said}" in lines
+    assert "team-b-train: no run with an estimate was dispatched" in lines
+    narrow = report.render_table(out, width=60)
+    assert max(len(line) for line in narrow.splitlines()) <= 60
+    page = report.render_html(out)
+    section = page[page.index(report.CALIBRATION_TITLE.replace("'", "&#x27;")) :]
+    cells = re.findall(r"<td>(.*?)</td>", section[: section.index("</table>")])
+    assert cells == ["team-a-train", "42", "88%", "3m 06s", "1m 10s", "team-b-train", "0", "-", "-", "-",
+                     "(all)", "42", "88%", "3m 06s", "1m 10s"]  # fmt: skip
+    csv_lines = report.render_csv(out).splitlines()
+    cols = csv_lines[0].split(",")
+    rows = {r[0]: dict(zip(cols, r, strict=True)) for r in (line.split(",") for line in csv_lines[1:])}
+    assert rows["team-a-train"]["eta_runs"] == "42" and rows["team-a-train"]["eta_p90_hit_rate"] == "0.88"
+    assert rows["(all)"]["eta_p50_abs_error_seconds"] == "186.0" and rows["team-b-train"]["eta_p90_hit_rate"] == ""
+    # An older server's answer has no calibration: no section, empty columns.
+    assert report.CALIBRATION_TITLE not in report.render_table(answer(), width=200)
+    assert report.CALIBRATION_TITLE.split(" (")[0] not in report.render_html(answer())

@@ -46,6 +46,27 @@ class RefusalCount(_Out):
     count: int
 
 
+class EtaCalibration(_Out):
+    """How right the platform's start estimates were: each run's first estimate against its dispatch
+    (start means dispatch: on Kubernetes the wait for nodes after it is not estimated)"""
+
+    n: int = Field(description="Runs dispatched in the range that had a start estimate while waiting")
+    p90_hit_rate: float | None = Field(
+        description="The share of them dispatched at or before their first estimate's p90; null: n = 0"
+    )
+    p50_abs_error_seconds: float | None = Field(
+        description="The mean of |dispatched_at - p50_at| of their first estimates, seconds; null: n = 0"
+    )
+    p50_abs_error_median_seconds: float | None = Field(
+        description="The median (nearest rank) of the same errors, seconds; null: n = 0"
+    )
+
+    @classmethod
+    def none(cls) -> EtaCalibration:
+        """No run counted (an older answer without the figure reads as this)."""
+        return cls(n=0, p90_hit_rate=None, p50_abs_error_seconds=None, p50_abs_error_median_seconds=None)
+
+
 class Figures(_Out):
     runs: int = Field(description="Runs queued in the range")
     queue_wait: WaitSummary
@@ -73,6 +94,10 @@ class QueueFigures(Figures):
     flavors: list[QueueFlavorFigures] = Field(
         default_factory=list, description="Per flavor, in the order the queue tries them; empty: it has no flavors"
     )
+    eta_calibration: EtaCalibration = Field(
+        default_factory=EtaCalibration.none,
+        description="The start estimates of the queue's runs dispatched in the range",
+    )
 
 
 class FlavorFigures(Figures):
@@ -91,6 +116,10 @@ class FlavorFigures(Figures):
 class TotalFigures(Figures):
     machine_gpu_hours: float | None = Field(description="The machine's GPUs x the range; null on a cluster")
     machine_utilisation: float | None
+    eta_calibration: EtaCalibration = Field(
+        default_factory=EtaCalibration.none,
+        description="The start estimates of all the selected runs dispatched in the range",
+    )
 
 
 class BucketFigures(_Out):

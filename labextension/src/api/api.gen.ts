@@ -1008,6 +1008,33 @@ export interface components {
             alternatives?: components["schemas"]["Alternative"][] | null;
         };
         /**
+         * EtaCalibration
+         * @description How right the platform's start estimates were: each run's first estimate against its dispatch
+         *     (start means dispatch: on Kubernetes the wait for nodes after it is not estimated)
+         */
+        EtaCalibration: {
+            /**
+             * N
+             * @description Runs dispatched in the range that had a start estimate while waiting
+             */
+            n: number;
+            /**
+             * P90 Hit Rate
+             * @description The share of them dispatched at or before their first estimate's p90; null: n = 0
+             */
+            p90_hit_rate: number | null;
+            /**
+             * P50 Abs Error Seconds
+             * @description The mean of |dispatched_at - p50_at| of their first estimates, seconds; null: n = 0
+             */
+            p50_abs_error_seconds: number | null;
+            /**
+             * P50 Abs Error Median Seconds
+             * @description The median (nearest rank) of the same errors, seconds; null: n = 0
+             */
+            p50_abs_error_median_seconds: number | null;
+        };
+        /**
          * Explain
          * @description Why the run is where it is: the layer that holds it, the reason, numbers and who can act.
          */
@@ -2206,6 +2233,8 @@ export interface components {
              * @description Per flavor, in the order the queue tries them; empty: it has no flavors
              */
             flavors?: components["schemas"]["QueueFlavorFigures"][];
+            /** @description The start estimates of the queue's runs dispatched in the range */
+            eta_calibration?: components["schemas"]["EtaCalibration"];
         };
         /**
          * QueueFlavor
@@ -3395,6 +3424,8 @@ export interface components {
             machine_gpu_hours: number | null;
             /** Machine Utilisation */
             machine_utilisation: number | null;
+            /** @description The start estimates of all the selected runs dispatched in the range */
+            eta_calibration?: components["schemas"]["EtaCalibration"];
         };
         /** Verdict */
         Verdict: {
