@@ -100,7 +100,7 @@ def components(queues: Mapping[str, QueueState], pool: DevicePool) -> list[tuple
     reaches its flavors' devices (where devices are typed and it has flavors) or every device.
     """
     names = sorted(queues)
-    if not pool.counted:
+    if not pool.counted or (pool.typed is None and _never_short(queues, pool)):
         return [(n,) for n in names]
     parent = {n: n for n in names}
 
@@ -124,6 +124,27 @@ def components(queues: Mapping[str, QueueState], pool: DevicePool) -> list[tuple
     for n in names:
         groups.setdefault(root(n), []).append(n)
     return [tuple(g) for g in groups.values()]
+
+
+def _never_short(queues: Mapping[str, QueueState], pool: DevicePool) -> bool:
+    """The queues can never hold more GPUs than the machine has: devices never hold a run back, so they
+    couple no queue (each queue's quota, or concurrency times its largest request, summed)."""
+    assert pool.free is not None
+    machine = len(pool.free) + sum(len(h.devices) for q in queues.values() for h in q.held.values())
+    most = 0
+    for q in queues.values():
+        asks = [h.request.gpu for h in q.held.values()] + [p.request.gpu for p in q.heads()]
+        if not any(asks):
+            continue
+        cap = q.limits.quota.gpu
+        if cap is None and q.limits.concurrency is not None:
+            cap = q.limits.concurrency * max(asks)  # every pending request is some group's head's
+        if cap is None:
+            return False
+        most += cap
+        if most > machine:
+            return False
+    return True
 
 
 def _reach(q: QueueState, pool: DevicePool) -> set[str]:

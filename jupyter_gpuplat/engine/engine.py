@@ -31,7 +31,7 @@ from .bus import EventBus
 from .compare import MAX_RUNS as MAX_COMPARE
 from .compare import compare_sweep
 from .dispatcher import Dispatcher
-from .estimates import Estimates
+from .estimates import SCENARIOS, Estimates
 from .metrics import MetricsIndexer
 from .reads import ReadModel
 from .reconciler import Reconciler
@@ -55,7 +55,7 @@ class Engine:
         safety_tick_seconds: float = 30.0,
         metrics_interval_seconds: float = 1.0,
         min_free_artifacts_bytes: int = 0,
-        eta_scenarios: int = 100,
+        eta_scenarios: int = SCENARIOS,
     ) -> None:
         self.state = EngineState(store, executor, clock)
         self.artifacts_root = artifacts_root

@@ -16,9 +16,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import json
 import logging
+import multiprocessing
 from collections.abc import Iterable
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -33,6 +36,10 @@ from .state import ActiveRun, EngineState
 
 log = logging.getLogger("jupyter_gpuplat.engine")
 
+# Scenarios per estimate: p90 covered 88% of starts at 50 and at 100 (tests/core/test_eta.py), at half the cost.
+SCENARIOS = 50
+# From this many waiting runs in a recompute, it runs in a worker process (started once, on first need).
+PROCESS_FROM = 1_000
 # Finished runs read at start-up to predict durations (the latest; each level keeps its latest 50).
 HISTORY_RUNS = 20_000
 
@@ -95,14 +102,22 @@ class Estimates:
     """The estimate of every waiting run, recomputed for the queues that changed."""
 
     def __init__(
-        self, state: EngineState, *, scenarios: int = 100, pause_seconds: float = 0.05, refresh_seconds: float = 30.0
+        self,
+        state: EngineState,
+        *,
+        scenarios: int = SCENARIOS,
+        pause_seconds: float = 0.05,
+        refresh_seconds: float = 30.0,
+        process_from: int = PROCESS_FROM,
     ) -> None:
         self.s = state
         self.scenarios = scenarios
         self.pause_seconds = pause_seconds
         self.refresh_seconds = refresh_seconds
+        self.process_from = process_from
+        self._pool: ProcessPoolExecutor | None = None
         self.model = DurationModel()
-        self.known: dict[str, Known] = {}
+        self.known: dict[str, dict[str, Known]] = {}  # queue -> run id -> its estimate
         self.dirty: set[str] = set()
         self.recomputes = 0
         self._first_recorded: set[str] = set()
@@ -118,12 +133,14 @@ class Estimates:
 
     def changed(self, queue: str | None = None) -> None:
         """Something in `queue` (None: every queue) changed: its group is recomputed soon."""
+        if self.scenarios <= 0:  # estimates turned off
+            return
         self.dirty |= {queue} if queue is not None else set(self.s.queues) | {"*"}
         self._wake.set()
 
     def ended(self, a: ActiveRun, status: Status, at: float) -> None:
         """A run ended: what it held is free, and how long it held it is history (if it ran, and no one stopped it)."""
-        self.known.pop(a.id, None)
+        self.known.get(a.queue, {}).pop(a.id, None)
         self._first_recorded.discard(a.id)
         dispatched = a.times.get("dispatched_at")
         # Someone's stop says when they chose to end it, not how long such runs take (an idle or time limit does).
@@ -136,13 +153,14 @@ class Estimates:
     def _overdue(self) -> None:
         """Nothing changed for a while: queues whose runs were due to start by now (a blocker ran long) recompute."""
         now = self.s.clock()
-        for rid, k in self.known.items():
-            a = self.s.active.get(rid)
-            if a is not None and isinstance(k.estimate, Eta) and k.computed_at + k.estimate.p50_seconds < now:
-                self.dirty.add(a.queue)
+        for queue, runs in self.known.items():
+            if any(isinstance(k.estimate, Eta) and k.computed_at + k.estimate.p50_seconds < now for k in runs.values()):
+                self.dirty.add(queue)
         self._wake.set()  # the loop turns: with nothing dirty it only waits again
 
     def start(self) -> None:
+        if self.scenarios <= 0:
+            return
         self._task = asyncio.ensure_future(self._loop())
 
     async def close(self) -> None:
@@ -150,6 +168,8 @@ class Estimates:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
+        if self._pool is not None:
+            self._pool.shutdown(wait=False, cancel_futures=True)
 
     async def _loop(self) -> None:
         loop = asyncio.get_running_loop()
@@ -165,7 +185,7 @@ class Estimates:
                 inputs = self._inputs()
                 if inputs is None:
                     continue
-                answers = await asyncio.to_thread(self._compute, inputs)
+                answers = await self._run(inputs)
                 self._take(inputs, answers)
             except Exception:  # an estimate must never stop the engine; the next change tries again
                 log.exception("start estimates failed")
@@ -216,6 +236,10 @@ class Estimates:
         return Known(answers.get(run.id) or EtaUnknown(f"{run.queue} could not be estimated"), x.at)
 
     def _compute(self, x: _Inputs, scenarios: int | None = None) -> dict[str, Estimate]:
+        return self._job(x, scenarios)()
+
+    def _job(self, x: _Inputs, scenarios: int | None = None) -> functools.partial[dict[str, Estimate]]:
+        """The simulation as one picklable call (core.eta.estimate and its inputs), predictions made here."""
         # Runs alike share a prediction (a sweep's 10,000 children: one); one with no basis is named by it.
         memo: dict[tuple[object, ...], Prediction] = {}
 
@@ -229,29 +253,40 @@ class Estimates:
                 memo[key] = p
             return p
 
-        remaining = {rid: predict(t, el) for rid, (t, el) in x.held.items()}
-        durations = {rid: predict(t, 0.0) for rid, t in x.waiting.items()}
-        return estimate(
+        return functools.partial(
+            estimate,
             x.queues,
             free_devices=x.free,
             typed=x.typed,
-            remaining=remaining,
-            durations=durations,
+            remaining={rid: predict(t, el) for rid, (t, el) in x.held.items()},
+            durations={rid: predict(t, 0.0) for rid, t in x.waiting.items()},
             scenarios=scenarios or self.scenarios,
         )
+
+    async def _run(self, x: _Inputs) -> dict[str, Estimate]:
+        """Off the loop: in a worker process where many runs wait on the platform (a thread would contend with
+        the admission cycle for the GIL while it computes), else in a thread."""
+        job = self._job(x)
+        if sum(q.pending_count for q in self.s.queues.values()) < self.process_from:
+            return await asyncio.to_thread(job)
+        if self._pool is None:
+            self._pool = ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("forkserver"))
+        return await asyncio.get_running_loop().run_in_executor(self._pool, job)
 
     def _take(self, x: _Inputs, answers: dict[str, Estimate]) -> None:
         """Keep the answers of the recomputed groups (runs of those queues no longer waiting drop out), record
         first estimates, and publish those that moved."""
         self.recomputes += 1
-        before = {rid: self.known.pop(rid) for rid, k in list(self.known.items()) if _stale(self.s, rid, x)}
+        before: dict[str, Known] = {}
+        for queue in x.queues:  # every estimate of a recomputed queue is replaced (a run gone or started drops)
+            before.update(self.known.pop(queue, {}))
         first: list[tuple[str, str, float, float, float]] = []
         moved: dict[str, dict[str, Any]] = {}
         for rid, e in answers.items():
             a = self.s.active.get(rid)
             if a is None or a.status not in (Status.CREATED, Status.QUEUED):
                 continue  # dispatched while this was computed
-            k = self.known[rid] = Known(e, x.at)
+            k = self.known.setdefault(a.queue, {})[rid] = Known(e, x.at)
             if isinstance(e, Eta) and rid not in self._first_recorded:
                 first.append((rid, a.queue, x.at, x.at + e.p50_seconds, x.at + e.p90_seconds))
             if _moved(before.get(rid), k):
@@ -267,13 +302,11 @@ class Estimates:
 
     # ---- reads -----------------------------------------------------------------------
     def of(self, run_id: str) -> Known | None:
-        return self.known.get(run_id)
+        a = self.s.active.get(run_id)
+        return self.known.get(a.queue, {}).get(run_id) if a is not None else None
 
-
-def _stale(s: EngineState, rid: str, x: _Inputs) -> bool:
-    """A kept estimate that this recompute replaces: its queue was recomputed, or it no longer waits."""
-    a = s.active.get(rid)
-    return a is None or a.status not in (Status.CREATED, Status.QUEUED) or a.queue in x.queues
+    def count(self) -> int:
+        return sum(len(runs) for runs in self.known.values())
 
 
 def _moved(old: Known | None, new: Known) -> bool:

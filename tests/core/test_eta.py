@@ -213,6 +213,18 @@ def test_components_split_queues_that_share_no_devices() -> None:
     assert components({"fa": fa, "fb": fb}, DevicePool({0, 1}, typed)) == [("fa",), ("fb",)]
 
 
+def test_queues_that_can_never_hold_more_gpus_than_the_machine_has_are_apart() -> None:
+    """Quotas (or concurrency times the largest request) summing to at most the machine's devices: devices
+    never hold a run back, so no queue waits on another's; one GPU more and they are coupled again."""
+    a = queue(QueueLimits("a", quota=Quota(gpu=2)), (H("x", 1, (0,)),), (P("p", 1, "a"),))
+    b = queue(QueueLimits("b", concurrency=1), (), (P("r", 2, "b", gpu=2),))
+    qs = {"a": a, "b": b}
+    assert components(qs, DevicePool({1, 2, 3})) == [("a",), ("b",)]  # 2 + 1 x 2 <= 4 devices
+    assert components(qs, DevicePool({1, 2})) == [("a", "b")]  # 4 > 3 devices
+    unbounded = queue(QueueLimits("u"), (), (P("s", 3, "u"),))
+    assert components({**qs, "u": unbounded}, DevicePool(set(range(1, 100)))) == [("a", "b", "u")]
+
+
 def test_only_recomputes_the_groups_of_the_changed_queues_with_the_same_answer() -> None:
     spread = Empirical((10.0, 30.0, 90.0), "history")
     qs = {
