@@ -11,6 +11,7 @@ import pytest
 import yaml
 
 from jupyter_gpuplat.client.explaining import explanation_lines
+from jupyter_gpuplat.core.explain_text import eta_words
 
 from ..conftest import EXAMPLE
 
@@ -52,7 +53,9 @@ async def test_waiting_in_list_and_detail_is_what_explain_says(api: Any) -> None
     assert {"label": "numbers", "text": "1/1 in use"} in ex["number_lines"], ex["number_lines"]
     assert [line["label"] for line in ex["number_lines"]] == ["numbers", "position", "queue"]
     # ... and where it stands in one line, as a GPU session's waiting message reads it
-    assert ex["wait_line"] == f"position 1 of 1 in one · QueueConcurrency 1/1 · {ex['message']}", ex["wait_line"]
+    # (and, once estimated, when it may start: issue 26)
+    line = f"position 1 of 1 in one · QueueConcurrency 1/1 · {ex['message']}"
+    assert ex["wait_line"] in (line, f"{line} · {eta_words(ex)}"), ex["wait_line"]
     lines = explanation_lines(ex)
     assert ("where", ex["layer_text"]) in lines
     assert [(x["label"], x["text"]) for x in ex["number_lines"]] == [
