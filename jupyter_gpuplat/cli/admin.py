@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from ..client.explaining import start_cell
 from .base import CLIError, connect, emit
 from .tables import resources_text, table
 
@@ -101,9 +102,9 @@ def pending_lines(queues: list[dict[str, Any]]) -> list[str]:
         limit = f"max_per_user {q['max_per_user']}" if q.get("max_per_user") else None
         order = ", ".join(x for x in (q.get("ordering"), limit) if x)
         lines.append(f"\npending in {q['name']}" + (f" ({order})" if order else "") + ":")
-        rows = [(p["position"], p["id"], p.get("name") or "", p["project"], p["user"]) for p in mine]
+        rows = [(p["position"], p["id"], p.get("name") or "", p["project"], p["user"], start_cell(p)) for p in mine]
         if rows:
-            lines.append(table(rows, ("POSITION", "ID", "NAME", "PROJECT", "USER"), keep=(1,)))
+            lines.append(table(rows, ("POSITION", "ID", "NAME", "PROJECT", "USER", "START"), keep=(1,), tail=True))
         if hidden:
             lines.append(f"and {hidden} of other projects")
     return lines

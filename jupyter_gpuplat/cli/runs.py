@@ -9,7 +9,7 @@ import sys
 import time
 from typing import Any
 
-from ..client.explaining import explanation_text
+from ..client.explaining import explanation_text, start_cell, start_text
 from ..client.rest import Client
 from ..client.runedits import parse_params
 from ..client.sweeping import children_text, concurrency_text, make_matrix
@@ -186,9 +186,25 @@ def preview_text(p: dict[str, Any]) -> str:
         )
     if p.get("flavor"):  # the flavor admission would choose if it were sent now
         lines.append(f"  starts now on flavor: {p['flavor']}")
+    lines += start_lines(p)
     if v["allowed"]:
         lines.append(f"  starts in: {p.get('working_dir') or 'the run’s own artifact directory'}")
     return "\n".join(lines)
+
+
+def start_lines(p: dict[str, Any]) -> list[str]:
+    """When the previewed run would start and the ways to start sooner; a refused run: when each variant the
+    policy would accept would start. Each estimate as the service words it."""
+    lines = [f"  start: {start}"] if (start := start_text(p)) else []
+    if p["verdict"]["allowed"]:
+        head, alternatives = "to start sooner", p.get("alternatives") or []
+    else:
+        head, alternatives = "the policy would accept", p["verdict"].get("alternatives") or []
+        alternatives = [a for a in alternatives if start_text(a)]  # an older service's: the hints say them
+    if alternatives:
+        lines.append(f"  {head}:")
+        lines += [f"    {cli_words(a['hint'])}: {start_text(a)}" for a in alternatives]
+    return lines
 
 
 def waits_text(c: Client, run: dict[str, Any]) -> str:
@@ -294,11 +310,12 @@ def cmd_runs(args: argparse.Namespace) -> int:
                 r["status"],
                 gpus_text(r),
                 ago(r["created_at"]),
+                start_cell(r),  # when a waiting run is expected to start (the server's estimate)
                 (r.get("waiting") or {}).get("message") or r["message"],  # why it waits, as the sidebar says
             )
             for r in data["runs"]
         ]
-        headers = ("ID", "NAME", "PROJECT", "USER", "QUEUE", "STATUS", "GPUS", "AGE", "MESSAGE")
+        headers = ("ID", "NAME", "PROJECT", "USER", "QUEUE", "STATUS", "GPUS", "AGE", "START", "MESSAGE")
         emit(args, data, table(rows, headers, tail=True))
         return 0
     if not args.run_id:
@@ -310,6 +327,8 @@ def cmd_runs(args: argparse.Namespace) -> int:
         lines.append("presets: " + (", ".join(r.get("presets_applied") or r.get("presets") or []) or "none"))
         if r.get("waiting"):
             lines.append(f"waiting: {r['waiting']['message']} [{r['waiting']['reason']}]")
+        if start := start_text(r):
+            lines.append(f"start: {start}")
         # The service's three clocks as it computed them (`ticking` says which goes on; printed once, none moves).
         lines.append("clocks: " + ", ".join(f"{k} {v}" for k, v in r["clocks"].items() if k != "ticking"))
         lines += code_lines(r)

@@ -231,14 +231,24 @@ class Client:
         """A sweep's children against its objective (or `metric`), best first, and the curves of the `top` best."""
         return self.request("GET", f"runs/{sweep_id}/compare", metric=metric, top=top, max_points=max_points)
 
-    def events(self, since: int | None = None, stop_after: float | None = None) -> Iterator[dict[str, Any]]:
-        """Status changes of the runs you can see, live (replayed from `since`)."""
+    def events(
+        self, since: int | None = None, stop_after: float | None = None, *, eta: bool = False
+    ) -> Iterator[dict[str, Any]]:
+        """Status changes of the runs you can see, live (replayed from `since`).
+
+        With `eta`, also each start estimate that moved, one per run, marked `"event": "eta"` (status
+        changes have no `event` key): `{"event": "eta", "run_id", "project", "eta", "eta_unknown"}`.
+        Estimates have no id: a stream reopened `since` an id gets the status changes again, not them.
+        """
         import time
 
         heartbeat = None if stop_after is None else max(1, min(15, int(stop_after - time.monotonic()) + 1))
         for event, data, _ in self.stream("events", since=since, heartbeat=heartbeat):
             if event == "status":
                 yield json.loads(data)
+            elif event == "eta" and eta:
+                for run in json.loads(data)["runs"]:
+                    yield {"event": "eta", **run}
             if stop_after is not None and time.monotonic() > stop_after:
                 return
 

@@ -136,8 +136,8 @@ class ReadModel:
         return order_queues(self.s.queues[n] for n in names if n in self.s.queues), self.s.free_gpus
 
     def pending_runs(self, user: str, q: QueueState) -> tuple[list[dict[str, Any]], int]:
-        """The user's visible pending runs of `q` with positions, and how many others' (not named)."""
-        return pending_runs(self.s, q, self.visible_projects(user))
+        """The user's visible pending runs of `q` with positions and estimates, and how many others' (not named)."""
+        return pending_runs(self.s, self._estimates, q, self.visible_projects(user))
 
     def queue_actions(self, user: str, q: QueueState) -> list[str]:
         """What `user` may do to the queue (core.policy.queue_actions): queue views carry it as `actions`."""

@@ -1,10 +1,11 @@
 """Why runs wait, for lists: the reason and message explain gives, from the in-memory snapshot.
 
 `GET runs` says for each run that has not started why it waits (`waiting`), and `GET queues`
-lists a queue's pending runs with their positions. Both read only the snapshot (queue states
-and active runs): no store read, no explain per row. Messages are the dispatcher's own
-(`wait_reason`), which name no other team's run or user (core.admission.shared_message);
-pending runs of projects the caller may not see are counted, never named.
+lists a queue's pending runs with their positions and start estimates (the kept ones: `eta_of`).
+Both read only the snapshot (queue states and active runs): no store read, no explain per row.
+Messages are the dispatcher's own (`wait_reason`), which name no other team's run or user
+(core.admission.shared_message); pending runs of projects the caller may not see are counted,
+never named.
 """
 
 from __future__ import annotations
@@ -65,9 +66,12 @@ def eta_of(s: EngineState, estimates: Estimates, row: dict[str, Any]) -> tuple[d
     return None, None
 
 
-def pending_runs(s: EngineState, q: QueueState, visible: Iterable[str]) -> tuple[list[dict[str, Any]], int]:
-    """The caller's visible pending runs of `q` in dispatch-position order (at most PENDING_LISTED), and
-    how many pending runs are of projects the caller may not see (counted, not named)."""
+def pending_runs(
+    s: EngineState, estimates: Estimates, q: QueueState, visible: Iterable[str]
+) -> tuple[list[dict[str, Any]], int]:
+    """The caller's visible pending runs of `q` in dispatch-position order (at most PENDING_LISTED), each with
+    its start estimate (`eta`, `eta_unknown`: as `GET runs` gives them), and how many pending runs are of
+    projects the caller may not see (counted, not named)."""
     projects = set(visible)
     listed: list[dict[str, Any]] = []
     hidden = 0
@@ -78,5 +82,16 @@ def pending_runs(s: EngineState, q: QueueState, visible: Iterable[str]) -> tuple
             continue
         if len(listed) < PENDING_LISTED:
             name = a.resolved.get("name")
-            listed.append({"id": a.id, "name": name, "project": a.project, "user": a.user, "position": position})
+            eta, unknown = eta_of(s, estimates, {"id": a.id})
+            listed.append(
+                {
+                    "id": a.id,
+                    "name": name,
+                    "project": a.project,
+                    "user": a.user,
+                    "position": position,
+                    "eta": eta,
+                    "eta_unknown": unknown,
+                }
+            )
     return listed, hidden

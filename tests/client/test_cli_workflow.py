@@ -4,7 +4,6 @@ the subcommand, --param, tables at 80 columns, and a run submitted again (CLI an
 from __future__ import annotations
 
 import json
-import re
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -115,7 +114,10 @@ def test_queues_and_presets_fit_80_columns_and_keep_every_word(server: ServerPro
         assert len(queues.splitlines()) > len(data["queues"]) + 1  # the long ones wrapped
         # Under the table: your pending runs, in order, with the queue's ordering and per-user limit.
         assert "pending in team-b-train (strict_fifo, max_per_user 1):" in pending
-        assert re.search(rf"^1 +{paused['id']} +true +team-b +erin$", pending, re.M), pending  # named as it runs
+        table = pending[pending.index("pending in team-b-train") :].split("\n\n")[0].partition("\n")[2]
+        (_, row) = cells_of(table, 6)
+        assert row[:5] == ["1", paused["id"], "true", "team-b", "erin"], pending  # named as it runs
+        assert row[5] == "unknown: queue team-b-train is paused", pending  # its start estimate (none: paused)
         # Without a terminal and without $COLUMNS (a pipe): one line per row, for grep.
         piped = gp(server, "queues", user="erin").stdout.partition("\n\n")[0]
         assert len(piped.splitlines()) == len(data["queues"]) + 1
@@ -137,10 +139,10 @@ def test_runs_list_fits_80_columns_with_messages_under_the_rows(server: ServerPr
     lines = text.splitlines()
     assert max(len(line) for line in lines) <= 80
     assert lines[0].split()[:3] == ["ID", "NAME", "PROJECT"] and lines[1] == "    MESSAGE"
-    rows = cells_of(text, 9)
+    rows = cells_of(text, 10)
     assert [r[0] for r in rows[1:]] == [r["id"] for r in data]  # ids whole, in order
     assert rows[1][1] == data[0]["name"]
-    assert [r[8] for r in rows[1:]] == [r["message"] for r in data]
+    assert [r[9] for r in rows[1:]] == [r["message"] for r in data]
 
 
 # ---- resubmit ------------------------------------------------------------------------------------

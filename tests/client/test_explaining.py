@@ -4,7 +4,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from jupyter_gpuplat.client.explaining import explanation_lines, explanation_text, waiting_summary
+from jupyter_gpuplat.client.explaining import (
+    explanation_lines,
+    explanation_text,
+    start_cell,
+    start_text,
+    waiting_summary,
+)
 
 QUEUED: dict[str, Any] = {
     "run_id": "r-1",
@@ -74,3 +80,43 @@ def test_the_status_line_summary() -> None:
     assert waiting_summary(WAITING_ON_KUBERNETES).startswith("InsufficientGPU: Admitted by the queue")
     numbers = {**QUEUED, "numbers": {"gpu": {"used": 1}, "free": None}}
     assert dict(explanation_lines(numbers))["numbers"] == 'gpu {"used":1}, free —'
+
+
+ESTIMATED: dict[str, Any] = {
+    **QUEUED,
+    "eta": {
+        "p50_at": 1000.0,
+        "p90_at": 2500.0,
+        "p50_seconds": 360.0,
+        "p90_seconds": 1500.0,
+        "basis": "100 scenarios over 2 runs (times from history for 2)",
+        "computed_at": 640.0,
+        "text": "starts in ~6 min (p90 25 min)",
+    },
+    "eta_unknown": None,
+}
+K8S_UNKNOWN = "dispatched to Kubernetes, which holds it until a node has room; our estimate covers our queue only"
+
+
+def test_the_start_estimate_is_the_servers_text_with_its_basis() -> None:
+    lines = explanation_lines(ESTIMATED)
+    at = lines.index(("start", "starts in ~6 min (p90 25 min)"))
+    assert lines[at + 1] == ("start basis", "100 scenarios over 2 runs (times from history for 2)")
+    assert lines[at - 1][0] == "queue" and lines[at + 2][0] == "blocked by"  # after the numbers, before blockers
+    unknown = dict(explanation_lines({**WAITING_ON_KUBERNETES, "eta": None, "eta_unknown": K8S_UNKNOWN}))
+    assert unknown["start"] == f"unknown: {K8S_UNKNOWN}" and "start basis" not in unknown
+    assert not any(label.startswith("start") for label, _ in explanation_lines(QUEUED))  # an older service's
+
+
+def test_a_table_cell_shortens_why_a_start_is_unknown() -> None:
+    assert start_cell(ESTIMATED) == start_text(ESTIMATED) == "starts in ~6 min (p90 25 min)"
+    k8s = {"eta": None, "eta_unknown": K8S_UNKNOWN}
+    assert start_cell(k8s) == "unknown: dispatched to Kubernetes, which holds it until a node has room"  # 1st clause
+    assert start_text(k8s) == f"unknown: {K8S_UNKNOWN}"  # whole where there is room
+    many = "r-1 has no time limit and no history (and 3 more runs with no basis hold what it waits for)"
+    assert start_cell({"eta": None, "eta_unknown": many}) == (
+        "unknown: r-1 has no time limit and no history (and 3 more runs with no …"
+    )
+    short = {"eta": None, "eta_unknown": "r-1 has no time limit and no history"}
+    assert start_cell(short) == "unknown: r-1 has no time limit and no history"
+    assert start_cell({"eta": None, "eta_unknown": None}) == start_cell({}) == ""

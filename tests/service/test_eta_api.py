@@ -101,3 +101,40 @@ async def test_a_blocker_with_no_limit_and_no_history_gives_unknown_naming_it(ap
     ex = await api.ok("GET", f"runs/{behind['id']}/explain")
     assert ex["eta"] is None and ex["eta_unknown"] == run["eta_unknown"]
     assert ex["wait_line"].endswith(f" · start unknown: {holder['id']} has no time limit and no history")
+
+
+async def test_a_queues_pending_runs_carry_their_estimates(api: Any) -> None:
+    timed = {"termination": {"timeout_seconds": LIMIT}}
+    holder = await api.submit(name="holder", queue="one", command=SLEEP, **timed)
+    await api.wait_status(holder["id"], "running")
+    behind = await api.submit(name="behind", queue="one", command=SLEEP, **timed)
+    unbounded = await api.submit(name="unbounded", queue="one", command=SLEEP)  # no limit: predicted never to end
+    behind_eta = (await _eta(api, behind["id"], LIMIT))["eta"]
+
+    async def one() -> dict[str, Any]:
+        (q,) = [x for x in (await api.ok("GET", "queues"))["queues"] if x["name"] == "one"]
+        return dict(q)
+
+    async def listed() -> dict[str, Any] | None:
+        entries = {p["id"]: p for p in (await one())["pending_runs"]}
+        return entries if entries[behind["id"]]["eta"] and entries[unbounded["id"]]["eta"] else None
+
+    # The same estimate as the run's own record: one answer, computed once on the server.
+    entries = await wait_for(listed, 20, "both pending entries estimated")
+    assert entries[behind["id"]]["eta"]["p50_at"] == behind_eta["p50_at"]
+    assert entries[behind["id"]]["eta"]["text"] == "starts in ~10 min (p90 10 min)"
+    assert entries[behind["id"]]["eta_unknown"] is None
+    assert (
+        entries[unbounded["id"]]["eta"]["text"] == "starts in ~20 min (p90 20 min)"
+    )  # it starts; it is what never ends
+    # Paused, no time frees the queue: an unknown estimate, with why, on each entry (and on every client's list).
+    await api.ok("POST", "queues/one/pause", "ops")
+
+    async def unknown() -> dict[str, Any] | None:
+        q = await one()
+        return q if all(p["eta_unknown"] for p in q["pending_runs"]) else None
+
+    paused = await wait_for(unknown, 20, "unknown estimates in a paused queue")
+    assert all(p["eta"] is None for p in paused["pending_runs"])
+    run = await api.run(behind["id"])
+    assert paused["pending_runs"][0]["eta_unknown"] == run["eta_unknown"] and "paused" in run["eta_unknown"]

@@ -35,6 +35,7 @@ from ...client.rest import Client, GpuPlatAPIError
 from ...core.errors import GpuPlatError
 from . import _html as h
 from .launchview import (
+    alternative_tooltip,
     default_label,
     load_last,
     lock_label,
@@ -415,7 +416,7 @@ class Launcher(widgets.VBox):
         buttons = []
         for alt in alternatives[:3]:
             button = widgets.Button(
-                description=_short(alt.get("hint") or "use this"), tooltip=alt.get("hint") or "", icon="magic"
+                description=_short(alt.get("hint") or "use this"), tooltip=alternative_tooltip(alt), icon="magic"
             )
             button.add_class("gpuplat-alternative")
             changes = dict(alt.get("changes") or {})

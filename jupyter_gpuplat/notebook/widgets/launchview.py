@@ -4,6 +4,9 @@
   the settings resolve to and asks for a command. A refusal shows every violation; the
   Launcher disables Submit and says why beside it (`refusal_reason`).
 - A run that asks for 0 GPUs says so plainly.
+- An allowed run says when it would start, and the ways to start sooner the service found, each
+  with its estimate (the service's words: `start_text`); a refused run's alternatives (the
+  buttons) say theirs in their tooltips.
 - A field the preview says is locked (its `locks`: path → the layer that locked it, resolved by the
   service) shows as `interactive — locked, set by preset notebook` (`lock_label`).
 - The last project and, per project, the last presets submitted are remembered in the user's
@@ -18,6 +21,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from ...client.explaining import start_text
 from . import _html as h
 
 __all__ = ["default_label", "load_last", "lock_label", "preview_html", "refusal_reason", "save_last"]
@@ -117,6 +121,24 @@ def refusal_reason(p: Mapping[str, Any] | None) -> str:
     return f"Policy would refuse: {first}{more}"
 
 
+def start_html(p: Mapping[str, Any]) -> str:
+    """When the run would start if submitted now, and the ways to start sooner (soonest first)."""
+    start = start_text(p)
+    out = f'<div class="gpuplat-eta">{h.dim("start: " + h.esc(start))}</div>' if start else ""
+    sooner = p.get("alternatives") or []
+    if sooner:
+        items = "".join(f"<li>{h.esc(a['hint'])}: {h.esc(start_text(a))}</li>" for a in sooner)
+        out += f'<div class="gpuplat-sooner">{h.dim("to start sooner:")}<ul style="margin:2px 0">{items}</ul></div>'
+    return out
+
+
+def alternative_tooltip(alt: Mapping[str, Any]) -> str:
+    """A refused run's alternative as its button's tooltip: the hint, and when the run would start so."""
+    hint = str(alt.get("hint") or "")
+    start = start_text(alt)
+    return f"{hint} (start: {start})" if start else hint
+
+
 def preview_html(p: dict[str, Any], placeholder: bool) -> str:
     verdict = p.get("verdict") or {}
     resolved = p.get("resolved") or {}
@@ -150,6 +172,8 @@ def preview_html(p: dict[str, Any], placeholder: bool) -> str:
         )
     if p.get("flavor"):  # the flavor admission would choose now (the service's answer)
         head += f'<div class="gpuplat-flavor">{h.dim("starts now on flavor " + h.esc(p["flavor"]))}</div>'
+    if verdict.get("allowed") and not placeholder:
+        head += start_html(p)
     # The service's cautions on an allowed run (the CPU-only note), as the dialog and %%gpu_submit show them.
     for note in p.get("notes") or []:
         head += f'<div class="gpuplat-zero-gpu" style="color:{h.WARN};font-weight:600">{h.esc(note)}</div>'

@@ -2,10 +2,11 @@
 
 Every widget on a Client shares one `EventFeed`: a daemon thread that reads the
 service's `events` stream and fans status events out to subscribers (one run, or
-all). A dropped stream is reopened with `since=<last id seen>`, so no event is
-lost across the gap; subscribers are also told each time the stream (re)opens,
-so they can re-read state they may have missed before it was open. The thread
-ends when the last subscriber leaves.
+all), and, to those that ask (`on_eta`), each start estimate that moved. A dropped
+stream is reopened with `since=<last id seen>`, so no status event is lost across the
+gap; subscribers are also told each time the stream (re)opens, so they can re-read
+state they may have missed before it was open (estimates, which are not replayed,
+included). The thread ends when the last subscriber leaves.
 
 Blocking streams (events, a log that follows) are read on a private copy of the
 Client on its own cuttable HTTP face (`client/http/sync.py`, `CuttableHTTP`), so
@@ -82,11 +83,13 @@ class Subscription:
         on_event: Callable[[dict[str, Any]], None],
         run_id: str | None,
         on_connect: Callable[[], None] | None,
+        on_eta: Callable[[dict[str, Any]], None] | None = None,
     ) -> None:
         self.feed = feed
         self.on_event = on_event
         self.run_id = run_id
         self.on_connect = on_connect
+        self.on_eta = on_eta
         self.closed = False
 
     def close(self) -> None:
@@ -130,13 +133,17 @@ class EventFeed:
         on_event: Callable[[dict[str, Any]], None],
         run_id: str | None = None,
         on_connect: Callable[[], None] | None = None,
+        on_eta: Callable[[dict[str, Any]], None] | None = None,
     ) -> Subscription:
         """Call `on_event(event)` for status events of `run_id` (or of every visible run).
 
+        `on_eta(estimate)`, if given, is called for each start estimate of those runs that moved
+        (`{"event": "eta", "run_id", "project", "eta", "eta_unknown"}`, as `Client.events(eta=True)`
+        gives it); estimates are not replayed after a drop, so re-read them in `on_connect`.
         `on_connect()` is called each time the stream opens or reopens, on the feed's thread;
-        both callbacks must return quickly (hand work to your own thread).
+        the callbacks must return quickly (hand work to your own thread).
         """
-        sub = Subscription(self, on_event, run_id, on_connect)
+        sub = Subscription(self, on_event, run_id, on_connect, on_eta)
         with self._lock:
             self._subs.append(sub)
             if self.thread is None:
@@ -192,13 +199,19 @@ class EventFeed:
         try:
             while not stop.is_set():
                 try:
-                    for ev in streams.client.events(since=self.last_id):
+                    for ev in streams.client.events(since=self.last_id, eta=True):
                         if stop.is_set():
                             break
-                        self.last_id = ev["id"]
+                        estimate = ev.get("event") == "eta"
+                        if not estimate:
+                            self.last_id = ev["id"]  # estimates have no id: only status events are resumed from
                         for sub in self._snapshot():
-                            if not sub.closed and (sub.run_id is None or sub.run_id == ev["run_id"]):
+                            if sub.closed or (sub.run_id is not None and sub.run_id != ev["run_id"]):
+                                continue
+                            if not estimate:
                                 self._call(sub.on_event, ev)
+                            elif sub.on_eta is not None:
+                                self._call(sub.on_eta, ev)
                     self.error = "the server ended the stream"
                 except (GpuPlatAPIError, ValueError) as exc:
                     self.error = str(exc)

@@ -3,8 +3,9 @@
 `%gpu_submit` shows one line (HTML that any frontend shows, plain text too) and hands it to
 a `StatusLine`, which re-publishes it (`publish(text)`, the magic's display-handle update)
 whenever it changes: on the run's status events from the shared feed (live.EventFeed), on
-events of its queue while it waits (its place in line), and once a second for the clock of
-the phase it is in (clocks.LiveClocks). The last line published is the final state; then the
+events of its queue while it waits (its place in line), on each new start estimate of the run
+(the feed's `eta` events: the server's words, shown as given), and once a second for the clock
+of the phase it is in (clocks.LiveClocks). The last line published is the final state; then the
 thread ends. No ipywidgets: a plain-text frontend gets the same line.
 """
 
@@ -19,6 +20,7 @@ from typing import Any
 
 from ...client.explaining import waiting_summary
 from ...client.rest import Client, GpuPlatAPIError
+from ...core.explain_text import eta_words
 from ...core.status import FINAL, WAITING
 from .clocks import QUEUE_WAIT, RUN, START_WAIT, LiveClocks, duration
 from .live import EventFeed, Streams, Subscription
@@ -31,14 +33,15 @@ _BEFORE_START = frozenset({"dispatched", "starting"})
 
 
 def status_text(run: Mapping[str, Any], explain: Mapping[str, Any] | None, clocks: Mapping[str, float | None]) -> str:
-    """`r-1 queued in queue q — QueueConcurrency: … (position 1 of 1) · waiting 4s`, `… running for 12s`,
-    `… succeeded in queue q — exited with code 0 · ran 1m 02s`."""
+    """`r-1 queued in queue q — QueueConcurrency: … (position 1 of 1) · waiting 4s · starts in ~6 min (p90 25 min)`,
+    `… running for 12s`, `… succeeded in queue q — exited with code 0 · ran 1m 02s`."""
     status = str(run["status"])
     head = f"{run['id']} {status} in queue {run['queue']}"
     if status in WAITING or status in _BEFORE_START:
         why = f" — {waiting_summary(explain)}" if explain and explain.get("reason") else ""
         waited = clocks.get(QUEUE_WAIT) if status in WAITING else clocks.get(START_WAIT)
-        return f"{head}{why} · waiting {duration(waited)}"
+        start = eta_words(explain if explain and ("eta" in explain or "eta_unknown" in explain) else run)
+        return f"{head}{why} · waiting {duration(waited)}" + (f" · {start}" if start else "")
     if status in FINAL:
         ran = clocks.get(RUN)
         tail = f"ran {duration(ran)}" if ran is not None else f"waited {duration(clocks.get(QUEUE_WAIT))}"
@@ -94,7 +97,9 @@ class StatusLine:
         if self.final or self._thread is not None:
             return self
         self._streams = Streams(self.client)  # close() cuts its in-flight reads at once
-        self._sub = EventFeed.of(self.client).subscribe(self._on_event, on_connect=lambda: self._inbox.put("refresh"))
+        self._sub = EventFeed.of(self.client).subscribe(
+            self._on_event, on_connect=lambda: self._inbox.put("refresh"), on_eta=self._on_eta
+        )
         # The kernel's parent message lives in a context variable: updates belong to the submitting cell.
         ctx = contextvars.copy_context()
         self._thread = threading.Thread(
@@ -119,6 +124,17 @@ class StatusLine:
         elif self.run["status"] in WAITING and (ev["queue"] == self.run.get("queue") or ev["status"] in FINAL):
             self._inbox.put("explain")  # its place in line may have changed
 
+    def _on_eta(self, ev: dict[str, Any]) -> None:
+        if ev["run_id"] == self.run["id"]:
+            self._inbox.put(("eta", ev))
+
+    def _take_eta(self, ev: Mapping[str, Any]) -> None:
+        """A new start estimate of the run, as the stream gave it (the run record and explain carry the same)."""
+        fields = {"eta": ev.get("eta"), "eta_unknown": ev.get("eta_unknown")}
+        self.run.update(fields)
+        if self.explain is not None:
+            self.explain.update(fields)
+
     def _loop(self) -> None:
         assert self._streams is not None
         try:
@@ -134,6 +150,9 @@ class StatusLine:
                         break
                 if "stop" in items or self._closed.is_set():
                     return
+                for item in items:  # first: a re-read below is newer than any of them
+                    if isinstance(item, tuple) and item[0] == "eta":
+                        self._take_eta(item[1])
                 self._read(self._streams.client, refresh="refresh" in items, explain="explain" in items)
                 self._show(self.render())
                 if self.final:

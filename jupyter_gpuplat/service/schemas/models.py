@@ -67,9 +67,12 @@ from .runs import (  # noqa: F401  (re-exported: `models.RunSummary` keeps worki
     RunSummary,
     RunWaiting,
     SessionState,
+    StartEstimate,
     SweepChange,
     SweepChildren,
     TimelineEvent,
+    eta_field,
+    eta_unknown_field,
 )
 
 # ---- queues, presets, projects, identity, capacity ---------------------------------------------
@@ -92,6 +95,8 @@ class PendingEntry(_Out):
     project: str
     user: str
     position: int = Field(description="1-based place among the queue's pending runs, by submission order")
+    eta: StartEstimate | None = eta_field()
+    eta_unknown: str | None = eta_unknown_field()
 
 
 class FlavorUsage(_Out):

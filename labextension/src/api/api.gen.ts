@@ -1671,6 +1671,17 @@ export interface components {
              * @description 1-based place among the queue's pending runs, by submission order
              */
             position: number;
+            /**
+             * @description A waiting run's start estimate (our queue's: on Kubernetes not the wait for nodes); null when it does not wait, is not estimated yet, or has no basis (then eta_unknown says why)
+             * @default null
+             */
+            eta?: components["schemas"]["StartEstimate"] | null;
+            /**
+             * Eta Unknown
+             * @description Why a run that has not started has no estimate: "r-… has no time limit and no history", a paused queue, or dispatched and held by the executor (Kubernetes: waiting for nodes)
+             * @default null
+             */
+            eta_unknown?: string | null;
         };
         /**
          * Phase
