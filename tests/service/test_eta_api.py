@@ -48,42 +48,46 @@ async def test_estimates_in_runs_explain_and_they_follow_a_blocker_that_ends_ear
 ) -> None:
     mine = Stream(url(jp_http_port, jp_base_url, "events"), {"Authorization": "token tok-alice"})
     other = Stream(url(jp_http_port, jp_base_url, "events"), {"Authorization": "token tok-dave"})  # team-b
-    await wait_for(lambda: all(any(e.get("event") == "ready" for e in s.events()) for s in (mine, other)), 10)
-    timed = {"termination": {"timeout_seconds": LIMIT}}
-    holder = await api.submit(name="holder", queue="one", command=SLEEP, **timed)
-    await api.wait_status(holder["id"], "running")
-    second = await api.submit(name="second", queue="one", command=SLEEP, **timed)
-    third = await api.submit(name="third", queue="one", command=SLEEP, **timed)
-    # Every time is fixed (a limit, no history): the estimate is the hand-computed start, one scenario.
-    run = await _eta(api, third["id"], 2 * LIMIT)
-    eta = run["eta"]
-    assert eta["p90_seconds"] == pytest.approx(eta["p50_seconds"], abs=1), eta
-    assert eta["p50_at"] == pytest.approx(eta["computed_at"] + 2 * LIMIT, abs=30), eta
-    assert "once (every time fixed)" in eta["basis"] and "from the time limit alone for 3" in eta["basis"], eta
-    assert eta["text"] == "starts in ~20 min (p90 20 min)", eta
-    assert run["eta_unknown"] is None
-    second_eta = (await _eta(api, second["id"], LIMIT))["eta"]
-    assert second_eta["text"] == "starts in ~10 min (p90 10 min)"
-    rows = {r["id"]: r for r in (await api.ok("GET", "runs", limit="10"))["runs"]}
-    assert rows[third["id"]]["eta"]["p50_at"] == eta["p50_at"]
-    assert rows[holder["id"]]["eta"] is None and rows[holder["id"]]["eta_unknown"] is None  # running
-    ex = await api.ok("GET", f"runs/{third['id']}/explain")
-    assert ex["eta"]["p50_at"] == eta["p50_at"]
-    assert ex["wait_line"].endswith(" · starts in ~20 min (p90 20 min)"), ex["wait_line"]
-    # The holder ends 9 minutes early: the second starts, the third's start comes 10 minutes closer.
-    await api.ok("POST", f"runs/{holder['id']}/stop")
-    await api.wait_status(second["id"], "running")
-    run = await _eta(api, third["id"], LIMIT)
-    assert run["eta"]["p50_at"] < eta["p50_at"] - LIMIT / 2, (run["eta"], eta)
-    # The events stream said so too (an `eta` event per recompute, with the runs whose start moved) ...
+    try:
+        await wait_for(lambda: all(any(e.get("event") == "ready" for e in s.events()) for s in (mine, other)), 10)
+        timed = {"termination": {"timeout_seconds": LIMIT}}
+        holder = await api.submit(name="holder", queue="one", command=SLEEP, **timed)
+        await api.wait_status(holder["id"], "running")
+        second = await api.submit(name="second", queue="one", command=SLEEP, **timed)
+        third = await api.submit(name="third", queue="one", command=SLEEP, **timed)
+        # Every time is fixed (a limit, no history): the estimate is the hand-computed start, one scenario.
+        run = await _eta(api, third["id"], 2 * LIMIT)
+        eta = run["eta"]
+        assert eta["p90_seconds"] == pytest.approx(eta["p50_seconds"], abs=1), eta
+        assert eta["p50_at"] == pytest.approx(eta["computed_at"] + 2 * LIMIT, abs=30), eta
+        assert "once (every time fixed)" in eta["basis"] and "from the time limit alone for 3" in eta["basis"], eta
+        assert eta["text"] == "starts in ~20 min (p90 20 min)", eta
+        assert run["eta_unknown"] is None
+        second_eta = (await _eta(api, second["id"], LIMIT))["eta"]
+        assert second_eta["text"] == "starts in ~10 min (p90 10 min)"
+        rows = {r["id"]: r for r in (await api.ok("GET", "runs", limit="10"))["runs"]}
+        assert rows[third["id"]]["eta"]["p50_at"] == eta["p50_at"]
+        assert rows[holder["id"]]["eta"] is None and rows[holder["id"]]["eta_unknown"] is None  # running
+        ex = await api.ok("GET", f"runs/{third['id']}/explain")
+        assert ex["eta"]["p50_at"] == eta["p50_at"]
+        assert ex["wait_line"].endswith(" · starts in ~20 min (p90 20 min)"), ex["wait_line"]
+        # The holder ends 9 minutes early: the second starts, the third's start comes 10 minutes closer.
+        await api.ok("POST", f"runs/{holder['id']}/stop")
+        await api.wait_status(second["id"], "running")
+        run = await _eta(api, third["id"], LIMIT)
+        assert run["eta"]["p50_at"] < eta["p50_at"] - LIMIT / 2, (run["eta"], eta)
+        # The events stream said so too (an `eta` event per recompute, with the runs whose start moved) ...
 
-    def said(p50_at: float) -> bool:
-        runs = [r for e in mine.events() if e.get("event") == "eta" for r in json.loads(e["data"])["runs"]]
-        return any(r["run_id"] == third["id"] and r["eta"]["p50_at"] == p50_at for r in runs)
+        def said(p50_at: float) -> bool:
+            runs = [r for e in mine.events() if e.get("event") == "eta" for r in json.loads(e["data"])["runs"]]
+            return any(r["run_id"] == third["id"] and r["eta"]["p50_at"] == p50_at for r in runs)
 
-    await wait_for(lambda: said(eta["p50_at"]) and said(run["eta"]["p50_at"]), 10, "both estimates on the stream")
-    # ... to those who may see the run only.
-    assert not [e for e in other.events() if e.get("event") == "eta"]
+        await wait_for(lambda: said(eta["p50_at"]) and said(run["eta"]["p50_at"]), 10, "both estimates on the stream")
+        # ... to those who may see the run only.
+        assert not [e for e in other.events() if e.get("event") == "eta"]
+    finally:  # an open stream would hold the server's shutdown
+        mine.future.cancel()
+        other.future.cancel()
 
 
 async def test_a_blocker_with_no_limit_and_no_history_gives_unknown_naming_it(api: Any) -> None:
