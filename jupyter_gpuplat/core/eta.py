@@ -83,13 +83,15 @@ def estimate(
     remaining time; `durations`: each waiting run's duration. The queue states are not changed.
     """
     pool = DevicePool(free_devices, typed)
+    if pool.counted and pool.typed is None and _never_short(queues, pool):
+        pool = DevicePool(None)  # devices never hold a run back: simulated as uncounted (no picking, no coupling)
     groups = components(queues, pool)
     if only is not None:
         wanted = set(only)
         groups = [g for g in groups if wanted.intersection(g)]
     out: dict[str, Estimate] = {}
     for names in groups:
-        out.update(_estimate_group(queues, names, pool, remaining, durations, scenarios, seed))
+        out.update(_estimate_group(queues, names, pool, remaining, durations, scenarios, seed, free_devices is None))
     return out
 
 
@@ -166,6 +168,7 @@ def _estimate_group(
     durations: Mapping[str, Prediction],
     scenarios: int,
     seed: int,
+    cluster: bool,
 ) -> dict[str, Estimate]:
     held = [h for n in names for h in queues[n].held]
     waiting = [p.id for n in names for p in queues[n].ordered_pending()]
@@ -191,7 +194,7 @@ def _estimate_group(
         f" with {len(held)} running and {len(waiting)} waiting runs; times from similar finished runs for"
         f" {from_history}, from the time limit alone for {from_limits}"
     )
-    if not pool.counted:  # a cluster places work itself: the wait for nodes after dispatch is not ours to see
+    if cluster:  # a cluster places work itself: the wait for nodes after dispatch is not ours to see
         basis += "; it covers our queue only (Kubernetes may hold a dispatched run until a node has room)"
     out: dict[str, Estimate] = {}
     for rid in waiting:
