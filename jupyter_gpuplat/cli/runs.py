@@ -196,11 +196,8 @@ def start_lines(p: dict[str, Any]) -> list[str]:
     """When the previewed run would start and the ways to start sooner; a refused run: when each variant the
     policy would accept would start. Each estimate as the service words it."""
     lines = [f"  start: {start}"] if (start := start_text(p)) else []
-    if p["verdict"]["allowed"]:
-        head, alternatives = "to start sooner", p.get("alternatives") or []
-    else:
-        head, alternatives = "the policy would accept", p["verdict"].get("alternatives") or []
-        alternatives = [a for a in alternatives if start_text(a)]  # an older service's: the hints say them
+    head = "to start sooner" if p["verdict"]["allowed"] else "the policy would accept"
+    alternatives = [a for a in p.get("alternatives") or [] if start_text(a)]
     if alternatives:
         lines.append(f"  {head}:")
         lines += [f"    {cli_words(a['hint'])}: {start_text(a)}" for a in alternatives]

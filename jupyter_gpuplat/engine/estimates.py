@@ -15,7 +15,6 @@ start-up and with each run as it ends. A run's first known estimate is recorded 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import functools
 import json
 import logging
@@ -165,9 +164,7 @@ class Estimates:
 
     async def close(self) -> None:
         if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+            self._task.cancel()  # not awaited: a server may close its engine from another loop than the task's
         if self._pool is not None:
             self._pool.shutdown(wait=False, cancel_futures=True)
 

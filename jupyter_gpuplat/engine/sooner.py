@@ -5,7 +5,8 @@ its queue, run forward with them (`Estimates.probe`). Ways to start sooner are v
 request the policy itself accepts (`core.refusal.check`, the same judge as `POST runs`) — another
 queue the project may use, fewer GPUs, another flavor of its queue — each estimated the same
 way; only those expected to start sooner are offered, soonest first. A refused run's
-alternatives (the verdict's) get their estimates here too.
+alternatives (the verdict's) are the preview's `alternatives`, each with its estimate; the verdict
+itself stays what submit would answer.
 """
 
 from __future__ import annotations
@@ -127,13 +128,14 @@ def _variants(
 def add_to_preview(
     s: EngineState, est: Estimates, user: str, req: RunRequest, preview: dict[str, Any], platform_gpus: int | None
 ) -> dict[str, Any]:
-    """The preview's `eta`/`eta_unknown` and `alternatives` (sooner); a refused verdict's alternatives' estimates."""
+    """The preview's `eta`/`eta_unknown` and `alternatives`: ways to start sooner, or (refused) the verdict's
+    accepted variants, each with its estimate."""
     verdict = preview["verdict"]
     preview.update(eta=None, eta_unknown=None, alternatives=[])
     if req.matrix is not None:  # a sweep's children wait each on their own
         return preview
-    if not verdict["allowed"]:
-        verdict["alternatives"] = with_estimates(s, est, user, req, verdict["alternatives"], platform_gpus)
+    if not verdict["allowed"]:  # the verdict stays submit's own; its accepted variants, estimated, come beside it
+        preview["alternatives"] = with_estimates(s, est, user, req, verdict["alternatives"], platform_gpus)
         return preview
     res, _ = check(s.cfg, user, req, platform_gpus)
     k = probe(s, est, user, res)

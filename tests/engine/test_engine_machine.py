@@ -844,6 +844,8 @@ class EngineMachine(RuleBasedStateMachine):
             for r in held:
                 if r["flavor"] is not None:
                     by_flavor[r["flavor"]] = by_flavor.get(r["flavor"], Resources()) + resources_of(r)
+            # A flavor in use by nothing but zero-GPU runs counts nothing: absent and zero are the same use.
+            by_flavor = {f: used for f, used in by_flavor.items() if used != Resources()}
             assert q.used_by_flavor == by_flavor, (name, q.used_by_flavor, by_flavor)
             assert q.per_user == dict(Counter(r["user"] for r in held)), name
         assert {r["queue"] for r in live.values()} <= set(self.queues), "a run in a queue the config lost"

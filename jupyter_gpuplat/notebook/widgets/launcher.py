@@ -410,7 +410,12 @@ class Launcher(widgets.VBox):
             self.gpu_picker.value = gpu
 
     def _show_alternatives(self) -> None:
-        alternatives = ((self.preview or {}).get("verdict") or {}).get("alternatives") or []
+        p = self.preview or {}
+        verdict = p.get("verdict") or {}
+        # refused: the verdict's alternatives, each with its start estimate beside it (the preview's `alternatives`)
+        alternatives = (
+            (p.get("alternatives") or verdict.get("alternatives") or []) if not verdict.get("allowed") else []
+        )
         for old in self.alternatives_box.children:
             old.close()
         buttons = []

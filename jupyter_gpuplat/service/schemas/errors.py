@@ -27,10 +27,6 @@ class Alternative(_Out):
 
     changes: dict[str, Any] = Field(description="queue, presets and/or resources, as a request gives them")
     hint: str
-    eta: dict[str, Any] | None = Field(
-        default=None, description="A preview's refused run: when it would start if submitted so (a StartEstimate)"
-    )
-    eta_unknown: str | None = None
 
 
 FIELD_DOC = "FieldNotAllowed: the run field a member may not set, e.g. volumes[data].host_path, env.HOME"

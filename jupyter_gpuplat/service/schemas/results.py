@@ -79,8 +79,9 @@ class Preview(_Open):
     eta_unknown: str | None = eta_unknown_field()
     alternatives: list[SoonerAlternative] = Field(
         default_factory=list,
-        description="Ways to start sooner the policy accepts (another allowed queue, fewer GPUs, another flavor), "
-        "each with its own estimate, soonest first; empty when it would start now or nothing is sooner",
+        description="Allowed: ways to start sooner the policy accepts (another allowed queue, fewer GPUs, another "
+        "flavor), soonest first, empty when it would start now or nothing is sooner. Refused: the verdict's "
+        "alternatives (what the policy would accept), in its order. Each with its own estimate",
     )
 
 

@@ -519,19 +519,6 @@ export interface components {
             };
             /** Hint */
             hint: string;
-            /**
-             * Eta
-             * @description A preview's refused run: when it would start if submitted so (a StartEstimate)
-             * @default null
-             */
-            eta?: {
-                [key: string]: unknown;
-            } | null;
-            /**
-             * Eta Unknown
-             * @default null
-             */
-            eta_unknown?: string | null;
         };
         /** BestChild */
         BestChild: {
@@ -1929,7 +1916,7 @@ export interface components {
             eta_unknown?: string | null;
             /**
              * Alternatives
-             * @description Ways to start sooner the policy accepts (another allowed queue, fewer GPUs, another flavor), each with its own estimate, soonest first; empty when it would start now or nothing is sooner
+             * @description Allowed: ways to start sooner the policy accepts (another allowed queue, fewer GPUs, another flavor), soonest first, empty when it would start now or nothing is sooner. Refused: the verdict's alternatives (what the policy would accept), in its order. Each with its own estimate
              */
             alternatives?: components["schemas"]["SoonerAlternative"][];
         };
