@@ -48,7 +48,7 @@ def sooner(
     if base is None or (isinstance(base.estimate, Eta) and base.estimate.p90_seconds < 1):
         return []  # it starts now: nothing is sooner
     now = s.clock()
-    found = []
+    found: list[tuple[float, dict[str, Any]]] = []
     for changes, hint in _variants(s, user, req, platform_gpus):
         if any(all(changes.get(k) == v for k, v in alt["changes"].items()) for _, alt in found):
             continue  # fewer changes already start it sooner
