@@ -119,6 +119,21 @@ test("a queued lease shows the service's wait line: its place in line, the reaso
   assert.deepEqual([v.cancel, v.why, v.keep], [true, true, false]);
 });
 
+test('the wait line ends with the start estimate: a known one leads (a cut-short toolbar or notice keeps it), an unknown one stays', () => {
+  const eta = { p50_at: 1, p90_at: 2, p50_seconds: 360, p90_seconds: 1500, basis: 'b', computed_at: 0, text: 'starts in ~6 min (p90 25 min)' };
+  const known = { ...explain, eta, wait_line: `${explain.wait_line} · starts in ~6 min (p90 25 min)` };
+  assert.equal(
+    queuedText(queued, known),
+    'starts in ~6 min (p90 25 min) · queued — position 1 of 1 in interactive · UserLimit 1/1 · alice has 1/1 runs dispatched in queue interactive (max_per_user)'
+  );
+  const unknown = { ...explain, eta: null, eta_unknown: 'r-1 has no time limit and no history', wait_line: `${explain.wait_line} · start unknown: r-1 has no time limit and no history` };
+  assert.equal(queuedText(queued, unknown), `queued — ${unknown.wait_line}`);
+  // a line that does not end with it (another wording): shown as the service wrote it
+  assert.equal(queuedText(queued, { ...explain, eta }), `queued — ${explain.wait_line}`);
+  const n = sessionNotice('waiting', queued, 'probe.ipynb', { explain: known, idleDeadline: null, now: 0 });
+  assert.match(n?.message ?? '', /^GPU session for probe\.ipynb: starts in ~6 min \(p90 25 min\) · queued — position 1/);
+});
+
 test('the toolbar follows the lease: submitting, starting, running on its GPU, idle, ended', () => {
   const base = { explain: null, spec: null, submitting: false, idleDeadline: null, now: 1000 };
   assert.equal(sessionBarView({ ...base, run: null }).state, 'none');

@@ -37,8 +37,10 @@ def stream_script(lab: Lab) -> Path:
     return path
 
 
-def submit_gated(lab: Lab, name: str, gate: str, queue: str | None = None, user: str = "alice") -> dict[str, Any]:
-    """A run that runs (printing) until `lab.work/gate` exists."""
+def submit_gated(
+    lab: Lab, name: str, gate: str, queue: str | None = None, user: str = "alice", limit_seconds: float | None = None
+) -> dict[str, Any]:
+    """A run that runs (printing) until `lab.work/gate` exists; `limit_seconds`: its time limit."""
     body: dict[str, Any] = {
         "project": "team-a" if user in ("alice", "bob") else "team-b",
         "name": name,
@@ -46,6 +48,8 @@ def submit_gated(lab: Lab, name: str, gate: str, queue: str | None = None, user:
     }
     if queue:
         body["queue"] = queue
+    if limit_seconds is not None:
+        body["termination"] = {"timeout_seconds": limit_seconds}
     return dict(lab.ok("POST", "runs", user=user, body=body))
 
 

@@ -41,6 +41,8 @@ from .results import (  # noqa: F401  (re-exported: `models.Violation` keeps wor
     ConfigDiff,
     ConfigDifference,
     Curve,
+    EtaChange,
+    EtaEvent,
     LogEnd,
     Metrics,
     MetricSummary,
@@ -270,7 +272,7 @@ RESPONSE_MODELS: tuple[type[BaseModel], ...] = (
     Compare,
 )
 # Payloads of the event streams: documented as schemas, sent as SSE `data:`.
-STREAM_MODELS: tuple[type[BaseModel], ...] = (StatusEvent, LogEnd)
+STREAM_MODELS: tuple[type[BaseModel], ...] = (StatusEvent, EtaEvent, LogEnd)
 
 
 def render(model: type[BaseModel], data: Any) -> Any:

@@ -201,6 +201,22 @@ class StatusEvent(_Open):
     parent: str | None = Field(default=None, description="A sweep's child: the sweep's id")
 
 
+class EtaChange(_Out):
+    """One run in an `event: eta`: its new start estimate, or why it has none."""
+
+    run_id: str
+    project: str
+    eta: StartEstimate | None = eta_field()
+    eta_unknown: str | None = eta_unknown_field()
+
+
+class EtaEvent(_Out):
+    """One `event: eta` of `GET events`: the waiting runs whose start estimate moved (no SSE id: estimates are
+    not part of any timeline, and a reconnect reads them again with the runs)."""
+
+    runs: list[EtaChange]
+
+
 class LogEnd(_Out):
     """The `event: end` closing `GET runs/{id}/logs`: the run's status and the offset to resume from."""
 

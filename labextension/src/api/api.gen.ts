@@ -1022,6 +1022,36 @@ export interface components {
             p50_abs_error_median_seconds: number | null;
         };
         /**
+         * EtaChange
+         * @description One run in an `event: eta`: its new start estimate, or why it has none.
+         */
+        EtaChange: {
+            /** Run Id */
+            run_id: string;
+            /** Project */
+            project: string;
+            /**
+             * @description A waiting run's start estimate (our queue's: on Kubernetes not the wait for nodes); null when it does not wait, is not estimated yet, or has no basis (then eta_unknown says why)
+             * @default null
+             */
+            eta?: components["schemas"]["StartEstimate"] | null;
+            /**
+             * Eta Unknown
+             * @description Why a run that has not started has no estimate: "r-… has no time limit and no history", a paused queue, or dispatched and held by the executor (Kubernetes: waiting for nodes)
+             * @default null
+             */
+            eta_unknown?: string | null;
+        };
+        /**
+         * EtaEvent
+         * @description One `event: eta` of `GET events`: the waiting runs whose start estimate moved (no SSE id: estimates are
+         *     not part of any timeline, and a reconnect reads them again with the runs).
+         */
+        EtaEvent: {
+            /** Runs */
+            runs: components["schemas"]["EtaChange"][];
+        };
+        /**
          * Explain
          * @description Why the run is where it is: the layer that holds it, the reason, numbers and who can act.
          */

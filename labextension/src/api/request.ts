@@ -16,6 +16,7 @@ import { markRead } from './readclock';
 import { SSEParser, ISSEvent } from './sse';
 import type {
   ICompare,
+  IEtaEvent,
   IExplain,
   IMetrics,
   IOutputFile,
@@ -100,6 +101,8 @@ export type { IStreamHandle, StreamState };
 
 export interface IEventStreamOptions {
   onEvent: (ev: IStatusEvent) => void;
+  /** Start estimates that moved (`event: eta`: no id, so none is replayed after a drop; re-read the waiting runs then). */
+  onEta?: (ev: IEtaEvent) => void;
   /** After the replay of missed events; `resumed` is false on the first connection. */
   onReady?: (resumed: boolean) => void;
   onState?: (state: StreamState) => void;
@@ -290,6 +293,8 @@ export class GpuPlatService {
             lastId = ev.id;
           }
           opts.onEvent(JSON.parse(ev.data) as IStatusEvent);
+        } else if (ev.event === 'eta') {
+          opts.onEta?.(JSON.parse(ev.data) as IEtaEvent);
         } else if (ev.event === 'ready') {
           const ready = JSON.parse(ev.data) as { last_event_id: number };
           if (lastId === null) {

@@ -42,6 +42,21 @@ export type IRunsPage = Omit<Schemas['RunsPage'], 'runs'> & { runs: IRun[] };
 /** One `event: status` of `GET events`. */
 export type IStatusEvent = Schemas['StatusEvent'];
 
+/**
+ * A waiting run's start estimate (`eta` of a run, explain, a preview): the service computes it and
+ * words it (`text`); clients show `text`, never a duration of their own from `p50_at`.
+ */
+export type IStartEstimate = Schemas['StartEstimate'];
+
+/** One `event: eta` of `GET events`: the waiting runs whose start estimate moved (it has no id). */
+export type IEtaEvent = Schemas['EtaEvent'];
+
+/** One run of an `event: eta`: its new estimate, or why it has none. */
+export type IEtaChange = Schemas['EtaChange'];
+
+/** A way to start sooner a preview offers (`alternatives`), with its own estimate. */
+export type ISoonerAlternative = Schemas['SoonerAlternative'];
+
 /** `PATCH runs/{id}` of a sweep. */
 export type ISweepChange = Schemas['SweepChange'];
 

@@ -1,6 +1,6 @@
 /** Which of the user's run events deserve a notification (pure; notify.ts shows them). */
 
-import type { IRun, IStatusEvent } from '../api/types';
+import type { IEtaChange, IRun, IStatusEvent } from '../api/types';
 import { statusGroup } from './lifecycle';
 
 export interface INotifySettings {
@@ -9,6 +9,8 @@ export interface INotifySettings {
   failed: boolean;
   longWait: boolean;
   longWaitMinutes: number;
+  /** A run I just submitted waits: when it is expected to start (its first estimate). */
+  estimate: boolean;
 }
 
 export const DEFAULT_NOTIFY: INotifySettings = {
@@ -16,11 +18,12 @@ export const DEFAULT_NOTIFY: INotifySettings = {
   finished: true,
   failed: true,
   longWait: true,
-  longWaitMinutes: 10
+  longWaitMinutes: 10,
+  estimate: true
 };
 
 export interface INotice {
-  kind: 'started' | 'finished' | 'failed' | 'longWait';
+  kind: 'started' | 'finished' | 'failed' | 'longWait' | 'estimate';
   type: 'info' | 'success' | 'error' | 'warning';
   message: string;
 }
@@ -44,6 +47,18 @@ export function noticeFor(ev: IStatusEvent, me: string, s: INotifySettings): INo
     return { kind: 'failed', type: 'error', message: `Run ${name} failed: ${ev.message}` };
   }
   return null;
+}
+
+/**
+ * The notice of a run of mine that waits and has its first estimate: `Run third waits in
+ * team-a-train: starts in ~10 min (p90 10 min)` (the service's words); null without a number
+ * (an unknown start is the run's own to explain) or when the setting is off.
+ */
+export function estimateNotice(run: Pick<IWaitingRun, 'id' | 'name' | 'queue'>, change: IEtaChange, s: INotifySettings): INotice | null {
+  if (!s.estimate || !change.eta) {
+    return null;
+  }
+  return { kind: 'estimate', type: 'info', message: `Run ${run.name || run.id} waits in ${run.queue}: ${change.eta.text}` };
 }
 
 /**

@@ -6,7 +6,8 @@
  * service filters pages, `matchesFilter` filters live events the same way.
  */
 
-import type { IRun, IRunsPage, IStatusEvent } from '../api/types';
+import type { IEtaEvent, IRun, IRunsPage, IStatusEvent } from '../api/types';
+import { isNewer } from './estimates';
 import { EMPTY_FILTER, IRunFilter, clocks, isFinal, markRead, matchesFilter, readAgo, statusGroup } from './viewmodel';
 
 export type EventOutcome = 'updated' | 'removed' | 'fetch' | 'ignored';
@@ -125,6 +126,11 @@ export class RunsModel {
     run.updated_at = ev.at;
     // No clock or phase time is kept from events: the record, re-read below, brings them.
     run.phase = ev.phase;
+    if (ev.phase === 'run' || ev.phase === 'end') {
+      // An estimate is of a start: the service has none for a started or ended run (the re-read says so too).
+      run.eta = null;
+      run.eta_unknown = null;
+    }
     if (isFinal(ev)) {
       run.finished_at = ev.at;
     }
@@ -137,6 +143,26 @@ export class RunsModel {
     // Re-read the record: which clock ticks and how long each ran are the service's (a phase begun,
     // a preempted run waiting again, an end that closes the clocks); none is computed here.
     return 'fetch';
+  }
+
+  /**
+   * Start estimates that moved (an `eta` event): the runs we hold take the service's new `eta` or
+   * `eta_unknown` as they are. True when a run we hold changed.
+   */
+  applyEta(ev: IEtaEvent): boolean {
+    let changed = false;
+    for (const change of ev.runs) {
+      const run = this._byId.get(change.run_id);
+      if (run && isNewer(change, run)) {
+        run.eta = change.eta ?? null;
+        run.eta_unknown = change.eta_unknown ?? null;
+        changed = true;
+      }
+    }
+    if (changed) {
+      this._changed();
+    }
+    return changed;
   }
 
   /**

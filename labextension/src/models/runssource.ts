@@ -8,7 +8,7 @@
 import { ISignal, Signal } from '@lumino/signaling';
 
 import type { GpuPlatService, IStreamHandle, StreamState } from '../api/request';
-import type { IRun, IStatusEvent } from '../api/types';
+import type { IEtaEvent, IRun, IStatusEvent } from '../api/types';
 import { RunFetcher } from './runfetch';
 import { RunsModel } from './runsmodel';
 import { ServerClock } from './ticker';
@@ -51,6 +51,11 @@ export class RunsSource {
     return this._eventReceived;
   }
 
+  /** Start estimates that moved (`event: eta`), after the model took them. */
+  get etaReceived(): ISignal<this, IEtaEvent> {
+    return this._etaReceived;
+  }
+
   /** The stream (re)connected and replayed what was missed; `true` after a reconnect. */
   get streamReady(): ISignal<this, boolean> {
     return this._streamReady;
@@ -79,8 +84,13 @@ export class RunsSource {
   connect(): void {
     this._events ??= this._o.service.events({
       onEvent: ev => this._onEvent(ev),
+      onEta: ev => this._onEta(ev),
       onReady: resumed => {
         this._live = true;
+        if (resumed && this._loaded) {
+          // `eta` events are not replayed: the estimates sent during the drop come with the waiting runs re-read
+          new Set(this.model.all.map(r => r.queue)).forEach(q => this._fetcher.rereadWaiting(q));
+        }
         this._streamReady.emit(resumed);
       },
       onState: s => {
@@ -107,6 +117,7 @@ export class RunsSource {
   async reload(): Promise<void> {
     this._loading = true;
     this._buffer = [];
+    this._etaBuffer = [];
     this._loadChanged.emit({ state: 'loading' });
     const filter = this.model.filter;
     try {
@@ -129,6 +140,9 @@ export class RunsSource {
     for (const ev of buffered) {
       this._applyToModel(ev);
     }
+    const etas = this._etaBuffer;
+    this._etaBuffer = [];
+    etas.forEach(ev => this.model.applyEta(ev)); // an estimate computed before the page's is not taken (isNewer)
   }
 
   /** The next page of the list, if there is one and none is loading. */
@@ -172,6 +186,15 @@ export class RunsSource {
     }
   }
 
+  private _onEta(ev: IEtaEvent): void {
+    if (this._loading) {
+      this._etaBuffer.push(ev);
+    } else if (this._loaded) {
+      this.model.applyEta(ev);
+    }
+    this._etaReceived.emit(ev);
+  }
+
   private _applyToModel(ev: IStatusEvent): void {
     if (this.model.applyEvent(ev) === 'fetch') {
       this._fetcher.unknown(ev.run_id);
@@ -191,7 +214,9 @@ export class RunsSource {
   private _loading = false;
   private _loadingMore = false;
   private _buffer: IStatusEvent[] = [];
+  private _etaBuffer: IEtaEvent[] = [];
   private _eventReceived = new Signal<this, IStatusEvent>(this);
+  private _etaReceived = new Signal<this, IEtaEvent>(this);
   private _streamReady = new Signal<this, boolean>(this);
   private _streamState = new Signal<this, StreamState>(this);
   private _fetchedSignal = new Signal<this, IRun>(this);

@@ -7,7 +7,7 @@
 
 import { Phase, isFinal } from './lifecycle';
 import { TOAST_MS } from './notices';
-import type { IExplain, IRun, IStatusEvent } from '../api/types';
+import type { IEtaEvent, IExplain, IRun, IStatusEvent } from '../api/types';
 
 /** The provisioner fails a kernel start still queued after its wait with this text. */
 export const LAUNCH_WAIT_PREFIX = 'Waiting for a GPU';
@@ -83,11 +83,18 @@ export function isAdmitted(x: { phase: Phase; status: string }): boolean {
 export type ISessionRun = Pick<IRun, 'id' | 'project' | 'queue' | 'status' | 'phase' | 'reason' | 'message' | 'devices'> &
   Partial<Pick<IRun, 'presets' | 'session' | 'user' | 'resources' | 'name'>>;
 
-/** "UserLimit 1/1": the reason code and its used/limit numbers when explain gives them. */
-/** "queued — position 1 of 1 in interactive · UserLimit 1/1 · alice has 1/1 runs …": the service's wait line. */
+/**
+ * "queued — position 1 of 1 in interactive · UserLimit 1/1 · alice has 1/1 runs …": the service's wait line.
+ * The line ends with the start estimate; a known one is moved to the front ("starts in ~6 min (p90 25 min) ·
+ * queued — …"), where a toolbar cut short or a notice (JupyterLab cuts them at 140 characters) still shows it.
+ */
 export function queuedText(run: ISessionRun, ex: IExplain | null): string {
   if (!ex) {
     return `queued in ${run.queue}` + (run.reason ? ` · ${run.reason}` : '') + (run.message ? ` · ${run.message}` : '');
+  }
+  const tail = ex.eta ? ` · ${ex.eta.text}` : '';
+  if (tail && ex.wait_line.endsWith(tail)) {
+    return `${ex.eta?.text} · queued — ${ex.wait_line.slice(0, -tail.length)}`;
   }
   return `queued — ${ex.wait_line}`;
 }
@@ -223,6 +230,14 @@ export function leaseActions(ev: IStatusEvent, runId: string, queue: string, lea
     out.push('idleCleared');
   }
   return out;
+}
+
+/**
+ * What an `eta` event asks of the notebook following lease `runId`: a waiting lease it names re-reads
+ * why it waits (the service's wait line ends with the new estimate; the bar and notice show that line).
+ */
+export function etaActions(ev: IEtaEvent, runId: string, lease: { phase: Phase }): LeaseAction[] {
+  return isWaiting(lease) && ev.runs.some(r => r.run_id === runId) ? ['explain'] : [];
 }
 
 /** The notebook's kernel, as far as starting it again is concerned. */

@@ -1,6 +1,7 @@
 /** The submit form's state and the run request it makes (pure; submit.ts is the dialog). */
 
-import type { IResources, IRunDetail, IRunRequest } from '../api/types';
+import type { IPreview, IResources, IRunDetail, IRunRequest } from '../api/types';
+import { estimateLine, estimateView } from './estimates';
 
 export interface ISubmitState {
   script: string;
@@ -240,4 +241,67 @@ export function layerLabel(layer: string | undefined): string {
     return layer.startsWith('project:') ? `project default preset ${preset}` : `preset ${preset}`;
   }
   return layer.startsWith('project:') ? `project ${layer.slice('project:'.length)}` : layer;
+}
+
+// ---- when it would start ------------------------------------------------------------------------
+
+export interface IPreviewEstimate {
+  /** `would start: starts in ~12 min (p90 40 min)` (the service's words), or why it is unknown. */
+  line: string;
+  /** What the estimate rests on, or why there is none. */
+  why: string;
+  /** Ways to start sooner the policy accepts, soonest first, each with its own estimate. */
+  sooner: ISoonerView[];
+}
+
+export interface ISoonerView {
+  /** `use queue spare and ask for 1 GPU instead of 2` (the service's hint). */
+  hint: string;
+  /** Its estimate in the service's words (`starts now`), or `start unknown: …`. */
+  eta: string;
+  why: string;
+  /** The form fields its change sets, or null where the form cannot make it (another flavor). */
+  form: FormChange | null;
+}
+
+/** Form fields an alternative sets. */
+export type FormChange = Partial<Pick<ISubmitState, 'queue' | 'gpu' | 'cpu' | 'memory'>>;
+
+/**
+ * When the previewed run would start if submitted now, and the sooner ways, as the service answered
+ * (`eta`, `eta_unknown`, `alternatives`); null when it says nothing (a refused run, a sweep).
+ */
+export function previewEstimate(p: Pick<IPreview, 'verdict' | 'eta' | 'eta_unknown' | 'alternatives'>): IPreviewEstimate | null {
+  const v = estimateView(p);
+  if (!p.verdict.allowed || v.state === 'none') {
+    return null;
+  }
+  return {
+    line: v.state === 'known' ? `would start: ${v.text}` : `would start: unknown (${v.why})`,
+    why: v.why,
+    sooner: (p.alternatives ?? []).map(a => ({ hint: a.hint, eta: estimateLine(a), why: estimateView(a).why, form: formChange(a.changes) }))
+  };
+}
+
+/**
+ * The form fields an alternative's changes set (its queue; its GPUs, CPU or memory), or null when it
+ * changes what the form does not edit (placement: another flavor).
+ */
+export function formChange(changes: Record<string, unknown>): FormChange | null {
+  const out: FormChange = {};
+  for (const [key, value] of Object.entries(changes)) {
+    if (key === 'queue' && typeof value === 'string') {
+      out.queue = value;
+    } else if (key === 'resources' && value !== null && typeof value === 'object') {
+      for (const [r, amount] of Object.entries(value as Record<string, unknown>)) {
+        if ((r !== 'gpu' && r !== 'cpu' && r !== 'memory') || (typeof amount !== 'number' && typeof amount !== 'string')) {
+          return null;
+        }
+        out[r] = String(amount);
+      }
+    } else {
+      return null;
+    }
+  }
+  return out;
 }

@@ -10,12 +10,14 @@ import type { IExplain, IPreset, IQueue, IRun } from '../api/types';
 import { formatDuration, formatGpus, formatResources, humanReason } from './format';
 import { Phase, STATUS_GROUPS, StatusGroup, isFinal, statusGroup, tickingText } from './lifecycle';
 import { pendingCount, waitingOf, waitingText } from './waiting';
+import { estimateLine, estimateView } from './estimates';
 
 export * from './format';
 export * from './lifecycle';
 export * from './provenance';
 export * from './notices';
 export * from './chart';
+export * from './estimates';
 export * from './submitmodel';
 export * from './waiting';
 
@@ -149,6 +151,10 @@ export interface IRunRowView {
   phaseText: string;
   /** Why a waiting run waits (reason and numbers), '' when not waiting or not known. */
   why: string;
+  /** When it is expected to start (the service's words) or `start unknown`; '' when nothing is said. */
+  eta: string;
+  /** What the estimate rests on, or why there is none. */
+  etaWhy: string;
   title: string;
 }
 
@@ -169,6 +175,8 @@ export function runRowView(run: IRun, now: number, elapsed = 0): IRunRowView {
   }
   const w = waitingOf(run);
   const why = w ? waitingText(w) : '';
+  const eta = estimateView(run);
+  const etaLine = estimateLine(run);
   return {
     id: run.id,
     name: run.name || run.id,
@@ -180,7 +188,9 @@ export function runRowView(run: IRun, now: number, elapsed = 0): IRunRowView {
     gpus: run.resources?.gpu === undefined ? '… GPUs' : formatGpus(run.resources.gpu),
     phaseText,
     why,
-    title: `${run.id} · ${run.status} (${run.reason}): ${why || run.message}`
+    eta: eta.text,
+    etaWhy: eta.why,
+    title: `${run.id} · ${run.status} (${run.reason}): ${why || run.message}${etaLine ? ` · ${etaLine}` : ''}`
   };
 }
 

@@ -165,6 +165,7 @@ const plugin: JupyterFrontEndPlugin<void> = {
       clockOffset: () => panel.clockOffset
     });
     panel.eventReceived.connect((_, ev) => sessions.onEvent(ev));
+    panel.etaReceived.connect((_, ev) => sessions.onEta(ev));
     panel.streamReady.connect(() => sessions.onReady());
     panel.notifier.ignore = id => sessions.owns(id);
     // Also when it failed: a notebook reopened on a session kernel waits for the user to decide.
@@ -205,6 +206,7 @@ const plugin: JupyterFrontEndPlugin<void> = {
       const tab = new RunTab({
         source: sources.runDetail(id),
         events: panel.eventReceived,
+        etas: panel.etaReceived,
         clockOffset: () => panel.clockOffset,
         onOpen: child => void openRunTab(child),
         actions: runActions

@@ -39,6 +39,11 @@ const CSS = `
 }
 .jp-GpuPlat-presetDefault { opacity: 0.9; }
 .jp-GpuPlat-willWait { margin: 4px 0; padding: 4px 8px; border-left: 3px solid var(--jp-GpuPlat-queued, var(--jp-brand-color1)); background: var(--jp-layout-color2); }
+.jp-GpuPlat-previewEta { margin: 4px 0; padding: 4px 8px; border-left: 3px solid var(--jp-GpuPlat-dispatch, var(--jp-brand-color1)); }
+.jp-GpuPlat-soonerList { margin: 0 0 6px 11px; }
+.jp-GpuPlat-soonerList ul { margin: 2px 0; padding-left: 16px; }
+.jp-GpuPlat-sooner { margin: 2px 0; }
+.jp-GpuPlat-soonerUse { margin-left: 8px; padding: 0 8px; }
 .jp-GpuPlat-noGpu { margin: 4px 0; padding: 4px 8px; border-left: 3px solid var(--jp-warn-color1); background: var(--jp-layout-color2); }
 .jp-GpuPlat-submitReason { flex: 1 1 auto; margin-right: 8px; color: var(--jp-error-color1); font-size: var(--jp-ui-font-size1); align-self: center; }
 .jp-GpuPlat-submitReason[data-ok="true"] { display: none; }

@@ -9,7 +9,7 @@
 import { Notification } from '@jupyterlab/apputils';
 
 import type { AccountSource } from '../../models/accountsource';
-import type { IStatusEvent } from '../../api/types';
+import type { IEtaEvent, IStatusEvent } from '../../api/types';
 import {
   DEFAULT_NOTIFY,
   FAILED_NAMED,
@@ -17,6 +17,7 @@ import {
   INotifySettings,
   IWaitingRun,
   TOAST_MS,
+  estimateNotice,
   failureSummary,
   formatDuration,
   longWaiters,
@@ -84,6 +85,29 @@ export class Notifier {
           }
         }, STARTED_GRACE_MS);
       }
+    }
+  }
+
+  /**
+   * Start estimates moved: a run of mine submitted while the sidebar is open that still waits says,
+   * once, when it is expected to start (its first estimate with a number). A run that starts at once
+   * ("starts now") is announced by its start alone.
+   */
+  onEta(ev: IEtaEvent): void {
+    for (const change of ev.runs) {
+      const id = change.run_id;
+      const run = this._waiting.get(id);
+      const n = run && this._fresh.has(id) && !this.ignore(id) ? estimateNotice(run, change, this.settings) : null;
+      if (!run || !n) {
+        continue;
+      }
+      this._fresh.delete(id);
+      window.setTimeout(() => {
+        // (a notebook may have taken its GPU session's lease meanwhile: its own notice says the estimate)
+        if (this._waiting.has(id) && !this.ignore(id)) {
+          this._emit(n.message, n.type, id);
+        }
+      }, STARTED_GRACE_MS);
     }
   }
 
@@ -169,7 +193,11 @@ export class Notifier {
   private _trackWaiting(ev: IStatusEvent): void {
     if (statusGroup(ev) !== 'waiting') {
       this._waiting.delete(ev.run_id);
+      this._fresh.delete(ev.run_id);
       return;
+    }
+    if (ev.status === 'created' && !ev.parent) {
+      this._fresh.add(ev.run_id); // submitted just now (a sweep's children are announced by their sweep)
     }
     if (!this._waiting.has(ev.run_id)) {
       this._waiting.set(ev.run_id, waitingFromEvent(ev));
@@ -192,6 +220,8 @@ export class Notifier {
   private _user = '';
   private _timer: number;
   private _waiting = new Map<string, IWaitingRun>();
+  // My runs submitted while the sidebar is open, not yet announced with their first estimate.
+  private _fresh = new Set<string>();
   private _shown = new Set<string>();
   private _announced = new Set<string>();
   private _failures: IFailedRun[] = [];

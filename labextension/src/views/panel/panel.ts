@@ -26,7 +26,7 @@ import type { GpuPlatSources } from '../../models/sources';
 import type { AccountSource } from '../../models/accountsource';
 import type { SweepSource } from '../../models/sweepsource';
 import { Ticker } from '../../models/ticker';
-import type { IProject, IQueue, IStatusEvent, IWhoAmI, StreamState } from '../../api/types';
+import type { IEtaEvent, IProject, IQueue, IStatusEvent, IWhoAmI, StreamState } from '../../api/types';
 import type { IRunFilter } from '../../models/viewmodel';
 
 export type TabName = 'runs' | 'queues' | 'presets' | 'insights';
@@ -65,6 +65,7 @@ export class GpuPlatPanel extends Panel {
     this._account = sources.account();
     this.model = this.source.model;
     this.source.eventReceived.connect((_, ev) => this._onEvent(ev), this);
+    this.source.etaReceived.connect((_, ev) => this._onEta(ev), this);
     this.source.fetched.connect((_, run) => this._sweeps.fetched(run), this);
     this.source.loadChanged.connect((_, load) => this._showLoad(load), this);
     this.source.pageFailed.connect((_, error) => this._listError.replaceChildren(errorBox(error)), this);
@@ -181,6 +182,11 @@ export class GpuPlatPanel extends Panel {
   /** Every status event of the stream (the notebooks' GPU sessions follow it too). */
   get eventReceived(): ISignal<this, IStatusEvent> {
     return this._eventReceived;
+  }
+
+  /** Start estimates that moved (the list took them; run tabs and the notebooks' sessions follow them). */
+  get etaReceived(): ISignal<this, IEtaEvent> {
+    return this._etaReceived;
   }
 
   /** The stream (re)connected and replayed what was missed; `true` after a reconnect. */
@@ -370,6 +376,14 @@ export class GpuPlatPanel extends Panel {
     this._eventReceived.emit(ev);
   }
 
+  private _onEta(ev: IEtaEvent): void {
+    this._detail?.onEta(ev);
+    if (this._opts.notifier !== false) {
+      this.notifier.onEta(ev);
+    }
+    this._etaReceived.emit(ev);
+  }
+
   private _fillFilterOptions(): void {
     const queues = new Set<string>();
     for (const p of this._projects) {
@@ -401,6 +415,7 @@ export class GpuPlatPanel extends Panel {
   private _ticker: Ticker;
   private _stateChanged = new Signal<this, IPanelState>(this);
   private _eventReceived = new Signal<this, IStatusEvent>(this);
+  private _etaReceived = new Signal<this, IEtaEvent>(this);
   private _streamReady = new Signal<this, boolean>(this);
 }
 

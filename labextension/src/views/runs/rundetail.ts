@@ -8,6 +8,7 @@ import { ISignal, Signal } from '@lumino/signaling';
 import { Widget } from '@lumino/widgets';
 
 import { configTable, errorBox, h, saveBlob, section } from '../dom';
+import { EtaPart } from './etapart';
 import { ExplainPart } from './explainpart';
 import { renderOutputs } from './outputspart';
 import { LogView } from './logview';
@@ -18,7 +19,8 @@ import { stopConfirmation } from '../../models/sessionmodel';
 import { SweepPart } from './sweepview';
 import { TimelineView } from './timelineview';
 import { codeFacts } from '../../models/codefacts';
-import type { IOutputFile, IRunDetail, IStatusEvent } from '../../api/types';
+import type { IEtaEvent, IOutputFile, IRunDetail, IStatusEvent } from '../../api/types';
+import { etaChangeOf, isNewer } from '../../models/estimates';
 import { clocks, configRows, formatGpus, isFinal, presetsText, statusGroup } from '../../models/viewmodel';
 
 export { codeFacts }; // its home is models/codefacts.ts
@@ -113,6 +115,7 @@ export class RunDetail extends Widget {
       this._error,
       this._summary,
       this._clocks,
+      this._eta.node,
       this._sweepSection,
       section('Why is it here?', 'jp-GpuPlat-explainSection', this._explainPart.node),
       section('Timeline', 'jp-GpuPlat-timelineSection', this._timeline.node),
@@ -156,6 +159,16 @@ export class RunDetail extends Widget {
     } else if (this._run && ev.queue === this._run.queue && !isFinal(this._run)) {
       this._scheduleExplain();
     }
+  }
+
+  /** Start estimates moved: this run's, if the event names it, is the service's new answer (no re-read). */
+  onEta(ev: IEtaEvent): void {
+    const change = etaChangeOf(ev, this._runId);
+    if (!change || !this._run || isFinal(this._run) || !isNewer(change, this._run)) {
+      return;
+    }
+    this._run = { ...this._run, eta: change.eta ?? null, eta_unknown: change.eta_unknown ?? null };
+    this._eta.render(this._run);
   }
 
   /** A fresher record of this run (a sweep re-read after its children's events, a PATCH's answer). */
@@ -317,6 +330,7 @@ export class RunDetail extends Widget {
       )
     );
     this._renderClocks();
+    this._eta.render(run);
     this._sweepSection.hidden = !isSweep(run);
     this._runOnly.forEach(s => (s.hidden = isSweep(run)));
     if (isSweep(run)) {
@@ -398,6 +412,7 @@ export class RunDetail extends Widget {
   private _summary: HTMLElement;
   private _clocks: HTMLElement;
   private _explainPart: ExplainPart;
+  private _eta = new EtaPart();
   private _timeline = new TimelineView();
   private _outputs: HTMLElement;
   private _config: HTMLElement;

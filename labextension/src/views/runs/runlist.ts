@@ -24,6 +24,7 @@ interface IRowNodes {
   name: HTMLElement;
   status: HTMLElement;
   meta: HTMLElement;
+  eta: HTMLElement;
   phase: HTMLElement;
   toggle: HTMLElement;
   bar: HTMLElement;
@@ -251,6 +252,7 @@ export class RunList extends Widget {
     const name = h('span', { class: 'jp-GpuPlat-runName' });
     const status = h('span', { class: 'jp-GpuPlat-status' });
     const meta = h('span', { class: 'jp-GpuPlat-runMeta' });
+    const eta = h('span', { class: 'jp-GpuPlat-runEta' });
     const phase = h('span', { class: 'jp-GpuPlat-runPhase' });
     const toggle = h('span', { class: 'jp-GpuPlat-sweepToggle', role: 'button', title: 'Show or hide its children' });
     const bar = h('div', { class: 'jp-GpuPlat-sweepBar' });
@@ -259,11 +261,11 @@ export class RunList extends Widget {
       'div',
       { class: 'jp-GpuPlat-runRow', role: 'option' },
       h('div', { class: 'jp-GpuPlat-runLine' }, check, toggle, name, status),
-      h('div', { class: 'jp-GpuPlat-runLine jp-GpuPlat-runSub' }, meta, phase),
+      h('div', { class: 'jp-GpuPlat-runLine jp-GpuPlat-runSub' }, meta, eta, phase),
       h('div', { class: 'jp-GpuPlat-sweepTrack' }, bar)
     );
     this.node.append(root);
-    return { root, name, status, meta, phase, toggle, bar, check };
+    return { root, name, status, meta, eta, phase, toggle, bar, check };
   }
 
   private _fill(nodes: IRowNodes, row: IListRow, index: number, now: number): void {
@@ -283,6 +285,11 @@ export class RunList extends Widget {
       nodes.status.dataset.group = v.group;
     }
     r.dataset.status = v.status;
+    // when a waiting run is expected to start, in the service's words; what it rests on (or why unknown) on hover
+    setText(nodes.eta, v.eta);
+    if (nodes.eta.title !== v.etaWhy) {
+      nodes.eta.title = v.etaWhy;
+    }
     r.classList.toggle('jp-mod-sweep', sweep !== null);
     r.classList.toggle('jp-mod-child', row.depth === 1);
     if (sweep) {

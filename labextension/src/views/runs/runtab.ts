@@ -9,7 +9,7 @@ import type { ISignal } from '@lumino/signaling';
 
 import { IRunActions, RunDetail } from './rundetail';
 import type { RunDetailSource } from '../../models/rundetailsource';
-import type { IStatusEvent } from '../../api/types';
+import type { IEtaEvent, IStatusEvent } from '../../api/types';
 
 export const RUN_TAB_CLASS = 'jp-GpuPlat-runTab';
 
@@ -17,6 +17,8 @@ export interface IRunTabOptions {
   /** The run's data source (its detail disposes of it). */
   source: RunDetailSource;
   events: ISignal<unknown, IStatusEvent>;
+  /** Start estimates that moved (the run's own updates the tab at once). */
+  etas: ISignal<unknown, IEtaEvent>;
   clockOffset: () => number;
   /** Show another run (a sweep's best child) in its own tab. */
   onOpen: (id: string) => void;
@@ -79,8 +81,13 @@ export class RunTab extends MainAreaWidget<RunDetail> {
     // 100 ms later, which kept "· running" when the record came back slower).
     content.statusChanged.connect((_, status) => this._retitle(status));
     const onEvent = (_: unknown, ev: IStatusEvent) => content.onEvent(ev);
+    const onEta = (_: unknown, ev: IEtaEvent) => content.onEta(ev);
     opts.events.connect(onEvent);
-    this._disconnect = () => opts.events.disconnect(onEvent);
+    opts.etas.connect(onEta);
+    this._disconnect = () => {
+      opts.events.disconnect(onEvent);
+      opts.etas.disconnect(onEta);
+    };
     this._ticker = window.setInterval(() => content.tick(), 1000);
     void content.load();
   }

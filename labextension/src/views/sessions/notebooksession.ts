@@ -13,6 +13,7 @@ import {
   ISessionRun,
   NoticeStage,
   devicesKnown,
+  etaActions,
   isAdmitted,
   isSessionKernelName,
   isWaiting,
@@ -25,7 +26,7 @@ import {
   specOfRun
 } from '../../models/sessionmodel';
 import type { INotebookLike, SessionsController } from './sessions';
-import type { IExplain, IStatusEvent } from '../../api/types';
+import type { IEtaEvent, IExplain, IStatusEvent } from '../../api/types';
 
 export { STARTING }; // its home is kernelgate.ts
 const TOOLBAR_ITEM = 'gpuplat-session';
@@ -222,6 +223,14 @@ export class NotebookSession {
     }
     this._render();
     this._maybeConnect();
+  }
+
+  /** Start estimates moved: the lease's wait line (bar and notice) is read again when they name it. */
+  onEta(ev: IEtaEvent): void {
+    const run = this.run;
+    if (run && etaActions(ev, run.id, run).includes('explain')) {
+      this._lease.refreshExplain(); // its answer renders the bar and the notice (`explained`)
+    }
   }
 
   // ---- the lease ---------------------------------------------------------------------------

@@ -25,7 +25,7 @@ import { NotebookSession } from './notebooksession';
 import { OneAtATime } from '../../models/coalesce';
 import type { SessionSource } from '../../models/sessionsource';
 import { ISessionSpec, LAUNCH_WAIT_PREFIX, noSpecMessage, sessionSpecs, specFor } from '../../models/sessionmodel';
-import type { IStatusEvent } from '../../api/types';
+import type { IEtaEvent, IStatusEvent } from '../../api/types';
 
 /** What a notebook panel offers us (DocumentWidget: a toolbar we add an item to). */
 export interface INotebookLike {
@@ -131,6 +131,11 @@ export class SessionsController {
         this.discover();
       }
     }
+  }
+
+  /** Start estimates moved: a notebook whose waiting lease is named says the new one. */
+  onEta(ev: IEtaEvent): void {
+    this._each(n => n.onEta(ev));
   }
 
   /** The stream (re)connected: events may have been missed, re-read what we follow. */

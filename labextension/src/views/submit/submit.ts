@@ -16,6 +16,7 @@ import { GpuPlatAPIError } from '../../api/errors';
 import type { SubmitSource } from '../../models/submitsource';
 import type { IPreset, IPreview, IProject, IRun, IRunRequest } from '../../api/types';
 import {
+  FormChange,
   buildRunRequest,
   formatResources,
   ISubmitState,
@@ -366,6 +367,16 @@ export class SubmitForm extends Widget {
     return cleared;
   }
 
+  /** A sooner way the preview offered: the form takes its queue and resources, and previews again. */
+  private _use(change: FormChange): void {
+    Object.assign(this._state, change);
+    this._gpu.value = this._state.gpu;
+    this._cpu.value = this._state.cpu;
+    this._memory.value = this._state.memory;
+    this._renderLocks(null); // the queue select shows the new queue
+    this._changed();
+  }
+
   /** Any change: clear the last refusal and preview again shortly. */
   private _changed(): void {
     this._refusal.replaceChildren();
@@ -408,7 +419,7 @@ export class SubmitForm extends Widget {
   private _renderPreview(p: IPreview): void {
     const ok = p.verdict.allowed;
     this._preview.dataset.verdict = ok ? 'allowed' : 'refused';
-    this._preview.replaceChildren(...previewParts(p));
+    this._preview.replaceChildren(...previewParts(p, change => this._use(change)));
     this._renderLocks(p);
     const first = p.verdict.violations[0];
     this._setSubmittable(ok, ok ? '' : `Refused: ${first?.message ?? 'the policy would refuse this run'}`);
