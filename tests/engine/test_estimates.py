@@ -18,6 +18,7 @@ from jupyter_gpuplat.executors.fake import FakeClusterExecutor, FakeExecutor, Sc
 from jupyter_gpuplat.store.estimates import run_etas
 
 from ..fake_engine import Harness, config
+from ..waiting import wait_for
 
 QUEUE = [{"name": "q", "concurrency": 1}]
 
@@ -114,3 +115,21 @@ async def test_on_a_cluster_a_dispatched_run_is_left_to_kubernetes(tmp_path: Pat
     assert row is not None
     eta, unknown = h.engine.reads.eta(row)
     assert eta is None and unknown is not None and unknown.startswith("dispatched to Kubernetes, which holds it")
+
+
+async def test_a_big_recompute_runs_in_a_worker_process_with_the_same_answer(
+    tmp_path: Path, harnesses: list[Harness]
+) -> None:
+    h = await _start(harnesses, tmp_path, FakeExecutor(gpus=4, default=Script.never_ends()))
+    await _history(h, 100.0)
+    h.submit(name="holder")
+    ids = [h.submit(name=f"w{i}") for i in range(3)]
+    await h.settle()
+    est = h.engine.estimates
+    in_thread = {rid: _known(h, rid) for rid in ids}
+    est.process_from = 1  # as if 1,000 runs waited: the loop hands the simulation to its worker process
+    before = est.recomputes
+    est.changed("q")
+    await wait_for(lambda: est.recomputes > before, 30, "a recompute in the worker process")
+    assert est._pool is not None
+    assert {rid: est.of(rid).estimate for rid in ids} == in_thread  # type: ignore[union-attr]
