@@ -1,0 +1,98 @@
+"""What a run did with its GPUs, from samples of each assigned device (issue 27's core; pure).
+
+A source (NVML on the local executor, the DCGM exporter on Kubernetes) gives samples: when,
+which device, its utilisation (percent of time a kernel ran) and the memory used. The summary
+is computed here once and every client renders it: mean and median utilisation, the memory
+peak, and the busy fraction — the share of sampled time a device's utilisation was at or over
+the busy threshold. Each sample stands for the time until that device's next sample, at most
+`max_gap` (a sampler that stalled says nothing about the time it missed).
+
+Where nothing can be seen (no NVML, no exporter, a MIG or time-sliced device without figures)
+the summary says "not measured" and why; nothing is estimated.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+# Utilisation at or over this many percent counts as busy (a device idling between a loader's batches reads a few %).
+BUSY_PERCENT = 5.0
+
+
+@dataclass(frozen=True, slots=True)
+class Sample:
+    """One reading of one device."""
+
+    at: float
+    device: int
+    util_percent: float
+    memory_bytes: int
+
+
+@dataclass(frozen=True, slots=True)
+class NotMeasured:
+    """No samples, and why ("no NVML on this machine", "MIG device: no per-device utilisation")."""
+
+    reason: str
+
+
+def summary(
+    samples: Iterable[Sample],
+    *,
+    interval_seconds: float,
+    busy_percent: float = BUSY_PERCENT,
+    not_measured: NotMeasured | None = None,
+) -> dict[str, object]:
+    """The run record's `gpu_usage`: {measured, reason, devices, samples, mean_util, p50_util,
+    memory_peak_bytes, busy_fraction, seconds_sampled, seconds_busy, busy_percent}.
+
+    `interval_seconds`: the sampling interval (a gap over twice it counts as twice it).
+    """
+    by_device: dict[int, list[Sample]] = {}
+    for s in samples:
+        by_device.setdefault(s.device, []).append(s)
+    if not by_device:
+        reason = not_measured.reason if not_measured is not None else "no GPU samples were taken"
+        return {"measured": False, "reason": reason, "busy_percent": busy_percent}
+    max_gap = 2 * interval_seconds
+    weighted = sampled = busy = 0.0
+    utils: list[float] = []
+    peak = 0
+    for found in by_device.values():
+        found.sort(key=lambda s: s.at)
+        for i, s in enumerate(found):
+            span = min(found[i + 1].at - s.at, max_gap) if i + 1 < len(found) else interval_seconds
+            sampled += span
+            weighted += s.util_percent * span
+            busy += span if s.util_percent >= busy_percent else 0.0
+            utils.append(s.util_percent)
+            peak = max(peak, s.memory_bytes)
+    return {
+        "measured": True,
+        "reason": None,
+        "devices": sorted(by_device),
+        "samples": len(utils),
+        "mean_util": round(weighted / sampled, 3) if sampled else None,
+        "p50_util": _median(utils),
+        "memory_peak_bytes": peak,
+        "busy_fraction": round(busy / sampled, 6) if sampled else None,
+        "seconds_sampled": round(sampled, 3),
+        "seconds_busy": round(busy, 3),
+        "busy_percent": busy_percent,
+    }
+
+
+def gpu_hours(usage: dict[str, object]) -> tuple[float, float] | None:
+    """(GPU-hours sampled, GPU-hours busy) of a summary; None where not measured (never guessed)."""
+    if not usage.get("measured"):
+        return None
+    sampled, busy = usage["seconds_sampled"], usage["seconds_busy"]
+    assert isinstance(sampled, float | int) and isinstance(busy, float | int)
+    return sampled / 3600, busy / 3600
+
+
+def _median(values: Sequence[float]) -> float:
+    s = sorted(values)
+    mid = len(s) // 2
+    return s[mid] if len(s) % 2 else (s[mid - 1] + s[mid]) / 2

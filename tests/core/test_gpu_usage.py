@@ -1,0 +1,53 @@
+"""A run's `gpu_usage` from its GPU samples (issue 27's core), each figure counted by hand."""
+
+from __future__ import annotations
+
+import pytest
+
+from jupyter_gpuplat.core.gpu_usage import NotMeasured, Sample, gpu_hours, summary
+
+GiB = 1 << 30
+
+
+def test_one_device_every_figure_by_hand() -> None:
+    got = summary(
+        [Sample(0, 0, 0.0, GiB), Sample(10, 0, 50.0, 3 * GiB), Sample(20, 0, 100.0, 2 * GiB)], interval_seconds=10
+    )
+    # Each sample stands for 10 s: 30 s sampled, 20 s at or over 5%.
+    assert got == {
+        "measured": True,
+        "reason": None,
+        "devices": [0],
+        "samples": 3,
+        "mean_util": 50.0,
+        "p50_util": 50.0,
+        "memory_peak_bytes": 3 * GiB,
+        "busy_fraction": pytest.approx(2 / 3, abs=1e-6),
+        "seconds_sampled": 30.0,
+        "seconds_busy": 20.0,
+        "busy_percent": 5.0,
+    }
+    assert gpu_hours(got) == pytest.approx((30 / 3600, 20 / 3600))
+
+
+def test_a_stalled_sampler_counts_at_most_twice_the_interval() -> None:
+    got = summary([Sample(0, 0, 100.0, 0), Sample(100, 0, 0.0, 0)], interval_seconds=10)
+    assert got["seconds_sampled"] == 30.0 and got["seconds_busy"] == 20.0  # 20 (capped gap) + 10
+
+
+def test_devices_counted_apart_and_unordered_samples_sorted() -> None:
+    got = summary(
+        [Sample(10, 1, 4.0, GiB), Sample(0, 1, 80.0, 5 * GiB), Sample(0, 0, 10.0, 2 * GiB)], interval_seconds=10
+    )
+    assert got["devices"] == [0, 1] and got["memory_peak_bytes"] == 5 * GiB
+    # device 0: 10 s at 10% (busy); device 1: 10 s at 80% (busy), 10 s at 4% (idle)
+    assert got["seconds_sampled"] == 30.0 and got["seconds_busy"] == 20.0
+    assert got["mean_util"] == pytest.approx((10 + 80 + 4) * 10 / 30, abs=1e-3)
+    assert got["p50_util"] == 10.0
+
+
+def test_not_measured_says_why_and_counts_no_hours() -> None:
+    got = summary([], interval_seconds=10, not_measured=NotMeasured("no NVML on this machine"))
+    assert got == {"measured": False, "reason": "no NVML on this machine", "busy_percent": 5.0}
+    assert gpu_hours(got) is None
+    assert summary([], interval_seconds=10)["reason"] == "no GPU samples were taken"
