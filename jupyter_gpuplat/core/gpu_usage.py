@@ -16,6 +16,34 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+# The platform's own series of a run (GPU samples); a run's own metrics under it are not taken (it could spoof them).
+SYSTEM_PREFIX = "system/"
+
+
+def util_name(device: int) -> str:
+    return f"system/gpu{device}/util"
+
+
+def memory_name(device: int) -> str:
+    return f"system/gpu{device}/memory_bytes"
+
+
+def from_series(series: dict[str, tuple[Sequence[float], Sequence[float]]]) -> list[Sample]:
+    """Samples back from a run's stored `system/gpu<N>/…` series (steps: the sample times, whole seconds)."""
+    out = []
+    for name, (steps, values) in series.items():
+        parts = name.split("/")
+        if len(parts) != 3 or parts[0] != "system" or not parts[1].startswith("gpu") or parts[2] != "util":
+            continue
+        try:
+            device = int(parts[1][3:])
+        except ValueError:
+            continue
+        memory = dict(zip(*series.get(memory_name(device), ((), ())), strict=True))
+        out += [Sample(float(t), device, float(v), int(memory.get(t, 0))) for t, v in zip(steps, values, strict=True)]
+    return out
+
+
 # Utilisation at or over this many percent counts as busy (a device idling between a loader's batches reads a few %).
 BUSY_PERCENT = 5.0
 

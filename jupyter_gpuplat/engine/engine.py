@@ -32,6 +32,7 @@ from .compare import MAX_RUNS as MAX_COMPARE
 from .compare import compare_sweep
 from .dispatcher import Dispatcher
 from .estimates import SCENARIOS, Estimates
+from .gpu_sampling import GpuSampling
 from .metrics import MetricsIndexer
 from .reads import ReadModel
 from .reconciler import Reconciler
@@ -74,6 +75,7 @@ class Engine:
         self.admin = ConfigAdmin(self.state, self.dispatcher)
         # Start estimates follow every run change and config change; computed off the admission path.
         self.estimates = Estimates(self.state, scenarios=eta_scenarios)
+        self.gpu = GpuSampling(self.state)
         self.state.change_listeners.append(self._estimate_after)
         # The service's two doors: `reads` (answers from the snapshot and the store) and the
         # commands (this object's methods; config writes by people in `admin`). It reaches no
@@ -85,6 +87,7 @@ class Engine:
             self.reconciler.sweeps,
             artifacts_root,
             self.estimates,
+            self.gpu,
         )
         self._tick: asyncio.Task[None] | None = None
         self._metrics_task: asyncio.Task[None] | None = None
@@ -150,6 +153,7 @@ class Engine:
         self.state.config_listeners.append(lambda _cfg: self.estimates.changed())
         self.estimates.changed()
         self.estimates.start()
+        self.gpu.start()
         self.dispatcher.wake()
         self._tick = asyncio.ensure_future(self._safety_tick_loop())
         self._metrics_task = asyncio.ensure_future(self._metrics_loop())
@@ -332,6 +336,7 @@ class Engine:
             if task is not None:
                 task.cancel()
         await self.estimates.close()
+        self.gpu.close()
         self.state.deferred.cancel()
         if self.dispatcher.cycle_handle is not None:
             self.dispatcher.cycle_handle.cancel()

@@ -20,6 +20,7 @@ import numpy as np
 
 from ..core import metric_format as fmt
 from ..core.artifacts import METRICS, METRICS_LOG, PARAMS
+from ..core.gpu_usage import SYSTEM_PREFIX
 from ..executors.base import ArtifactError, ArtifactReader
 from ..store import Store
 from .metric_log import Series, concatenated, parse_records
@@ -156,6 +157,8 @@ class MetricsIndexer:
             for name, (s, v) in parse_metrics(mdata, names).items():
                 old = series.get(name)
                 series[name] = (s, v) if old is None else (np.concatenate([old[0], s]), np.concatenate([old[1], v]))
+        # `system/…` is the platform's (GPU samples): a run's own series of that name are not taken.
+        series = {n: v for n, v in series.items() if not n.startswith(SYSTEM_PREFIX)}
         params = dict(state.params)
         for line in pdata.splitlines():
             try:

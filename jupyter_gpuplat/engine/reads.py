@@ -36,6 +36,7 @@ from ..store.insights import timelines
 from .bus import Subscription
 from .compare import MAX_SWEEP_CHILDREN, compare, metrics_of
 from .estimates import Estimates
+from .gpu_sampling import GpuSampling
 from .sessions import Sessions, is_session
 from .state import ActiveRun, EngineState
 from .sweeps import Sweeps
@@ -53,9 +54,11 @@ class ReadModel:
         sweeps: Sweeps,
         artifacts_root: str,
         estimates: Estimates,
+        gpu: GpuSampling,
     ) -> None:
         self.s = state
         self._estimates = estimates
+        self._gpu = gpu
         # Logs, outputs and tracking files, read where the executor keeps them.
         self.artifacts = artifacts
         self._sessions = sessions
@@ -154,6 +157,10 @@ class ReadModel:
     def eta(self, row: dict[str, Any]) -> tuple[dict[str, Any] | None, str | None]:
         """A waiting run's start estimate (`eta`) or why there is none (`eta_unknown`); (None, None) for others."""
         return eta_of(self.s, self._estimates, row)
+
+    def gpu_usage(self, row: dict[str, Any]) -> dict[str, Any] | None:
+        """What a run did with the GPUs it held (`gpu_usage`), from its samples; None where it held none."""
+        return self._gpu.usage(row)
 
     def queue(self, name: str) -> tuple[QueueState, int | None]:
         """One queue's state and the free GPUs (after an admin write to it)."""

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import abc
 import signal
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import IO, Any, ClassVar
 
@@ -19,6 +19,7 @@ from traitlets.config import LoggingConfigurable
 
 from ..core.artifacts import LOG
 from ..core.errors import GpuPlatError
+from ..core.gpu_usage import NotMeasured, Sample
 from ..core.reasons import Reason
 from ..core.request import Entrypoint
 from ..core.status import FINAL, Status
@@ -229,6 +230,16 @@ class Executor(LoggingConfigurable, metaclass=_ExecutorMeta):
     @abc.abstractmethod
     def devices(self) -> list[Device]:
         """The GPUs this executor can assign."""
+
+    # Seconds between GPU samples of the devices runs hold (None: not sampled).
+    gpu_sample_seconds: float | None = None
+
+    def gpu_samples(self, devices: Sequence[int], at: float) -> list[Sample] | NotMeasured:
+        """A reading of each of these devices now (blocking: the engine calls it off its loop), or why none.
+
+        Executors that cannot see their GPUs say so: nothing is estimated in their place.
+        """
+        return NotMeasured(f"the {self.name} executor does not sample GPUs")
 
     @abc.abstractmethod
     async def submit(self, req: LaunchRequest) -> dict[str, Any]:

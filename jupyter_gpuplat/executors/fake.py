@@ -17,10 +17,11 @@ from __future__ import annotations
 
 import asyncio
 from collections import Counter
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, cast
 
+from ..core.gpu_usage import NotMeasured, Sample
 from ..core.reasons import Reason
 from .artifacts import FilesystemArtifacts
 from .base import Device, Executor, ExecutorError, LaunchRequest, Observation
@@ -112,6 +113,7 @@ class FakeExecutor(FilesystemArtifacts, Executor):
         auto: bool = False,
         on_submit: Callable[[LaunchRequest], None] | None = None,
         workloads: FakeWorkloads | None = None,
+        gpu_sample_seconds: float | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
@@ -125,6 +127,9 @@ class FakeExecutor(FilesystemArtifacts, Executor):
         self.submitted: list[str] = []  # run ids, one per call of submit
         self.adopted: list[str] = []  # runs whose submit found their work already started
         self.workloads = workloads if workloads is not None else FakeWorkloads()
+        # GPU readings, as NVML would give them (None: this executor cannot see its GPUs).
+        self.gpu_reading: Callable[[int, float], tuple[float, int]] | None = None
+        self.gpu_sample_seconds = gpu_sample_seconds
         self.stopped: list[str] = []
         self.attached: list[str] = []
         self.outbox: list[tuple[float, Observation]] = []
@@ -197,6 +202,12 @@ class FakeExecutor(FilesystemArtifacts, Executor):
     # ---- the executor contract -------------------------------------------------
     def devices(self) -> list[Device]:
         return list(self._devices)
+
+    def gpu_samples(self, devices: Sequence[int], at: float) -> list[Sample] | NotMeasured:
+        """Scripted readings (`gpu_reading(device, at) -> (util %, memory bytes)`): the hardware boundary, faked."""
+        if self.gpu_reading is None:
+            return super().gpu_samples(devices, at)
+        return [Sample(at, d, *self.gpu_reading(d, at)) for d in devices]
 
     async def submit(self, req: LaunchRequest) -> dict[str, Any]:
         name = req.spec.get("name")

@@ -112,6 +112,7 @@ class BaseHandler(APIHandler):
         waiting = self.engine.reads.waiting(row)
         out = run_detail(row, self.engine.reads.now(), self.engine.reads.session_view(row["id"]), waiting)
         out["eta"], out["eta_unknown"] = self.engine.reads.eta(row)
+        out["gpu_usage"] = self.engine.reads.gpu_usage(row)
         out["actions"] = self.engine.reads.actions(self.user_name, row)
         return with_sweep(out, self.engine.reads.sweep_view(row))
 

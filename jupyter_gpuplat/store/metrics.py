@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from sqlalchemy import Engine, and_, bindparam, insert, select, update
+from sqlalchemy import Connection, Engine, and_, bindparam, insert, select, update
 
 from . import schema
 
@@ -87,36 +87,7 @@ class MetricStore:
     ) -> None:
         """Add points and params and move the offsets, in one transaction (a crash re-reads, never skips)."""
         with self._writer.begin() as conn:
-            for name, (steps, values) in series.items():
-                if not steps.size:
-                    continue
-                last = conn.execute(
-                    select(_mc.c.chunk, _mc.c.n, _mc.c.steps, _mc.c["values"])
-                    .where(_mc.c.run_id == run_id, _mc.c.name == name)
-                    .order_by(_mc.c.chunk.desc())
-                    .limit(1)
-                ).first()
-                chunk = -1
-                if last is not None:
-                    chunk = last.chunk
-                    room = CHUNK_POINTS - last.n
-                    if room > 0:
-                        merged_s = np.concatenate([np.frombuffer(last.steps, np.int64), steps[:room]])
-                        merged_v = np.concatenate([np.frombuffer(last.values, np.float64), values[:room]])
-                        conn.execute(
-                            _UPDATE_CHUNK,
-                            {"_run": run_id, "_name": name, "_chunk": chunk, **_chunk_row(merged_s, merged_v)},
-                        )
-                        steps, values = steps[room:], values[room:]
-                rows = []
-                for start in range(0, steps.size, CHUNK_POINTS):
-                    chunk += 1
-                    part = slice(start, start + CHUNK_POINTS)
-                    rows.append(
-                        {"run_id": run_id, "name": name, "chunk": chunk, **_chunk_row(steps[part], values[part])}
-                    )
-                if rows:
-                    conn.execute(insert(_mc), rows)
+            _add_points(conn, run_id, series)
             found = conn.execute(select(_rt.c.run_id).where(_rt.c.run_id == run_id)).first()
             values_ = {
                 "params": dict(params),
@@ -129,16 +100,25 @@ class MetricStore:
             else:
                 conn.execute(update(_rt).where(_rt.c.run_id == run_id).values(**values_))
 
+    def append_system(self, points: Mapping[str, Mapping[str, tuple[np.ndarray, np.ndarray]]]) -> None:
+        """The platform's own series of several runs (`system/…`: GPU samples), in one transaction; no offset moves."""
+        with self._writer.begin() as conn:
+            for run_id, series in points.items():
+                _add_points(conn, run_id, series)
+
     def series(self, run_id: str, names: Sequence[str] | None = None) -> dict[str, tuple[np.ndarray, np.ndarray]]:
         return self.series_many([run_id], names).get(run_id, {})
 
     def series_many(
-        self, run_ids: Sequence[str], names: Sequence[str] | None = None
+        self, run_ids: Sequence[str], names: Sequence[str] | None = None, prefix: str | None = None
     ) -> dict[str, dict[str, tuple[np.ndarray, np.ndarray]]]:
-        """Whole series of several runs in one query: {run_id: {name: (steps, values)}}."""
+        """Whole series of several runs in one query: {run_id: {name: (steps, values)}} (those named, or whose
+        names start with `prefix`)."""
         q = select(_mc.c.run_id, _mc.c.name, _mc.c.steps, _mc.c["values"]).where(_mc.c.run_id.in_(list(run_ids)))
         if names:
             q = q.where(_mc.c.name.in_(list(names)))
+        if prefix:
+            q = q.where(_mc.c.name.startswith(prefix, autoescape=True))
         parts: dict[tuple[str, str], tuple[list[np.ndarray], list[np.ndarray]]] = {}
         with self.engine.connect() as conn:
             for run_id, name, steps, values in conn.execute(q.order_by(_mc.c.run_id, _mc.c.name, _mc.c.chunk)):
@@ -176,3 +156,35 @@ class MetricStore:
         with self.engine.connect() as conn:
             rows = conn.execute(select(_rt.c.run_id, _rt.c.params).where(_rt.c.run_id.in_(ids)))
             return {r: dict(p) for r, p in rows}
+
+
+def _add_points(conn: Connection, run_id: str, series: Mapping[str, tuple[np.ndarray, np.ndarray]]) -> None:
+    """Append each series' points: top up its last chunk, then add chunks."""
+    for name, (steps, values) in series.items():
+        if not steps.size:
+            continue
+        last = conn.execute(
+            select(_mc.c.chunk, _mc.c.n, _mc.c.steps, _mc.c["values"])
+            .where(_mc.c.run_id == run_id, _mc.c.name == name)
+            .order_by(_mc.c.chunk.desc())
+            .limit(1)
+        ).first()
+        chunk = -1
+        if last is not None:
+            chunk = last.chunk
+            room = CHUNK_POINTS - last.n
+            if room > 0:
+                merged_s = np.concatenate([np.frombuffer(last.steps, np.int64), steps[:room]])
+                merged_v = np.concatenate([np.frombuffer(last.values, np.float64), values[:room]])
+                conn.execute(
+                    _UPDATE_CHUNK,
+                    {"_run": run_id, "_name": name, "_chunk": chunk, **_chunk_row(merged_s, merged_v)},
+                )
+                steps, values = steps[room:], values[room:]
+        rows = []
+        for start in range(0, steps.size, CHUNK_POINTS):
+            chunk += 1
+            part = slice(start, start + CHUNK_POINTS)
+            rows.append({"run_id": run_id, "name": name, "chunk": chunk, **_chunk_row(steps[part], values[part])})
+        if rows:
+            conn.execute(insert(_mc), rows)

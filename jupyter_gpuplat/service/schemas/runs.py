@@ -198,6 +198,22 @@ class TimelineEvent(_Open):
     details: dict[str, Any] | None = None
 
 
+class GpuUsage(_Out):
+    """A run's GPU samples summarised (issue 27), or why there are none (`measured` false, `reason`)."""
+
+    measured: bool
+    reason: str | None = Field(default=None, description="Why not measured: no NVML, sampling off, a MIG device…")
+    devices: list[int] | None = None
+    samples: int | None = None
+    mean_util: float | None = Field(default=None, description="Mean utilisation (%), each sample weighted by its time")
+    p50_util: float | None = Field(default=None, description="Median utilisation (%) of the samples")
+    memory_peak_bytes: int | None = None
+    busy_fraction: float | None = Field(default=None, description="Share of sampled time at or over busy_percent")
+    seconds_sampled: float | None = Field(default=None, description="Device-seconds sampled (summed over devices)")
+    seconds_busy: float | None = Field(default=None, description="Device-seconds at or over busy_percent")
+    busy_percent: float = Field(description="The utilisation (%) from which a device counts as busy")
+
+
 class RunDetail(RunSummary):
     """One run's full record: request, resolved spec, provenance and timeline."""
 
@@ -206,6 +222,9 @@ class RunDetail(RunSummary):
     provenance: dict[str, str] | None
     timeline: list[TimelineEvent]
     stop_requested_by: str | None
+    gpu_usage: GpuUsage | None = Field(
+        default=None, description="What it did with the GPUs it held, from their samples; null where it held none"
+    )
 
 
 class RunsPage(_Out):

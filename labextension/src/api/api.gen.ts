@@ -1378,6 +1378,70 @@ export interface components {
              */
             diff_path?: string | null;
         };
+        /**
+         * GpuUsage
+         * @description A run's GPU samples summarised (issue 27), or why there are none (`measured` false, `reason`).
+         */
+        GpuUsage: {
+            /** Measured */
+            measured: boolean;
+            /**
+             * Reason
+             * @description Why not measured: no NVML, sampling off, a MIG device…
+             * @default null
+             */
+            reason?: string | null;
+            /**
+             * Devices
+             * @default null
+             */
+            devices?: number[] | null;
+            /**
+             * Samples
+             * @default null
+             */
+            samples?: number | null;
+            /**
+             * Mean Util
+             * @description Mean utilisation (%), each sample weighted by its time
+             * @default null
+             */
+            mean_util?: number | null;
+            /**
+             * P50 Util
+             * @description Median utilisation (%) of the samples
+             * @default null
+             */
+            p50_util?: number | null;
+            /**
+             * Memory Peak Bytes
+             * @default null
+             */
+            memory_peak_bytes?: number | null;
+            /**
+             * Busy Fraction
+             * @description Share of sampled time at or over busy_percent
+             * @default null
+             */
+            busy_fraction?: number | null;
+            /**
+             * Seconds Sampled
+             * @description Device-seconds sampled (summed over devices)
+             * @default null
+             */
+            seconds_sampled?: number | null;
+            /**
+             * Seconds Busy
+             * @description Device-seconds at or over busy_percent
+             * @default null
+             */
+            seconds_busy?: number | null;
+            /**
+             * Busy Percent
+             * @description The utilisation (%) from which a device counts as busy
+             */
+            busy_percent: number;
+        };
         /** HeadWait */
         HeadWait: {
             /** Reason */
@@ -2779,6 +2843,11 @@ export interface components {
             timeline: components["schemas"]["TimelineEvent"][];
             /** Stop Requested By */
             stop_requested_by: string | null;
+            /**
+             * @description What it did with the GPUs it held, from their samples; null where it held none
+             * @default null
+             */
+            gpu_usage?: components["schemas"]["GpuUsage"] | null;
         };
         /**
          * RunRequest
