@@ -30,7 +30,7 @@ class GpuSampling:
     def __init__(self, state: EngineState) -> None:
         self.s = state
         # The executor's setting (LocalExecutor.gpu_sample_seconds): None where it samples nothing.
-        self.interval_seconds: float | None = state.executor.gpu_sample_seconds
+        self.interval_seconds: float | None = state.executor.gpu_interval()
         self.not_measured: NotMeasured | None = None  # the executor's last word where it could not see
         self.ticks = 0
         self._task: asyncio.Task[None] | None = None

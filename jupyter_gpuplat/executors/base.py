@@ -231,8 +231,9 @@ class Executor(LoggingConfigurable, metaclass=_ExecutorMeta):
     def devices(self) -> list[Device]:
         """The GPUs this executor can assign."""
 
-    # Seconds between GPU samples of the devices runs hold (None: not sampled).
-    gpu_sample_seconds: float | None = None
+    def gpu_interval(self) -> float | None:
+        """Seconds between GPU samples of the devices runs hold (None: not sampled)."""
+        return None
 
     def gpu_samples(self, devices: Sequence[int], at: float) -> list[Sample] | NotMeasured:
         """A reading of each of these devices now (blocking: the engine calls it off its loop), or why none.

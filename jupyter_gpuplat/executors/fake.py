@@ -129,7 +129,7 @@ class FakeExecutor(FilesystemArtifacts, Executor):
         self.workloads = workloads if workloads is not None else FakeWorkloads()
         # GPU readings, as NVML would give them (None: this executor cannot see its GPUs).
         self.gpu_reading: Callable[[int, float], tuple[float, int]] | None = None
-        self.gpu_sample_seconds = gpu_sample_seconds
+        self._gpu_interval = gpu_sample_seconds
         self.stopped: list[str] = []
         self.attached: list[str] = []
         self.outbox: list[tuple[float, Observation]] = []
@@ -202,6 +202,9 @@ class FakeExecutor(FilesystemArtifacts, Executor):
     # ---- the executor contract -------------------------------------------------
     def devices(self) -> list[Device]:
         return list(self._devices)
+
+    def gpu_interval(self) -> float | None:
+        return self._gpu_interval
 
     def gpu_samples(self, devices: Sequence[int], at: float) -> list[Sample] | NotMeasured:
         """Scripted readings (`gpu_reading(device, at) -> (util %, memory bytes)`): the hardware boundary, faked."""

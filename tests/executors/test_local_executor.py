@@ -22,6 +22,7 @@ from typing import Any
 import psutil
 import pytest
 
+from jupyter_gpuplat.core.gpu_usage import NotMeasured
 from jupyter_gpuplat.core.request import Entrypoint
 from jupyter_gpuplat.executors.base import Device, ExecutorError, LaunchRequest, Observation
 from jupyter_gpuplat.executors.local.env import make_env
@@ -857,6 +858,21 @@ def test_declared_gpus_are_labelled_declared() -> None:
         Device(1, "declared GPU 1", None, None, declared=True, minor=1),
     ]
     assert LocalExecutor(gpus=0).devices() == []
+
+
+def test_gpu_samples_say_why_where_they_cannot_be_read(tmp_path: Path) -> None:
+    """Declared GPUs are not real ones to read; found ones without NVML (this machine) are not measured either."""
+    declared = LocalExecutor(gpus=2)
+    assert declared.gpu_interval() == 10.0
+    got = declared.gpu_samples([0], 0.0)
+    assert got == NotMeasured("the GPUs are declared (LocalExecutor.gpus), not found: none is sampled")
+    fake = tmp_path / "nvidia-smi"
+    fake.write_text(f"#!/bin/sh\ncat <<'EOF'\n{NVIDIA_SMI_TEXT}EOF\n")
+    fake.chmod(0o755)
+    found = LocalExecutor(nvidia_smi_path=str(fake), gpu_sample_seconds=None)
+    assert found.gpu_interval() is None
+    blind = found.gpu_samples([0], 0.0)
+    assert isinstance(blind, NotMeasured) and blind.reason.startswith("no NVML on this machine"), blind
 
 
 def test_a_run_from_a_spare_launcher_counts_its_time_from_its_own_launch(tmp_path: Path) -> None:

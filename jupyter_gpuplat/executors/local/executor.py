@@ -40,12 +40,13 @@ import contextlib
 import os
 import sys
 import time
-from collections.abc import Coroutine, Mapping
+from collections.abc import Coroutine, Mapping, Sequence
 from typing import Any
 
 import psutil
 
 from ...core import artifacts as layout
+from ...core.gpu_usage import NotMeasured, Sample
 from ...core.reasons import Reason
 from .. import safefs
 from ..artifacts import FilesystemArtifacts, capture_code, write_cell
@@ -62,6 +63,7 @@ from .confine import Confinement
 from .connections import connection_env, remove_run_secrets, remove_secret_dir
 from .env import kept, make_env
 from .gpus import detect_gpus
+from .nvml import GpuSampler
 from .process import (
     LAUNCH_FILE,
     create_time_from_ticks,
@@ -115,6 +117,7 @@ class LocalExecutor(LocalSettings, FilesystemArtifacts, Executor):
         self._watcher = RunWatcher(self._finish, lambda: self.poll_interval_seconds, self.log)
         self._tasks: set[asyncio.Task[None]] = set()
         self._detected: list[Device] | None = None
+        self._sampler: GpuSampler | None = None  # opened on the first sample
         self._closed = False
         self._submitting: set[str] = set()
         self._warm: WarmLaunchers[LocalRun] = WarmLaunchers(
@@ -130,6 +133,16 @@ class LocalExecutor(LocalSettings, FilesystemArtifacts, Executor):
         if self._detected is None:
             self._detected = detect_gpus(self.nvidia_smi_path)
         return list(self._detected)
+
+    def gpu_interval(self) -> float | None:
+        return self.gpu_sample_seconds
+
+    def gpu_samples(self, devices: Sequence[int], at: float) -> list[Sample] | NotMeasured:
+        """NVML's reading (executors/local/nvml.py); declared GPUs are not real ones to read."""
+        if self.gpus is not None:
+            return NotMeasured("the GPUs are declared (LocalExecutor.gpus), not found: none is sampled")
+        self._sampler = self._sampler or GpuSampler(self.devices())
+        return self._sampler.sample(devices)
 
     # -- submit ----------------------------------------------------------------------------
 
@@ -483,6 +496,8 @@ class LocalExecutor(LocalSettings, FilesystemArtifacts, Executor):
     async def close(self) -> None:
         """Stop watching and cancel pending stops; running processes are left running."""
         self._closed = True
+        if self._sampler is not None:
+            self._sampler.close()
         tasks: list[asyncio.Future[None]] = list(self._tasks)
         if self._watcher.poll_task is not None:
             tasks.append(self._watcher.poll_task)

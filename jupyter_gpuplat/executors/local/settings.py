@@ -83,6 +83,13 @@ class LocalSettings(HasTraits):
     pids_max = Integer(
         8192, min=0, help="Processes and threads one run may have at once, with a pids cgroup (0: no limit)."
     ).tag(config=True)
+    gpu_sample_seconds = Float(
+        10.0,
+        allow_none=True,
+        min=0.1,
+        help="Seconds between samples (NVML) of the GPUs runs and sessions hold, kept as their system metrics "
+        "system/gpu<N>/util and memory_bytes and summarised as gpu_usage. None: not sampled.",
+    ).tag(config=True)
     poll_interval_seconds = Float(
         0.5,
         min=0.01,
