@@ -62,8 +62,7 @@ from .commands import KERNEL_AGENT, kernel_command, launcher_argv, python_env
 from .confine import Confinement
 from .connections import connection_env, remove_run_secrets, remove_secret_dir
 from .env import kept, make_env
-from .gpus import detect_gpus
-from .nvml import GpuSampler
+from .gpus import MachineGpus
 from .process import (
     LAUNCH_FILE,
     create_time_from_ticks,
@@ -116,8 +115,7 @@ class LocalExecutor(LocalSettings, FilesystemArtifacts, Executor):
         self._runs: dict[str, LocalRun] = {}
         self._watcher = RunWatcher(self._finish, lambda: self.poll_interval_seconds, self.log)
         self._tasks: set[asyncio.Task[None]] = set()
-        self._detected: list[Device] | None = None
-        self._sampler: GpuSampler | None = None  # opened on the first sample
+        self._gpus = MachineGpus(self.gpus, self.nvidia_smi_path)
         self._closed = False
         self._submitting: set[str] = set()
         self._warm: WarmLaunchers[LocalRun] = WarmLaunchers(
@@ -128,21 +126,14 @@ class LocalExecutor(LocalSettings, FilesystemArtifacts, Executor):
 
     def devices(self) -> list[Device]:
         """Declared GPUs, or those nvidia-smi finds (asked once per executor)."""
-        if self.gpus is not None:
-            return [Device(i, f"declared GPU {i}", None, None, declared=True, minor=i) for i in range(self.gpus)]
-        if self._detected is None:
-            self._detected = detect_gpus(self.nvidia_smi_path)
-        return list(self._detected)
+        return self._gpus.devices()
 
     def gpu_interval(self) -> float | None:
         return self.gpu_sample_seconds
 
     def gpu_samples(self, devices: Sequence[int], at: float) -> list[Sample] | NotMeasured:
         """NVML's reading (executors/local/nvml.py); declared GPUs are not real ones to read."""
-        if self.gpus is not None:
-            return NotMeasured("the GPUs are declared (LocalExecutor.gpus), not found: none is sampled")
-        self._sampler = self._sampler or GpuSampler(self.devices())
-        return self._sampler.sample(devices)
+        return self._gpus.samples(devices)
 
     # -- submit ----------------------------------------------------------------------------
 
@@ -496,8 +487,7 @@ class LocalExecutor(LocalSettings, FilesystemArtifacts, Executor):
     async def close(self) -> None:
         """Stop watching and cancel pending stops; running processes are left running."""
         self._closed = True
-        if self._sampler is not None:
-            self._sampler.close()
+        self._gpus.close()
         tasks: list[asyncio.Future[None]] = list(self._tasks)
         if self._watcher.poll_task is not None:
             tasks.append(self._watcher.poll_task)

@@ -7,8 +7,11 @@ import glob
 import logging
 import os
 import subprocess
+from collections.abc import Sequence
 
+from ...core.gpu_usage import NotMeasured, Sample
 from ..base import Device
+from .nvml import GpuSampler
 
 log = logging.getLogger(__name__)
 
@@ -108,3 +111,31 @@ def detect_gpus(nvidia_smi: str = "nvidia-smi", timeout_seconds: float = 10.0) -
     """The GPUs nvidia-smi reports, or [] when it is missing, fails or hangs."""
     out = _run(nvidia_smi, QUERY, timeout_seconds)
     return with_minors(parse_nvidia_smi(out), nvidia_smi, timeout_seconds) if out else []
+
+
+class MachineGpus:
+    """This machine's GPUs for the local executor: declared (`gpus`) or found by nvidia-smi once, and read
+    through NVML (opened on the first reading). Declared GPUs are not real ones to read."""
+
+    def __init__(self, declared: int | None, nvidia_smi: str) -> None:
+        self.declared = declared
+        self.nvidia_smi = nvidia_smi
+        self._found: list[Device] | None = None
+        self._sampler: GpuSampler | None = None
+
+    def devices(self) -> list[Device]:
+        if self.declared is not None:
+            return [Device(i, f"declared GPU {i}", None, None, declared=True, minor=i) for i in range(self.declared)]
+        if self._found is None:
+            self._found = detect_gpus(self.nvidia_smi)
+        return list(self._found)
+
+    def samples(self, devices: Sequence[int]) -> list[Sample] | NotMeasured:
+        if self.declared is not None:
+            return NotMeasured("the GPUs are declared (LocalExecutor.gpus), not found: none is sampled")
+        self._sampler = self._sampler or GpuSampler(self.devices())
+        return self._sampler.sample(devices)
+
+    def close(self) -> None:
+        if self._sampler is not None:
+            self._sampler.close()
