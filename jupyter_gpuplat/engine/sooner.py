@@ -43,14 +43,20 @@ def eta_fields(k: Known | None, now: float) -> dict[str, Any]:
 
 
 def sooner(
-    s: EngineState, est: Estimates, user: str, req: RunRequest, base: Known | None, platform_gpus: int | None
+    s: EngineState,
+    est: Estimates,
+    user: str,
+    req: RunRequest,
+    res: Resolution,
+    base: Known | None,
+    platform_gpus: int | None,
 ) -> list[dict[str, Any]]:
-    """Accepted variants expected to start sooner than `base`, soonest first, each with its estimate."""
+    """Accepted variants of `req` (resolved as `res`) expected to start sooner than `base`, soonest first."""
     if base is None or (isinstance(base.estimate, Eta) and base.estimate.p90_seconds < 1):
         return []  # it starts now: nothing is sooner
     now = s.clock()
     found: list[tuple[float, dict[str, Any]]] = []
-    for changes, hint in _variants(s, user, req, platform_gpus):
+    for changes, hint in _variants(s, user, req, res):
         if any(all(changes.get(k) == v for k, v in alt["changes"].items()) for _, alt in found):
             continue  # fewer changes already start it sooner
         try:
@@ -99,12 +105,9 @@ def _before(k: Known, base: Known) -> bool:
     return gain >= max(60.0, 0.1 * base.estimate.p50_seconds)
 
 
-def _variants(
-    s: EngineState, user: str, req: RunRequest, platform_gpus: int | None
-) -> list[tuple[dict[str, Any], str]]:
+def _variants(s: EngineState, user: str, req: RunRequest, res: Resolution) -> list[tuple[dict[str, Any], str]]:
     """Changes worth estimating, fewest first: each other queue the project may use, fewer GPUs (here, and in
     another queue), each other flavor of its queue."""
-    res, _ = check(s.cfg, user, req, platform_gpus)
     gpu = res.resources.gpu
     fewer = [n for n in sorted({1, gpu // 2}, reverse=True) if 0 < n < gpu]
     gpus = {n: f"ask for {n} GPU{'s' if n > 1 else ''} instead of {gpu}" for n in fewer}
@@ -140,5 +143,5 @@ def add_to_preview(
     res, _ = check(s.cfg, user, req, platform_gpus)
     k = probe(s, est, user, res)
     preview.update(eta_fields(k, s.clock()))
-    preview["alternatives"] = sooner(s, est, user, req, k, platform_gpus)
+    preview["alternatives"] = sooner(s, est, user, req, res, k, platform_gpus)
     return preview
