@@ -29,7 +29,8 @@ def add_submit(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
     s.add_argument("-p", "--project", help=PROJECT_HELP)
     s.add_argument("--preset", action="append", help="preset to apply (repeat for several, applied in order)")
     s.add_argument("-q", "--queue", help="queue (default: from the presets, else the project's default queue)")
-    s.add_argument("--gpus", type=int, help="number of GPUs (overrides the presets' resources.gpu)")
+    # `--gpu` spelled out: once --gpu-type came, argparse found the abbreviation ambiguous
+    s.add_argument("--gpus", "--gpu", type=int, help="number of GPUs (overrides the presets' resources.gpu)")
     s.add_argument(
         "--gpu-type",
         help="the flavor (kind of GPU) to wait for, where the queue offers flavors, or 'any' (placement.gpu_type)",

@@ -91,6 +91,9 @@ def test_preview_presets_and_config(server: ServerProcess, tmp_path: Path) -> No
     assert "  starts in: /" in pv, pv  # the folder it was submitted from, as the dialog says under its verdict
     cpu = gp(server, "submit", "-p", "team-a", "--gpus", "0", "--preview", "--", "python", "t.py").stdout
     assert "  note: This run gets no GPU (0 GPUs)" in cpu, cpu
+    # `--gpu` is `--gpus` (an abbreviation argparse found ambiguous once --gpu-type came)
+    one = json.loads(gp(server, "--json", "submit", "-p", "team-a", "--gpu", "1", "--preview", "--", "t").stdout)
+    assert one["resolved"]["resources"]["gpu"] == 1
     as_json = json.loads(
         gp(server, "--json", "submit", "-p", "team-a", "--preset", "multi-gpu", "--preview", "--", "t").stdout
     )
