@@ -156,6 +156,10 @@ class QueueState:
         for group in self._groups.values():
             yield next(iter(group.values()))
 
+    def groups(self) -> list[list[PendingRun]]:
+        """The pending runs by request group, each in the order `heads` walks it."""
+        return [list(g.values()) for g in self._groups.values()]
+
     def head(self) -> PendingRun | None:
         return min(self.heads(), key=lambda r: r.seq, default=None)
 

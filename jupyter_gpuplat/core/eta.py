@@ -135,11 +135,12 @@ def _never_short(queues: Mapping[str, QueueState], pool: DevicePool) -> bool:
     machine = len(pool.free) + sum(len(h.devices) for q in queues.values() for h in q.held.values())
     most = 0
     for q in queues.values():
-        asks = [h.request.gpu for h in q.held.values()] + [p.request.gpu for p in q.heads()]
-        if not any(asks):
+        # Asked per snapshot over every queue: a queue with a GPU quota costs its first GPU request, not all heads.
+        if not (any(h.request.gpu for h in q.held.values()) or any(p.request.gpu for p in q.heads())):
             continue
         cap = q.limits.quota.gpu
         if cap is None and q.limits.concurrency is not None:
+            asks = [h.request.gpu for h in q.held.values()] + [p.request.gpu for p in q.heads()]
             cap = q.limits.concurrency * max(asks)  # every pending request is some group's head's
         if cap is None:
             return False
@@ -185,8 +186,12 @@ def _estimate_group(
     rng = random.Random(f"{seed}:{','.join(names)}")
     starts: dict[str, list[float]] = {rid: [] for rid in waiting}
     unknown: dict[str, str] = {}
-    for _ in range(n):
-        _scenario(queues, names, pool, times, rng, starts, unknown)
+    slots = _slots_only(queues[names[0]]) if len(names) == 1 and not pool.counted else None
+    if slots is None or not _slot_scenarios(queues[names[0]], slots, times, rng, n, starts):
+        rng = random.Random(f"{seed}:{','.join(names)}")
+        starts = {rid: [] for rid in waiting}
+        for _ in range(n):
+            _scenario(queues, names, pool, times, rng, starts, unknown)
     from_history = sum(1 for p in times.values() if isinstance(p, Empirical) and p.from_history)
     from_limits = sum(1 for p in times.values() if isinstance(p, Empirical) and not p.from_history)
     basis = (
@@ -251,6 +256,63 @@ def _scenario(
         for stuck in q.ordered_pending():
             if stuck.id not in unknown:
                 unknown[stuck.id] = _why_stuck(qs, q, stuck, cyc.pool, times)
+
+
+def _slots_only(q: QueueState) -> int | None:
+    """The queue's concurrency where it is the only limit that can hold a run back, else None.
+
+    Then `decide` always takes the earliest head once a slot is free, so the admission order is fixed
+    (a merge of the request groups by submission) and only the instants change between scenarios.
+    That holds with no pause, sweep gate, per-user limit or flavors, and a quota that the `concurrency`
+    largest requests together never exceed (devices uncounted: the caller's condition).
+    """
+    lim = q.limits
+    c = lim.concurrency
+    if c is None or lim.paused or lim.max_per_user is not None or lim.flavors or q.gates:
+        return None
+    asks = [h.request for h in q.held.values()] + [p.request for p in q.heads()]
+    for cap, part in (
+        (lim.quota.gpu, lambda r: r.gpu),
+        (lim.quota.cpu_milli, lambda r: r.cpu_milli),
+        (lim.quota.memory_bytes, lambda r: r.memory_bytes),
+    ):
+        if cap is not None and sum(sorted(map(part, asks), reverse=True)[:c]) > cap:
+            return None
+    return c
+
+
+def _slot_scenarios(
+    q: QueueState,
+    slots: int,
+    times: Mapping[str, Prediction],
+    rng: random.Random,
+    n: int,
+    starts: dict[str, list[float]],
+) -> bool:
+    """`_scenario` for a queue held back by its concurrency alone (`_slots_only`): each run starts when a slot
+    frees, in the fixed admission order, with the same draws in the same order (so the same answer), at a
+    fraction of the cost. False where a run would never start: the caller then runs the general simulation,
+    which names what holds it.
+    """
+    order = list(heapq.merge(*q.groups(), key=lambda r: r.seq))
+    held = [times[rid] for rid in q.held]
+    for _ in range(n):
+        ends = [p.sample(rng) for p in held if isinstance(p, Empirical)]
+        heapq.heapify(ends)
+        running = len(held)
+        now = 0.0
+        for run in order:
+            while running >= slots:
+                if not ends:
+                    return False
+                now = heapq.heappop(ends)
+                running -= 1
+            starts[run.id].append(now)
+            running += 1
+            p = times[run.id]
+            if isinstance(p, Empirical):
+                heapq.heappush(ends, now + p.sample(rng))
+    return True
 
 
 def _why_stuck(

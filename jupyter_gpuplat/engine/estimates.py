@@ -86,6 +86,10 @@ def finished(row: dict[str, Any]) -> FinishedRun:
     )
 
 
+# A run's first estimate, as store.estimates records it: run id, queue, computed at, p50 at, p90 at.
+FirstEstimate = tuple[str, str, float, float, float]
+
+
 @dataclass(frozen=True, slots=True)
 class _Inputs:
     """What one recompute reads, taken on the loop: private queue copies, the devices, each run's traits."""
@@ -106,7 +110,7 @@ class Estimates:
         state: EngineState,
         *,
         scenarios: int = SCENARIOS,
-        pause_seconds: float = 0.05,
+        pause_seconds: float = 0.025,
         refresh_seconds: float = 30.0,
         process_from: int = PROCESS_FROM,
     ) -> None:
@@ -121,6 +125,8 @@ class Estimates:
         self.dirty: set[str] = set()
         self.recomputes = 0
         self._first_recorded: set[str] = set()
+        # Each active run's traits (a snapshot takes thousands), valid while its `resolved` is the same object.
+        self._traits: dict[str, tuple[object, RunTraits]] = {}
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
 
@@ -142,6 +148,7 @@ class Estimates:
         """A run ended: what it held is free, and how long it held it is history (if it ran, and no one stopped it)."""
         self.known.get(a.queue, {}).pop(a.id, None)
         self._first_recorded.discard(a.id)
+        self._traits.pop(a.id, None)
         dispatched = a.times.get("dispatched_at")
         # Someone's stop says when they chose to end it, not how long such runs take (an idle or time limit does).
         if status in FINAL and dispatched is not None and not a.stop_requested_by and a.resolved.get("kind") != "sweep":
@@ -184,7 +191,9 @@ class Estimates:
                 if inputs is None:
                     continue
                 answers = await self._run(inputs)
-                self._take(inputs, answers)
+                first = self._take(inputs, answers)
+                if first:  # a store write: off the loop
+                    await asyncio.to_thread(self._record_first, first)
             except Exception:  # an estimate must never stop the engine; the next change tries again
                 log.exception("start estimates failed")
 
@@ -192,7 +201,7 @@ class Estimates:
         """Recompute what changed now, on this thread (tests and benchmarks)."""
         inputs = self._inputs()
         if inputs is not None:
-            self._take(inputs, self._compute(inputs))
+            self._record_first(self._take(inputs, self._compute(inputs)))
 
     def _inputs(self) -> _Inputs | None:
         names, self.dirty = self.dirty, set()
@@ -214,12 +223,20 @@ class Estimates:
             for rid in q.held:
                 a = s.active.get(rid)
                 if a is not None:
-                    held[rid] = (traits(a), max(0.0, now - (a.times.get("dispatched_at") or now)))
+                    held[rid] = (self._traits_of(a), max(0.0, now - (a.times.get("dispatched_at") or now)))
             for p in q.ordered_pending():
                 a = s.active.get(p.id)
                 if a is not None:
-                    waiting[p.id] = traits(a)
+                    waiting[p.id] = self._traits_of(a)
         return _Inputs(queues, free, typed, held, waiting, now)
+
+    def _traits_of(self, a: ActiveRun) -> RunTraits:
+        kept = self._traits.get(a.id)
+        if kept is not None and kept[0] is a.resolved:
+            return kept[1]
+        t = traits(a)
+        self._traits[a.id] = (a.resolved, t)
+        return t
 
     def probe(self, run: PendingRun, t: RunTraits, scenarios: int | None = None) -> Known:
         """The estimate of a run not submitted (a preview, an alternative): added after every run waiting in
@@ -274,14 +291,14 @@ class Estimates:
             )
         return await asyncio.get_running_loop().run_in_executor(self._pool, job)
 
-    def _take(self, x: _Inputs, answers: dict[str, Estimate]) -> None:
-        """Keep the answers of the recomputed groups (runs of those queues no longer waiting drop out), record
-        first estimates, and publish those that moved."""
+    def _take(self, x: _Inputs, answers: dict[str, Estimate]) -> list[FirstEstimate]:
+        """Keep the answers of the recomputed groups (runs of those queues no longer waiting drop out), publish
+        those that moved; the first estimates to record (the caller writes them, off the loop where it runs)."""
         self.recomputes += 1
         before: dict[str, Known] = {}
         for queue in x.queues:  # every estimate of a recomputed queue is replaced (a run gone or started drops)
             before.update(self.known.pop(queue, {}))
-        first: list[tuple[str, str, float, float, float]] = []
+        first: list[FirstEstimate] = []
         moved: dict[str, dict[str, Any]] = {}
         for rid, e in answers.items():
             a = self.s.active.get(rid)
@@ -293,13 +310,18 @@ class Estimates:
             if _moved(before.get(rid), k):
                 eta, unknown = view(e, x.at, x.at)
                 moved[rid] = {"project": a.project, "eta": eta, "eta_unknown": unknown}
-        if first:
-            try:
-                stored.record_first(self.s.store.engine, first)
-                self._first_recorded.update(r[0] for r in first)
-            except StoreUnavailable:
-                log.warning("could not record %d first start estimates (the store is unavailable)", len(first))
+        self._first_recorded.update(r[0] for r in first)  # once: a later recompute does not queue it again
         self.s.publish_etas(moved)
+        return first
+
+    def _record_first(self, first: list[FirstEstimate]) -> None:
+        if not first:
+            return
+        try:
+            stored.record_first(self.s.store.engine, first)
+        except StoreUnavailable:
+            self._first_recorded.difference_update(r[0] for r in first)  # the next recompute tries again
+            log.warning("could not record %d first start estimates (the store is unavailable)", len(first))
 
     # ---- reads -----------------------------------------------------------------------
     def of(self, run_id: str) -> Known | None:

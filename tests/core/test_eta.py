@@ -404,3 +404,38 @@ def test_remaining_time_is_conditioned_on_the_elapsed_time() -> None:
     assert m.remaining(ann, 200) == NoBasis("r-1 has no time limit and has run longer than its 3 similar finished runs")
     limited = RunTraits("r-1", "ann", "gpu1", "train.py", timeout_seconds=300)
     assert m.remaining(limited, 200) == Empirical((100.0,), "its time limit (300 s)", from_history=False)
+
+
+# ---- the concurrency-only shortcut answers as the general simulation does ------------------
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_concurrency_only_queue_shortcut_equals_the_general_simulation(seed: int) -> None:
+    """A queue held back by its concurrency alone is simulated by slots (core.eta._slot_scenarios). The same
+    queue with a per-user limit no run can reach takes the general path (`decide` per event): the answers,
+    which rest on the same draws, must be identical — stuck runs, shared seqs of groups and all."""
+    rng = random.Random(seed)
+    users = ["ann", "bob", "cy"][: rng.randint(1, 3)]
+    held = tuple(H(f"h{i}", gpu=rng.randint(0, 2), user=rng.choice(users)) for i in range(rng.randint(0, 4)))
+    order = rng.sample(range(1, 60), rng.randint(1, 25))  # groups get runs out of submission order
+    pending = tuple(P(f"w{s}", s, gpu=rng.randint(1, 2), user=rng.choice(users)) for s in order)
+    concurrency = rng.randint(1, 4)
+    quota = Quota(gpu=2 * concurrency) if rng.random() < 0.5 else Quota()
+
+    def draws() -> Prediction:
+        roll = rng.random()
+        if roll < 0.08:
+            return NoBasis("no basis")
+        if roll < 0.3:
+            return fixed(rng.choice([30.0, 60.0, 90.0]))
+        return Empirical(tuple(sorted(rng.uniform(10, 200) for _ in range(rng.randint(2, 6)))), "history")
+
+    remaining = {h.id: draws() for h in held}
+    durations = {p.id: draws() for p in pending}
+
+    def answer(max_per_user: int | None) -> dict[str, Eta | EtaUnknown]:
+        limits = QueueLimits("q", concurrency=concurrency, quota=quota, max_per_user=max_per_user)
+        q = queue(limits, held, pending)
+        return estimate({"q": q}, free_devices=None, remaining=remaining, durations=durations, scenarios=20, seed=3)
+
+    assert answer(None) == answer(10_000)

@@ -38,6 +38,7 @@ async def _start(made: list[Harness], tmp: Path, ex: FakeExecutor, queues: list[
 
 
 def _known(h: Harness, rid: str) -> Eta | EtaUnknown:
+    h.engine.estimates.changed()  # every queue: the loop's own recompute may have taken what was marked
     h.engine.estimates.refresh()
     k = h.engine.estimates.of(rid)
     assert k is not None, f"no estimate for {rid}"
@@ -79,7 +80,8 @@ async def test_history_predicts_each_start_and_survives_a_restart(tmp_path: Path
     # Each run's first estimate was recorded once: the restart's recompute changed none of them.
     with again.store.engine.connect() as conn:
         rows = {r.run_id: r for r in conn.execute(select(run_etas))}
-    assert set(rows) == {first, second}
+    # (the history's runs waited too, and the loop's own recompute may have estimated them: not asserted)
+    assert {first, second} <= set(rows)
     assert rows[second].computed_at == computed_at and rows[second].p50_at == computed_at + 170.0
 
 
@@ -128,8 +130,10 @@ async def test_a_big_recompute_runs_in_a_worker_process_with_the_same_answer(
     est = h.engine.estimates
     in_thread = {rid: _known(h, rid) for rid in ids}
     est.process_from = 1  # as if 1,000 runs waited: the loop hands the simulation to its worker process
+    est.changed("q")
+    await wait_for(lambda: est._pool is not None, 30, "the worker process")
+    # From here every recompute is the worker's (one in flight in a thread finished before the pool started).
     before = est.recomputes
     est.changed("q")
     await wait_for(lambda: est.recomputes > before, 30, "a recompute in the worker process")
-    assert est._pool is not None
     assert {rid: est.of(rid).estimate for rid in ids} == in_thread  # type: ignore[union-attr]

@@ -42,7 +42,8 @@ def history(
         t0 = h.clock()
         ids = {n: h.submit(queue="one", name=n, command=["w"], termination=LIMIT) for n in ("W1", "W2")}
         await h.settle()
-        h.engine.estimates.refresh()  # what the estimator's loop does after a change, now
+        h.engine.estimates.changed()  # what the estimator's loop does after a change, now (whatever it took)
+        h.engine.estimates.refresh()
         for step in (100, 100):
             await h.advance(step)
         ids["H"] = h.submit(queue="one", name="H", command=["w"], termination=LIMIT)
@@ -52,6 +53,7 @@ def history(
         ids["U"] = h.submit(queue="two", name="U", command=["u"])  # no time limit
         ids["X"] = h.submit(queue="two", name="X", command=["x"], termination=LIMIT)
         await h.settle()
+        h.engine.estimates.changed()
         h.engine.estimates.refresh()
         for step in (300, 50, 10, 20, 20, 10):  # to 500, 550, 560, 580, 600, 610
             await h.advance(step)
