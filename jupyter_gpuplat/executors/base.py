@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import abc
 import signal
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import IO, Any, ClassVar
 
@@ -32,6 +32,8 @@ STOPPED = Status.STOPPED.value
 FINAL_STATUSES = FINAL
 
 Observer = Callable[["Observation"], None]
+# `Executor.gpu_samples`' answer: run id → its samples or why none; or why nothing was read at all.
+GpuReading = dict[str, list[Sample] | NotMeasured] | NotMeasured
 
 
 class ExecutorError(GpuPlatError):
@@ -235,9 +237,14 @@ class Executor(LoggingConfigurable, metaclass=_ExecutorMeta):
         """Seconds between GPU samples of the devices runs hold (None: not sampled)."""
         return None
 
-    def gpu_samples(self, devices: Sequence[int], at: float) -> list[Sample] | NotMeasured:
-        """A reading of each of these devices now (blocking: the engine calls it off its loop), or why none.
+    def gpu_samples(self, held: Mapping[str, tuple[int, ...]], at: float) -> GpuReading:
+        """A reading of the GPUs each run holds now (blocking: the engine calls it off its loop), or why none.
 
+        `held`: run id → the run's devices. Where the engine assigns devices (local) these are its
+        indices of this machine's GPUs; where the executor's scheduler places work (Kubernetes) they
+        are the run's own ordinals 0..n-1, the numbering its process sees (CUDA_VISIBLE_DEVICES inside
+        the pod). Samples carry the same numbers. The answer is per run: its samples, or why that run
+        has none (a MIG or shared device, a pod the source does not report); or one NotMeasured for all.
         Executors that cannot see their GPUs say so: nothing is estimated in their place.
         """
         return NotMeasured(f"the {self.name} executor does not sample GPUs")

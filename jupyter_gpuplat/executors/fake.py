@@ -17,14 +17,14 @@ from __future__ import annotations
 
 import asyncio
 from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, cast
 
-from ..core.gpu_usage import NotMeasured, Sample
+from ..core.gpu_usage import Sample
 from ..core.reasons import Reason
 from .artifacts import FilesystemArtifacts
-from .base import Device, Executor, ExecutorError, LaunchRequest, Observation
+from .base import Device, Executor, ExecutorError, GpuReading, LaunchRequest, Observation
 
 
 class FakeClock:
@@ -206,11 +206,12 @@ class FakeExecutor(FilesystemArtifacts, Executor):
     def gpu_interval(self) -> float | None:
         return self._gpu_interval
 
-    def gpu_samples(self, devices: Sequence[int], at: float) -> list[Sample] | NotMeasured:
+    def gpu_samples(self, held: Mapping[str, tuple[int, ...]], at: float) -> GpuReading:
         """Scripted readings (`gpu_reading(device, at) -> (util %, memory bytes)`): the hardware boundary, faked."""
         if self.gpu_reading is None:
-            return super().gpu_samples(devices, at)
-        return [Sample(at, d, *self.gpu_reading(d, at)) for d in devices]
+            return super().gpu_samples(held, at)
+        reading = self.gpu_reading
+        return {rid: [Sample(at, d, *reading(d, at)) for d in devices] for rid, devices in held.items()}
 
     async def submit(self, req: LaunchRequest) -> dict[str, Any]:
         name = req.spec.get("name")

@@ -864,14 +864,14 @@ def test_gpu_samples_say_why_where_they_cannot_be_read(tmp_path: Path) -> None:
     """Declared GPUs are not real ones to read; found ones without NVML (this machine) are not measured either."""
     declared = LocalExecutor(gpus=2)
     assert declared.gpu_interval() == 10.0
-    got = declared.gpu_samples([0], 0.0)
+    got = declared.gpu_samples({"r": (0,)}, 0.0)
     assert got == NotMeasured("the GPUs are declared (LocalExecutor.gpus), not found: none is sampled")
     fake = tmp_path / "nvidia-smi"
     fake.write_text(f"#!/bin/sh\ncat <<'EOF'\n{NVIDIA_SMI_TEXT}EOF\n")
     fake.chmod(0o755)
     found = LocalExecutor(nvidia_smi_path=str(fake), gpu_sample_seconds=None)
     assert found.gpu_interval() is None
-    blind = found.gpu_samples([0], 0.0)
+    blind = found.gpu_samples({"r": (0,)}, 0.0)
     assert isinstance(blind, NotMeasured) and blind.reason.startswith("no NVML on this machine"), blind
 
 

@@ -11,12 +11,14 @@ from __future__ import annotations
 import itertools
 import sys
 from collections.abc import Callable
+from pathlib import Path
 
 import pynvml
 import pytest
 
 from jupyter_gpuplat.core.gpu_usage import NotMeasured, Sample, summary
 from jupyter_gpuplat.executors.base import Device
+from jupyter_gpuplat.executors.local.gpus import MachineGpus
 from jupyter_gpuplat.executors.local.nvml import GpuSampler, ProcessMemory
 
 from ..fake_nvml import MIB, FakeGpu, FakeNvml
@@ -208,3 +210,24 @@ def test_without_the_package_it_is_not_measured(monkeypatch: pytest.MonkeyPatch)
     sampler = GpuSampler(DEVICES)
     assert sampler.not_measured is not None
     assert sampler.not_measured.reason.startswith("no NVML on this machine: the nvidia-ml-py package is not installed")
+
+
+def test_the_local_executors_reading_is_per_run(tmp_path: Path) -> None:
+    """MachineGpus (the local executor's GPUs) answers run by run: each run gets its own devices' samples."""
+    smi = tmp_path / "nvidia-smi"
+    smi.write_text(
+        f"#!/bin/sh\ncat <<'EOF'\n0, NVIDIA H100 80GB HBM3, 81559, {UUID_A}\n"
+        f"1, NVIDIA H100 80GB HBM3, 81559, {UUID_B}\nEOF\n"
+    )
+    smi.chmod(0o755)
+    a, b = FakeGpu(UUID_A, util_percent=70, memory_used_bytes=3 * MIB), FakeGpu(UUID_B, util_percent=10)
+    gpus = MachineGpus(None, str(smi), nvml=FakeNvml([b, a]))
+    try:
+        got = gpus.samples({"run-a": (0,), "run-b": (1,)})
+        assert not isinstance(got, NotMeasured), got
+        assert {rid: [(s.device, s.util_percent, s.memory_bytes) for s in ss] for rid, ss in got.items()} == {  # type: ignore[union-attr]
+            "run-a": [(0, 70.0, 3 * MIB)],
+            "run-b": [(1, 10.0, 0)],
+        }
+    finally:
+        gpus.close()

@@ -425,6 +425,11 @@ class ClusterCache:
                 self._drop_uid(uid)
             return Snapshot(job, pods, tuple(events), gone)
 
+    def run_pods(self, run_id: str) -> tuple[Obj, ...]:
+        """The run's pods now, read only (any thread): unlike `snapshot`, takes nothing kept for the next one."""
+        with self.lock:
+            return tuple(self.pods[n] for n in sorted(self.pods_of_run.get(run_id, ())) if n in self.pods)
+
     def forget(self, run_id: str) -> None:
         """The run is over: drop what is kept only for its next snapshot."""
         with self.lock:

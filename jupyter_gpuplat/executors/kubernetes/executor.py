@@ -17,7 +17,8 @@ in a thread at start and again after `isolation_refresh_seconds` (namespacefacts
 This module keeps the contract (submit, attach, stop, the observing loop, the end); its parts
 live beside it: settings.py (the traits), jobclient.py (the Job, a session's Secret and
 NetworkPolicy: create, adopt, delete), runs.py (a watched run), podstate.py (how its pods
-read), podlogs.py (following their logs), apiclient.py (the ApiClient's configuration).
+read), podlogs.py (following their logs), apiclient.py (the ApiClient's configuration),
+gpusource.py with dcgm.py (GPU samples from the DCGM exporter).
 """
 
 from __future__ import annotations
@@ -31,10 +32,11 @@ from typing import Any
 from ...core import artifacts as layout
 from ...core.reasons import Reason
 from ..artifacts import FilesystemArtifacts
-from ..base import FAILED, RUNNING, STOPPED, Device, Executor, ExecutorError, LaunchRequest, Observation
+from ..base import FAILED, RUNNING, STOPPED, Device, Executor, ExecutorError, GpuReading, LaunchRequest, Observation
 from .apiclient import api_client
 from .cache import ClusterCache, Snapshot, Timeouts
 from .explain import DISRUPTIONS, condition, episode, explain_pod, explain_run
+from .gpusource import DcgmSource
 from .isolation import NamespaceFacts, isolation_controls
 from .jobclient import JobClient
 from .logs import wait_all
@@ -83,6 +85,7 @@ class KubernetesExecutor(KubernetesSettings, FilesystemArtifacts, Executor):
         self._synced_once = False
         self._closed = False
         self.orphans: dict[str, str] = {}  # run id → Job name: Jobs with no run record here
+        self._gpu_source = DcgmSource.of(self, lambda: self._core, self._run_pods, self._count_call)
         self.api_calls = 0  # calls made outside the informers (create, delete, log)
 
     # -- setup -------------------------------------------------------------------------------
@@ -157,6 +160,17 @@ class KubernetesExecutor(KubernetesSettings, FilesystemArtifacts, Executor):
 
     def devices(self) -> list[Device]:
         return []  # the cluster's scheduler places GPUs; the engine counts them per queue
+
+    # -- GPU samples (gpusource.py, dcgm.py) --------------------------------------------------
+    def gpu_interval(self) -> float | None:
+        return self.gpu_sample_seconds
+
+    def gpu_samples(self, held: Mapping[str, tuple[int, ...]], at: float) -> GpuReading:
+        """The DCGM exporter's reading of each run's pod; devices are the run's ordinals (CUDA's in the pod)."""
+        return self._gpu_source.read(held, at)
+
+    def _run_pods(self, run_id: str) -> tuple[dict[str, Any], ...]:
+        return self._cache.run_pods(run_id) if self._cache is not None else ()
 
     def check_working_dir(self, working_dir: str, artifacts_root: str) -> str | None:
         """A pod sees only its own run's directory: any working_dir is refused at submission."""

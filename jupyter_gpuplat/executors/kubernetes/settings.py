@@ -6,8 +6,9 @@ A plain `HasTraits`, as `service/settings.py`'s: the executor keeps its one conf
 from __future__ import annotations
 
 from typing import Any
+from urllib.parse import urlsplit
 
-from traitlets import Bool, Dict, Float, HasTraits, Integer, List, TraitType, Unicode
+from traitlets import Bool, Dict, Float, HasTraits, Integer, List, TraitError, TraitType, Unicode, validate
 
 from .manifests import KERNEL_PORTS, JobSettings
 
@@ -132,6 +133,50 @@ class KubernetesSettings(HasTraits):
     isolation_refresh_seconds = Float(
         300.0, min=1.0, help="How old the namespace's labels and NetworkPolicies may be before they are read again."
     ).tag(config=True)
+
+    # -- GPU samples (issue 27): the DCGM exporter --------------------------------------------
+    gpu_sample_seconds = Float(
+        10.0,
+        allow_none=True,
+        min=0.1,
+        help="Seconds between samples (from the DCGM exporter) of the GPUs runs and sessions hold, kept as their "
+        "system metrics system/gpu<N>/util and memory_bytes (N: the run's own GPU 0..n-1, as CUDA numbers them in "
+        "its pod) and summarised as gpu_usage. None: not sampled.",
+    ).tag(config=True)
+    dcgm_exporter_urls = List(
+        Unicode(),
+        help="The NVIDIA DCGM exporter's metrics to read GPU samples from: http(s) URLs, one per GPU node "
+        "(http://<node or pod IP>:9400/metrics) or a Prometheus federation endpoint "
+        '(.../federate?match[]={__name__=~"DCGM_FI_DEV_GPU_UTIL|DCGM_FI_DEV_FB_USED"}). The exporter must map '
+        "GPUs to pods (DCGM_EXPORTER_KUBERNETES=true, the GPU operator's default). Or set dcgm_exporter_selector.",
+    ).tag(config=True)
+    dcgm_exporter_selector = Unicode(
+        "",
+        help="Find the DCGM exporter pods through the Kubernetes API instead of listing URLs: their label selector "
+        "(the GPU operator's: app=nvidia-dcgm-exporter), in dcgm_exporter_namespace, read at "
+        "http://<pod IP>:<dcgm_exporter_port>/metrics. Needs pods list there "
+        "(deploy/kubernetes/optional/rbac-dcgm.yaml).",
+    ).tag(config=True)
+    dcgm_exporter_namespace = Unicode(
+        "gpu-operator", help="Namespace of the DCGM exporter pods that dcgm_exporter_selector finds."
+    ).tag(config=True)
+    dcgm_exporter_port = Integer(9400, min=1, max=65535, help="Port of the found exporter pods' /metrics.").tag(
+        config=True
+    )
+    dcgm_timeout_seconds = Float(
+        3.0, min=0.1, help="Seconds one read of an exporter (or the listing of its pods) may take."
+    ).tag(config=True)
+
+    @validate("dcgm_exporter_urls")
+    def _valid_urls(self, proposal: Any) -> list[str]:
+        for url in proposal["value"]:
+            parts = urlsplit(url)
+            if parts.scheme not in ("http", "https") or not parts.netloc:
+                raise TraitError(
+                    f"KubernetesExecutor.dcgm_exporter_urls: {url!r} is not an http(s) URL with a host; "
+                    "allowed: URLs such as http://10.0.3.7:9400/metrics"
+                )
+        return list(proposal["value"])
 
     def settings(self) -> JobSettings:
         """What the manifests are made from: these traits as one frozen value."""

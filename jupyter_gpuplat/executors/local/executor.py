@@ -40,13 +40,12 @@ import contextlib
 import os
 import sys
 import time
-from collections.abc import Coroutine, Mapping, Sequence
+from collections.abc import Coroutine, Mapping
 from typing import Any
 
 import psutil
 
 from ...core import artifacts as layout
-from ...core.gpu_usage import NotMeasured, Sample
 from ...core.reasons import Reason
 from .. import safefs
 from ..artifacts import FilesystemArtifacts, capture_code, write_cell
@@ -55,6 +54,7 @@ from ..base import (
     Device,
     Executor,
     ExecutorError,
+    GpuReading,
     LaunchRequest,
     Observation,
 )
@@ -131,9 +131,9 @@ class LocalExecutor(LocalSettings, FilesystemArtifacts, Executor):
     def gpu_interval(self) -> float | None:
         return self.gpu_sample_seconds
 
-    def gpu_samples(self, devices: Sequence[int], at: float) -> list[Sample] | NotMeasured:
+    def gpu_samples(self, held: Mapping[str, tuple[int, ...]], at: float) -> GpuReading:
         """NVML's reading (executors/local/nvml.py); declared GPUs are not real ones to read."""
-        return self._gpus.samples(devices)
+        return self._gpus.samples(held)
 
     # -- submit ----------------------------------------------------------------------------
 

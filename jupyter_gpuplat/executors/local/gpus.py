@@ -7,10 +7,11 @@ import glob
 import logging
 import os
 import subprocess
-from collections.abc import Sequence
+from collections.abc import Mapping
+from typing import Any
 
-from ...core.gpu_usage import NotMeasured, Sample
-from ..base import Device
+from ...core.gpu_usage import NotMeasured
+from ..base import Device, GpuReading
 from .nvml import GpuSampler
 
 log = logging.getLogger(__name__)
@@ -115,11 +116,13 @@ def detect_gpus(nvidia_smi: str = "nvidia-smi", timeout_seconds: float = 10.0) -
 
 class MachineGpus:
     """This machine's GPUs for the local executor: declared (`gpus`) or found by nvidia-smi once, and read
-    through NVML (opened on the first reading). Declared GPUs are not real ones to read."""
+    through NVML (opened on the first reading). Declared GPUs are not real ones to read.
+    `nvml`: the NVML module (None: `pynvml`; tests pass a scripted fake, the hardware boundary)."""
 
-    def __init__(self, declared: int | None, nvidia_smi: str) -> None:
+    def __init__(self, declared: int | None, nvidia_smi: str, nvml: Any = None) -> None:
         self.declared = declared
         self.nvidia_smi = nvidia_smi
+        self._nvml = nvml
         self._found: list[Device] | None = None
         self._sampler: GpuSampler | None = None
 
@@ -130,11 +133,16 @@ class MachineGpus:
             self._found = detect_gpus(self.nvidia_smi)
         return list(self._found)
 
-    def samples(self, devices: Sequence[int]) -> list[Sample] | NotMeasured:
+    def samples(self, held: Mapping[str, tuple[int, ...]]) -> GpuReading:
+        """Each run's samples of the devices it holds (indices of this machine), read in one NVML call."""
         if self.declared is not None:
             return NotMeasured("the GPUs are declared (LocalExecutor.gpus), not found: none is sampled")
-        self._sampler = self._sampler or GpuSampler(self.devices())
-        return self._sampler.sample(devices)
+        self._sampler = self._sampler or GpuSampler(self.devices(), nvml=self._nvml)
+        got = self._sampler.sample(sorted({d for devices in held.values() for d in devices}))
+        if isinstance(got, NotMeasured):
+            return got
+        by_device = {s.device: s for s in got}
+        return {rid: [by_device[d] for d in devices if d in by_device] for rid, devices in held.items()}
 
     def close(self) -> None:
         if self._sampler is not None:
