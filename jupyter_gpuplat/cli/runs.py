@@ -189,7 +189,7 @@ def preview_text(p: dict[str, Any]) -> str:
         lines.append(f"  starts now on flavor: {p['flavor']}")
     lines += start_lines(p)
     if v["allowed"]:
-        lines.append(f"  starts in: {p.get('working_dir') or 'the run’s own artifact directory'}")
+        lines.append(f"  runs in: {p.get('working_dir') or 'the run’s own artifact directory'}")
     return "\n".join(lines)
 
 

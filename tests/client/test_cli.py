@@ -88,7 +88,7 @@ def test_preview_presets_and_config(server: ServerProcess, tmp_path: Path) -> No
     rows = [line.split() for line in pv.splitlines()]
     assert rows[0] == ["FIELD", "VALUE", "SET", "BY"] and ["resources.gpu", "2", "preset:multi-gpu"] in rows
     assert "verdict: allowed" in pv and not pv.lstrip().startswith("{")  # a table, not JSON (that is --json)
-    assert "  starts in: /" in pv, pv  # the folder it was submitted from, as the dialog says under its verdict
+    assert "  runs in: /" in pv, pv  # the folder it was submitted from, as the dialog says under its verdict
     cpu = gp(server, "submit", "-p", "team-a", "--gpus", "0", "--preview", "--", "python", "t.py").stdout
     assert "  note: This run gets no GPU (0 GPUs)" in cpu, cpu
     # `--gpu` is `--gpus` (an abbreviation argparse found ambiguous once --gpu-type came)

@@ -49,7 +49,7 @@ def test_submit_is_disabled_while_the_preview_refuses(lab: Lab, lab_page: Any, s
     expect(verdict).to_have_class(re.compile("jp-mod-caution"))
     expect(verdict.locator(".jp-GpuPlat-verdictTitle")).to_have_text("⚠ Policy allows this run, with a caution")
     # Where it starts, as the service resolved it: the file's folder (the Jupyter root here).
-    expect(preview.locator(".jp-GpuPlat-workingDir")).to_have_text(f"Starts in {lab.work}")
+    expect(preview.locator(".jp-GpuPlat-workingDir")).to_have_text(f"Runs in {lab.work}")
 
     dialog.locator('input[name="gpu"]').fill("3")
     expect(preview).to_have_attribute("data-verdict", "refused")

@@ -52,7 +52,7 @@ export function previewParts(p: IPreview, use?: (change: FormChange) => void): H
     h(
       'div',
       { class: 'jp-GpuPlat-muted jp-GpuPlat-workingDir' },
-      p.working_dir ? `Starts in ${p.working_dir}` : "Starts in the run's own artifact directory"
+      p.working_dir ? `Runs in ${p.working_dir}` : "Runs in the run's own artifact directory"
     ),
     h('div', { class: 'jp-GpuPlat-muted' }, `Layers, weakest first: ${p.layers.join(' < ')}`),
     configTable(configRows(p.resolved, p.provenance))
