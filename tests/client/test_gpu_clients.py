@@ -1,4 +1,4 @@
-"""A run's GPU use in the CLI and the RunMonitor (issue 27): each shows the server's words, as they move.
+"""A run's GPU use in the CLI, the RunMonitor and Compare (issue 27): each shows the server's words, as they move.
 
 NVML is hardware: the server has declared GPUs only, so the readings NVML would give are written
 where the sampler writes them (tests/gpu_samples.py), the one boundary faked.
@@ -6,13 +6,14 @@ where the sampler writes them (tests/gpu_samples.py), the one boundary faked.
 
 from __future__ import annotations
 
+import re
 import sys
 from collections.abc import Iterator
 
 import pytest
 
 from jupyter_gpuplat.client import Client
-from jupyter_gpuplat.notebook.widgets import RunMonitor
+from jupyter_gpuplat.notebook.widgets import Compare, RunMonitor
 
 from ..gpu_samples import GiB, write_samples_to
 from ..server import ServerProcess
@@ -81,3 +82,19 @@ def test_run_monitor_of_a_run_without_gpus_shows_no_gpu_line(server: ServerProce
         assert mon.gpu_text == "" and mon.gpu_html.layout.display == "none"
     finally:
         mon.close()
+
+
+def test_compare_widget_shows_the_servers_gpu_rows(
+    server: ServerProcess, client: Client, running: list[dict[str, object]]
+) -> None:
+    sampled, blind = running
+    write_samples_to(server.root, str(sampled["id"]), sampled["devices"][0], [90.0, 0.0], [GiB, 2 * GiB])  # type: ignore[index]
+    cmp = Compare([str(sampled["id"]), str(blind["id"])], client)
+    try:
+        html = cmp.table_html
+        busy = re.search(r"<tr[^>]*>(?:(?!</tr>).)*GPU busy.*?</tr>", html, re.S)
+        peak = re.search(r"<tr[^>]*>(?:(?!</tr>).)*GPU memory peak.*?</tr>", html, re.S)
+        assert busy and re.findall(r">([^<>]+)</td>", busy[0])[1:] == ["50%", "not measured"]
+        assert peak and re.findall(r">([^<>]+)</td>", peak[0])[1:] == ["2.0 GiB", "not measured"]
+    finally:
+        cmp.close()
