@@ -322,6 +322,8 @@ def cmd_runs(args: argparse.Namespace) -> int:
         r = c.request("GET", f"runs/{args.run_id}")
         lines = record_lines(r)
         lines.append("gpus: " + gpus_text(r))
+        if r.get("gpu_usage"):  # what it did with them, as the server words it
+            lines.append(f"gpu: {r['gpu_usage']['text']}")
         lines.append("presets: " + (", ".join(r.get("presets_applied") or r.get("presets") or []) or "none"))
         if r.get("waiting"):
             lines.append(f"waiting: {r['waiting']['message']} [{r['waiting']['reason']}]")

@@ -13,7 +13,7 @@ the summary says "not measured" and why; nothing is estimated.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 # The platform's own series of a run (GPU samples); a run's own metrics under it are not taken (it could spoof them).
@@ -73,7 +73,8 @@ def summary(
     not_measured: NotMeasured | None = None,
 ) -> dict[str, object]:
     """The run record's `gpu_usage`: {measured, reason, devices, samples, mean_util, p50_util,
-    memory_peak_bytes, busy_fraction, seconds_sampled, seconds_busy, busy_percent}.
+    memory_peak_bytes, busy_fraction, seconds_sampled, seconds_busy, busy_percent}, worded by
+    `with_text` (text, busy_text, memory_peak_text) for every client to show as it is.
 
     `interval_seconds`: the sampling interval (a gap over twice it counts as twice it).
     """
@@ -82,7 +83,7 @@ def summary(
         by_device.setdefault(s.device, []).append(s)
     if not by_device:
         reason = not_measured.reason if not_measured is not None else "no GPU samples were taken"
-        return {"measured": False, "reason": reason, "busy_percent": busy_percent}
+        return with_text({"measured": False, "reason": reason, "busy_percent": busy_percent})
     max_gap = 2 * interval_seconds
     weighted = sampled = busy = 0.0
     utils: list[float] = []
@@ -96,19 +97,91 @@ def summary(
             busy += span if s.util_percent >= busy_percent else 0.0
             utils.append(s.util_percent)
             peak = max(peak, s.memory_bytes)
-    return {
-        "measured": True,
-        "reason": None,
-        "devices": sorted(by_device),
-        "samples": len(utils),
-        "mean_util": round(weighted / sampled, 3) if sampled else None,
-        "p50_util": _median(utils),
-        "memory_peak_bytes": peak,
-        "busy_fraction": round(busy / sampled, 6) if sampled else None,
-        "seconds_sampled": round(sampled, 3),
-        "seconds_busy": round(busy, 3),
-        "busy_percent": busy_percent,
-    }
+    return with_text(
+        {
+            "measured": True,
+            "reason": None,
+            "devices": sorted(by_device),
+            "samples": len(utils),
+            "mean_util": round(weighted / sampled, 3) if sampled else None,
+            "p50_util": _median(utils),
+            "memory_peak_bytes": peak,
+            "busy_fraction": round(busy / sampled, 6) if sampled else None,
+            "seconds_sampled": round(sampled, 3),
+            "seconds_busy": round(busy, 3),
+            "busy_percent": busy_percent,
+        }
+    )
+
+
+def with_text(usage: dict[str, object]) -> dict[str, object]:
+    """`usage` with its words: `text` (one line: "GPU busy 73% of 2.1 h · mean util 64% · memory peak
+    31.2 GiB", or "GPU use not measured: <reason>"), `busy_text` ("73%") and `memory_peak_text`
+    ("31.2 GiB"), both None where not measured. Clients show these; none recomputes them."""
+    if not usage.get("measured"):
+        return {
+            **usage,
+            "text": f"GPU use not measured: {usage.get('reason')}",
+            "busy_text": None,
+            "memory_peak_text": None,
+        }
+    devices, fraction, sampled = usage["devices"], usage["busy_fraction"], usage["seconds_sampled"]
+    assert isinstance(devices, list) and isinstance(sampled, float | int)
+    busy = percent_text(fraction) if isinstance(fraction, float | int) else "—"
+    peak = bytes_text(usage["memory_peak_bytes"])  # type: ignore[arg-type]
+    who = "GPU" if len(devices) == 1 else f"{len(devices)} GPUs"
+    of = duration_text(sampled) + ("" if len(devices) == 1 else " GPU time")  # device-time, summed
+    parts = [f"{who} busy {busy} of {of}"]
+    mean = usage.get("mean_util")
+    if isinstance(mean, float | int):
+        parts.append(f"mean util {mean:.0f}%")
+    parts.append(f"memory peak {peak}")
+    return {**usage, "text": " · ".join(parts), "busy_text": busy, "memory_peak_text": peak}
+
+
+def compare_rows(usages: Mapping[str, Mapping[str, object] | None], run_ids: Sequence[str]) -> list[dict[str, object]]:
+    """Compare's GPU rows, worded here for every client: {label, values: run id → text}; none where no
+    run held a GPU. A run that held none says "no GPU"; one not measured says so (its reason is in its
+    `gpu_usage`)."""
+    if not any(usages.get(rid) for rid in run_ids):
+        return []
+
+    def cell(rid: str, key: str) -> str:
+        u = usages.get(rid)
+        return "no GPU" if not u else str(u.get(key)) if u.get("measured") else "not measured"
+
+    return [
+        {"key": key, "label": label, "values": {rid: cell(rid, key) for rid in run_ids}}
+        for key, label in (("busy_text", "GPU busy"), ("memory_peak_text", "GPU memory peak"))
+    ]
+
+
+def percent_text(fraction: float) -> str:
+    """0.734 → "73%"; never rounded to 0% or 100% when it is neither ("<1%", ">99%")."""
+    p = fraction * 100
+    if 0 < p < 1:
+        return "<1%"
+    if 99 < p < 100:
+        return ">99%"
+    return f"{p:.0f}%"
+
+
+def bytes_text(n: int) -> str:
+    """Memory as people read it: "31.2 GiB", "512 MiB", "0 B"."""
+    if n >= 1 << 30:
+        return f"{n / (1 << 30):.1f} GiB"
+    if n >= 1 << 20:
+        return f"{n / (1 << 20):.0f} MiB"
+    return f"{n} B" if n < 1024 else f"{n / 1024:.0f} KiB"
+
+
+def duration_text(seconds: float) -> str:
+    """Sampled time: "40 s", "12 min", "2.1 h"."""
+    if seconds < 60:
+        return f"{seconds:.0f} s"
+    if seconds < 3600:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h"
 
 
 def gpu_hours(usage: dict[str, object]) -> tuple[float, float] | None:

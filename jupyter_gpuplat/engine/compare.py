@@ -6,6 +6,7 @@ from __future__ import annotations
 import difflib
 import math
 from collections import Counter
+from collections.abc import Callable
 from typing import Any, Protocol
 
 import numpy as np
@@ -14,6 +15,7 @@ from ..core.compare import differing, direction, flatten
 from ..core.config import PlatformConfig
 from ..core.downsample import downsample
 from ..core.errors import InvalidInput
+from ..core.gpu_usage import compare_rows
 from ..core.policy import require_visible_run
 from ..core.status import phase_of
 from ..core.sweep_compare import Objective, ranked, top
@@ -91,7 +93,15 @@ def metrics_of(engine: Source, user: str, run_id: str, names: list[str] | None, 
     return {n: curve(s, v, max_points) for n, (s, v) in engine.store.metrics.series(run_id, names).items()}
 
 
-def compare(engine: Source, user: str, run_ids: list[str], names: list[str] | None, max_points: int) -> dict[str, Any]:
+def compare(
+    engine: Source,
+    user: str,
+    run_ids: list[str],
+    names: list[str] | None,
+    max_points: int,
+    gpu_usage: Callable[[dict[str, Any]], dict[str, Any] | None] = lambda _: None,
+) -> dict[str, Any]:
+    """`gpu_usage`: a run's summary of its GPU samples (engine.reads.gpu_usage), shown per run and as rows."""
     if not run_ids:
         raise InvalidInput("give the runs to compare: compare?runs=ID,ID", "e.g. compare?runs=r-1,r-2&metrics=loss")
     if len(run_ids) > MAX_RUNS:
@@ -106,6 +116,7 @@ def compare(engine: Source, user: str, run_ids: list[str], names: list[str] | No
     configs = {rid: flatten({k: v for k, v in rows[rid]["resolved"].items() if k != "params"}) for rid in run_ids}
     config_diff = differing(configs)
     metric_names = sorted({n for s in summaries.values() for n in s})
+    usages = {rid: gpu_usage(rows[rid]) for rid in run_ids}
     runs = []
     for rid in run_ids:
         r = rows[rid]
@@ -125,10 +136,12 @@ def compare(engine: Source, user: str, run_ids: list[str], names: list[str] | No
                 # what code ran (snapshot, git commit and diff) and where it started
                 "code": r.get("code"),
                 "working_dir": r.get("working_dir"),
+                "gpu_usage": usages[rid],
             }
         )
     return {
         "runs": runs,
+        "gpu": compare_rows(usages, run_ids),
         "metrics": metric_names,
         "metric_runs": {n: sum(1 for rid in run_ids if n in summaries.get(rid, {})) for n in metric_names},
         "default_metric": default_metric(summaries, run_ids),

@@ -337,7 +337,7 @@ class ReadModel:
         return metrics_of(self.s, user, run_id, names, max_points)
 
     def compare(self, user: str, run_ids: list[str], names: list[str] | None, max_points: int) -> dict[str, Any]:
-        return compare(self.s, user, run_ids, names, max_points)
+        return compare(self.s, user, run_ids, names, max_points, self.gpu_usage)
 
     # ---- what explain needs -------------------------------------------------------
     def active_run(self, run_id: str) -> ActiveRun | None:

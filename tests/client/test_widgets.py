@@ -112,6 +112,7 @@ def test_monitor_follows_a_run_from_queued_to_succeeded(
             mon.header,
             mon.timeline,
             mon.explain_html,
+            mon.gpu_html,
             mon.metrics_box,
             mon.log_html,
             mon.children[-1],

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from jupyter_gpuplat.core.gpu_usage import NotMeasured, Sample, gpu_hours, summary
+from jupyter_gpuplat.core.gpu_usage import NotMeasured, Sample, gpu_hours, percent_text, summary, with_text
 
 GiB = 1 << 30
 
@@ -26,6 +26,9 @@ def test_one_device_every_figure_by_hand() -> None:
         "seconds_sampled": 30.0,
         "seconds_busy": 20.0,
         "busy_percent": 5.0,
+        "text": "GPU busy 67% of 30 s · mean util 50% · memory peak 3.0 GiB",
+        "busy_text": "67%",
+        "memory_peak_text": "3.0 GiB",
     }
     assert gpu_hours(got) == pytest.approx((30 / 3600, 20 / 3600))
 
@@ -48,6 +51,51 @@ def test_devices_counted_apart_and_unordered_samples_sorted() -> None:
 
 def test_not_measured_says_why_and_counts_no_hours() -> None:
     got = summary([], interval_seconds=10, not_measured=NotMeasured("no NVML on this machine"))
-    assert got == {"measured": False, "reason": "no NVML on this machine", "busy_percent": 5.0}
+    assert got == {
+        "measured": False,
+        "reason": "no NVML on this machine",
+        "busy_percent": 5.0,
+        "text": "GPU use not measured: no NVML on this machine",
+        "busy_text": None,
+        "memory_peak_text": None,
+    }
     assert gpu_hours(got) is None
     assert summary([], interval_seconds=10)["reason"] == "no GPU samples were taken"
+
+
+@pytest.mark.parametrize(
+    ("usage", "text"),
+    [
+        # one device, hours: the numbers as a researcher reads them
+        (
+            {
+                "devices": [0],
+                "busy_fraction": 0.7312,
+                "seconds_sampled": 7560.0,
+                "mean_util": 64.4,
+                "memory_peak_bytes": int(31.2 * GiB),
+            },
+            "GPU busy 73% of 2.1 h · mean util 64% · memory peak 31.2 GiB",
+        ),
+        # several devices: the time is device-time summed over them
+        (
+            {
+                "devices": [0, 1],
+                "busy_fraction": 0.5,
+                "seconds_sampled": 1200.0,
+                "mean_util": 40.0,
+                "memory_peak_bytes": 512 << 20,
+            },
+            "2 GPUs busy 50% of 20 min GPU time · mean util 40% · memory peak 512 MiB",
+        ),
+    ],
+)
+def test_the_text_says_busy_share_time_mean_and_peak(usage: dict[str, object], text: str) -> None:
+    got = with_text({"measured": True, "reason": None, **usage})
+    assert got["text"] == text
+    assert got["busy_text"] == text.split(" busy ")[1].split(" ")[0]
+    assert got["memory_peak_text"] == text.rsplit("memory peak ", 1)[1]
+
+
+def test_a_share_is_never_rounded_to_none_or_all() -> None:
+    assert [percent_text(f) for f in (0.0, 0.004, 0.5, 0.996, 1.0)] == ["0%", "<1%", "50%", ">99%", "100%"]

@@ -1,4 +1,4 @@
-"""Compare's side-by-side table: params, resolved-config differences, metrics, deltas against a baseline."""
+"""Compare's side-by-side table: GPU use, params, resolved-config differences, metrics, deltas against a baseline."""
 
 from __future__ import annotations
 
@@ -86,6 +86,12 @@ def table_html(
     for key in keys:
         values = [r.get(key) or "—" for r in runs]
         rows.append(_row(key, [h.esc(v) for v in values], differ=len(set(values)) > 1))
+
+    if data.get("gpu"):  # busy share and memory peak, as the server worded them (core.gpu_usage.compare_rows)
+        rows.append(_section("GPU use", n))
+        for g in data["gpu"]:
+            values = [g["values"].get(r["id"], "—") for r in runs]
+            rows.append(_row(g["label"], [h.esc(v) for v in values], differ=len(set(values)) > 1))
 
     rows.append(_section("params", n))
     differ = set(data["params"]["differ"])

@@ -1,11 +1,12 @@
-"""RunMonitor: one run, live — status, timeline and clocks, why it waits, log tail, metrics, stop.
+"""RunMonitor: one run, live — status, timeline and clocks, why it waits, GPU use, log tail, metrics, stop.
 
 Updates come from the shared event feed (live.EventFeed): each status event of
 the run wakes the monitor's worker thread, which re-reads the record and the
 explain answer. A second thread follows the log. Between reads the clock of the
 phase the run is in ticks (every `tick_seconds`, from the last record: clocks.LiveClocks,
 no request); the metric sparkline and the output sizes of a running run are re-read
-every `metrics_refresh_seconds` (≥ 3 s), and once more when it ends, when the clocks
+every `metrics_refresh_seconds` (≥ 3 s) — with the record of a run holding GPUs, whose
+`gpu_usage` (the server's words for its GPU samples) moves as it runs — and once more when it ends, when the clocks
 stop at the record's final values. Once the run ends the threads finish by themselves;
 `close()` ends them at once.
 """
@@ -80,6 +81,7 @@ class RunMonitor(widgets.VBox):
         self.header = widgets.HTML()
         self.timeline = widgets.HTML()
         self.explain_html = widgets.HTML()
+        self.gpu_html = widgets.HTML(layout=widgets.Layout(display="none"))  # shown for a run that holds GPUs
         self.metric_selector = widgets.Dropdown(description="metric", layout=widgets.Layout(width="280px"))
         self.figure = _sparkline()
         self.metrics_box = widgets.VBox([self.metric_selector, self.figure], layout=widgets.Layout(display="none"))
@@ -90,6 +92,7 @@ class RunMonitor(widgets.VBox):
             self.header,
             self.timeline,
             self.explain_html,
+            self.gpu_html,
             self.metric_selector,
             self.figure,
             self.metrics_box,
@@ -100,7 +103,15 @@ class RunMonitor(widgets.VBox):
         controls = widgets.HBox([self.stop_button, self.message])
         self._parts.append(controls)
         super().__init__(
-            children=[self.header, self.timeline, self.explain_html, self.metrics_box, self.log_html, controls],
+            children=[
+                self.header,
+                self.timeline,
+                self.explain_html,
+                self.gpu_html,
+                self.metrics_box,
+                self.log_html,
+                controls,
+            ],
             **kwargs,
         )
         self.add_class("gpuplat-run-monitor")
@@ -192,6 +203,8 @@ class RunMonitor(widgets.VBox):
             elif "explain" in items:
                 self._refresh_explain()
             elif "metrics" in items:
+                if self.run.get("devices"):  # its GPU use moves with its samples: the record says it anew
+                    self._apply_record(self._streams.client.get(self.run_id))
                 self._refresh_metrics()
                 self._refresh_outputs()
             elif "tick" in items:
@@ -308,6 +321,7 @@ class RunMonitor(widgets.VBox):
         self.header.value = _header_html(run)
         self.timeline.value = _timeline_html(run, self.timeline_rows, self._live.at())
         self._show_explain()
+        self._show_gpu(run.get("gpu_usage"))
         self._set_status(run["status"])
 
     def _render_clocks(self) -> None:
@@ -328,6 +342,20 @@ class RunMonitor(widgets.VBox):
         text, html = _explain_text(ex, self.run), _explain_html(ex, self.run)
         if text != self.explain_text or html != self.explain_html.value:
             self.explain_text, self.explain_html.value = text, html
+
+    @property
+    def gpu_text(self) -> str:
+        """The run's GPU use as the server worded it ("" for a run that holds no GPU)."""
+        return (self.run.get("gpu_usage") or {}).get("text") or ""
+
+    def _show_gpu(self, usage: dict[str, Any] | None) -> None:
+        """The server's `gpu_usage.text` as it is; nothing recomputed here."""
+        if self._closed.is_set():
+            return
+        html = "" if not usage else h.box(f'<div class="gpuplat-gpu">{h.dim("gpu:")} {h.esc(usage["text"])}</div>')
+        if html != self.gpu_html.value:
+            self.gpu_html.value = html
+        self.gpu_html.layout.display = "" if usage else "none"
 
     def _render_logs(self) -> None:
         self._logs_dirty.clear()

@@ -12,7 +12,7 @@ from pydantic import Field, RootModel
 from ...core.status import Phase, Status
 from .base import Number, Seconds, _Open, _Out
 from .errors import ALLOWED_DOC, FIELD_DOC, RULE_DOC, Alternative, RefusingRule
-from .runs import StartEstimate, eta_field, eta_unknown_field
+from .runs import GpuUsage, StartEstimate, eta_field, eta_unknown_field
 
 # ---- preview, outputs, metrics, compare ---------------------------------------------------------
 
@@ -128,6 +128,15 @@ class CompareRun(_Open):
     created_at: Seconds | None
     params: dict[str, Any]
     metrics: dict[str, MetricSummary]
+    gpu_usage: GpuUsage | None = Field(default=None, description="Its GPU samples summarised; null where it held none")
+
+
+class CompareGpuRow(_Out):
+    """One GPU row of Compare, worded on the server: busy share or memory peak of each run."""
+
+    key: Literal["busy_text", "memory_peak_text"] = Field(description="The `gpu_usage` field each value is")
+    label: str
+    values: dict[str, str] = Field(description="Run id → its value ('73%', '31.2 GiB'), 'not measured' or 'no GPU'")
 
 
 class ParamsDiff(_Out):
@@ -162,6 +171,9 @@ class Compare(_Open):
     params: ParamsDiff
     config: ConfigDiff
     curves: dict[str, dict[str, Curve]]
+    gpu: list[CompareGpuRow] = Field(
+        default_factory=list, description="GPU busy share and memory peak of each run; empty where none held a GPU"
+    )
 
 
 class SweepChild(_Open):

@@ -212,6 +212,14 @@ class GpuUsage(_Out):
     seconds_sampled: float | None = Field(default=None, description="Device-seconds sampled (summed over devices)")
     seconds_busy: float | None = Field(default=None, description="Device-seconds at or over busy_percent")
     busy_percent: float = Field(description="The utilisation (%) from which a device counts as busy")
+    text: str = Field(
+        description="The summary in words, for clients to show as it is: 'GPU busy 73% of 2.1 h · mean util 64% · "
+        "memory peak 31.2 GiB', or 'GPU use not measured: <reason>'"
+    )
+    busy_text: str | None = Field(default=None, description="busy_fraction as shown: '73%'; null where not measured")
+    memory_peak_text: str | None = Field(
+        default=None, description="memory_peak_bytes as shown: '31.2 GiB'; null where not measured"
+    )
 
 
 class RunDetail(RunSummary):

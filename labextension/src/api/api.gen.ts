@@ -654,6 +654,32 @@ export interface components {
                     [key: string]: components["schemas"]["Curve"];
                 };
             };
+            /**
+             * Gpu
+             * @description GPU busy share and memory peak of each run; empty where none held a GPU
+             */
+            gpu?: components["schemas"]["CompareGpuRow"][];
+        };
+        /**
+         * CompareGpuRow
+         * @description One GPU row of Compare, worded on the server: busy share or memory peak of each run.
+         */
+        CompareGpuRow: {
+            /**
+             * Key
+             * @description The `gpu_usage` field each value is
+             * @enum {string}
+             */
+            key: "busy_text" | "memory_peak_text";
+            /** Label */
+            label: string;
+            /**
+             * Values
+             * @description Run id → its value ('73%', '31.2 GiB'), 'not measured' or 'no GPU'
+             */
+            values: {
+                [key: string]: string;
+            };
         };
         /** CompareRun */
         CompareRun: {
@@ -686,6 +712,11 @@ export interface components {
             metrics: {
                 [key: string]: components["schemas"]["MetricSummary"];
             };
+            /**
+             * @description Its GPU samples summarised; null where it held none
+             * @default null
+             */
+            gpu_usage?: components["schemas"]["GpuUsage"] | null;
         };
         /** ConfigDiff */
         ConfigDiff: {
@@ -1441,6 +1472,23 @@ export interface components {
              * @description The utilisation (%) from which a device counts as busy
              */
             busy_percent: number;
+            /**
+             * Text
+             * @description The summary in words, for clients to show as it is: 'GPU busy 73% of 2.1 h · mean util 64% · memory peak 31.2 GiB', or 'GPU use not measured: <reason>'
+             */
+            text: string;
+            /**
+             * Busy Text
+             * @description busy_fraction as shown: '73%'; null where not measured
+             * @default null
+             */
+            busy_text?: string | null;
+            /**
+             * Memory Peak Text
+             * @description memory_peak_bytes as shown: '31.2 GiB'; null where not measured
+             * @default null
+             */
+            memory_peak_text?: string | null;
         };
         /** HeadWait */
         HeadWait: {

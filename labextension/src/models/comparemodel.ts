@@ -66,7 +66,10 @@ export interface ICompareRow {
   diff?: string;
 }
 
-/** The table: run facts, params, resolved-config differences, metrics last and best, each against the baseline. */
+/**
+ * The table: run facts, GPU use, params, resolved-config differences, metrics last and best, each
+ * against the baseline. GPU use (busy share, memory peak) is the server's rows, shown as worded.
+ */
 export function compareRows(data: ICompare, baseline: string): ICompareRow[] {
   const runs = data.runs;
   const base = runs.find(r => r.id === baseline) ?? runs[0];
@@ -76,6 +79,10 @@ export function compareRows(data: ICompare, baseline: string): ICompareRow[] {
   for (const key of keys) {
     const values = runs.map(r => String(r[key] ?? '—'));
     rows.push({ section: 'run', label: key, cells: values.map(text => ({ text, delta: null })), differ: new Set(values).size > 1 });
+  }
+  for (const g of data.gpu ?? []) {
+    const values = runs.map(r => g.values[r.id] ?? '—');
+    rows.push({ section: 'GPU use', label: g.label, cells: values.map(text => ({ text, delta: null })), differ: new Set(values).size > 1 });
   }
   const differ = new Set(data.params.differ);
   for (const key of data.params.keys) {

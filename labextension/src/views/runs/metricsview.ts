@@ -1,7 +1,8 @@
 /**
  * Metric charts of one run, from `GET runs/{id}/metrics` (what the run logged with
  * jupyter_gpuplat.tracking): one small SVG line chart per metric, refreshed while the
- * run is live.
+ * run is live. The platform's GPU series (`system/…`) in the same answer go to `onSystem`
+ * (the run view's "GPU use" section), not among the run's own metrics.
  */
 
 import { Widget } from '@lumino/widgets';
@@ -10,6 +11,7 @@ import { h } from '../dom';
 import { GpuPlatAPIError } from '../../api/errors';
 import type { RunDetailSource } from '../../models/rundetailsource';
 import type { IMetrics } from '../../api/types';
+import { splitSystem } from '../../models/gpuusage';
 import { chartGeometry, formatMetric } from '../../models/viewmodel';
 
 const SVG = 'http://www.w3.org/2000/svg';
@@ -18,7 +20,10 @@ const H = 60;
 const REFRESH_MS = 5000;
 
 export class MetricsView extends Widget {
-  constructor(private _source: RunDetailSource) {
+  constructor(
+    private _source: RunDetailSource,
+    private _onSystem: (system: IMetrics) => void = () => undefined
+  ) {
     super();
     this.addClass('jp-GpuPlat-metrics');
     this.node.append(h('div', { class: 'jp-GpuPlat-muted' }, 'Loading metrics…'));
@@ -58,6 +63,9 @@ export class MetricsView extends Widget {
     if (this.isDisposed) {
       return;
     }
+    const { own, system } = splitSystem(metrics);
+    this._onSystem(system);
+    metrics = own;
     const names = Object.keys(metrics).sort();
     if (!names.length) {
       this.node.replaceChildren(
@@ -69,38 +77,39 @@ export class MetricsView extends Widget {
       );
       return;
     }
-    this.node.replaceChildren(...names.map(name => this._chart(name, metrics[name].steps, metrics[name].values, metrics[name].count)));
-  }
-
-  private _chart(name: string, steps: number[], values: Array<number | null>, count: number): HTMLElement {
-    const g = chartGeometry(steps, values, W, H);
-    const svg = document.createElementNS(SVG, 'svg');
-    svg.setAttribute('viewBox', `-2 -2 ${W + 4} ${H + 4}`);
-    svg.setAttribute('class', 'jp-GpuPlat-chart');
-    svg.setAttribute('preserveAspectRatio', 'none'); // fill the width; the stroke does not scale
-    svg.setAttribute('role', 'img');
-    svg.setAttribute('aria-label', `${name}: last ${formatMetric(g.last)}, min ${formatMetric(g.min)}, max ${formatMetric(g.max)}`);
-    const path = document.createElementNS(SVG, 'path');
-    path.setAttribute('d', g.d);
-    path.setAttribute('class', 'jp-GpuPlat-chartLine');
-    svg.append(path);
-    return h(
-      'figure',
-      { class: 'jp-GpuPlat-metric', 'data-metric': name },
-      h(
-        'figcaption',
-        null,
-        h('span', { class: 'jp-GpuPlat-metricName' }, name),
-        h('span', { class: 'jp-GpuPlat-metricLast' }, formatMetric(g.last))
-      ),
-      svg,
-      h(
-        'div',
-        { class: 'jp-GpuPlat-muted jp-GpuPlat-metricRange' },
-        `min ${formatMetric(g.min)} · max ${formatMetric(g.max)} · steps ${g.firstStep ?? '—'}–${g.lastStep ?? '—'} · ${count} points`
-      )
-    );
+    this.node.replaceChildren(...names.map(name => metricChart(name, name, metrics[name].steps, metrics[name].values, metrics[name].count)));
   }
 
   private _timer = 0;
+}
+
+/** One series as a small line chart with its last value and range (`label`: its caption, `name`: data-metric). */
+export function metricChart(name: string, label: string, steps: number[], values: Array<number | null>, count: number): HTMLElement {
+  const g = chartGeometry(steps, values, W, H);
+  const svg = document.createElementNS(SVG, 'svg');
+  svg.setAttribute('viewBox', `-2 -2 ${W + 4} ${H + 4}`);
+  svg.setAttribute('class', 'jp-GpuPlat-chart');
+  svg.setAttribute('preserveAspectRatio', 'none'); // fill the width; the stroke does not scale
+  svg.setAttribute('role', 'img');
+  svg.setAttribute('aria-label', `${label}: last ${formatMetric(g.last)}, min ${formatMetric(g.min)}, max ${formatMetric(g.max)}`);
+  const path = document.createElementNS(SVG, 'path');
+  path.setAttribute('d', g.d);
+  path.setAttribute('class', 'jp-GpuPlat-chartLine');
+  svg.append(path);
+  return h(
+    'figure',
+    { class: 'jp-GpuPlat-metric', 'data-metric': name },
+    h(
+      'figcaption',
+      null,
+      h('span', { class: 'jp-GpuPlat-metricName' }, label),
+      h('span', { class: 'jp-GpuPlat-metricLast' }, formatMetric(g.last))
+    ),
+    svg,
+    h(
+      'div',
+      { class: 'jp-GpuPlat-muted jp-GpuPlat-metricRange' },
+      `min ${formatMetric(g.min)} · max ${formatMetric(g.max)} · steps ${g.firstStep ?? '—'}–${g.lastStep ?? '—'} · ${count} points`
+    )
+  );
 }

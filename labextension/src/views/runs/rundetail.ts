@@ -1,5 +1,5 @@
 /**
- * One run in detail: clocks, explain, the timeline by phase, live logs, outputs,
+ * One run in detail: clocks, explain, the timeline by phase, GPU use, live logs, outputs,
  * metrics, the resolved config with the layer of each field, and stop.
  */
 
@@ -10,6 +10,8 @@ import { Widget } from '@lumino/widgets';
 import { configTable, errorBox, h, saveBlob, section } from '../dom';
 import { EtaPart } from './etapart';
 import { ExplainPart } from './explainpart';
+import { GpuPart } from './gpupart';
+import { gpuStale } from '../../models/gpuusage';
 import { renderOutputs } from './outputspart';
 import { LogView } from './logview';
 import { MetricsView } from './metricsview';
@@ -71,7 +73,14 @@ export class RunDetail extends Widget {
     this._code = h('dl', { class: 'jp-GpuPlat-code' });
     this._error = h('div', { class: 'jp-GpuPlat-detailError' });
     this._logs = new LogView(_opts.source);
-    this._metrics = new MetricsView(_opts.source);
+    // The metrics answer carries the GPU series too: they are charted under "GPU use", and a live
+    // run's words for them are read again once they count more samples than the record did.
+    this._metrics = new MetricsView(_opts.source, system => {
+      this._gpu.charts(system);
+      if (this._run && !isFinal(this._run) && gpuStale(this._run, system)) {
+        void this._reloadRecord();
+      }
+    });
     // the run writes its log into its outputs: the sizes grow with the lines
     this._logs.linesAdded.connect(() => this._scheduleOutputs());
     this._sweep = new SweepPart({
@@ -119,6 +128,7 @@ export class RunDetail extends Widget {
       this._sweepSection,
       section('Why is it here?', 'jp-GpuPlat-explainSection', this._explainPart.node),
       section('Timeline', 'jp-GpuPlat-timelineSection', this._timeline.node),
+      this._gpu.node,
       ...this._runOnly,
       section('Resolved config', 'jp-GpuPlat-configSection', this._config)
     );
@@ -252,6 +262,18 @@ export class RunDetail extends Widget {
     }
   }
 
+  /** The record alone (its `gpu_usage` moved with new samples); logs, outputs and metrics go on as they are. */
+  private async _reloadRecord(): Promise<void> {
+    try {
+      const run = await this._opts.source.load();
+      if (!this.isDisposed) {
+        this._setRun(run);
+      }
+    } catch {
+      // the next status event or metrics refresh tries again
+    }
+  }
+
   private async _loadExplain(): Promise<void> {
     try {
       const ex = await this._opts.source.explain();
@@ -338,6 +360,7 @@ export class RunDetail extends Widget {
       this._sweep.render(run, (run.actions ?? []).includes('edit'));
     }
     this._timeline.render(run, Date.now() / 1000 - this._readAt, Date.now() / 1000 - this._opts.clockOffset());
+    this._gpu.render(run);
     this._renderConfig(run);
     this._statusChanged.emit(run.status);
   }
@@ -414,6 +437,7 @@ export class RunDetail extends Widget {
   private _explainPart: ExplainPart;
   private _eta = new EtaPart();
   private _timeline = new TimelineView();
+  private _gpu = new GpuPart();
   private _outputs: HTMLElement;
   private _config: HTMLElement;
   private _code: HTMLElement;
