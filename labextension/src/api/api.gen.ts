@@ -1167,6 +1167,21 @@ export interface components {
          */
         FlavorFigures: {
             /**
+             * Gpu Hours Measured
+             * @description Device-hours sampled of the runs measured in the range (samples taken in it): held GPU-hours that were measured; 0: none was
+             */
+            gpu_hours_measured: number;
+            /**
+             * Gpu Hours Busy
+             * @description Of gpu_hours_measured, the device-hours at or over the busy threshold (util ≥ 5%); null: nothing was measured
+             */
+            gpu_hours_busy: number | null;
+            /**
+             * Busy Fraction
+             * @description gpu_hours_busy / gpu_hours_measured; null: nothing was measured
+             */
+            busy_fraction: number | null;
+            /**
              * Runs
              * @description Runs queued in the range
              */
@@ -1441,6 +1456,12 @@ export interface components {
              * @description The utilisation (%) from which a device counts as busy
              */
             busy_percent: number;
+            /**
+             * Interval Seconds
+             * @description The sampling interval the figures were taken at
+             * @default null
+             */
+            interval_seconds?: number | null;
         };
         /** HeadWait */
         HeadWait: {
@@ -1448,6 +1469,87 @@ export interface components {
             reason: string;
             /** Message */
             message: string;
+        };
+        /**
+         * IdleHolder
+         * @description A (project, user) holding idle GPU time: measured, not busy.
+         */
+        IdleHolder: {
+            /**
+             * Gpu Hours Measured
+             * @description Device-hours sampled of the runs measured in the range (samples taken in it): held GPU-hours that were measured; 0: none was
+             */
+            gpu_hours_measured: number;
+            /**
+             * Gpu Hours Busy
+             * @description Of gpu_hours_measured, the device-hours at or over the busy threshold (util ≥ 5%); null: nothing was measured
+             */
+            gpu_hours_busy: number | null;
+            /**
+             * Busy Fraction
+             * @description gpu_hours_busy / gpu_hours_measured; null: nothing was measured
+             */
+            busy_fraction: number | null;
+            /** Project */
+            project: string;
+            /** User */
+            user: string;
+            /**
+             * Gpu Hours
+             * @description GPU-hours its measured runs held inside the range
+             */
+            gpu_hours: number;
+            /**
+             * Gpu Hours Idle
+             * @description gpu_hours_measured - gpu_hours_busy
+             */
+            gpu_hours_idle: number;
+            /** Measured Runs */
+            measured_runs: number;
+            /**
+             * Worst Runs
+             * @description Its runs with the most idle GPU-hours, most first (at most 3)
+             */
+            worst_runs: components["schemas"]["IdleRun"][];
+        };
+        /**
+         * IdleRun
+         * @description One measured run of an idle holder.
+         */
+        IdleRun: {
+            /**
+             * Gpu Hours Measured
+             * @description Device-hours sampled of the runs measured in the range (samples taken in it): held GPU-hours that were measured; 0: none was
+             */
+            gpu_hours_measured: number;
+            /**
+             * Gpu Hours Busy
+             * @description Of gpu_hours_measured, the device-hours at or over the busy threshold (util ≥ 5%); null: nothing was measured
+             */
+            gpu_hours_busy: number | null;
+            /**
+             * Busy Fraction
+             * @description gpu_hours_busy / gpu_hours_measured; null: nothing was measured
+             */
+            busy_fraction: number | null;
+            /** Id */
+            id: string;
+            /** User */
+            user: string;
+            /** Project */
+            project: string;
+            /** Queue */
+            queue: string;
+            /**
+             * Gpu Hours
+             * @description GPU-hours it held inside the range
+             */
+            gpu_hours: number;
+            /**
+             * Gpu Hours Idle
+             * @description gpu_hours_measured - gpu_hours_busy
+             */
+            gpu_hours_idle: number;
         };
         /**
          * Insights
@@ -1473,6 +1575,12 @@ export interface components {
              * @description The executor's GPUs; null on a cluster (it places work itself)
              */
             machine_gpus: number | null;
+            /**
+             * Busy Percent
+             * @description The utilisation (%) from which a sampled device counts as busy (gpu_hours_busy)
+             * @default null
+             */
+            busy_percent?: number | null;
             total: components["schemas"]["TotalFigures"];
             /** Queues */
             queues: components["schemas"]["QueueFigures"][];
@@ -1485,6 +1593,16 @@ export interface components {
             series: components["schemas"]["BucketFigures"][];
             /** Top Users */
             top_users: components["schemas"]["TopUser"][];
+            /**
+             * Projects
+             * @description Per visible project, by name
+             */
+            projects?: components["schemas"]["ProjectGpu"][];
+            /**
+             * Idle Holders
+             * @description Who held the most idle GPU time (measured, not busy), most first; runs not measured are left out
+             */
+            idle_holders?: components["schemas"]["IdleHolder"][];
             /** Refusals */
             refusals: components["schemas"]["RefusalCount"][];
         };
@@ -2071,6 +2189,39 @@ export interface components {
             allowed_placement?: components["schemas"]["AllowedPlacement"] | null;
         };
         /**
+         * ProjectGpu
+         * @description One project's GPU-hours held and busy in the range.
+         */
+        ProjectGpu: {
+            /**
+             * Gpu Hours Measured
+             * @description Device-hours sampled of the runs measured in the range (samples taken in it): held GPU-hours that were measured; 0: none was
+             */
+            gpu_hours_measured: number;
+            /**
+             * Gpu Hours Busy
+             * @description Of gpu_hours_measured, the device-hours at or over the busy threshold (util ≥ 5%); null: nothing was measured
+             */
+            gpu_hours_busy: number | null;
+            /**
+             * Busy Fraction
+             * @description gpu_hours_busy / gpu_hours_measured; null: nothing was measured
+             */
+            busy_fraction: number | null;
+            /** Project */
+            project: string;
+            /**
+             * Runs
+             * @description Its runs queued in the range
+             */
+            runs: number;
+            /**
+             * Gpu Hours
+             * @description GPUs x running time inside the range
+             */
+            gpu_hours: number;
+        };
+        /**
          * ProjectRecord
          * @description A project as configured, every field present.
          */
@@ -2283,6 +2434,21 @@ export interface components {
         /** QueueFigures */
         QueueFigures: {
             /**
+             * Gpu Hours Measured
+             * @description Device-hours sampled of the runs measured in the range (samples taken in it): held GPU-hours that were measured; 0: none was
+             */
+            gpu_hours_measured: number;
+            /**
+             * Gpu Hours Busy
+             * @description Of gpu_hours_measured, the device-hours at or over the busy threshold (util ≥ 5%); null: nothing was measured
+             */
+            gpu_hours_busy: number | null;
+            /**
+             * Busy Fraction
+             * @description gpu_hours_busy / gpu_hours_measured; null: nothing was measured
+             */
+            busy_fraction: number | null;
+            /**
              * Runs
              * @description Runs queued in the range
              */
@@ -2342,6 +2508,21 @@ export interface components {
          * @description One flavor a queue offers (or its runs counted on): the figures of its runs admitted on that flavor.
          */
         QueueFlavorFigures: {
+            /**
+             * Gpu Hours Measured
+             * @description Device-hours sampled of the runs measured in the range (samples taken in it): held GPU-hours that were measured; 0: none was
+             */
+            gpu_hours_measured: number;
+            /**
+             * Gpu Hours Busy
+             * @description Of gpu_hours_measured, the device-hours at or over the busy threshold (util ≥ 5%); null: nothing was measured
+             */
+            gpu_hours_busy: number | null;
+            /**
+             * Busy Fraction
+             * @description gpu_hours_busy / gpu_hours_measured; null: nothing was measured
+             */
+            busy_fraction: number | null;
             /**
              * Runs
              * @description Runs queued in the range
@@ -2827,6 +3008,11 @@ export interface components {
              * @default null
              */
             best?: components["schemas"]["BestChild"] | null;
+            /**
+             * @description What it did with the GPUs it held, from their samples; null where it held none. Listed: the summary kept on the record when it ended; null while it runs (GET runs/{id} has it then)
+             * @default null
+             */
+            gpu_usage?: components["schemas"]["GpuUsage"] | null;
             /** Request */
             request: {
                 [key: string]: unknown;
@@ -2843,11 +3029,6 @@ export interface components {
             timeline: components["schemas"]["TimelineEvent"][];
             /** Stop Requested By */
             stop_requested_by: string | null;
-            /**
-             * @description What it did with the GPUs it held, from their samples; null where it held none
-             * @default null
-             */
-            gpu_usage?: components["schemas"]["GpuUsage"] | null;
         };
         /**
          * RunRequest
@@ -3081,6 +3262,11 @@ export interface components {
              * @default null
              */
             best?: components["schemas"]["BestChild"] | null;
+            /**
+             * @description What it did with the GPUs it held, from their samples; null where it held none. Listed: the summary kept on the record when it ended; null while it runs (GET runs/{id} has it then)
+             * @default null
+             */
+            gpu_usage?: components["schemas"]["GpuUsage"] | null;
         };
         /**
          * RunWaiting
@@ -3469,6 +3655,21 @@ export interface components {
         };
         /** TopUser */
         TopUser: {
+            /**
+             * Gpu Hours Measured
+             * @description Device-hours sampled of the runs measured in the range (samples taken in it): held GPU-hours that were measured; 0: none was
+             */
+            gpu_hours_measured: number;
+            /**
+             * Gpu Hours Busy
+             * @description Of gpu_hours_measured, the device-hours at or over the busy threshold (util ≥ 5%); null: nothing was measured
+             */
+            gpu_hours_busy: number | null;
+            /**
+             * Busy Fraction
+             * @description gpu_hours_busy / gpu_hours_measured; null: nothing was measured
+             */
+            busy_fraction: number | null;
             /** User */
             user: string;
             /** Project */
@@ -3480,6 +3681,21 @@ export interface components {
         };
         /** TotalFigures */
         TotalFigures: {
+            /**
+             * Gpu Hours Measured
+             * @description Device-hours sampled of the runs measured in the range (samples taken in it): held GPU-hours that were measured; 0: none was
+             */
+            gpu_hours_measured: number;
+            /**
+             * Gpu Hours Busy
+             * @description Of gpu_hours_measured, the device-hours at or over the busy threshold (util ≥ 5%); null: nothing was measured
+             */
+            gpu_hours_busy: number | null;
+            /**
+             * Busy Fraction
+             * @description gpu_hours_busy / gpu_hours_measured; null: nothing was measured
+             */
+            busy_fraction: number | null;
             /**
              * Runs
              * @description Runs queued in the range
