@@ -271,6 +271,35 @@ def warnings(out: dict[str, Any]) -> list[str]:
     ]
 
 
+def busy_text(v: dict[str, Any]) -> str:
+    """Held against busy, as the server counted them: busy is null where nothing was measured."""
+    held = f"{_hours(v['gpu_hours'])} held"
+    if v.get("gpu_hours_busy") is None:
+        return f"{held}, not measured"
+    measured, busy = _hours(v["gpu_hours_measured"]), _hours(v["gpu_hours_busy"])
+    return f"{held}, {measured} measured, {busy} busy ({percent(v['busy_fraction'])})"
+
+
+def gpu_busy_lines(out: dict[str, Any]) -> list[str]:
+    """GPU-hours held against busy per queue and in all, and who held the most idle GPU time (issue 27)."""
+    if "gpu_hours_measured" not in out["total"] or out.get("busy_percent") is None:  # an older server's answer
+        return []
+    lines = [f"GPU-hours held against busy (util ≥ {out['busy_percent']:g}%):"]
+    lines += [f"  {q['name']}: {busy_text(q)}" for q in [*out["queues"], {"name": "(all)", **out["total"]}]]
+    if out.get("idle_holders"):
+        lines.append("idle holders (GPU-hours measured, not busy):")
+    for h in out.get("idle_holders", []):
+        worst = ", ".join(
+            f"{r['id']} ({r['queue']}, {_hours(r['gpu_hours'])} GPU-h held, busy {percent(r['busy_fraction'])})"
+            for r in h["worst_runs"]
+        )
+        lines.append(
+            f"  {h['user']} ({h['project']}): {_hours(h['gpu_hours_idle'])} GPU-hours idle of "
+            f"{_hours(h['gpu_hours_measured'])} measured (busy {percent(h['busy_fraction'])}); worst: {worst}"
+        )
+    return lines
+
+
 def _when(t: float) -> str:
     return datetime.fromtimestamp(t, UTC).strftime("%Y-%m-%d %H:%M UTC")
 
@@ -285,6 +314,8 @@ def render_table(out: dict[str, Any], width: int | None = None) -> str:
         lines += [FLAVORS_TITLE, table(per_flavor, FLAVOR_HEADERS, width)]
     cal = calibrations(out)
     for text in [f"{CALIBRATION_TITLE}:"] * bool(cal) + [f"  {n}: {calibration_text(c)}" for n, c in cal]:
+        lines += textwrap.wrap(text, width, subsequent_indent="    ") if width else [text]
+    for text in gpu_busy_lines(out):
         lines += textwrap.wrap(text, width, subsequent_indent="    ") if width else [text]
     after = [f"note: {w}" for w in warnings(out)]
     if out["refusals"]:

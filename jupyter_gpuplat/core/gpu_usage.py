@@ -13,8 +13,9 @@ the summary says "not measured" and why; nothing is estimated.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 # The platform's own series of a run (GPU samples); a run's own metrics under it are not taken (it could spoof them).
 SYSTEM_PREFIX = "system/"
@@ -73,8 +74,8 @@ def summary(
     not_measured: NotMeasured | None = None,
 ) -> dict[str, object]:
     """The run record's `gpu_usage`: {measured, reason, devices, samples, mean_util, p50_util,
-    memory_peak_bytes, busy_fraction, seconds_sampled, seconds_busy, busy_percent}, worded by
-    `with_text` (text, busy_text, memory_peak_text) for every client to show as it is.
+    memory_peak_bytes, busy_fraction, seconds_sampled, seconds_busy, busy_percent, interval_seconds}, worded
+    by `with_text` (text, busy_text, memory_peak_text) for every client to show as it is.
 
     `interval_seconds`: the sampling interval (a gap over twice it counts as twice it).
     """
@@ -84,19 +85,15 @@ def summary(
     if not by_device:
         reason = not_measured.reason if not_measured is not None else "no GPU samples were taken"
         return with_text({"measured": False, "reason": reason, "busy_percent": busy_percent})
-    max_gap = 2 * interval_seconds
     weighted = sampled = busy = 0.0
     utils: list[float] = []
     peak = 0
-    for found in by_device.values():
-        found.sort(key=lambda s: s.at)
-        for i, s in enumerate(found):
-            span = min(found[i + 1].at - s.at, max_gap) if i + 1 < len(found) else interval_seconds
-            sampled += span
-            weighted += s.util_percent * span
-            busy += span if s.util_percent >= busy_percent else 0.0
-            utils.append(s.util_percent)
-            peak = max(peak, s.memory_bytes)
+    for s, span in _spans(by_device, interval_seconds):
+        sampled += span
+        weighted += s.util_percent * span
+        busy += span if s.util_percent >= busy_percent else 0.0
+        utils.append(s.util_percent)
+        peak = max(peak, s.memory_bytes)
     return with_text(
         {
             "measured": True,
@@ -110,6 +107,7 @@ def summary(
             "seconds_sampled": round(sampled, 3),
             "seconds_busy": round(busy, 3),
             "busy_percent": busy_percent,
+            "interval_seconds": interval_seconds,
         }
     )
 
@@ -182,6 +180,58 @@ def duration_text(seconds: float) -> str:
     if seconds < 3600:
         return f"{seconds / 60:.0f} min"
     return f"{seconds / 3600:.1f} h"
+
+
+def _spans(by_device: dict[int, list[Sample]], interval_seconds: float) -> Iterator[tuple[Sample, float]]:
+    """Each sample with the time it stands for: until the device's next sample, at most twice the interval."""
+    max_gap = 2 * interval_seconds
+    for found in by_device.values():
+        found.sort(key=lambda s: s.at)
+        for i, s in enumerate(found):
+            yield s, (min(found[i + 1].at - s.at, max_gap) if i + 1 < len(found) else interval_seconds)
+
+
+def seconds_in(
+    samples: Iterable[Sample],
+    *,
+    interval_seconds: float,
+    since: float,
+    until: float,
+    busy_percent: float = BUSY_PERCENT,
+) -> tuple[float, float]:
+    """(device-seconds sampled, device-seconds busy) of the samples taken in [since, until), each with its whole
+    span as `summary` gives it: over a window holding all of a run's samples, its summary's two figures."""
+    by_device: dict[int, list[Sample]] = {}
+    for s in samples:
+        by_device.setdefault(s.device, []).append(s)
+    sampled = busy = 0.0
+    for s, span in _spans(by_device, interval_seconds):
+        if since <= s.at < until:
+            sampled += span
+            busy += span if s.util_percent >= busy_percent else 0.0
+    return sampled, busy
+
+
+# A run or session that held GPUs is named to its owner when it ended busy less than this share of its
+# sampled GPU time, over at least this much of it (a few idle minutes at start-up are no news).
+IDLE_NOTICE_BUSY_FRACTION = 0.5
+IDLE_NOTICE_MIN_SECONDS = 600.0
+
+
+def idle_notice(run_id: str, usage: dict[str, Any]) -> str | None:
+    """ "r-… held GPU 0 for 2.1 h; busy 12% of it (util ≥ 5%)" where the run ended mostly idle; None otherwise."""
+    if not usage.get("measured"):
+        return None
+    sampled, fraction, devices = usage["seconds_sampled"], usage["busy_fraction"], usage["devices"]
+    if fraction is None or sampled < IDLE_NOTICE_MIN_SECONDS or fraction >= IDLE_NOTICE_BUSY_FRACTION:
+        return None
+    held = sampled / max(1, len(devices))  # device-seconds over the devices: how long it held them
+    which = f"GPU {devices[0]}" if len(devices) == 1 else "GPUs " + ", ".join(str(d) for d in devices)
+    total = "" if len(devices) == 1 else f" ({sampled / 3600:.1f} GPU-hours)"
+    return (
+        f"{run_id} held {which} for {duration_text(held)}{total}; busy {round(100 * fraction)}% of it "
+        f"(util ≥ {usage['busy_percent']:g}%)"
+    )
 
 
 def gpu_hours(usage: dict[str, object]) -> tuple[float, float] | None:

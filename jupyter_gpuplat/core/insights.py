@@ -13,6 +13,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from .clocks import clocks
+from .gpu_insights import MeasuredRun, busy_view, idle_holders
 from .reasons import Layer, Reason, layer_of
 from .status import FINAL
 
@@ -156,6 +157,8 @@ class Tally:
         self.start_waits: list[float] = []
         self.by_reason: dict[str, list[float]] = defaultdict(lambda: [0.0, 0])
         self.gpu_seconds = 0.0
+        self.measured_seconds = 0.0  # device-seconds sampled (measured runs only), and of them busy
+        self.busy_seconds = 0.0
         self.run_seconds = 0.0
         self.lifetime_seconds = 0.0
         self.ended = 0
@@ -178,6 +181,7 @@ class Tally:
             "waits_by_reason": reasons,
             "waits_by_category": cats,
             "gpu_hours": gpu_hours,
+            **busy_view(self.measured_seconds, self.busy_seconds),
             "allowance_gpu_hours": gpu_hours_allowed,
             "utilisation": _share(gpu_hours, gpu_hours_allowed),
             "goodput": round(self.run_seconds / self.lifetime_seconds, 6) if self.lifetime_seconds > 0 else None,
@@ -204,6 +208,7 @@ def insights(
     queue_flavors: Mapping[str, Mapping[str, int]] | None = None,
     machine_flavors: Mapping[str, int] | None = None,
     estimated: Sequence[Mapping[str, Any]] = (),
+    gpu_seconds: Mapping[str, tuple[float, float]] | None = None,
 ) -> dict[str, Any]:
     """The figures over [since, until): waits of runs queued in it, GPU time and goodput inside it.
 
@@ -220,6 +225,10 @@ def insights(
 
     `estimated`: the runs dispatched in the range that had a first start estimate (`queue`,
     `dispatched_at`, `p50_at`, `p90_at`); their `eta_calibration` is given in all and per queue.
+
+    `gpu_seconds`: the measured runs' (device-seconds sampled, of them busy) from their samples taken in the
+    range (core.gpu_usage.seconds_in); each view adds `busy_view` of them, per project and user too, and
+    `idle_holders` names who held the most idle GPU time (core.gpu_insights). Runs not in it are not measured.
     """
     horizon = min(until, now)
     n_buckets = max(1, math.ceil((until - since) / bucket))
@@ -231,7 +240,10 @@ def insights(
     per_flavor = {f: Tally() for f in flavors}
     per_queue_flavor = {(q, f): Tally() for q in per_queue for f in flavors}
     counted: set[tuple[str, str]] = set()  # (queue, flavor) of the runs that counted on a flavor
-    users: dict[tuple[str, str], list[float]] = defaultdict(lambda: [0, 0.0])
+    users: dict[tuple[str, str], list[float]] = defaultdict(lambda: [0, 0.0, 0.0, 0.0])
+    projects: dict[str, list[float]] = defaultdict(lambda: [0, 0.0, 0.0, 0.0])
+    measured_runs: list[MeasuredRun] = []
+    sampled = gpu_seconds or {}
     for run in runs:
         end = run["finished_at"] if run["finished_at"] is not None else now
         known = facts.get(run["id"]) if facts is not None and run["finished_at"] is not None else None
@@ -264,8 +276,13 @@ def insights(
             series_gpu[b] += s
         ended = run["finished_at"] is not None and since <= run["finished_at"] < until
         held = (wait_intervals(tl, end) if known is None else waits) if in_range else []
+        m_s, b_s = sampled.get(run["id"], (0.0, 0.0))
+        if m_s > 0:
+            measured_runs.append(MeasuredRun(run["id"], run["project"], run["user"], run["queue"], gpu_s, m_s, b_s))
         for t in tallies:
             t.gpu_seconds += gpu_s
+            t.measured_seconds += m_s
+            t.busy_seconds += b_s
             if in_range:
                 t.runs += 1
                 if run["dispatched_at"] is not None:
@@ -284,10 +301,12 @@ def insights(
                     t.failures[run["reason"] or "Unknown"] += 1
         if in_range and run["dispatched_at"] is not None:
             series_waits[min(n_buckets - 1, int((queued - since) // bucket))].append(qw or 0.0)
-        if gpu_s or in_range:
-            u = users[(run["project"], run["user"])]
-            u[0] += 1 if in_range else 0
-            u[1] += gpu_s
+        if gpu_s or in_range or m_s:
+            for u in (users[(run["project"], run["user"])], projects[run["project"]]):
+                u[0] += 1 if in_range else 0
+                u[1] += gpu_s
+                u[2] += m_s
+                u[3] += b_s
 
     def allowance(names: Iterable[str], seconds: float) -> float | None:
         return _gpu_hours((quota_gpu[n] for n in names), seconds)
@@ -354,6 +373,12 @@ def insights(
         "flavors": flavor_views,
         "series": series,
         "top_users": [
-            {"user": u, "project": p, "runs": int(n), "gpu_hours": round(s / 3600, 6)} for (p, u), (n, s) in ranked
+            {"user": u, "project": p, "runs": int(n), "gpu_hours": round(s / 3600, 6), **busy_view(m, b)}
+            for (p, u), (n, s, m, b) in ranked
         ],
+        "projects": [
+            {"project": p, "runs": int(n), "gpu_hours": round(s / 3600, 6), **busy_view(m, b)}
+            for p, (n, s, m, b) in sorted(projects.items())
+        ],
+        "idle_holders": idle_holders(measured_runs, top),
     }

@@ -71,6 +71,8 @@ class Reason(StrEnum):
     KERNEL_RESTARTED = "KernelRestarted"
     IDLE_WARNING = "IdleWarning"
     KEEP_ALIVE = "KeepAlive"
+    # after the end: the run held GPUs mostly idle (issue 27), told to its owner and project admins
+    GPU_MOSTLY_IDLE = "GpuMostlyIdle"
     # final
     COMPLETED = "Completed"
     ERROR = "Error"
@@ -153,6 +155,9 @@ REGISTRY: dict[Reason, ReasonInfo] = {
     Reason.IDLE_TIMEOUT: ReasonInfo(_D, "no kernel activity for the idle limit: the session ended, GPUs returned", ()),
     Reason.KERNEL_SHUTDOWN: ReasonInfo(_D, "the session's kernel was shut down: the session ended, GPUs returned", ()),
     Reason.KERNEL_DIED: ReasonInfo(_D, "the kernel kept dying: the session ended, GPUs returned", (_O,)),
+    Reason.GPU_MOSTLY_IDLE: ReasonInfo(
+        _D, "it held GPUs mostly idle: busy under half of their sampled time (its status is unchanged)", (_O,)
+    ),
     Reason.COMPLETED: ReasonInfo(_D, "the process exited with code 0", ()),
     Reason.ERROR: ReasonInfo(_D, "the process exited with a non-zero code", (_O,)),
     Reason.SIGNALED: ReasonInfo(_D, "the process was killed by a signal", (_O,)),

@@ -77,6 +77,7 @@ class Engine:
         self.estimates = Estimates(self.state, scenarios=eta_scenarios)
         self.gpu = GpuSampling(self.state)
         self.state.change_listeners.append(self._estimate_after)
+        self.state.change_listeners.append(self.gpu.after_change)  # an ended run's gpu_usage kept on its record
         # The service's two doors: `reads` (answers from the snapshot and the store) and the
         # commands (this object's methods; config writes by people in `admin`). It reaches no
         # other component (tests/house/test_architecture).

@@ -8,6 +8,11 @@ the sample time in whole seconds), written in one transaction per tick, so the r
 RunMonitor and Compare chart them as they chart a run's own metrics. A run's `gpu_usage` is
 summarised from its stored series (core.gpu_usage.summary), computed once here for every client;
 where the executor could not see, the reason it gave is said instead.
+
+When a run that held devices ends, its summary is kept on its record (`gpuplat_runs.gpu_usage`,
+read from there ever after), off the loop and after any tick still writing its last samples;
+a run that ended mostly idle gets a `GpuMostlyIdle` event on its timeline, naming the numbers
+to its owner and its project's admins (core.gpu_usage.idle_notice).
 """
 
 from __future__ import annotations
@@ -18,9 +23,19 @@ from typing import Any
 
 import numpy as np
 
-from ..core.gpu_usage import SYSTEM_PREFIX, NotMeasured, Sample, from_series, memory_name, summary, util_name
-from ..core.status import Status
-from .state import EngineState
+from ..core.gpu_usage import (
+    SYSTEM_PREFIX,
+    NotMeasured,
+    Sample,
+    from_series,
+    idle_notice,
+    memory_name,
+    summary,
+    util_name,
+)
+from ..core.reasons import Reason
+from ..core.status import FINAL, Status
+from .state import ActiveRun, EngineState
 
 log = logging.getLogger("jupyter_gpuplat.engine")
 
@@ -40,6 +55,9 @@ class GpuSampling:
         self.run_not_measured: dict[str, NotMeasured] = {}
         self.ticks = 0
         self._task: asyncio.Task[None] | None = None
+        # A tick holds it until its samples are stored; keeping an ended run's summary waits for it.
+        self._writing = asyncio.Lock()
+        self._keeping: set[asyncio.Task[None]] = set()
 
     def start(self) -> None:
         if self.interval_seconds:
@@ -48,6 +66,13 @@ class GpuSampling:
     def close(self) -> None:
         if self._task is not None:
             self._task.cancel()
+        for task in self._keeping:
+            task.cancel()
+
+    async def drain(self) -> None:
+        """Wait until the summaries of the runs ended so far are kept (and their owners told)."""
+        while self._keeping:
+            await asyncio.gather(*list(self._keeping), return_exceptions=True)
 
     async def _loop(self) -> None:
         assert self.interval_seconds
@@ -60,6 +85,10 @@ class GpuSampling:
 
     async def tick(self) -> int:
         """One reading of every held device, stored on its run; how many samples were kept."""
+        async with self._writing:
+            return await self._tick()
+
+    async def _tick(self) -> int:
         held = self._held()
         if not held:
             return 0
@@ -105,13 +134,63 @@ class GpuSampling:
             del self.run_not_measured[next(iter(self.run_not_measured))]
 
     def usage(self, row: dict[str, Any]) -> dict[str, Any] | None:
-        """A run's `gpu_usage` (None for a run that held no device)."""
+        """A run's `gpu_usage` (None for a run that held no device): the record's once kept, else its samples
+        summarised (a running run; one that ended before v13 or a moment ago)."""
+        if row.get("gpu_usage") is not None:
+            return dict(row["gpu_usage"])
         # Held GPUs: devices of ours, or (where the executor places work) a dispatched run that asked for some.
         if not (row.get("devices") or (row.get("devices") is not None and row.get("gpu"))):
             return None
+        return self._summarise(row["id"], ended=row.get("finished_at") is not None)
+
+    @staticmethod
+    def listed(row: dict[str, Any]) -> dict[str, Any] | None:
+        """A listed run's `gpu_usage`: the record's, kept when it ended; null while it runs (GET runs/{id} has it)."""
+        return row.get("gpu_usage")
+
+    def _summarise(self, run_id: str, *, ended: bool) -> dict[str, Any]:
         if not self.interval_seconds:
             return summary([], interval_seconds=1.0, not_measured=NotMeasured("GPU sampling is off on this server"))
-        series = self.s.store.metrics.series_many([row["id"]], prefix=SYSTEM_PREFIX).get(row["id"], {})
+        series = self.s.store.metrics.series_many([run_id], prefix=SYSTEM_PREFIX).get(run_id, {})
         samples: list[Sample] = from_series(series)  # type: ignore[arg-type]
-        why = self.run_not_measured.get(row["id"]) or self.not_measured or NotMeasured("no GPU samples were taken yet")
+        why = (
+            self.run_not_measured.get(run_id)
+            or self.not_measured
+            or NotMeasured("no GPU samples were taken" + ("" if ended else " yet"))
+        )
         return summary(samples, interval_seconds=self.interval_seconds, not_measured=why)
+
+    # ---- a run's end ------------------------------------------------------------
+    def after_change(self, a: ActiveRun, status: Status) -> None:
+        """A change listener: a run that held devices ended, so its summary is kept (in a task)."""
+        # Sampling off: nothing to keep (GET runs/{id} says so without reading anything).
+        held = a.devices or (not self.s.assigns_devices and a.request.gpu > 0 and a.times.get("dispatched_at"))
+        if status in FINAL and held and self.interval_seconds:
+            task = asyncio.ensure_future(self._keep(a))
+            self._keeping.add(task)
+            task.add_done_callback(self._keeping.discard)
+
+    async def _keep(self, a: ActiveRun) -> None:
+        try:
+            async with self._writing:  # a tick in flight stores its last samples first
+                usage = await asyncio.to_thread(self._summarise, a.id, ended=True)
+                await asyncio.to_thread(self.s.store.set_gpu_usage, a.id, usage)
+        except Exception:  # not kept: GET runs/{id} and insights count its samples instead
+            log.exception("keeping the GPU usage of %s failed", a.id)
+            return
+        notice = idle_notice(a.id, usage)
+        if notice is None:
+            return
+        pr = self.s.cfg.project(a.project)
+        admins = sorted(u for u, r in pr.members.items() if r == "admin") if pr is not None else []
+        details = {
+            "busy_fraction": usage["busy_fraction"],
+            "seconds_sampled": usage["seconds_sampled"],
+            "seconds_busy": usage["seconds_busy"],
+            "devices": usage["devices"],
+            # Who is told (the sidebar shows it to them): the owner and the project's admins by name.
+            "tell": list(dict.fromkeys([a.user, *admins])),
+        }
+        self.s.deferred.apply(
+            f"GPU idle notice of {a.id}", lambda: self.s.remark(a, Reason.GPU_MOSTLY_IDLE, notice, details)
+        )

@@ -6,14 +6,18 @@ queues those projects may use), so no answer names another project or its users.
 
 from __future__ import annotations
 
+import math
 import re
+from collections.abc import Sequence
 from typing import Any
 
 from ..core.errors import InvalidInput, NotFound
+from ..core.gpu_usage import BUSY_PERCENT, SYSTEM_PREFIX, Sample, from_series, seconds_in
 from ..core.insights import insights
 from ..core.policy import is_platform_admin, listable_queues, require_project, visible_projects
 from ..store.estimates import calibration_rows
 from ..store.insights import refusal_counts, timelines, window_runs
+from ..store.metrics import MetricStore
 from .state import EngineState
 
 MAX_RANGE_SECONDS = 400 * 86400
@@ -109,6 +113,7 @@ def compute(
         queue_flavors=offers,
         machine_flavors=s.machine_flavors(cfg),
         estimated=estimated,
+        gpu_seconds=window_gpu_seconds(s.store.metrics, runs, t0, t1, s.executor.gpu_interval()),
     )
     out["refusals"] = refusal_counts(engine, None if queue is None else queues, projects, t0, t1) if projects else []
     out.update(
@@ -120,5 +125,45 @@ def compute(
         project=project,
         platform_admin=is_platform_admin(cfg, user),
         machine_gpus=machine,
+        busy_percent=BUSY_PERCENT,
     )
+    return out
+
+
+def window_gpu_seconds(
+    metrics: MetricStore, runs: Sequence[dict[str, Any]], since: float, until: float, interval: float | None
+) -> dict[str, tuple[float, float]]:
+    """Measured runs' (device-seconds sampled, busy) from their samples taken in [since, until).
+
+    A run that ended inside the range has all its samples in it: its record's summary says them (no series
+    read). The rest that held GPUs (running, crossing an edge, ended without a summary kept) are recounted
+    from their stored samples; a run whose record says "not measured" counts in none.
+    """
+    out: dict[str, tuple[float, float]] = {}
+    recount: list[dict[str, Any]] = []
+    for r in runs:
+        if not r["gpu"] or r["started_at"] is None:
+            continue
+        usage = r.get("gpu_usage")
+        if usage is not None and not usage.get("measured"):
+            continue
+        # Samples are taken while it runs, at whole seconds: none before floor(started_at), none after its end.
+        if usage is not None and math.floor(r["started_at"]) >= since and r["finished_at"] < until:
+            if usage["seconds_sampled"] > 0:
+                out[r["id"]] = (float(usage["seconds_sampled"]), float(usage["seconds_busy"]))
+            continue
+        recount.append(r)
+    for i in range(0, len(recount), 900):  # SQLite's bound-parameter limit
+        chunk = recount[i : i + 900]
+        series = metrics.series_many([r["id"] for r in chunk], prefix=SYSTEM_PREFIX)
+        for r in chunk:
+            samples: list[Sample] = from_series(series.get(r["id"], {}))  # type: ignore[arg-type]
+            usage = r.get("gpu_usage") or {}
+            every = usage.get("interval_seconds") or interval
+            if not samples or not every:
+                continue
+            busy = usage.get("busy_percent", BUSY_PERCENT)
+            got = seconds_in(samples, interval_seconds=every, since=since, until=until, busy_percent=busy)
+            if got[0] > 0:
+                out[r["id"]] = got
     return out

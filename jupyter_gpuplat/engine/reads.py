@@ -159,8 +159,13 @@ class ReadModel:
         return eta_of(self.s, self._estimates, row)
 
     def gpu_usage(self, row: dict[str, Any]) -> dict[str, Any] | None:
-        """What a run did with the GPUs it held (`gpu_usage`), from its samples; None where it held none."""
+        """What a run did with the GPUs it held (`gpu_usage`): kept on its record when it ended, else from its
+        samples; None where it held none."""
         return self._gpu.usage(row)
+
+    def gpu_usage_listed(self, row: dict[str, Any]) -> dict[str, Any] | None:
+        """A listed run's `gpu_usage`: its record's (kept when it ended); null while it runs."""
+        return self._gpu.listed(row)
 
     def queue(self, name: str) -> tuple[QueueState, int | None]:
         """One queue's state and the free GPUs (after an admin write to it)."""

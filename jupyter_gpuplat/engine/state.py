@@ -245,7 +245,16 @@ class EngineState:
         cols = {"status": status.value, "reason": str(reason), "message": message, "updated_at": now, **fields}
         return ev, cols
 
-    def publish(self, ev_id: int, a: ActiveRun, ev: dict[str, Any]) -> None:
+    def remark(self, a: ActiveRun, reason: str, message: str, details: dict[str, Any] | None = None) -> None:
+        """An event on the run's timeline that changes nothing (its status and record stay): published, but no
+        change listener is told (nothing changed for them)."""
+        ev: dict[str, Any] = {"status": a.status.value, "reason": str(reason), "message": message, "at": self.clock()}
+        if details:
+            ev["details"] = details
+        (ev_id,) = self.store.append_events({a.id: a.project}, [(a.id, ev)])
+        self.publish(ev_id, a, ev, listeners=False)
+
+    def publish(self, ev_id: int, a: ActiveRun, ev: dict[str, Any], *, listeners: bool = True) -> None:
         self.bus.publish(
             {
                 "id": ev_id,
@@ -258,6 +267,8 @@ class EngineState:
                 **ev,
             }
         )
+        if not listeners:
+            return
         status = Status(ev["status"])
         for listener in self.change_listeners:
             listener(a, status)

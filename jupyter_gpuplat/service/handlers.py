@@ -106,6 +106,7 @@ class BaseHandler(APIHandler):
         out = run_summary(row, self.engine.reads.now(), self.engine.reads.session_view(row["id"]), waiting)
         out["eta"], out["eta_unknown"] = self.engine.reads.eta(row)
         out["actions"] = self.engine.reads.actions(self.user_name, row)
+        out["gpu_usage"] = self.engine.reads.gpu_usage_listed(row)
         return with_sweep(out, self.engine.reads.sweep_view(row))
 
     def detail(self, row: dict[str, Any]) -> dict[str, Any]:

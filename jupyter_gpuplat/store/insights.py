@@ -48,6 +48,7 @@ _RUN_COLS = (
     "started_at",
     "finished_at",
     "flavor",
+    "gpu_usage",
 )
 
 

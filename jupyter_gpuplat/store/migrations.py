@@ -32,7 +32,7 @@ SCRIPT_LOCATION = Path(__file__).with_name("alembic")
 # A migration is a directory of revisions; tests append one holding extra (or broken) revisions.
 Migration = str | Path
 MIGRATIONS: list[Migration] = [SCRIPT_LOCATION / "versions"]
-LATEST = 12  # the head revision of MIGRATIONS (tests check that they agree)
+LATEST = 13  # the head revision of MIGRATIONS (tests check that they agree)
 # pg_advisory_xact_lock key of migrations (and `gpuplat db copy`): fixed, distinct from the leader's.
 MIGRATIONS_LOCK_KEY = 0x6770_7570_6C61_7401  # "gpuplat" + 1
 

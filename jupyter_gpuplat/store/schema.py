@@ -77,6 +77,8 @@ runs = Table(
     Column("parent", String(32), nullable=True),
     # The flavor (kind of GPU) it was admitted on; null where its queue has no flavors (v11).
     Column("flavor", String(63), nullable=True),
+    # What it did with the GPUs it held (core.gpu_usage.summary), kept when it ended; null before (v13).
+    Column("gpu_usage", JSON, nullable=True),
     Index("ix_runs_project_seq", "project", "seq"),
     Index("ix_runs_parent_seq", "parent", "seq"),
     Index("ix_runs_status", "status"),

@@ -237,6 +237,11 @@ class Store:
         assert len(ids) == len(changes)
         return ids
 
+    def set_gpu_usage(self, run_id: str, usage: dict[str, Any]) -> None:
+        """Keep an ended run's `gpu_usage` on its record (the engine writes it once, after the end)."""
+        with self.engine.begin() as conn:
+            conn.execute(update(schema.runs).where(schema.runs.c.id == run_id).values(gpu_usage=usage))
+
     def provenance_of(self, ids: Sequence[str]) -> dict[str, dict[str, str]]:
         """The provenance of several runs in one query (launches of runs reloaded at start-up)."""
         if not ids:

@@ -4,6 +4,7 @@ import assert from 'node:assert/strict';
 import { RunsModel } from '../src/models/runsmodel';
 import type { IRun, IStatusEvent } from '../src/api/types';
 import { EMPTY_FILTER, markRead, readAgo } from '../src/models/viewmodel';
+import { DEFAULT_NOTIFY, GPU_MOSTLY_IDLE, noticeFor } from '../src/models/notices';
 import { PHASE } from './wire';
 
 function run(seq: number, over: Partial<IRun> = {}): IRun {
@@ -124,4 +125,22 @@ test('runs older than the loaded pages wait for their page', () => {
   m.addPage({ runs: [run(10), run(9)], next_before: 9 }, true);
   m.upsert(run(4));
   assert.deepEqual(m.runs.map(r => r.seq), [10, 9]);
+});
+
+test('a GPU-idle remark after the end changes no listed run, and is told to those it names', () => {
+  const m = new RunsModel();
+  m.addPage({ runs: [run(1, { status: 'succeeded', reason: 'Completed', message: 'exit 0', updated_at: 200, finished_at: 200 })], next_before: null }, true);
+  const remark = ev('r-1', 'succeeded', 210, {
+    reason: GPU_MOSTLY_IDLE,
+    message: 'r-1 held GPU 0 for 12 min; busy 34% of it (util ≥ 5%)',
+    details: { tell: ['alice', 'ops'] }
+  });
+  assert.equal(m.applyEvent(remark), 'ignored');
+  const kept = m.get('r-1');
+  assert.deepEqual([kept?.reason, kept?.finished_at], ['Completed', 200]);
+  // The service's words, to the owner and the admins it names; never a second "succeeded" notice.
+  for (const me of ['alice', 'ops']) {
+    assert.deepEqual(noticeFor(remark, me, DEFAULT_NOTIFY), { kind: 'gpuIdle', type: 'warning', message: remark.message });
+  }
+  assert.equal(noticeFor(remark, 'bob', DEFAULT_NOTIFY), null);
 });

@@ -4,7 +4,16 @@ from __future__ import annotations
 
 import pytest
 
-from jupyter_gpuplat.core.gpu_usage import NotMeasured, Sample, gpu_hours, percent_text, summary, with_text
+from jupyter_gpuplat.core.gpu_usage import (
+    NotMeasured,
+    Sample,
+    gpu_hours,
+    idle_notice,
+    percent_text,
+    seconds_in,
+    summary,
+    with_text,
+)
 
 GiB = 1 << 30
 
@@ -26,6 +35,7 @@ def test_one_device_every_figure_by_hand() -> None:
         "seconds_sampled": 30.0,
         "seconds_busy": 20.0,
         "busy_percent": 5.0,
+        "interval_seconds": 10,
         "text": "GPU busy 67% of 30 s · mean util 50% · memory peak 3.0 GiB",
         "busy_text": "67%",
         "memory_peak_text": "3.0 GiB",
@@ -99,3 +109,31 @@ def test_the_text_says_busy_share_time_mean_and_peak(usage: dict[str, object], t
 
 def test_a_share_is_never_rounded_to_none_or_all() -> None:
     assert [percent_text(f) for f in (0.0, 0.004, 0.5, 0.996, 1.0)] == ["0%", "<1%", "50%", ">99%", "100%"]
+
+
+def test_samples_in_a_range_count_where_they_were_taken_with_their_whole_span() -> None:
+    samples = [Sample(0, 0, 50.0, 0), Sample(10, 0, 1.0, 0), Sample(20, 0, 90.0, 0), Sample(10, 1, 0.0, 0)]
+    whole = summary(samples, interval_seconds=10)
+    assert seconds_in(samples, interval_seconds=10, since=0, until=1e9) == (
+        whole["seconds_sampled"],
+        whole["seconds_busy"],
+    )
+    # [10, 20): the samples at 10 (device 0 idle, device 1 idle), 10 s each
+    assert seconds_in(samples, interval_seconds=10, since=10, until=20) == (20.0, 0.0)
+    assert seconds_in(samples, interval_seconds=10, since=15, until=30) == (10.0, 10.0)
+
+
+def test_a_run_mostly_idle_over_ten_minutes_is_worded_with_its_numbers() -> None:
+    one = [Sample(t, 0, 90.0 if t % 100 == 0 else 0.0, 0) for t in range(0, 7560, 10)]  # 2.1 h, busy 10%
+    assert (
+        idle_notice("r-1", summary(one, interval_seconds=10)) == "r-1 held GPU 0 for 2.1 h; busy 10% of it (util ≥ 5%)"
+    )
+    two = [Sample(t, d, 0.0, 0) for t in range(0, 600, 10) for d in (2, 3)]
+    assert idle_notice("r-2", summary(two, interval_seconds=10)) == (
+        "r-2 held GPUs 2, 3 for 10 min (0.3 GPU-hours); busy 0% of it (util ≥ 5%)"
+    )
+    short = [Sample(t, 0, 0.0, 0) for t in range(0, 590, 10)]  # 590 s: under IDLE_NOTICE_MIN_SECONDS
+    assert idle_notice("r-3", summary(short, interval_seconds=10)) is None
+    half = [Sample(t, 0, 90.0 if t % 20 == 0 else 0.0, 0) for t in range(0, 1200, 10)]  # busy exactly half
+    assert idle_notice("r-4", summary(half, interval_seconds=10)) is None
+    assert idle_notice("r-5", summary([], interval_seconds=10)) is None  # not measured: nothing said

@@ -123,7 +123,16 @@ def test_a_week_gives_the_hand_computed_figures(week: tuple[Harness, float, dict
     assert out["series"][0]["queued"] == 6 and out["series"][0]["queue_wait_p90"] == 120.0
     assert out["series"][3]["machine_gpu_hours"] == 8 * 24.0
     assert out["refusals"] and sum(r["count"] for r in out["refusals"]) == 1
-    assert out["top_users"][0] == {"user": "bob", "project": "p", "runs": 10, "gpu_hours": round(480 / 3600, 6)}
+    assert out["top_users"][0] == {
+        "user": "bob",
+        "project": "p",
+        "runs": 10,
+        "gpu_hours": round(480 / 3600, 6),
+        # no GPU sampling on this executor: nothing measured, never counted as busy or idle
+        "gpu_hours_measured": 0.0,
+        "gpu_hours_busy": None,
+        "busy_fraction": None,
+    }
     # A platform without flavors: no flavor rows, in all or in any queue.
     assert out["flavors"] == [] and all(q["flavors"] == [] for q in out["queues"])
 

@@ -1,16 +1,23 @@
-"""A run's GPU use as the API words it (issue 27): GET runs/{id} and compare carry the server's text.
+"""A run's GPU use through a real Jupyter server (issue 27): GET runs/{id} and compare carry the server's text;
+`gpu_usage` is kept on the record and listed; insights' busy figures.
 
 NVML is hardware: the samples it would give are written as the sampler writes them
 (tests/gpu_samples.py) — the only part faked. The server's declared GPUs have no NVML to read,
-so a run with no samples is "not measured".
+so a run with no samples ends "not measured" and says why: its record keeps that, GET runs lists it,
+and insights count it held but never measured (busy null). (Measured figures: tests/engine/test_gpu_record.py
+and test_insights_gpu.py, NVML scripted at its boundary.)
 """
 
 from __future__ import annotations
 
 import sys
+import time
 from typing import Any
 
+from jupyter_gpuplat.service.schemas.insights import Insights
+
 from ..gpu_samples import GiB, write_samples
+from ..waiting import wait_for
 
 SLEEP = [sys.executable, "-c", "import time; time.sleep(60)"]
 
@@ -51,3 +58,26 @@ async def test_run_and_compare_carry_the_servers_words(api: Any, platform: Any) 
     ]
     # runs that held no GPU: no GPU rows at all
     assert (await api.ok("GET", "compare", runs=cpu["id"]))["gpu"] == []
+
+
+async def test_a_listed_run_carries_its_kept_gpu_usage_and_insights_say_not_measured(api: Any) -> None:
+    since = f"{time.time() - 1:.6f}"
+    rid = (
+        await api.submit(name="g", queue="team-a-train", command=[sys.executable, "-c", "pass"], resources={"gpu": 1})
+    )["id"]
+    await api.wait_status(rid, "succeeded")
+
+    async def listed() -> dict[str, Any] | None:
+        page = await api.ok("GET", "runs")
+        row = next(r for r in page["runs"] if r["id"] == rid)
+        return row["gpu_usage"]
+
+    kept = await wait_for(listed, 20, f"the gpu_usage of {rid} kept and listed")
+    assert kept["measured"] is False and kept["reason"], kept
+    assert (await api.run(rid))["gpu_usage"] == kept  # GET runs/{id} reads the same record
+    out = await api.ok("GET", "insights", "ops", since=since)
+    Insights.model_validate(out)
+    total = out["total"]
+    assert total["gpu_hours"] > 0 and out["busy_percent"] == 5.0
+    assert (total["gpu_hours_measured"], total["gpu_hours_busy"], total["busy_fraction"]) == (0.0, None, None)
+    assert out["idle_holders"] == []

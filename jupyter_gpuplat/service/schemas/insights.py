@@ -67,7 +67,21 @@ class EtaCalibration(_Out):
         return cls(n=0, p90_hit_rate=None, p50_abs_error_seconds=None, p50_abs_error_median_seconds=None)
 
 
-class Figures(_Out):
+class BusyFigures(_Out):
+    """GPU-hours held against busy: only runs whose devices were sampled count; null busy figures: none was."""
+
+    gpu_hours_measured: float = Field(
+        description="Device-hours sampled of the runs measured in the range (samples taken in it): held "
+        "GPU-hours that were measured; 0: none was"
+    )
+    gpu_hours_busy: float | None = Field(
+        description="Of gpu_hours_measured, the device-hours at or over the busy threshold (util ≥ 5%); "
+        "null: nothing was measured"
+    )
+    busy_fraction: float | None = Field(description="gpu_hours_busy / gpu_hours_measured; null: nothing was measured")
+
+
+class Figures(BusyFigures):
     runs: int = Field(description="Runs queued in the range")
     queue_wait: WaitSummary
     start_wait: WaitSummary
@@ -135,11 +149,41 @@ class BucketFigures(_Out):
     queue_wait_p99: float | None
 
 
-class TopUser(_Out):
+class TopUser(BusyFigures):
     user: str
     project: str
     runs: int
     gpu_hours: float
+
+
+class ProjectGpu(BusyFigures):
+    """One project's GPU-hours held and busy in the range."""
+
+    project: str
+    runs: int = Field(description="Its runs queued in the range")
+    gpu_hours: float = Field(description="GPUs x running time inside the range")
+
+
+class IdleRun(BusyFigures):
+    """One measured run of an idle holder."""
+
+    id: str
+    user: str
+    project: str
+    queue: str
+    gpu_hours: float = Field(description="GPU-hours it held inside the range")
+    gpu_hours_idle: float = Field(description="gpu_hours_measured - gpu_hours_busy")
+
+
+class IdleHolder(BusyFigures):
+    """A (project, user) holding idle GPU time: measured, not busy."""
+
+    project: str
+    user: str
+    gpu_hours: float = Field(description="GPU-hours its measured runs held inside the range")
+    gpu_hours_idle: float = Field(description="gpu_hours_measured - gpu_hours_busy")
+    measured_runs: int
+    worst_runs: list[IdleRun] = Field(description="Its runs with the most idle GPU-hours, most first (at most 3)")
 
 
 class Insights(_Out):
@@ -153,6 +197,9 @@ class Insights(_Out):
     project: str | None
     platform_admin: bool
     machine_gpus: int | None = Field(description="The executor's GPUs; null on a cluster (it places work itself)")
+    busy_percent: float | None = Field(
+        default=None, description="The utilisation (%) from which a sampled device counts as busy (gpu_hours_busy)"
+    )
     total: TotalFigures
     queues: list[QueueFigures]
     flavors: list[FlavorFigures] = Field(
@@ -162,4 +209,9 @@ class Insights(_Out):
     )
     series: list[BucketFigures]
     top_users: list[TopUser]
+    projects: list[ProjectGpu] = Field(default_factory=list, description="Per visible project, by name")
+    idle_holders: list[IdleHolder] = Field(
+        default_factory=list,
+        description="Who held the most idle GPU time (measured, not busy), most first; runs not measured are left out",
+    )
     refusals: list[RefusalCount]

@@ -126,6 +126,31 @@ def eta_unknown_field() -> Any:
     )
 
 
+class GpuUsage(_Out):
+    """A run's GPU samples summarised (issue 27), or why there are none (`measured` false, `reason`)."""
+
+    measured: bool
+    reason: str | None = Field(default=None, description="Why not measured: no NVML, sampling off, a MIG device…")
+    devices: list[int] | None = None
+    samples: int | None = None
+    mean_util: float | None = Field(default=None, description="Mean utilisation (%), each sample weighted by its time")
+    p50_util: float | None = Field(default=None, description="Median utilisation (%) of the samples")
+    memory_peak_bytes: int | None = None
+    busy_fraction: float | None = Field(default=None, description="Share of sampled time at or over busy_percent")
+    seconds_sampled: float | None = Field(default=None, description="Device-seconds sampled (summed over devices)")
+    seconds_busy: float | None = Field(default=None, description="Device-seconds at or over busy_percent")
+    busy_percent: float = Field(description="The utilisation (%) from which a device counts as busy")
+    interval_seconds: float | None = Field(default=None, description="The sampling interval the figures were taken at")
+    text: str = Field(
+        description="The summary in words, for clients to show as it is: 'GPU busy 73% of 2.1 h · mean util 64% · "
+        "memory peak 31.2 GiB', or 'GPU use not measured: <reason>'"
+    )
+    busy_text: str | None = Field(default=None, description="busy_fraction as shown: '73%'; null where not measured")
+    memory_peak_text: str | None = Field(
+        default=None, description="memory_peak_bytes as shown: '31.2 GiB'; null where not measured"
+    )
+
+
 class RunSummary(_Open):
     """One run, as listed (and the body of `POST runs`)."""
 
@@ -186,6 +211,11 @@ class RunSummary(_Open):
     paused: bool | None = Field(default=None, description="A sweep: no more children are dispatched")
     matrix: dict[str, Any] | None = Field(default=None, description="A sweep: what it runs")
     best: BestChild | None = Field(default=None, description="A sweep: its best child by the matrix's objective")
+    gpu_usage: GpuUsage | None = Field(
+        default=None,
+        description="What it did with the GPUs it held, from their samples; null where it held none. Listed: "
+        "the summary kept on the record when it ended; null while it runs (GET runs/{id} has it then)",
+    )
 
 
 class TimelineEvent(_Open):
@@ -198,30 +228,6 @@ class TimelineEvent(_Open):
     details: dict[str, Any] | None = None
 
 
-class GpuUsage(_Out):
-    """A run's GPU samples summarised (issue 27), or why there are none (`measured` false, `reason`)."""
-
-    measured: bool
-    reason: str | None = Field(default=None, description="Why not measured: no NVML, sampling off, a MIG device…")
-    devices: list[int] | None = None
-    samples: int | None = None
-    mean_util: float | None = Field(default=None, description="Mean utilisation (%), each sample weighted by its time")
-    p50_util: float | None = Field(default=None, description="Median utilisation (%) of the samples")
-    memory_peak_bytes: int | None = None
-    busy_fraction: float | None = Field(default=None, description="Share of sampled time at or over busy_percent")
-    seconds_sampled: float | None = Field(default=None, description="Device-seconds sampled (summed over devices)")
-    seconds_busy: float | None = Field(default=None, description="Device-seconds at or over busy_percent")
-    busy_percent: float = Field(description="The utilisation (%) from which a device counts as busy")
-    text: str = Field(
-        description="The summary in words, for clients to show as it is: 'GPU busy 73% of 2.1 h · mean util 64% · "
-        "memory peak 31.2 GiB', or 'GPU use not measured: <reason>'"
-    )
-    busy_text: str | None = Field(default=None, description="busy_fraction as shown: '73%'; null where not measured")
-    memory_peak_text: str | None = Field(
-        default=None, description="memory_peak_bytes as shown: '31.2 GiB'; null where not measured"
-    )
-
-
 class RunDetail(RunSummary):
     """One run's full record: request, resolved spec, provenance and timeline."""
 
@@ -230,9 +236,6 @@ class RunDetail(RunSummary):
     provenance: dict[str, str] | None
     timeline: list[TimelineEvent]
     stop_requested_by: str | None
-    gpu_usage: GpuUsage | None = Field(
-        default=None, description="What it did with the GPUs it held, from their samples; null where it held none"
-    )
 
 
 class RunsPage(_Out):

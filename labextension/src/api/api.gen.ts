@@ -1198,6 +1198,21 @@ export interface components {
          */
         FlavorFigures: {
             /**
+             * Gpu Hours Measured
+             * @description Device-hours sampled of the runs measured in the range (samples taken in it): held GPU-hours that were measured; 0: none was
+             */
+            gpu_hours_measured: number;
+            /**
+             * Gpu Hours Busy
+             * @description Of gpu_hours_measured, the device-hours at or over the busy threshold (util ≥ 5%); null: nothing was measured
+             */
+            gpu_hours_busy: number | null;
+            /**
+             * Busy Fraction
+             * @description gpu_hours_busy / gpu_hours_measured; null: nothing was measured
+             */
+            busy_fraction: number | null;
+            /**
              * Runs
              * @description Runs queued in the range
              */
@@ -1473,6 +1488,12 @@ export interface components {
              */
             busy_percent: number;
             /**
+             * Interval Seconds
+             * @description The sampling interval the figures were taken at
+             * @default null
+             */
+            interval_seconds?: number | null;
+            /**
              * Text
              * @description The summary in words, for clients to show as it is: 'GPU busy 73% of 2.1 h · mean util 64% · memory peak 31.2 GiB', or 'GPU use not measured: <reason>'
              */
@@ -1498,6 +1519,87 @@ export interface components {
             message: string;
         };
         /**
+         * IdleHolder
+         * @description A (project, user) holding idle GPU time: measured, not busy.
+         */
+        IdleHolder: {
+            /**
+             * Gpu Hours Measured
+             * @description Device-hours sampled of the runs measured in the range (samples taken in it): held GPU-hours that were measured; 0: none was
+             */
+            gpu_hours_measured: number;
+            /**
+             * Gpu Hours Busy
+             * @description Of gpu_hours_measured, the device-hours at or over the busy threshold (util ≥ 5%); null: nothing was measured
+             */
+            gpu_hours_busy: number | null;
+            /**
+             * Busy Fraction
+             * @description gpu_hours_busy / gpu_hours_measured; null: nothing was measured
+             */
+            busy_fraction: number | null;
+            /** Project */
+            project: string;
+            /** User */
+            user: string;
+            /**
+             * Gpu Hours
+             * @description GPU-hours its measured runs held inside the range
+             */
+            gpu_hours: number;
+            /**
+             * Gpu Hours Idle
+             * @description gpu_hours_measured - gpu_hours_busy
+             */
+            gpu_hours_idle: number;
+            /** Measured Runs */
+            measured_runs: number;
+            /**
+             * Worst Runs
+             * @description Its runs with the most idle GPU-hours, most first (at most 3)
+             */
+            worst_runs: components["schemas"]["IdleRun"][];
+        };
+        /**
+         * IdleRun
+         * @description One measured run of an idle holder.
+         */
+        IdleRun: {
+            /**
+             * Gpu Hours Measured
+             * @description Device-hours sampled of the runs measured in the range (samples taken in it): held GPU-hours that were measured; 0: none was
+             */
+            gpu_hours_measured: number;
+            /**
+             * Gpu Hours Busy
+             * @description Of gpu_hours_measured, the device-hours at or over the busy threshold (util ≥ 5%); null: nothing was measured
+             */
+            gpu_hours_busy: number | null;
+            /**
+             * Busy Fraction
+             * @description gpu_hours_busy / gpu_hours_measured; null: nothing was measured
+             */
+            busy_fraction: number | null;
+            /** Id */
+            id: string;
+            /** User */
+            user: string;
+            /** Project */
+            project: string;
+            /** Queue */
+            queue: string;
+            /**
+             * Gpu Hours
+             * @description GPU-hours it held inside the range
+             */
+            gpu_hours: number;
+            /**
+             * Gpu Hours Idle
+             * @description gpu_hours_measured - gpu_hours_busy
+             */
+            gpu_hours_idle: number;
+        };
+        /**
          * Insights
          * @description Observed waits, GPU-hours against quota, goodput, refusals and failures over a range
          */
@@ -1521,6 +1623,12 @@ export interface components {
              * @description The executor's GPUs; null on a cluster (it places work itself)
              */
             machine_gpus: number | null;
+            /**
+             * Busy Percent
+             * @description The utilisation (%) from which a sampled device counts as busy (gpu_hours_busy)
+             * @default null
+             */
+            busy_percent?: number | null;
             total: components["schemas"]["TotalFigures"];
             /** Queues */
             queues: components["schemas"]["QueueFigures"][];
@@ -1533,6 +1641,16 @@ export interface components {
             series: components["schemas"]["BucketFigures"][];
             /** Top Users */
             top_users: components["schemas"]["TopUser"][];
+            /**
+             * Projects
+             * @description Per visible project, by name
+             */
+            projects?: components["schemas"]["ProjectGpu"][];
+            /**
+             * Idle Holders
+             * @description Who held the most idle GPU time (measured, not busy), most first; runs not measured are left out
+             */
+            idle_holders?: components["schemas"]["IdleHolder"][];
             /** Refusals */
             refusals: components["schemas"]["RefusalCount"][];
         };
@@ -2119,6 +2237,39 @@ export interface components {
             allowed_placement?: components["schemas"]["AllowedPlacement"] | null;
         };
         /**
+         * ProjectGpu
+         * @description One project's GPU-hours held and busy in the range.
+         */
+        ProjectGpu: {
+            /**
+             * Gpu Hours Measured
+             * @description Device-hours sampled of the runs measured in the range (samples taken in it): held GPU-hours that were measured; 0: none was
+             */
+            gpu_hours_measured: number;
+            /**
+             * Gpu Hours Busy
+             * @description Of gpu_hours_measured, the device-hours at or over the busy threshold (util ≥ 5%); null: nothing was measured
+             */
+            gpu_hours_busy: number | null;
+            /**
+             * Busy Fraction
+             * @description gpu_hours_busy / gpu_hours_measured; null: nothing was measured
+             */
+            busy_fraction: number | null;
+            /** Project */
+            project: string;
+            /**
+             * Runs
+             * @description Its runs queued in the range
+             */
+            runs: number;
+            /**
+             * Gpu Hours
+             * @description GPUs x running time inside the range
+             */
+            gpu_hours: number;
+        };
+        /**
          * ProjectRecord
          * @description A project as configured, every field present.
          */
@@ -2331,6 +2482,21 @@ export interface components {
         /** QueueFigures */
         QueueFigures: {
             /**
+             * Gpu Hours Measured
+             * @description Device-hours sampled of the runs measured in the range (samples taken in it): held GPU-hours that were measured; 0: none was
+             */
+            gpu_hours_measured: number;
+            /**
+             * Gpu Hours Busy
+             * @description Of gpu_hours_measured, the device-hours at or over the busy threshold (util ≥ 5%); null: nothing was measured
+             */
+            gpu_hours_busy: number | null;
+            /**
+             * Busy Fraction
+             * @description gpu_hours_busy / gpu_hours_measured; null: nothing was measured
+             */
+            busy_fraction: number | null;
+            /**
              * Runs
              * @description Runs queued in the range
              */
@@ -2390,6 +2556,21 @@ export interface components {
          * @description One flavor a queue offers (or its runs counted on): the figures of its runs admitted on that flavor.
          */
         QueueFlavorFigures: {
+            /**
+             * Gpu Hours Measured
+             * @description Device-hours sampled of the runs measured in the range (samples taken in it): held GPU-hours that were measured; 0: none was
+             */
+            gpu_hours_measured: number;
+            /**
+             * Gpu Hours Busy
+             * @description Of gpu_hours_measured, the device-hours at or over the busy threshold (util ≥ 5%); null: nothing was measured
+             */
+            gpu_hours_busy: number | null;
+            /**
+             * Busy Fraction
+             * @description gpu_hours_busy / gpu_hours_measured; null: nothing was measured
+             */
+            busy_fraction: number | null;
             /**
              * Runs
              * @description Runs queued in the range
@@ -2875,6 +3056,11 @@ export interface components {
              * @default null
              */
             best?: components["schemas"]["BestChild"] | null;
+            /**
+             * @description What it did with the GPUs it held, from their samples; null where it held none. Listed: the summary kept on the record when it ended; null while it runs (GET runs/{id} has it then)
+             * @default null
+             */
+            gpu_usage?: components["schemas"]["GpuUsage"] | null;
             /** Request */
             request: {
                 [key: string]: unknown;
@@ -2891,11 +3077,6 @@ export interface components {
             timeline: components["schemas"]["TimelineEvent"][];
             /** Stop Requested By */
             stop_requested_by: string | null;
-            /**
-             * @description What it did with the GPUs it held, from their samples; null where it held none
-             * @default null
-             */
-            gpu_usage?: components["schemas"]["GpuUsage"] | null;
         };
         /**
          * RunRequest
@@ -3129,6 +3310,11 @@ export interface components {
              * @default null
              */
             best?: components["schemas"]["BestChild"] | null;
+            /**
+             * @description What it did with the GPUs it held, from their samples; null where it held none. Listed: the summary kept on the record when it ended; null while it runs (GET runs/{id} has it then)
+             * @default null
+             */
+            gpu_usage?: components["schemas"]["GpuUsage"] | null;
         };
         /**
          * RunWaiting
@@ -3517,6 +3703,21 @@ export interface components {
         };
         /** TopUser */
         TopUser: {
+            /**
+             * Gpu Hours Measured
+             * @description Device-hours sampled of the runs measured in the range (samples taken in it): held GPU-hours that were measured; 0: none was
+             */
+            gpu_hours_measured: number;
+            /**
+             * Gpu Hours Busy
+             * @description Of gpu_hours_measured, the device-hours at or over the busy threshold (util ≥ 5%); null: nothing was measured
+             */
+            gpu_hours_busy: number | null;
+            /**
+             * Busy Fraction
+             * @description gpu_hours_busy / gpu_hours_measured; null: nothing was measured
+             */
+            busy_fraction: number | null;
             /** User */
             user: string;
             /** Project */
@@ -3528,6 +3729,21 @@ export interface components {
         };
         /** TotalFigures */
         TotalFigures: {
+            /**
+             * Gpu Hours Measured
+             * @description Device-hours sampled of the runs measured in the range (samples taken in it): held GPU-hours that were measured; 0: none was
+             */
+            gpu_hours_measured: number;
+            /**
+             * Gpu Hours Busy
+             * @description Of gpu_hours_measured, the device-hours at or over the busy threshold (util ≥ 5%); null: nothing was measured
+             */
+            gpu_hours_busy: number | null;
+            /**
+             * Busy Fraction
+             * @description gpu_hours_busy / gpu_hours_measured; null: nothing was measured
+             */
+            busy_fraction: number | null;
             /**
              * Runs
              * @description Runs queued in the range

@@ -23,15 +23,30 @@ export const DEFAULT_NOTIFY: INotifySettings = {
 };
 
 export interface INotice {
-  kind: 'started' | 'finished' | 'failed' | 'longWait' | 'estimate';
+  kind: 'started' | 'finished' | 'failed' | 'longWait' | 'estimate' | 'gpuIdle';
   type: 'info' | 'success' | 'error' | 'warning';
   message: string;
 }
 
+/** A remark after a run's end that changes nothing: it held GPUs mostly idle (worded by the service). */
+export const GPU_MOSTLY_IDLE = 'GpuMostlyIdle';
+
+/** Whether an event is for `me`: my run's, or a GPU-idle remark naming me (the service's `details.tell`). */
+export function tellsMe(ev: IStatusEvent, me: string): boolean {
+  const tell = ev.details?.tell;
+  if (ev.reason === GPU_MOSTLY_IDLE && Array.isArray(tell)) {
+    return tell.includes(me);
+  }
+  return ev.user === me;
+}
+
 /** The notification a status event deserves for `me`, or null (others' runs, repeats). */
 export function noticeFor(ev: IStatusEvent, me: string, s: INotifySettings): INotice | null {
-  if (ev.user !== me) {
+  if (!tellsMe(ev, me)) {
     return null;
+  }
+  if (ev.reason === GPU_MOSTLY_IDLE) {
+    return { kind: 'gpuIdle', type: 'warning', message: ev.message };
   }
   const name = ev.name || ev.run_id;
   if (ev.status === 'running' && ev.reason === 'Started' && s.started) {

@@ -8,6 +8,7 @@
 
 import type { IEtaEvent, IRun, IRunsPage, IStatusEvent } from '../api/types';
 import { isNewer } from './estimates';
+import { GPU_MOSTLY_IDLE } from './notices';
 import { EMPTY_FILTER, IRunFilter, clocks, isFinal, markRead, matchesFilter, readAgo, statusGroup } from './viewmodel';
 
 export type EventOutcome = 'updated' | 'removed' | 'fetch' | 'ignored';
@@ -119,6 +120,9 @@ export class RunsModel {
     }
     if (run.updated_at !== null && ev.at < run.updated_at) {
       return 'ignored'; // older than what we hold (a page fetched after it)
+    }
+    if (ev.reason === GPU_MOSTLY_IDLE) {
+      return 'ignored'; // a remark after its end: its status, reason and times stay the record's
     }
     run.status = ev.status;
     run.reason = ev.reason;

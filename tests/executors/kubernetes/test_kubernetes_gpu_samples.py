@@ -101,11 +101,17 @@ async def test_a_runs_pod_gets_its_gpus_samples_and_gpu_usage_equals_a_recount(
 
     # The other run's pod is in no scrape: not measured, and why.
     other = (await api.run(unseen["id"], "dave"))["gpu_usage"]
+    why = (
+        f"the DCGM exporter reports no GPU of pod {unseen_pod} in namespace {NAMESPACE} (a MIG or "
+        "time-sliced device the exporter does not map to pods, or a node without an exporter)"
+    )
     assert other == {
         "measured": False,
-        "reason": f"the DCGM exporter reports no GPU of pod {unseen_pod} in namespace {NAMESPACE} (a MIG or "
-        "time-sliced device the exporter does not map to pods, or a node without an exporter)",
+        "reason": why,
         "busy_percent": 5.0,
+        "text": f"GPU use not measured: {why}",
+        "busy_text": None,
+        "memory_peak_text": None,
     }
     await api.ok("POST", f"runs/{two['id']}/stop")
     await api.ok("POST", f"runs/{unseen['id']}/stop", "dave")
@@ -149,10 +155,14 @@ async def test_no_exporter_configured_is_not_measured_and_says_which_setting(
         return usage if "configured" in str(usage.get("reason")) else None
 
     usage = await wait_for(told, 20, "gpu_usage to say no exporter is configured")
+    why = "no DCGM exporter is configured (KubernetesExecutor.dcgm_exporter_urls)"
     assert usage == {
         "measured": False,
-        "reason": "no DCGM exporter is configured (KubernetesExecutor.dcgm_exporter_urls)",
+        "reason": why,
         "busy_percent": 5.0,
+        "text": f"GPU use not measured: {why}",
+        "busy_text": None,
+        "memory_peak_text": None,
     }
     assert (await api.run(cpu["id"]))["gpu_usage"] is None  # it holds no GPU
     assert exporter.scrapes == 0

@@ -25,6 +25,7 @@ import {
   waitingFromEvent,
   waitingRun,
   noticeFor,
+  tellsMe,
   statusGroup
 } from '../../models/viewmodel';
 
@@ -53,7 +54,7 @@ export class Notifier {
   }
 
   onEvent(ev: IStatusEvent): void {
-    if (ev.user !== this._user) {
+    if (!tellsMe(ev, this._user)) {
       return;
     }
     this._trackWaiting(ev);
