@@ -51,6 +51,7 @@ class Harness:
             new_id=self._new_id,
             safety_tick_seconds=3600,
             metrics_interval_seconds=3600,
+            timers=self.clock,  # a session's idle deadlines fire as the fake clock moves
         )
 
     def _new_id(self) -> str:

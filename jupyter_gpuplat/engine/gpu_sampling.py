@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -22,6 +23,10 @@ from ..core.status import Status
 from .state import EngineState
 
 log = logging.getLogger("jupyter_gpuplat.engine")
+
+SAMPLING_OFF = NotMeasured("GPU sampling is off on this server")
+# Told after each tick: the samples it stored by run id, or why it saw nothing (sessions judged idle by GPU use).
+TickListener = Callable[[dict[str, list[Sample]] | NotMeasured], None]
 
 
 class GpuSampling:
@@ -33,6 +38,7 @@ class GpuSampling:
         self.interval_seconds: float | None = state.executor.gpu_interval()
         self.not_measured: NotMeasured | None = None  # the executor's last word where it could not see
         self.ticks = 0
+        self.listeners: list[TickListener] = []
         self._task: asyncio.Task[None] | None = None
 
     def start(self) -> None:
@@ -64,26 +70,37 @@ class GpuSampling:
         self.ticks += 1
         if isinstance(got, NotMeasured):
             self.not_measured = got
+            self._tell(got)
             return 0
         self.not_measured = None
         points: dict[str, dict[str, tuple[np.ndarray, np.ndarray]]] = {}
+        by_run: dict[str, list[Sample]] = {}
         for sample in got:
             run_id = holders.get(sample.device)
             if run_id is None:  # a device this tick did not ask about
                 continue
+            by_run.setdefault(run_id, []).append(sample)
             series = points.setdefault(run_id, {})
             step = np.array([int(sample.at)], np.int64)
             series[util_name(sample.device)] = (step, np.array([sample.util_percent], np.float64))
             series[memory_name(sample.device)] = (step, np.array([float(sample.memory_bytes)], np.float64))
         await asyncio.to_thread(self.s.store.metrics.append_system, points)
+        self._tell(by_run)
         return len(got)
+
+    def _tell(self, got: dict[str, list[Sample]] | NotMeasured) -> None:
+        for listener in self.listeners:
+            try:
+                listener(got)
+            except Exception:  # a listener's failure must not stop sampling
+                log.exception("a GPU sample listener failed")
 
     def usage(self, row: dict[str, Any]) -> dict[str, Any] | None:
         """A run's `gpu_usage` (None for a run that held no device)."""
         if not row.get("devices"):
             return None
         if not self.interval_seconds:
-            return summary([], interval_seconds=1.0, not_measured=NotMeasured("GPU sampling is off on this server"))
+            return summary([], interval_seconds=1.0, not_measured=SAMPLING_OFF)
         series = self.s.store.metrics.series_many([row["id"]], prefix=SYSTEM_PREFIX).get(row["id"], {})
         samples: list[Sample] = from_series(series)  # type: ignore[arg-type]
         why = self.not_measured or NotMeasured("no GPU samples were taken yet")
