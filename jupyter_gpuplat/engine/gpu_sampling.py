@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
@@ -25,8 +25,10 @@ from .state import EngineState
 log = logging.getLogger("jupyter_gpuplat.engine")
 
 SAMPLING_OFF = NotMeasured("GPU sampling is off on this server")
-# Told after each tick: the samples it stored by run id, or why it saw nothing (sessions judged idle by GPU use).
-TickListener = Callable[[dict[str, list[Sample]] | NotMeasured], None]
+# What each tick tells its listeners: the samples it stored by run id (or why that run was not seen),
+# or why it saw nothing at all.
+TickResult = Mapping[str, list[Sample] | NotMeasured] | NotMeasured
+TickListener = Callable[[TickResult], None]  # sessions judged idle by GPU use follow the ticks
 
 
 class GpuSampling:
@@ -88,7 +90,7 @@ class GpuSampling:
         self._tell(by_run)
         return len(got)
 
-    def _tell(self, got: dict[str, list[Sample]] | NotMeasured) -> None:
+    def _tell(self, got: TickResult) -> None:
         for listener in self.listeners:
             try:
                 listener(got)

@@ -15,11 +15,11 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
 from ..core.errors import Conflict
-from ..core.gpu_usage import NotMeasured, Sample
+from ..core.gpu_usage import NotMeasured
 from ..core.idle import IdleRule, Judgement, Signals, cull_text, judge, keep_text, status_text, warning_text
 from ..core.reasons import Reason
 from ..core.status import Status
-from .gpu_sampling import SAMPLING_OFF, GpuSampling
+from .gpu_sampling import SAMPLING_OFF, GpuSampling, TickResult
 from .state import ActiveRun, EngineState
 from .timers import Timer
 
@@ -178,15 +178,16 @@ class Sessions:
         self._arm(lease)
 
     # ---- from GPU sampling -------------------------------------------------------
-    def gpu_tick(self, got: dict[str, list[Sample]] | NotMeasured) -> None:
+    def gpu_tick(self, got: TickResult) -> None:
         """One sampling tick: each session judged by GPU use moves its GPU clock, or is judged by its kernel."""
         for lease in list(self.leases.values()):
             if lease.rule.idle_by == "kernel" or lease.idle_seconds is None:
                 continue
             before = lease.judgement()
-            if isinstance(got, NotMeasured):
-                lease.gpu_blind, lease.gpu_in_use = got.reason, False
-            elif not (samples := got.get(lease.run_id)):
+            samples = got if isinstance(got, NotMeasured) else got.get(lease.run_id)
+            if isinstance(samples, NotMeasured):
+                lease.gpu_blind, lease.gpu_in_use = samples.reason, False
+            elif not samples:
                 lease.gpu_blind, lease.gpu_in_use = "no GPU samples of this session's devices", False
             else:
                 if lease.gpu_blind is not None and lease.gpu_seen:

@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 from jupyter_gpuplat.core.config import ConfigErrors, parse_config
+from jupyter_gpuplat.core.gpu_usage import NotMeasured
 from jupyter_gpuplat.core.request import RunRequest
 from jupyter_gpuplat.executors.fake import FakeClock, FakeExecutor, FakeWorkloads, Script
 
@@ -232,6 +233,37 @@ async def test_gpu_use_not_measured_is_judged_by_the_kernel_and_says_so(
     ended = h.store.get_run(rid)
     assert ended is not None and ended["reason"] == "IdleTimeout" and ended["finished_at"] == start + 3 * IDLE
     assert ended["message"] == f"no kernel activity for 10 min; GPU 0 returned — {plain}"
+
+
+async def test_a_session_its_source_cannot_see_for_a_while_is_judged_by_its_kernel_then_by_its_gpu_again(
+    tmp_path: Path, harnesses: list[Harness]
+) -> None:
+    """A tick may say one run is not measured (a MIG device, a pod the DCGM exporter did not report):
+    meanwhile the kernel judges, GPU use seen last counting as activity; when samples come back the GPU
+    clock counts from then, never from before the blind spell."""
+    gpu = Gpu()
+    h = await engine(tmp_path, harnesses, gpu)
+    rid = await started(h, idle_by="gpu")
+    gpu.util = 90.0
+    await run_for(h, 300)
+    last_busy = h.clock()
+    mig = NotMeasured("MIG device: no per-device utilisation")
+    for tell in h.engine.gpu.listeners:  # what a tick tells them where only this run was not seen
+        tell({rid: mig})
+    view = session(h, rid)
+    assert (view["idle_judged_by"], view["gpu_not_measured"], view["idle_since"]) == ("kernel", mig.reason, last_busy)
+    assert view["idle_reason"] == (
+        f"GPU use is not measured here ({mig.reason}); idleness judged by kernel activity: "
+        "no kernel activity nor GPU use seen for 0 s"
+    )
+    await h.advance(IDLE - 100)  # no ticks: blind all along, not past the kernel deadline
+    assert h.status(rid) == "running"
+    gpu.util = 0.0
+    back = h.clock()
+    await sample(h)
+    view = session(h, rid)
+    assert (view["idle_judged_by"], view["gpu_not_measured"], view["idle_since"]) == ("gpu", None, back)
+    assert view["idle_deadline"] == back + IDLE
 
 
 async def test_keep_session_restarts_both_clocks(tmp_path: Path, harnesses: list[Harness]) -> None:
