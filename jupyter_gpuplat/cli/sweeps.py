@@ -128,14 +128,15 @@ def session_row(r: dict[str, Any]) -> tuple[Any, ...]:
 
 
 def idle_text(sess: dict[str, Any]) -> str:
-    """`busy`, or how long the kernel has been idle of the preset's limit (`12m/60m`)."""
-    if sess.get("busy"):
-        return "busy"
+    """`busy`, or how long it has been idle of the preset's limit (`12m/60m`), naming a signal other than
+    the kernel's (`12m/60m gpu`); the server's idle clock (`idle_for_seconds`), not recomputed here."""
+    idle_for = sess.get("idle_for_seconds")
+    if idle_for is None:
+        return "busy" if sess.get("busy") else ""
     limit = sess.get("idle_seconds")
-    if sess.get("last_activity") is None:
-        return ""
-    idle = ago(sess["last_activity"])
-    return f"{idle}/{duration(limit)}" if limit else idle
+    idle = duration(idle_for) + (f"/{duration(limit)}" if limit else "")
+    judged = sess.get("idle_judged_by") or "kernel"
+    return idle if judged == "kernel" else f"{idle} {judged}"
 
 
 def session_lines(c: Client, r: dict[str, Any]) -> list[str]:

@@ -181,6 +181,7 @@ _FRIENDLY = {
     "less_than_equal": "must be <= {le}",
     "less_than": "must be < {lt}",
     "missing": "is required",
+    "bool_type": "must be true or false",
     "string_pattern_mismatch": "invalid name: use lowercase letters, digits, '.', '_' and '-', 1-63 characters",
     "string_too_long": "is too long (at most {max_length} characters)",
     "string_too_short": "must not be empty",

@@ -150,9 +150,15 @@ REGISTRY: dict[Reason, ReasonInfo] = {
     Reason.KERNEL_STARTING: ReasonInfo(_R, "the session holds its GPUs and its kernel is starting", ()),
     Reason.KERNEL_READY: ReasonInfo(_R, "the session's kernel answers; the notebook is connected", ()),
     Reason.KERNEL_RESTARTED: ReasonInfo(_R, "the kernel restarted inside the session; it kept its GPUs", ()),
-    Reason.IDLE_WARNING: ReasonInfo(_R, "no kernel activity for a while: the session ends soon unless kept", (_O,)),
+    Reason.IDLE_WARNING: ReasonInfo(
+        _R, "idle for a while (kernel activity or GPU use, as idle_by says): the session ends soon unless kept", (_O,)
+    ),
     Reason.KEEP_ALIVE: ReasonInfo(_R, "the owner kept the session: its idle clock starts again", ()),
-    Reason.IDLE_TIMEOUT: ReasonInfo(_D, "no kernel activity for the idle limit: the session ended, GPUs returned", ()),
+    Reason.IDLE_TIMEOUT: ReasonInfo(
+        _D,
+        "idle (kernel activity or GPU use, as idle_by says) for the idle limit: the session ended, GPUs returned",
+        (),
+    ),
     Reason.KERNEL_SHUTDOWN: ReasonInfo(_D, "the session's kernel was shut down: the session ended, GPUs returned", ()),
     Reason.KERNEL_DIED: ReasonInfo(_D, "the kernel kept dying: the session ended, GPUs returned", (_O,)),
     Reason.GPU_MOSTLY_IDLE: ReasonInfo(

@@ -121,6 +121,12 @@ class Termination(_Strict):
     timeout_seconds: int | None = Field(default=None, gt=0, le=365 * 86400)
     # Sessions only: seconds without kernel activity before the session ends and gives its GPUs back.
     idle_seconds: int | None = Field(default=None, gt=0, le=365 * 86400)
+    # Sessions only: what judges idleness (core/idle.py); unset: `kernel`, kernel activity alone.
+    idle_by: Literal["kernel", "gpu", "both"] | None = None
+    # Utilisation percent under which a device counts idle; unset: core.gpu_usage.BUSY_PERCENT (5).
+    gpu_idle_threshold: float | None = Field(default=None, gt=0, le=100, allow_inf_nan=False)
+    # `idle_by: gpu`: end a session whose GPUs are idle even while a cell runs (default: when the cell ends).
+    cull_busy_kernel: bool | None = Field(default=None, strict=True)
 
 
 class Security(_Strict):

@@ -39,6 +39,7 @@ from .reconciler import Reconciler
 from .sessions import Sessions
 from .state import ActiveRun, EngineState, new_run_id, queue_limits
 from .sweeps import Sweeps
+from .timers import Timers
 
 log = logging.getLogger("jupyter_gpuplat.engine")
 
@@ -57,8 +58,9 @@ class Engine:
         metrics_interval_seconds: float = 1.0,
         min_free_artifacts_bytes: int = 0,
         eta_scenarios: int = SCENARIOS,
+        timers: Timers | None = None,
     ) -> None:
-        self.state = EngineState(store, executor, clock)
+        self.state = EngineState(store, executor, clock, timers)
         self.artifacts_root = artifacts_root
         self.safety_tick_seconds = safety_tick_seconds
         self.metrics_interval_seconds = metrics_interval_seconds
@@ -76,6 +78,7 @@ class Engine:
         # Start estimates follow every run change and config change; computed off the admission path.
         self.estimates = Estimates(self.state, scenarios=eta_scenarios)
         self.gpu = GpuSampling(self.state)
+        self.reconciler.sessions.follow_gpus(self.gpu)  # sessions judged idle by GPU use read its samples
         self.state.change_listeners.append(self._estimate_after)
         self.state.change_listeners.append(self.gpu.after_change)  # an ended run's gpu_usage kept on its record
         # The service's two doors: `reads` (answers from the snapshot and the store) and the
@@ -338,6 +341,7 @@ class Engine:
                 task.cancel()
         await self.estimates.close()
         self.gpu.close()
+        self.reconciler.sessions.close()  # a closed engine's idle timers must not end a session
         self.state.deferred.cancel()
         if self.dispatcher.cycle_handle is not None:
             self.dispatcher.cycle_handle.cancel()

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
@@ -41,6 +42,11 @@ log = logging.getLogger("jupyter_gpuplat.engine")
 
 # Per-run reasons kept in memory (runs that ended unmeasured keep theirs until this many newer ones).
 MAX_RUN_REASONS = 10_000
+SAMPLING_OFF = NotMeasured("GPU sampling is off on this server")
+# What each tick tells its listeners: the samples it stored by run id (or why that run was not seen),
+# or why it saw nothing at all.
+TickResult = Mapping[str, list[Sample] | NotMeasured] | NotMeasured
+TickListener = Callable[[TickResult], None]  # sessions judged idle by GPU use follow the ticks
 
 
 class GpuSampling:
@@ -54,6 +60,7 @@ class GpuSampling:
         # Why a run has no samples where the executor saw others (its pod unreported, a MIG or shared device).
         self.run_not_measured: dict[str, NotMeasured] = {}
         self.ticks = 0
+        self.listeners: list[TickListener] = []
         self._task: asyncio.Task[None] | None = None
         # A tick holds it until its samples are stored; keeping an ended run's summary waits for it.
         self._writing = asyncio.Lock()
@@ -97,20 +104,26 @@ class GpuSampling:
         self.ticks += 1
         if isinstance(got, NotMeasured):
             self.not_measured = got
+            self._tell(got)
             return 0
         self.not_measured = None
         points: dict[str, dict[str, tuple[np.ndarray, np.ndarray]]] = {}
         kept = 0
+        by_run: dict[str, list[Sample] | NotMeasured] = {}
         for run_id, samples in got.items():
             if run_id not in held:  # a run this tick did not ask about
                 continue
             if isinstance(samples, NotMeasured):
                 self._run_reason(run_id, samples)
+                by_run[run_id] = samples
                 continue
             self.run_not_measured.pop(run_id, None)
+            mine = by_run.setdefault(run_id, [])
             for sample in samples:
                 if sample.device not in held[run_id]:
                     continue
+                assert isinstance(mine, list)
+                mine.append(sample)
                 series = points.setdefault(run_id, {})
                 step = np.array([int(sample.at)], np.int64)
                 series[util_name(sample.device)] = (step, np.array([sample.util_percent], np.float64))
@@ -118,6 +131,7 @@ class GpuSampling:
                 kept += 1
         if points:
             await asyncio.to_thread(self.s.store.metrics.append_system, points)
+        self._tell(by_run)
         return kept
 
     def _held(self) -> dict[str, tuple[int, ...]]:
@@ -132,6 +146,13 @@ class GpuSampling:
         self.run_not_measured[run_id] = why
         while len(self.run_not_measured) > MAX_RUN_REASONS:
             del self.run_not_measured[next(iter(self.run_not_measured))]
+
+    def _tell(self, got: TickResult) -> None:
+        for listener in self.listeners:
+            try:
+                listener(got)
+            except Exception:  # a listener's failure must not stop sampling
+                log.exception("a GPU sample listener failed")
 
     def usage(self, row: dict[str, Any]) -> dict[str, Any] | None:
         """A run's `gpu_usage` (None for a run that held no device): the record's once kept, else its samples
@@ -150,7 +171,7 @@ class GpuSampling:
 
     def _summarise(self, run_id: str, *, ended: bool) -> dict[str, Any]:
         if not self.interval_seconds:
-            return summary([], interval_seconds=1.0, not_measured=NotMeasured("GPU sampling is off on this server"))
+            return summary([], interval_seconds=1.0, not_measured=SAMPLING_OFF)
         series = self.s.store.metrics.series_many([run_id], prefix=SYSTEM_PREFIX).get(run_id, {})
         samples: list[Sample] = from_series(series)  # type: ignore[arg-type]
         why = (

@@ -3,20 +3,25 @@
 A session is a run of kind `session`: only the lease (the run) queues; the kernel is a
 process inside it. What the engine cannot see itself (the kernel answered, restarted, went
 busy or idle, was shut down) is reported by the Jupyter side (the kernel provisioner) through
-`report`. The idle clock is timers on the loop (`call_at`), not a poll: the warning fires at
-the deadline less WARN_LEAD, the cull at the deadline; a busy kernel has no deadline.
+`report`. The idle clock is timers on the engine's clock (`call_at`), not a poll: the warning fires
+at the deadline less the warn lead, the cull at the deadline (never sooner than the lead after the
+warning); a deadline is recomputed on events only — kernel reports, "Keep session", and each GPU
+sampling tick for sessions judged by GPU use (`termination.idle_by`; core/idle.py judges and words it).
 """
 
 from __future__ import annotations
 
-import asyncio
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
 from ..core.errors import Conflict
+from ..core.gpu_usage import NotMeasured
+from ..core.idle import IdleRule, Judgement, Signals, cull_text, judge, keep_text, status_text, warning_text
 from ..core.reasons import Reason
 from ..core.status import Status
+from .gpu_sampling import SAMPLING_OFF, GpuSampling, TickResult
 from .state import ActiveRun, EngineState
+from .timers import Timer
 
 # The warning comes this long before the cull: 10% of the idle limit, at most 10 minutes.
 WARN_FRACTION = 0.1
@@ -45,24 +50,42 @@ def warn_lead(idle_seconds: float) -> float:
     return min(WARN_LEAD_MAX_SECONDS, WARN_FRACTION * idle_seconds)
 
 
+# Why a session judged by GPU use is judged by its kernel until its first sample arrives.
+NO_SAMPLE_YET = "no GPU sample of this session yet"
+
+
 @dataclass
 class Lease:
-    """The session side of one running run: its kernel and its idle clock."""
+    """The session side of one running run: its kernel, what its GPUs do, and its idle clock."""
 
     run_id: str
-    idle_seconds: int | None
+    rule: IdleRule
     kernel: KernelState = "starting"
     kernel_id: str | None = None
     busy: bool = False
     last_activity: float = 0.0
-    warned: bool = False
-    timers: list[asyncio.TimerHandle] = field(default_factory=list)
+    # The GPU clock: the last sample at or over the threshold (or the start, a keep, sight regained).
+    gpu_since: float = 0.0
+    gpu_in_use: bool = False
+    gpu_blind: str | None = NO_SAMPLE_YET  # why its GPU use is not seen now; None: it is
+    gpu_seen: bool = False  # a sample of it has arrived since the lease (re)started
+    warned_at: float | None = None
+    warned_deadline: float | None = None
+    timers: list[Timer] = field(default_factory=list)
+
+    @property
+    def idle_seconds(self) -> int | None:
+        return self.rule.idle_seconds
+
+    def signals(self) -> Signals:
+        return Signals(self.busy, self.last_activity, self.gpu_since, self.gpu_in_use, self.gpu_blind)
+
+    def judgement(self) -> Judgement:
+        return judge(self.rule, self.signals())
 
     @property
     def deadline(self) -> float | None:
-        if self.idle_seconds is None or self.busy:
-            return None
-        return self.last_activity + self.idle_seconds
+        return self.judgement().deadline
 
     def cancel(self) -> None:
         for t in self.timers:
@@ -81,14 +104,23 @@ class Sessions:
         self.s = state
         self.ender = ender
         self.leases: dict[str, Lease] = {}
+        self.gpu_interval_seconds: float | None = None  # set by follow_gpus: None, GPU use is not sampled
+
+    def follow_gpus(self, gpu: GpuSampling) -> None:
+        """Read each GPU sampling tick (sessions judged idle by GPU use)."""
+        self.gpu_interval_seconds = gpu.interval_seconds
+        gpu.listeners.append(self.gpu_tick)
 
     # ---- from the reconciler ------------------------------------------------
     def started(self, a: ActiveRun) -> None:
         """The lease's process runs: the kernel is starting; the idle clock starts now."""
         if a.id in self.leases:
             return
-        idle = (a.resolved.get("termination") or {}).get("idle_seconds")
-        lease = Lease(a.id, int(idle) if idle else None, last_activity=self.s.clock())
+        now = self.s.clock()
+        # A re-attached session's clocks start again too: a restart never ends one early.
+        lease = Lease(a.id, IdleRule.of(a.resolved.get("termination")), last_activity=now, gpu_since=now)
+        if not self.gpu_interval_seconds:
+            lease.gpu_blind = SAMPLING_OFF.reason
         self.leases[a.id] = lease
         self._arm(lease)
 
@@ -97,6 +129,10 @@ class Sessions:
         lease = self.leases.get(run_id)
         if lease is not None and lease.kernel == "starting":
             lease.kernel = "ready"
+
+    def close(self) -> None:
+        for lease in self.leases.values():
+            lease.cancel()
 
     def ended(self, run_id: str) -> None:
         lease = self.leases.pop(run_id, None)
@@ -111,17 +147,17 @@ class Sessions:
         devices = gpus_text(a.devices, a.request.gpu)
         if event == "ready":
             lease.kernel, lease.kernel_id = "ready", kernel_id or lease.kernel_id
-            lease.busy, lease.last_activity, lease.warned = False, now, False
+            lease.busy, lease.last_activity = False, now
             details = {"devices": list(a.devices), "kernel_id": lease.kernel_id}
             self.s.record(a, a.status, Reason.KERNEL_READY, f"kernel ready on {devices}", details=details)
         elif event == "restarted":
-            lease.kernel, lease.last_activity, lease.busy, lease.warned = "ready", now, False, False
+            lease.kernel, lease.last_activity, lease.busy = "ready", now, False
             message = f"kernel restarted inside the session; it keeps {devices}"
             self.s.record(a, a.status, Reason.KERNEL_RESTARTED, message, details={"devices": list(a.devices)})
         elif event == "busy":
             lease.busy = True
         elif event == "idle":
-            lease.busy, lease.last_activity, lease.warned = False, now, False
+            lease.busy, lease.last_activity = False, now
         elif event == "shutdown":
             if kernel_id and lease.kernel_id and kernel_id != lease.kernel_id:
                 return  # a kernel the lease has moved on from (the notebook's newer kernel holds it now)
@@ -130,15 +166,39 @@ class Sessions:
         self._arm(lease)
 
     def keepalive(self, user: str, run_id: str) -> None:
-        """The owner's "Keep session": the idle clock starts again."""
+        """The owner's "Keep session": the idle clocks (kernel and GPU) start again."""
         a, lease = self._lease(run_id)
-        lease.last_activity, lease.warned = self.s.clock(), False
+        now = self.s.clock()
+        lease.last_activity, lease.gpu_since = now, max(lease.gpu_since, now)
+        lease.warned_at = lease.warned_deadline = None
         deadline = lease.deadline
-        message = f"kept by {user}" + (
-            f"; ends after {lease.idle_seconds} s without kernel activity" if deadline else ""
-        )
+        kept = keep_text(lease.rule, lease.signals())
+        message = f"kept by {user}" + (f"; {kept}" if deadline and kept else "")
         self.s.record(a, a.status, Reason.KEEP_ALIVE, message, details={"deadline": deadline})
         self._arm(lease)
+
+    # ---- from GPU sampling -------------------------------------------------------
+    def gpu_tick(self, got: TickResult) -> None:
+        """One sampling tick: each session judged by GPU use moves its GPU clock, or is judged by its kernel."""
+        for lease in list(self.leases.values()):
+            if lease.rule.idle_by == "kernel" or lease.idle_seconds is None:
+                continue
+            before = lease.judgement()
+            samples = got if isinstance(got, NotMeasured) else got.get(lease.run_id)
+            if isinstance(samples, NotMeasured):
+                lease.gpu_blind, lease.gpu_in_use = samples.reason, False
+            elif not samples:
+                lease.gpu_blind, lease.gpu_in_use = "no GPU samples of this session's devices", False
+            else:
+                if lease.gpu_blind is not None and lease.gpu_seen:
+                    # Sight is back: what the GPUs did while unseen is unknown, never counted as idle.
+                    lease.gpu_since = max(lease.gpu_since, min(x.at for x in samples))
+                busy_at = [x.at for x in samples if x.util_percent >= lease.rule.gpu_threshold]
+                lease.gpu_blind, lease.gpu_seen, lease.gpu_in_use = None, True, bool(busy_at)
+                if busy_at:
+                    lease.gpu_since = max(lease.gpu_since, max(busy_at))
+            if lease.judgement() != before:
+                self._arm(lease)
 
     def move(self, run_id: str, notebook: str) -> None:
         """The session's notebook has a new path: a reload finds the lease there (`GET sessions?notebook=`).
@@ -161,13 +221,24 @@ class Sessions:
         lease = self.leases.get(run_id)
         if lease is None:
             return None
+        a = self.s.active.get(run_id)
+        gpus = gpus_text(a.devices, a.request.gpu) if a is not None else "its GPUs"
+        j, rule = lease.judgement(), lease.rule
         return {
             "kernel": lease.kernel,
             "kernel_id": lease.kernel_id,
             "busy": lease.busy,
             "idle_seconds": lease.idle_seconds,
-            "idle_deadline": lease.deadline,
+            "idle_deadline": j.deadline,
             "last_activity": lease.last_activity,
+            "idle_by": rule.idle_by,
+            "idle_judged_by": j.by,
+            "gpu_idle_threshold": rule.gpu_threshold,
+            "cull_busy_kernel": rule.cull_busy_kernel,
+            "idle_since": j.since,
+            "gpu_last_busy": lease.gpu_since if lease.gpu_seen else None,
+            "gpu_not_measured": lease.gpu_blind if rule.idle_by != "kernel" else None,
+            "idle_reason": status_text(rule, lease.signals(), gpus, self.s.clock()),
         }
 
     # ---- the idle clock -----------------------------------------------------
@@ -181,33 +252,43 @@ class Sessions:
         return a, lease
 
     def _arm(self, lease: Lease) -> None:
+        """Timers for the lease's deadline as it stands: the warning, then the cull (not while a cell waits)."""
         lease.cancel()
-        deadline = lease.deadline
-        if deadline is None or lease.idle_seconds is None:
+        j = lease.judgement()
+        if j.deadline is None or lease.idle_seconds is None:
             return
-        loop = asyncio.get_running_loop()
-        # Wall-clock deadline → loop time, so the timers fire when the clock says so.
-        offset = loop.time() - self.s.clock()
-        if not lease.warned:
-            lease.timers.append(loop.call_at(deadline - warn_lead(lease.idle_seconds) + offset, self._warn, lease))
-        lease.timers.append(loop.call_at(deadline + offset, self._cull, lease))
+        if lease.warned_deadline is not None and j.deadline > lease.warned_deadline:
+            lease.warned_at = lease.warned_deadline = None  # used since the warning: it no longer stands
+        lead = warn_lead(lease.idle_seconds)
+        if lease.warned_at is None:
+            warn_at = max(self.s.clock(), j.deadline - lead)
+            lease.timers.append(self.s.timers.call_at(warn_at, lambda: self._warn(lease)))
+            cull_at = max(j.deadline, warn_at + lead)
+        else:
+            cull_at = max(j.deadline, lease.warned_at + lead)
+        if not j.waits_for_cell:  # a cell running while its GPUs idle ends first; its `idle` report re-arms
+            lease.timers.append(self.s.timers.call_at(cull_at, lambda: self._cull(lease)))
 
     def _warn(self, lease: Lease) -> None:
         a = self.s.active.get(lease.run_id)
-        if a is None or a.status != Status.RUNNING or lease.deadline is None or lease.idle_seconds is None:
+        deadline = lease.deadline
+        if a is None or a.status != Status.RUNNING or deadline is None or lease.idle_seconds is None:
             return
-        lease.warned = True
-        left = max(0.0, lease.deadline - self.s.clock())
-        message = f"no kernel activity for {lease.idle_seconds - left:.0f} s; the session ends in {left:.0f} s"
-        details = {"idle_seconds": lease.idle_seconds, "deadline": lease.deadline}
+        now = self.s.clock()
+        lease.warned_at, lease.warned_deadline = now, deadline
+        signals = lease.signals()
+        message = warning_text(lease.rule, signals, gpus_text(a.devices, a.request.gpu), now)
+        j = lease.judgement()
+        details = {"idle_seconds": lease.idle_seconds, "deadline": deadline, "idle_by": j.by, "idle_since": j.since}
         self.s.deferred.apply(
             f"idle warning of {a.id}",
-            lambda: self.s.record(a, a.status, Reason.IDLE_WARNING, message + " unless kept", details=details),
+            lambda: self.s.record(a, a.status, Reason.IDLE_WARNING, message, details=details),
         )
 
     def _cull(self, lease: Lease) -> None:
         a = self.s.active.get(lease.run_id)
-        if a is None or a.status != Status.RUNNING or lease.deadline is None:
+        j = lease.judgement()
+        if a is None or a.status != Status.RUNNING or j.deadline is None or j.waits_for_cell:
             return
-        message = f"no kernel activity for {lease.idle_seconds} s; {gpus_text(a.devices, a.request.gpu)} returned"
+        message = cull_text(lease.rule, lease.signals(), gpus_text(a.devices, a.request.gpu), self.s.clock())
         self.ender.end(a, Reason.IDLE_TIMEOUT, message, "the idle culler")

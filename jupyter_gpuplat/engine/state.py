@@ -24,6 +24,7 @@ from ..executors.base import Device, Executor
 from ..store import Store
 from .bus import EventBus
 from .deferred import Deferred
+from .timers import LoopTimers, Timers
 
 log = logging.getLogger("jupyter_gpuplat.engine")
 
@@ -90,10 +91,14 @@ class Change:
 class EngineState:
     """The snapshot every engine part reads and changes; the store is read only at start-up."""
 
-    def __init__(self, store: Store, executor: Executor, clock: Callable[[], float]) -> None:
+    def __init__(
+        self, store: Store, executor: Executor, clock: Callable[[], float], timers: Timers | None = None
+    ) -> None:
         self.store = store
         self.executor = executor
         self.clock = clock
+        # Deadlines on that clock (a session's idle clock).
+        self.timers: Timers = timers or LoopTimers(clock)
         self.cfg = PlatformConfig()
         self.config_version = 0
         self.queues: dict[str, QueueState] = {}

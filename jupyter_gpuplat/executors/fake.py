@@ -27,17 +27,47 @@ from .artifacts import FilesystemArtifacts
 from .base import Device, Executor, ExecutorError, GpuReading, LaunchRequest, Observation
 
 
+@dataclass
+class FakeTimer:
+    when: float
+    callback: Callable[[], None]
+    cancelled: bool = False
+
+    def cancel(self) -> None:
+        self.cancelled = True
+
+
 class FakeClock:
-    """A clock that moves only when told: `clock()` reads it, `advance(dt)` moves it."""
+    """A clock that moves only when told: `clock()` reads it, `advance(dt)` moves it.
+
+    It keeps timers too (`call_at`, the engine's `timers` in tests): `advance` fires those due, in
+    time order, each with the clock at its time; `advance(0)` fires those already due.
+    """
 
     def __init__(self, start: float = 1_000_000.0) -> None:
         self.now = start
+        self._timers: list[FakeTimer] = []
 
     def __call__(self) -> float:
         return self.now
 
+    def call_at(self, when: float, callback: Callable[[], None]) -> FakeTimer:
+        timer = FakeTimer(when, callback)
+        self._timers.append(timer)
+        return timer
+
     def advance(self, seconds: float) -> float:
-        self.now += seconds
+        target = self.now + seconds
+        while True:
+            self._timers = [t for t in self._timers if not t.cancelled]
+            due = [t for t in self._timers if t.when <= target]
+            if not due:
+                break
+            first = min(due, key=lambda t: t.when)
+            self._timers.remove(first)
+            self.now = max(self.now, first.when)
+            first.callback()
+        self.now = target
         return self.now
 
 

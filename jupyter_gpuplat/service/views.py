@@ -6,6 +6,7 @@ from typing import Any
 
 from ..core.admission import FreeByFlavor, QueueState, shared_message, wait_reason
 from ..core.clocks import run_clocks
+from ..core.idle import IdleRule
 from ..core.resources import Resources
 from ..core.status import FINAL, phase_of
 
@@ -24,19 +25,28 @@ def session_view(row: dict[str, Any], lease: dict[str, Any] | None, now: float) 
         return None
     notebook = ((row.get("resolved") or {}).get("session") or {}).get("notebook")
     if lease is not None:
-        idle_for = None if lease["busy"] else max(0.0, now - lease["last_activity"])
+        since = lease.get("idle_since")
+        idle_for = None if since is None else max(0.0, now - since)
         return {"notebook": notebook, **lease, "idle_for_seconds": idle_for}
-    idle = ((row.get("resolved") or {}).get("termination") or {}).get("idle_seconds")
+    rule = IdleRule.of((row.get("resolved") or {}).get("termination"))
     kernel = "ended" if row["status"] in FINAL else "waiting"
     return {
         "notebook": notebook,
         "kernel": kernel,
         "kernel_id": None,
         "busy": False,
-        "idle_seconds": idle,
+        "idle_seconds": rule.idle_seconds,
         "idle_deadline": None,
         "last_activity": None,
         "idle_for_seconds": None,
+        "idle_by": rule.idle_by,
+        "idle_judged_by": rule.idle_by,
+        "gpu_idle_threshold": rule.gpu_threshold,
+        "cull_busy_kernel": rule.cull_busy_kernel,
+        "idle_since": None,
+        "gpu_last_busy": None,
+        "gpu_not_measured": None,
+        "idle_reason": None,
     }
 
 

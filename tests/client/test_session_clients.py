@@ -341,3 +341,27 @@ def test_session_view_warns_then_says_why_the_session_ended(tmp_path: Path) -> N
     finally:
         c.session.close()
         srv.stop()
+
+
+def test_the_cli_and_the_session_view_render_the_server_s_idle_clock_and_its_signal() -> None:
+    """A session judged by GPU use: the CLI's IDLE column reads the server's `idle_for_seconds` and names
+    the signal; the notebook's state line shows the server's `idle_reason` as it is (no recount)."""
+    from jupyter_gpuplat.cli.sweeps import idle_text
+
+    sess = {
+        "kernel": "ready",
+        "busy": True,  # a cell runs; its GPU idles
+        "idle_seconds": 3600,
+        "idle_deadline": 2_000_000_000.0,
+        "last_activity": 0.0,  # long ago: the kernel's clock is not the one that counts
+        "idle_for_seconds": 720.0,
+        "idle_by": "gpu",
+        "idle_judged_by": "gpu",
+        "idle_reason": "GPU 0 idle for 12 min (util < 5%)",
+    }
+    assert idle_text(sess) == "12m/60m gpu"
+    assert idle_text({**sess, "idle_by": "kernel", "idle_judged_by": "kernel", "idle_for_seconds": None}) == "busy"
+    run = {"status": "running", "devices": [0], "session": sess, "reason": "KernelReady"}
+    text = session_state_text(run, None)
+    assert text.startswith("running: kernel ready on GPU 0 · ends if idle until ")
+    assert text.endswith(" · GPU 0 idle for 12 min (util < 5%)")

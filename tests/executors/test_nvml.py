@@ -106,6 +106,10 @@ def test_summary_of_the_samples_equals_a_hand_count() -> None:
         "seconds_sampled": 80.0,
         "seconds_busy": 40.0,
         "busy_percent": 5.0,
+        "interval_seconds": 10.0,
+        "text": "2 GPUs busy 50% of 1 min GPU time · mean util 42% · memory peak 2.9 GiB",
+        "busy_text": "50%",
+        "memory_peak_text": "2.9 GiB",
     }
 
 

@@ -397,6 +397,27 @@ RUN_BODIES: list[Bad] = [
         ("termination.idle_seconds", "<= 31536000"),
         termination={"idle_seconds": 31536001},
     ),
+    submit(
+        "idle-by-unknown",
+        400,
+        ("termination.idle_by", "'kernel', 'gpu' or 'both'"),
+        termination={"idle_by": "cpu"},
+    ),
+    submit(
+        "gpu-idle-threshold-zero", 400, ("termination.gpu_idle_threshold", "> 0"), termination={"gpu_idle_threshold": 0}
+    ),
+    submit(
+        "gpu-idle-threshold-over-100",
+        400,
+        ("termination.gpu_idle_threshold", "<= 100"),
+        termination={"gpu_idle_threshold": 101},
+    ),
+    submit(
+        "cull-busy-kernel-not-a-bool",
+        400,
+        ("termination.cull_busy_kernel", "true or false"),
+        termination={"cull_busy_kernel": "sometimes"},
+    ),
     submit("image-nul", 400, ("image", "NUL"), image="busybox\x00"),
     submit("image-too-long", 400, ("image", "at most 512"), image="i" * 513),
     submit("params-list-value", 400, ("params.lr",), params={"lr": [1, 2]}),
@@ -501,6 +522,22 @@ ADMIN_WRITES: list[Bad] = [
     ),
     admin("preset-unknown-queue", "PUT", "presets/p1", 400, ("queue", "unknown queue"), {**PRESET, "queue": "nope"}),
     admin("preset-merge", "PUT", "presets/p1", 400, ("merge", "must be one of"), {**PRESET, "merge": "union"}),
+    admin(
+        "preset-idle-by",
+        "PUT",
+        "presets/p1",
+        400,
+        ("termination.idle_by", "'kernel', 'gpu' or 'both'"),
+        {**PRESET, "kind": "session", "termination": {"idle_by": "always"}},
+    ),
+    admin(
+        "preset-gpu-idle-threshold",
+        "PUT",
+        "presets/p1",
+        400,
+        ("termination.gpu_idle_threshold", "<= 100"),
+        {**PRESET, "kind": "session", "termination": {"gpu_idle_threshold": 250}},
+    ),
     admin(
         "preset-kind-sweep",
         "PUT",

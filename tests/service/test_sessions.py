@@ -410,3 +410,36 @@ def test_a_renamed_notebook_keeps_its_lease_and_its_default_name(srv: ServerProc
     ended = end(srv, lease["id"])
     code, body = srv.call("PATCH", f"runs/{ended['id']}", body={"notebook": "late.ipynb"})
     assert code == 409, (code, body)
+
+
+def test_a_gpu_judged_session_where_gpu_use_is_not_measured_is_judged_by_its_kernel_and_says_so(
+    tmp_path: Path,
+) -> None:
+    """`termination.idle_by: gpu` on this server's declared GPUs, which NVML cannot read: the status and
+    the cull say GPU use is not measured and why, and the kernel's 3 s idle limit ends the session."""
+    fast = {"LocalExecutor": {"gpu_sample_seconds": 0.5}}
+    srv = ServerProcess(tmp_path, gpus=2, config_file=SESSIONS, extra_config=fast)
+    srv.start()
+    try:
+        body = {"project": "team-a", "presets": ["quick"], "notebook": "blind.ipynb"}
+        refused = srv.call("POST", "runs", body={**body, "termination": {"idle_by": "cpu"}})
+        assert refused[0] == 400 and "termination.idle_by" in refused[1]["error"]["message"], refused
+        assert "'kernel', 'gpu' or 'both'" in refused[1]["error"]["message"]
+        lease = srv.ok("POST", "runs", body={**body, "termination": {"idle_by": "gpu"}})
+        why = "the GPUs are declared (LocalExecutor.gpus), not found: none is sampled"
+        plain = f"GPU use is not measured here ({why}); idleness judged by kernel activity"
+
+        def blind() -> dict[str, Any] | None:
+            sess = srv.ok("GET", f"runs/{lease['id']}")["session"]
+            return sess if sess["gpu_not_measured"] == why or sess["kernel"] == "ended" else None
+
+        sess = until(blind, "the first GPU sampling tick")
+        assert (sess["idle_by"], sess["idle_judged_by"], sess["gpu_idle_threshold"]) == ("gpu", "kernel", 5.0)
+        assert sess["idle_reason"].startswith(f"{plain}: no kernel activity for ")
+        ended = srv.wait_status(lease["id"], "stopped", timeout=30)
+        assert ended["reason"] == "IdleTimeout"
+        assert ended["message"] == f"no kernel activity for 3 s; GPU {ended['devices'][0]} returned — {plain}"
+        (warning,) = [e for e in ended["timeline"] if e["reason"] == "IdleWarning"]
+        assert warning["details"]["idle_by"] == "kernel" and warning["message"].endswith(f"unless kept — {plain}")
+    finally:
+        srv.stop()

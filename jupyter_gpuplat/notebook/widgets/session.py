@@ -124,10 +124,12 @@ def session_state_text(run: dict[str, Any], explain: dict[str, Any] | None) -> s
         return f"waiting for a GPU: {explain['wait_line']}"
     gpus = ", ".join(map(str, run["devices"])) or "none"
     text = f"{status}: kernel {sess.get('kernel', '?')} on GPU {gpus}"
-    if sess.get("busy"):
-        text += " · busy"
-    elif sess.get("idle_deadline"):
+    if sess.get("idle_deadline"):
         text += f" · ends if idle until {h.when(sess['idle_deadline'])}"
+    elif sess.get("busy"):
+        text += " · busy"
+    if sess.get("idle_by", "kernel") != "kernel" and sess.get("idle_reason"):
+        text += f" · {sess['idle_reason']}"  # the server's words: which signal judges it, or why GPUs are unseen
     if run.get("reason") == "IdleWarning":  # the last word before the cull: say it, Keep session answers it
         text += f" · {run.get('message') or ''}"
     return text

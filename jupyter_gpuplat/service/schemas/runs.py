@@ -87,7 +87,36 @@ class SessionState(_Out):
     idle_deadline: Seconds | None = Field(description="When the session ends unless its kernel is used or kept")
     last_activity: Seconds | None
     idle_for_seconds: Seconds | None = Field(
-        default=None, description="The idle clock: seconds since the kernel's last activity (null while busy)"
+        default=None,
+        description="The idle clock: seconds since idle_since, the last activity of what judges it (null: not idle)",
+    )
+    idle_by: Literal["kernel", "gpu", "both"] = Field(
+        default="kernel", description="The resolved termination.idle_by: what judges the session idle"
+    )
+    idle_judged_by: Literal["kernel", "gpu", "both"] = Field(
+        default="kernel",
+        description="What judges it now: idle_by, or kernel where its GPU use is not measured (gpu_not_measured)",
+    )
+    gpu_idle_threshold: float = Field(
+        default=5.0, description="Utilisation percent under which a device counts idle (termination.gpu_idle_threshold)"
+    )
+    cull_busy_kernel: bool = Field(
+        default=False, description="idle_by gpu: ended at the deadline even while a cell runs (else when it ends)"
+    )
+    idle_since: Seconds | None = Field(
+        default=None, description="When the idle clock started (kernel activity, GPU use, or both); null: not idle"
+    )
+    gpu_last_busy: Seconds | None = Field(
+        default=None, description="The last GPU sample at or over the threshold (or the start, or a keep); null: none"
+    )
+    gpu_not_measured: str | None = Field(
+        default=None,
+        description="idle_by gpu|both: why its GPU use is not seen (then judged by kernel activity); null: it is",
+    )
+    idle_reason: str | None = Field(
+        default=None,
+        description="The idle clock in words, as clients show it: 'GPU 0 idle for 52 min (util < 5%)', "
+        "'no kernel activity for 12 min', 'GPU use is not measured here (…); idleness judged by kernel activity: …'",
     )
 
 

@@ -3432,10 +3432,60 @@ export interface components {
             last_activity: number | null;
             /**
              * Idle For Seconds
-             * @description The idle clock: seconds since the kernel's last activity (null while busy)
+             * @description The idle clock: seconds since idle_since, the last activity of what judges it (null: not idle)
              * @default null
              */
             idle_for_seconds?: number | null;
+            /**
+             * Idle By
+             * @description The resolved termination.idle_by: what judges the session idle
+             * @default kernel
+             * @enum {string}
+             */
+            idle_by?: "kernel" | "gpu" | "both";
+            /**
+             * Idle Judged By
+             * @description What judges it now: idle_by, or kernel where its GPU use is not measured (gpu_not_measured)
+             * @default kernel
+             * @enum {string}
+             */
+            idle_judged_by?: "kernel" | "gpu" | "both";
+            /**
+             * Gpu Idle Threshold
+             * @description Utilisation percent under which a device counts idle (termination.gpu_idle_threshold)
+             * @default 5
+             */
+            gpu_idle_threshold?: number;
+            /**
+             * Cull Busy Kernel
+             * @description idle_by gpu: ended at the deadline even while a cell runs (else when it ends)
+             * @default false
+             */
+            cull_busy_kernel?: boolean;
+            /**
+             * Idle Since
+             * @description When the idle clock started (kernel activity, GPU use, or both); null: not idle
+             * @default null
+             */
+            idle_since?: number | null;
+            /**
+             * Gpu Last Busy
+             * @description The last GPU sample at or over the threshold (or the start, or a keep); null: none
+             * @default null
+             */
+            gpu_last_busy?: number | null;
+            /**
+             * Gpu Not Measured
+             * @description idle_by gpu|both: why its GPU use is not seen (then judged by kernel activity); null: it is
+             * @default null
+             */
+            gpu_not_measured?: string | null;
+            /**
+             * Idle Reason
+             * @description The idle clock in words, as clients show it: 'GPU 0 idle for 52 min (util < 5%)', 'no kernel activity for 12 min', 'GPU use is not measured here (…); idleness judged by kernel activity: …'
+             * @default null
+             */
+            idle_reason?: string | null;
         };
         /** SessionsPage */
         SessionsPage: {
@@ -3647,6 +3697,21 @@ export interface components {
              * @default null
              */
             idle_seconds?: number | null;
+            /**
+             * Idle By
+             * @default null
+             */
+            idle_by?: ("kernel" | "gpu" | "both") | null;
+            /**
+             * Gpu Idle Threshold
+             * @default null
+             */
+            gpu_idle_threshold?: number | null;
+            /**
+             * Cull Busy Kernel
+             * @default null
+             */
+            cull_busy_kernel?: boolean | null;
         };
         /** TimelineEvent */
         TimelineEvent: {
