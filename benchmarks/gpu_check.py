@@ -15,7 +15,10 @@ without). No network. Rows (check, expected, got, ok), in order:
 3. samples from GpuSampler (executors/local/nvml.py) while a real matmul runs as a run, its
    memory per process, the run's gpu_usage summary, and after it ends (utilisation drops);
 4. the sampler's cost: CPU seconds per sample of every device, as % of one core for 8 GPUs every 10 s;
-5. a session culled by GPU idleness: not built yet, printed as such.
+5. GPU sessions judged idle by GPU use (`termination.idle_by: gpu`, _gpu_session.py): the product's engine
+   over the real executor, sampling every second; a session whose GPU idles is warned and ended
+   (IdleTimeout naming the GPU), one whose GPU a real matmul keeps busy outlives the idle limit with
+   its kernel idle, and ends once the matmul is done.
 
 Exit: 0 every check held (skipped and not-built rows say why), 1 a check missed, 2 no GPU on
 this machine (what could be checked without one is printed: the sampler says "not measured" and
@@ -40,6 +43,7 @@ from typing import Any
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from _gpu_runs import LOAD, PROBE, Runs, ready_pid
+from _gpu_session import sessions_judged_by_gpu
 
 from jupyter_gpuplat.core.config import FlavorConfig, PlatformConfig
 from jupyter_gpuplat.core.flavors import device_flavors
@@ -203,7 +207,7 @@ async def load(rows: Rows, runs: Runs, ours: list[Device], seconds: float) -> No
                  bool(mine) and (mine[0].memory_bytes or 0) > 0)  # fmt: skip
         usage = summary(busy, interval_seconds=0.5)
         rows.add("gpu_usage under load", "busy_fraction >= 0.8", f"{usage.get('busy_fraction')} "
-                 f"(mean {usage.get('mean_util')}%)", (usage.get("busy_fraction") or 0) >= 0.8)  # fmt: skip
+                 f"(mean {usage.get('mean_util')}%)", float(usage.get("busy_fraction") or 0) >= 0.8)  # type: ignore[arg-type]  # fmt: skip
     await asyncio.sleep(2.0)
     idle: list[Sample] = []
     for _ in range(6):
@@ -274,7 +278,11 @@ def main(argv: list[str] | None = None) -> int:
         asyncio.run(through_executor(rows, root, args, gpu_here))
     if gpu_here:
         cost(rows, devices)
-    rows.add("session culled by GPU idleness", "-", "not built yet (idle_by is not wired)", "not built")
+        lib = next((m for m in ("torch", "cupy") if importlib.util.find_spec(m)), None)
+        with tempfile.TemporaryDirectory(prefix="gpu-check-sessions-") as root:
+            asyncio.run(sessions_judged_by_gpu(rows.add, root, args.nvidia_smi, LOAD if lib else None))
+    else:
+        rows.add("GPU sessions judged by GPU use", "-", "no GPU: not checked", "no GPU")
     rows.print()
     if not gpu_here:
         print("\nno GPU on this machine: only the rows above could be checked (exit 2)")
