@@ -191,9 +191,9 @@ class Estimates:
                 if inputs is None:
                     continue
                 answers = await self._run(inputs)
-                first = self._take(inputs, answers)
-                if first:  # a store write: off the loop
-                    await asyncio.to_thread(self._record_first, first)
+                # The first estimates' write stays on the loop: from a thread, SQLite's deferred transaction
+                # would meet the engine's own writes and fail busy instead of waiting.
+                self._record_first(self._take(inputs, answers))
             except Exception:  # an estimate must never stop the engine; the next change tries again
                 log.exception("start estimates failed")
 
