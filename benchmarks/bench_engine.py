@@ -159,10 +159,11 @@ def flavor_layout(n_flavors: int, n_devices: int, last_quota: int) -> tuple[list
     return flavors, offered
 
 
-def make_config(n_queues: int, n_flavors: int = 0) -> PlatformConfig:
+def make_config(n_queues: int, n_flavors: int = 0, **queue_extra: Any) -> PlatformConfig:
     n_projects = max(1, (n_queues + QUEUES_PER_PROJECT - 1) // QUEUES_PER_PROJECT)
     queues: list[dict[str, Any]] = [
-        {"name": f"q{i:03d}", "priority": (i % 4) * 10, "concurrency": 1, "quota": {"gpu": 4}} for i in range(n_queues)
+        {"name": f"q{i:03d}", "priority": (i % 4) * 10, "concurrency": 1, "quota": {"gpu": 4}, **queue_extra}
+        for i in range(n_queues)
     ]
     flavors: list[dict[str, Any]] = []
     if n_flavors:
