@@ -12,8 +12,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from jupyter_gpuplat.core.reasons import Reason
 from jupyter_gpuplat.core.config import PlatformConfig, parse_config
+from jupyter_gpuplat.core.reasons import Reason
 from jupyter_gpuplat.core.request import RunRequest
 from jupyter_gpuplat.core.status import Status, can_transition
 from jupyter_gpuplat.engine.engine import Engine
