@@ -13,6 +13,7 @@ import {
   sessionNotice,
   stopConfirmation,
   endedText,
+  idleReasonText,
   idleWarningText,
   isLaunchWait,
   leaseActions,
@@ -169,6 +170,35 @@ test('idle warning text counts down to the deadline, never below zero', () => {
   assert.equal(idleWarningText(1360, 1000), 'Idle GPU session: it ends in 360 s');
   assert.equal(idleWarningText(999, 1000), 'Idle GPU session: it ends in 0 s');
   assert.equal(idleWarningText(null, 1000), 'Idle GPU session: it ends soon');
+});
+
+test("the idle warning says the server's reason for it, after the countdown to the server's deadline", () => {
+  // What judged it (session.idle_reason, worded by the server): GPU use, kernel activity, or not measured.
+  const gpu = 'GPU 0 idle for 9 min (util < 5%)';
+  const blind = 'GPU use is not measured here (no GPU sample of this session yet); idleness judged by kernel activity: no kernel activity for 2 s';
+  const notice = (reason: string | null, deadline: number | null = 1052) =>
+    sessionNotice('idle', { ...queued, status: 'running' }, 'a.ipynb', { explain: null, idleDeadline: deadline, now: 1000, idleReason: reason });
+  const n = notice(gpu);
+  assert.deepEqual(
+    [n?.message, n?.type, n?.autoClose, n?.actions],
+    ['GPU session for a.ipynb ends in 52 s unless kept: GPU 0 idle for 9 min (util < 5%)', 'warning', false, ['keep']]
+  );
+  assert.equal(notice('no kernel activity for 9 min', 999)?.message, 'GPU session for a.ipynb ends in 0 s unless kept: no kernel activity for 9 min');
+  assert.equal(notice(gpu, null)?.message, `GPU session for a.ipynb ends soon unless kept: ${gpu}`);
+  // The countdown is never cut off: JupyterLab shows a notice's first 140 characters.
+  assert.match(notice(blind)?.message.slice(0, 140) ?? '', /^GPU session for a\.ipynb ends in 52 s unless kept: GPU use is not measured here \(/);
+  // An older server says no reason: the old words.
+  assert.equal(notice(null)?.message, 'Idle GPU session: it ends in 52 s (a.ipynb)');
+  assert.equal(idleReasonText(1009.6, 1000, gpu), `ends in 10 s unless kept: ${gpu}`);
+
+  // The toolbar says the same while the warning stands (a busy kernel says busy; no reason: the countdown).
+  const session = { notebook: 'a.ipynb', kernel: 'ready' as const, kernel_id: 'k', busy: false, idle_seconds: 600, idle_deadline: 1052, last_activity: 0 };
+  const running = { ...queued, status: 'running' as const, phase: 'run' as const, reason: 'IdleWarning', devices: [0], session };
+  const bar = (idleReason: string | null, run: ISessionRun = running) =>
+    sessionBarView({ run, explain: null, spec: null, submitting: false, idleDeadline: 1052, now: 1000, idleReason });
+  assert.deepEqual([bar(gpu).text, bar(gpu).keep], [`GPU 0 · notebook · idle: ends in 52 s unless kept: ${gpu}`, true]);
+  assert.equal(bar(null).text, 'GPU 0 · notebook · idle: ends in 52 s');
+  assert.equal(bar(gpu, { ...running, session: { ...session, busy: true } }).text, 'GPU 0 · notebook · busy');
 });
 
 test('the launch wait message of the provisioner is recognised', () => {

@@ -185,7 +185,7 @@ def test_one_notice_per_session_updated_in_place_that_closes_itself(session_lab:
     write_notebook(lab, "idles.ipynb", "quick")
     open_notebook(page, "idles.ipynb")
     idles = page.locator(TOASTS).filter(has_text="idles.ipynb")
-    expect(idles.filter(has_text="Idle GPU session: it ends in")).to_have_count(1, timeout=60_000)
+    expect(idles.filter(has_text="unless kept: no kernel activity for")).to_have_count(1, timeout=60_000)
     expect(page.locator(BAR)).to_contain_text("GPU session ended (IdleTimeout)", timeout=30_000)
     expect(idles).to_have_text(re.compile(r"GPU session ended \(IdleTimeout\)"), timeout=30_000)
     expect(idles).to_have_count(1)

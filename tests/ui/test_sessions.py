@@ -2,8 +2,8 @@
 session kernel; while its lease waits (alice already holds the one interactive session she
 may) the notebook says where it is in line and why, live; its kernel start gives up waiting
 (a short launch wait here) and the notebook starts it again by itself once the first session
-is stopped, on the lease's GPU. An idle session (3 s) warns, then the notebook says it ended
-and why."""
+is stopped, on the lease's GPU. An idle session (3 s) warns with what judged it (the server's
+words: no kernel activity, or GPU use not measured here), then the notebook says it ended and why."""
 
 from __future__ import annotations
 
@@ -104,9 +104,10 @@ def test_an_idle_session_warns_then_the_notebook_says_it_ended_and_why(
     goto_reset(page, f"{lab.url}lab/tree/idle.ipynb?reset&token={lab.token}")
 
     bar = page.locator(BAR)
-    # `quick` ends after 3 s without kernel activity; the warning comes 0.3 s before.
-    warning = page.get_by_role("alert").filter(has_text="Idle GPU session: it ends in")
+    # `quick` ends after 3 s without kernel activity; the warning comes 0.3 s before and says so.
+    warning = page.get_by_role("alert").filter(has_text="GPU session for idle.ipynb ends in")
     expect(warning).to_be_visible(timeout=60_000)
+    expect(warning).to_contain_text(re.compile(r"ends in \d s unless kept: no kernel activity for \d s"))
     expect(bar).to_contain_text("GPU session ended (IdleTimeout): no kernel activity for 3 s; GPU", timeout=30_000)
     ended = page.get_by_role("alert").filter(has_text="GPU session ended (IdleTimeout)")
     expect(ended).to_be_visible()
@@ -142,3 +143,38 @@ def test_renaming_the_notebook_moves_its_lease_and_its_name(session_lab: Lab, pa
     )
     stop_all(lab)
     (lab.work / new).unlink()
+
+
+def test_a_session_judged_by_gpu_use_that_is_not_measured_warns_in_the_servers_words(
+    session_lab: Lab, page: Any
+) -> None:
+    """`termination.idle_by: gpu` on this server's declared GPUs, which NVML cannot read: the idle
+    notice says, after the countdown, that GPU use is not measured here (the lease's
+    `session.idle_reason`; its kernel judges it, and ends it). The lease is made with the override
+    first; the notebook's kernel attaches to it."""
+    lab = session_lab
+    stop_all(lab)
+    nb = nbformat.v4.new_notebook()
+    nb.metadata["kernelspec"] = {
+        "name": "gpuplat-quick",
+        "display_name": "Python 3 (GPU · quick)",
+        "language": "python",
+    }
+    nbformat.write(nb, lab.work / "gpu-judged.ipynb")
+    termination = {"idle_by": "gpu", "idle_seconds": 8}  # warned 0.8 s before its end
+    body = {"project": "team-a", "presets": ["quick"], "notebook": "gpu-judged.ipynb", "termination": termination}
+    lease = lab.ok("POST", "runs", body=body)
+    page.evaluate(
+        "p => window.jupyterapp.commands.execute('docmanager:open', {path: p}).then(() => null)", "gpu-judged.ipynb"
+    )
+
+    warning = page.get_by_role("alert").filter(has_text="GPU session for gpu-judged.ipynb ends in")
+    expect(warning).to_be_visible(timeout=30_000)
+    # JupyterLab shows a notice's first 140 characters: the countdown leads, then the reason as far as it fits.
+    expect(warning).to_contain_text(re.compile(r"ends in \d s unless kept: GPU use is not measured here \("))
+    expect(warning.get_by_role("button", name="Keep session")).to_be_visible()
+    ended = lab.wait_status(lease["id"], "stopped")
+    assert ended["reason"] == "IdleTimeout" and "GPU use is not measured here" in ended["message"], ended
+    assert [s["id"] for s in lab.ok("GET", "runs", kind="session", notebook="gpu-judged.ipynb")["runs"]] == [
+        lease["id"]
+    ]

@@ -111,9 +111,24 @@ export function presetOf(run: ISessionRun, spec?: ISessionSpec | null): string {
   return spec?.preset ?? run.presets?.[0] ?? '';
 }
 
+/** "ends in 52 s" to the server's deadline (never below zero), "ends soon" without one. */
+export function idleEndsText(deadline: number | null | undefined, now: number): string {
+  return deadline === null || deadline === undefined ? 'ends soon' : `ends in ${Math.max(0, Math.round(deadline - now))} s`;
+}
+
+/** The idle warning of a server that does not say why (no `session.idle_reason`). */
 export function idleWarningText(deadline: number | null | undefined, now: number): string {
-  const left = deadline === null || deadline === undefined ? null : Math.max(0, Math.round(deadline - now));
-  return left === null ? 'Idle GPU session: it ends soon' : `Idle GPU session: it ends in ${left} s`;
+  return `Idle GPU session: it ${idleEndsText(deadline, now)}`;
+}
+
+/**
+ * The idle warning in the server's words: "ends in 52 s unless kept: GPU 0 idle for 9 min (util < 5%)".
+ * The countdown comes first: a notice is cut at 140 characters, and a reason that says why GPU use
+ * is not measured is long. The reason is `session.idle_reason` as read since the warning; the
+ * client only counts down to the server's deadline, it judges nothing.
+ */
+export function idleReasonText(deadline: number | null | undefined, now: number, reason: string): string {
+  return `${idleEndsText(deadline, now)} unless kept: ${reason}`;
 }
 
 export function endedText(run: Pick<ISessionRun, 'status' | 'reason' | 'message'>): string {
@@ -143,6 +158,8 @@ export interface ISessionBarInput {
   submitting: boolean;
   /** The idle warning's deadline (server clock), while it stands. */
   idleDeadline: number | null;
+  /** The server's words for what judged it idle (`session.idle_reason` read since the warning); null: none. */
+  idleReason?: string | null;
   /** Now, on the server's clock. */
   now: number;
   /** The lease ended and the notebook waits for the user to ask for a new one. */
@@ -181,7 +198,8 @@ export function sessionBarView(i: ISessionBarInput): ISessionBarView {
   if (run.session?.busy) {
     text += ' · busy';
   } else if (i.idleDeadline !== null) {
-    text += ` · idle: ends in ${Math.max(0, Math.round(i.idleDeadline - i.now))} s`;
+    const idle = i.idleReason ? idleReasonText(i.idleDeadline, i.now, i.idleReason) : idleEndsText(i.idleDeadline, i.now);
+    text += ` · idle: ${idle}`;
   }
   return { state: 'running', text, ...off, why: true, keep: i.idleDeadline !== null };
 }
@@ -346,7 +364,7 @@ export function sessionNotice(
   stage: NoticeStage,
   run: ISessionRun,
   notebook: string,
-  ctx: { explain: IExplain | null; idleDeadline: number | null; now: number }
+  ctx: { explain: IExplain | null; idleDeadline: number | null; now: number; idleReason?: string | null }
 ): ISessionNotice | null {
   const on = `GPU session for ${notebook}`;
   switch (stage) {
@@ -358,7 +376,15 @@ export function sessionNotice(
       }
       return { stage, message: `${on}: admitted on ${devicesText(run.devices)}`, type: 'success', autoClose: TOAST_MS.success, actions: [] };
     case 'idle':
-      return { stage, message: `${idleWarningText(ctx.idleDeadline, ctx.now)} (${notebook})`, type: 'warning', autoClose: false, actions: ['keep'] };
+      return {
+        stage,
+        message: ctx.idleReason
+          ? `${on} ${idleReasonText(ctx.idleDeadline, ctx.now, ctx.idleReason)}`
+          : `${idleWarningText(ctx.idleDeadline, ctx.now)} (${notebook})`,
+        type: 'warning',
+        autoClose: false,
+        actions: ['keep']
+      };
     case 'kept':
       return { stage, message: `${on} kept: its idle clock restarted`, type: 'info', autoClose: TOAST_MS.info, actions: [] };
     case 'ended': {

@@ -208,7 +208,7 @@ export class NotebookSession {
           this._lease.refreshExplain();
           break;
         case 'idleWarning':
-          this._idleWarning((ev.details?.deadline as number | undefined) ?? null);
+          this._idleWarning((ev.details?.deadline as number | undefined) ?? null, null);
           break;
         case 'idleCleared':
           this._clearIdle(true);
@@ -252,13 +252,16 @@ export class NotebookSession {
     if (isWaiting(run)) {
       this._lease.refreshExplain();
     } else if (run.session?.idle_deadline && run.reason === 'IdleWarning') {
-      this._idleWarning(run.session.idle_deadline);
+      this._idleWarning(run.session.idle_deadline, run);
     }
     this._maybeConnect();
   }
 
-  /** A re-read of the lease arrived: say it was admitted once its devices are known. */
+  /** A re-read of the lease arrived: the idle warning's words; say it was admitted once its devices are known. */
   private _onRead(r: ISessionRun): void {
+    if (r.reason === 'IdleWarning' && (this._idleWordsDue || this._idleDeadline !== null)) {
+      this._idleRead(r);
+    }
     if (this._admitPending && isAdmitted(r) && devicesKnown(r)) {
       this._admitPending = false;
       if (this._toast.stageOf(r.id) === 'waiting') {
@@ -322,6 +325,7 @@ export class NotebookSession {
       spec,
       submitting,
       idleDeadline: this._idleDeadline,
+      idleReason: this._idleReason,
       now: this._ctrl.now(),
       offer: this.offering
     });
@@ -341,6 +345,7 @@ export class NotebookSession {
     const n = sessionNotice(stage, run, this.name, {
       explain: this.explain,
       idleDeadline: this._idleDeadline,
+      idleReason: this._idleReason,
       now: this._ctrl.now()
     });
     if (n) {
@@ -361,19 +366,39 @@ export class NotebookSession {
     });
   }
 
-  private _idleWarning(deadline: number | null): void {
+  /**
+   * The idle warning stands until `deadline`. `read`: a record read since the warning (its words are
+   * said now); null: the warning's event, whose re-read (asked by the same event) brings the words —
+   * the record held until then may say the kernel is busy.
+   */
+  private _idleWarning(deadline: number | null, read: ISessionRun | null): void {
     if (!this.run) {
       return;
     }
     this._idleDeadline = deadline;
-    this._notify('idle');
+    this._idleReason = null;
+    this._idleWordsDue = true;
+    if (read) {
+      this._idleRead(read);
+    }
     window.clearInterval(this._ticker);
     this._ticker = window.setInterval(() => this._render(), 1000); // the toolbar's countdown
+  }
+
+  /** A record read while the warning stands: the server's words for it (once due, the notice says them). */
+  private _idleRead(r: ISessionRun): void {
+    this._idleReason = r.session?.idle_reason ?? null; // none from an older server: the old words
+    if (this._idleWordsDue) {
+      this._idleWordsDue = false;
+      this._notify('idle');
+    }
   }
 
   /** The idle warning no longer stands; `kept`: say so where it was (the session was kept or used). */
   private _clearIdle(kept: boolean): void {
     this._idleDeadline = null;
+    this._idleReason = null;
+    this._idleWordsDue = false;
     window.clearInterval(this._ticker);
     if (kept && this._toast.stageOf(this.run?.id) === 'idle') {
       this._notify('kept');
@@ -386,6 +411,8 @@ export class NotebookSession {
       return;
     }
     this._idleDeadline = null;
+    this._idleReason = null;
+    this._idleWordsDue = false;
     window.clearInterval(this._ticker);
     this._admitPending = false;
     // The notice it had (waiting, idle) ends with it; a session that ended quietly says so once.
@@ -466,6 +493,8 @@ export class NotebookSession {
   private _askedFor: string | null = null;
   private _triedFor: string | null = null;
   private _idleDeadline: number | null = null;
+  private _idleReason: string | null = null;
+  private _idleWordsDue = false;
   private _ticker = 0;
   private _admitPending = false;
   // The session's one notice.
