@@ -35,6 +35,7 @@ def _figures(name: str | None, quota: int | None, wait: float, gpu_hours: float)
         "goodput": 0.97,
         "ended_runs": 3,
         "failures": [],
+        "gpu_hours_measured": 0.0, "gpu_hours_busy": None, "busy_fraction": None,
     }  # fmt: skip
     if name is not None:
         out |= {"name": name, "quota_gpu": quota}
