@@ -160,6 +160,10 @@ class QueueState:
         """The pending runs by request group, each in the order `heads` walks it."""
         return [list(g.values()) for g in self._groups.values()]
 
+    def group_sizes(self) -> list[tuple[Resources, int]]:
+        """Each request group's request and how many runs wait in it."""
+        return [(next(iter(g.values())).request, len(g)) for g in self._groups.values()]
+
     def head(self) -> PendingRun | None:
         return min(self.heads(), key=lambda r: r.seq, default=None)
 
@@ -218,7 +222,7 @@ class QueueState:
 _ZERO = Resources()
 
 
-def _over_quota(quota: Quota, used: Resources, req: Resources) -> bool:
+def over_quota(quota: Quota, used: Resources, req: Resources) -> bool:
     """`quota.shortfalls(...)` is non-empty, without building the list."""
     return (
         (quota.gpu is not None and used.gpu + req.gpu > quota.gpu)
@@ -253,7 +257,7 @@ def _fit(
         return Reason.QUEUE_CONCURRENCY, None, False
     if lim.max_per_user is not None and q.per_user.get(run.user, 0) >= lim.max_per_user:
         return Reason.USER_LIMIT, None, False
-    if _over_quota(lim.quota, q.used, run.request):
+    if over_quota(lim.quota, q.used, run.request):
         return Reason.QUEUE_QUOTA, None, False
     if not lim.flavors:
         if free_gpus is not None and run.request.gpu > free_gpus:
@@ -276,7 +280,7 @@ def _fit(
 def _flavor_blocked(
     q: QueueState, f: FlavorLimit, run: PendingRun, free_gpus: int | None, free_by_flavor: FreeByFlavor
 ) -> str | None:
-    if _over_quota(f.quota, q.used_by_flavor.get(f.name, _ZERO), run.request):
+    if over_quota(f.quota, q.used_by_flavor.get(f.name, _ZERO), run.request):
         return Reason.QUEUE_QUOTA
     free = free_by_flavor.get(f.name, 0) if free_by_flavor is not None else free_gpus
     if free is not None and run.request.gpu > free:
@@ -295,7 +299,7 @@ def _queue_wait(
     if (
         lim.flavors
         and reason in (Reason.QUEUE_QUOTA, Reason.NO_CAPACITY)
-        and not _over_quota(lim.quota, q.used, run.request)
+        and not over_quota(lim.quota, q.used, run.request)
     ):
         # Held by its flavors: the first one's wait (explain lists each).
         waits = flavor_waits(q, run, free_gpus, free_by_flavor)
@@ -377,7 +381,7 @@ def flavor_waits(
     reason, _, _ = _fit(q, run, free_gpus, free_by_flavor)
     common = None
     if reason is not None and (
-        reason not in (Reason.QUEUE_QUOTA, Reason.NO_CAPACITY) or _over_quota(lim.quota, q.used, run.request)
+        reason not in (Reason.QUEUE_QUOTA, Reason.NO_CAPACITY) or over_quota(lim.quota, q.used, run.request)
     ):
         common = _queue_wait(q, run, free_gpus, free_by_flavor)
     for f in lim.flavors:
@@ -514,7 +518,7 @@ def holding_flavor(
     if not lim.flavors:
         return None
     reason, _, _ = _fit(q, run, free_gpus, free_by_flavor)
-    if reason not in (Reason.QUEUE_QUOTA, Reason.NO_CAPACITY) or _over_quota(lim.quota, q.used, run.request):
+    if reason not in (Reason.QUEUE_QUOTA, Reason.NO_CAPACITY) or over_quota(lim.quota, q.used, run.request):
         return None
     return next((f.name for f in lim.flavors if run.flavor is None or f.name == run.flavor), None)
 

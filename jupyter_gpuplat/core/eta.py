@@ -25,9 +25,10 @@ import random
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from .admission import PendingRun, QueueState, Wait, wait_reason
+from .admission import PendingRun, QueueState, Wait, over_quota, wait_reason
 from .durations import Empirical, NoBasis, Prediction
 from .forward import Cycles, DevicePool
+from .resources import Resources
 from .status import Reason
 from .whatif import percentile
 
@@ -186,8 +187,8 @@ def _estimate_group(
     rng = random.Random(f"{seed}:{','.join(names)}")
     starts: dict[str, list[float]] = {rid: [] for rid in waiting}
     unknown: dict[str, str] = {}
-    slots = _slots_only(queues[names[0]]) if len(names) == 1 and not pool.counted else None
-    if slots is None or not _slot_scenarios(queues[names[0]], slots, times, rng, n, starts):
+    alone = queues[names[0]] if len(names) == 1 and not pool.counted else None
+    if alone is None or not _fixed_order_scenarios(alone, times, rng, n, starts):
         rng = random.Random(f"{seed}:{','.join(names)}")
         starts = {rid: [] for rid in waiting}
         for _ in range(n):
@@ -270,7 +271,8 @@ def _slots_only(q: QueueState) -> int | None:
     c = lim.concurrency
     if c is None or lim.paused or lim.max_per_user is not None or lim.flavors or q.gates:
         return None
-    asks = [h.request for h in q.held.values()] + [p.request for p in q.heads()]
+    # Any `c` runs at once: the `c` largest requests, each group's counted as often as it has runs (up to c).
+    asks = [h.request for h in q.held.values()] + [r for r, n in q.group_sizes() for _ in range(min(n, c))]
     for cap, part in (
         (lim.quota.gpu, lambda r: r.gpu),
         (lim.quota.cpu_milli, lambda r: r.cpu_milli),
@@ -312,6 +314,63 @@ def _slot_scenarios(
             p = times[run.id]
             if isinstance(p, Empirical):
                 heapq.heappush(ends, now + p.sample(rng))
+    return True
+
+
+def _fixed_order_scenarios(
+    q: QueueState, times: Mapping[str, Prediction], rng: random.Random, n: int, starts: dict[str, list[float]]
+) -> bool:
+    """The scenarios by the quickest simulation that answers as the general one does, where the queue's
+    admission order is fixed; False where it is not (or a run would never start): the caller simulates."""
+    slots = _slots_only(q)
+    if slots is not None:
+        return _slot_scenarios(q, slots, times, rng, n, starts)
+    if _fixed_order(q):
+        return _quota_scenarios(q, times, rng, n, starts)
+    return False
+
+
+def _fixed_order(q: QueueState) -> bool:
+    """A queue whose admission order no timing can change, though its quota binds: strict FIFO (the head or
+    nothing), or every waiting run asking the same (a head its quota holds back holds back every other) —
+    with no pause, sweep gate, per-user limit or flavors."""
+    lim = q.limits
+    if lim.paused or lim.max_per_user is not None or lim.flavors or q.gates:
+        return False
+    return lim.ordering == "strict_fifo" or len({p.request for p in q.heads()}) <= 1
+
+
+def _quota_scenarios(
+    q: QueueState, times: Mapping[str, Prediction], rng: random.Random, n: int, starts: dict[str, list[float]]
+) -> bool:
+    """`_slot_scenarios` with the quota counted (`_fixed_order`): each run starts once a slot is free and what
+    the runs ending by then freed lets it fit, in the fixed order, with the same draws in the same order."""
+    lim = q.limits
+    order = list(heapq.merge(*q.groups(), key=lambda r: r.seq))
+    held = [(times[h.id], h.request) for h in q.held.values()]
+    for _ in range(n):
+        k = 0
+        ends: list[tuple[float, int, Resources]] = []
+        for p, req in held:
+            if isinstance(p, Empirical):  # no basis: it never ends here
+                k += 1
+                ends.append((p.sample(rng), k, req))
+        heapq.heapify(ends)
+        running, used, now = len(held), q.used, 0.0
+        for run in order:
+            while (lim.concurrency is not None and running >= lim.concurrency) or over_quota(
+                lim.quota, used, run.request
+            ):
+                if not ends:
+                    return False
+                now, _, freed = heapq.heappop(ends)
+                running, used = running - 1, used - freed
+            starts[run.id].append(now)
+            running, used = running + 1, used + run.request
+            p = times[run.id]
+            if isinstance(p, Empirical):
+                k += 1
+                heapq.heappush(ends, (now + p.sample(rng), k, run.request))
     return True
 
 

@@ -406,21 +406,26 @@ def test_remaining_time_is_conditioned_on_the_elapsed_time() -> None:
     assert m.remaining(limited, 200) == Empirical((100.0,), "its time limit (300 s)", from_history=False)
 
 
-# ---- the concurrency-only shortcut answers as the general simulation does ------------------
+# ---- the fixed-order shortcuts answer as the general simulation does ------------------------
 
 
-@pytest.mark.parametrize("seed", range(40))
-def test_concurrency_only_queue_shortcut_equals_the_general_simulation(seed: int) -> None:
-    """A queue held back by its concurrency alone is simulated by slots (core.eta._slot_scenarios). The same
-    queue with a per-user limit no run can reach takes the general path (`decide` per event): the answers,
-    which rest on the same draws, must be identical — stuck runs, shared seqs of groups and all."""
+@pytest.mark.parametrize("seed", range(80))
+def test_fixed_order_shortcuts_equal_the_general_simulation(seed: int) -> None:
+    """A queue whose admission order is fixed is simulated by slots (core.eta._slot_scenarios: only its
+    concurrency binds) or with its quota counted (_quota_scenarios: strict FIFO, or every waiting run asking
+    the same). The same queue with a per-user limit no run can reach takes the general path (`decide` per
+    event): the answers, which rest on the same draws, must be identical — stuck runs, out-of-order groups,
+    binding quotas and all."""
     rng = random.Random(seed)
     users = ["ann", "bob", "cy"][: rng.randint(1, 3)]
+    uniform = rng.random() < 0.4
+    size = rng.randint(1, 2)
     held = tuple(H(f"h{i}", gpu=rng.randint(0, 2), user=rng.choice(users)) for i in range(rng.randint(0, 4)))
     order = rng.sample(range(1, 60), rng.randint(1, 25))  # groups get runs out of submission order
-    pending = tuple(P(f"w{s}", s, gpu=rng.randint(1, 2), user=rng.choice(users)) for s in order)
-    concurrency = rng.randint(1, 4)
-    quota = Quota(gpu=2 * concurrency) if rng.random() < 0.5 else Quota()
+    pending = tuple(P(f"w{s}", s, gpu=size if uniform else rng.randint(1, 2), user=rng.choice(users)) for s in order)
+    concurrency = rng.choice([None, 1, 2, 3, 4])
+    quota = rng.choice([Quota(), Quota(gpu=rng.randint(2, 6)), Quota(gpu=2 * (concurrency or 2))])
+    ordering = rng.choice(["best_effort_fifo", "strict_fifo"])
 
     def draws() -> Prediction:
         roll = rng.random()
@@ -434,7 +439,7 @@ def test_concurrency_only_queue_shortcut_equals_the_general_simulation(seed: int
     durations = {p.id: draws() for p in pending}
 
     def answer(max_per_user: int | None) -> dict[str, Eta | EtaUnknown]:
-        limits = QueueLimits("q", concurrency=concurrency, quota=quota, max_per_user=max_per_user)
+        limits = QueueLimits("q", concurrency=concurrency, quota=quota, max_per_user=max_per_user, ordering=ordering)
         q = queue(limits, held, pending)
         return estimate({"q": q}, free_devices=None, remaining=remaining, durations=durations, scenarios=20, seed=3)
 
