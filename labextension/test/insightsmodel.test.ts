@@ -3,17 +3,18 @@ import assert from 'node:assert/strict';
 
 import {
   flavorTable,
+  formatHours,
   formatPercent,
   goodputBars,
   insightsQuery,
   normalizeInsights,
-  normalizeWhatIf,
   reasonBars,
   scopeOptions,
   usagePaths,
-  waitBars,
-  whatifBody
+  waitBars
 } from '../src/models/insightsmodel';
+import { normalizeWhatIf, whatifBody } from '../src/models/whatifmodel';
+import { busyCell, busyText, busyThreshold, idleHolderText, idleRunText, idleTitle } from '../src/models/insightsgpu';
 
 const wait = (p50: number | null, p90: number | null, p99: number | null, n: number) => ({ n, p50, p90, p99, max: p99, mean: p50 });
 const figures = {
@@ -80,7 +81,8 @@ test('normalized insights: percentiles, reasons largest first, counts from maps 
     { key: 'queue_not_allowed', count: 2 }
   ]);
   assert.deepEqual(d.failures, [{ key: 'ExitCode', count: 3 }]);
-  assert.deepEqual(d.topUsers, [{ user: 'alice', project: 'team-a', runs: 8, gpuHours: 10 }]);
+  // an older server's answer has no busy figures: none shown (not "not measured")
+  assert.deepEqual(d.topUsers, [{ user: 'alice', project: 'team-a', runs: 8, gpuHours: 10, busy: null }]);
   assert.deepEqual(d.queues[1].queueWait, { p50: null, p90: null, p99: null, count: 0 });
   assert.deepEqual(d.queues[1].waitsByReason, []);
 });
@@ -252,18 +254,18 @@ test('per flavor: the service order kept, each figure formatted as a queue\'s, m
     ]
   );
   assert.deepEqual(flavorTable(d.flavors), {
-    head: ['Flavor', 'Runs', 'GPU-hours', 'Quota GPUs', 'Utilisation', 'Machine GPUs', 'Machine use', 'Wait p90'],
+    head: ['Flavor', 'Runs', 'GPU-hours', 'Busy of measured GPU-h', 'Quota GPUs', 'Utilisation', 'Machine GPUs', 'Machine use', 'Wait p90'],
     rows: [
-      ['a100', '2', '0.00', '4', '0.083%', '4', '0.04%', '1m 30s'],
-      ['h100', '2', '12.5', '—', '—', '2', '25%', '1m 30s']
+      ['a100', '2', '0.0042', '—', '4', '0.083%', '4', '0.04%', '1m 30s'],
+      ['h100', '2', '12.5', '—', '—', '—', '2', '25%', '1m 30s']
     ]
   });
   // a queue's own flavors (the order it tries them): against its quota, no machine figures
   assert.deepEqual(flavorTable(d.queues[0].flavors), {
-    head: ['Flavor', 'Runs', 'GPU-hours', 'Quota GPUs', 'Utilisation', 'Wait p90'],
+    head: ['Flavor', 'Runs', 'GPU-hours', 'Busy of measured GPU-h', 'Quota GPUs', 'Utilisation', 'Wait p90'],
     rows: [
-      ['h100', '2', '12.5', '2', '50%', '1m 30s'],
-      ['a100', '2', '0.00', '4', '0.083%', '1m 30s']
+      ['h100', '2', '12.5', '—', '2', '50%', '1m 30s'],
+      ['a100', '2', '0.0042', '—', '4', '0.083%', '1m 30s']
     ]
   });
 });
@@ -273,4 +275,95 @@ test('no flavors configured: empty lists, no rows', () => {
   assert.deepEqual(d.flavors, []);
   assert.deepEqual(d.queues.map(q => q.flavors), [[], []]);
   assert.deepEqual(flavorTable([]).rows, []);
+});
+
+// GPU-hours held against busy (issue 27): the server's figures, formatted, never recomputed.
+const busy = (measured: number, b: number | null, fraction: number | null) => ({
+  gpu_hours_measured: measured,
+  gpu_hours_busy: b,
+  busy_fraction: fraction
+});
+const idleRun = (id: string, held: number, idle: number, fraction: number) => ({
+  id,
+  user: 'alice',
+  project: 'team-a',
+  queue: 'team-a-train',
+  gpu_hours: held,
+  gpu_hours_idle: idle,
+  ...busy(held, held - idle, fraction)
+});
+const BUSY_RAW = {
+  ...RAW,
+  busy_percent: 5,
+  total: { ...RAW.total, ...busy(8, 2, 0.25) },
+  // the fraction as the server gave it (rounded there): used as is, not 1 / 3 recomputed here
+  queues: [
+    { ...RAW.queues[0], ...busy(3, 1, 0.333333), flavors: [{ ...flavor('h100', 12.5, 2, 0.5), ...busy(3, 1, 0.333333) }] },
+    { ...RAW.queues[1], ...busy(0, null, null) }
+  ],
+  top_users: [{ ...RAW.top_users[0], ...busy(8, 2, 0.25) }],
+  projects: [
+    { project: 'team-a', runs: 8, gpu_hours: 10, ...busy(8, 2, 0.25) },
+    { project: 'team-b', runs: 1, gpu_hours: 0.5, ...busy(0, null, null) }
+  ],
+  idle_holders: [
+    {
+      project: 'team-a',
+      user: 'alice',
+      gpu_hours: 10,
+      gpu_hours_idle: 6,
+      measured_runs: 2,
+      ...busy(8, 2, 0.25),
+      worst_runs: [idleRun('r-1', 6, 5, 0.166667), idleRun('r-2', 0.004, 0.003, 0.25)]
+    }
+  ]
+};
+
+test('busy figures: each view mapped as given; null busy reads "GPU use not measured", never 0%', () => {
+  const d = normalizeInsights(BUSY_RAW);
+  assert.equal(d.busyPercent, 5);
+  assert.equal(busyThreshold(d.busyPercent), 'util ≥ 5%');
+  assert.equal(d.gpuHours, 12.5);
+  assert.deepEqual(d.busy, { measured: 8, busy: 2, fraction: 0.25 });
+  assert.equal(busyText(d.busy), 'busy 2.00 of 8.00 measured GPU-hours (25%)');
+  assert.equal(busyText(d.queues[0].busy), 'busy 1.00 of 3.00 measured GPU-hours (33%)');
+  assert.deepEqual(d.queues[1].busy, { measured: 0, busy: null, fraction: null });
+  assert.equal(busyText(d.queues[1].busy), 'GPU use not measured');
+  assert.equal(busyCell(d.queues[1].busy), 'not measured');
+  assert.equal(flavorTable(d.queues[0].flavors).rows[0][3], '1.00 of 3.00 (33%)');
+  assert.equal(busyCell(d.topUsers[0].busy), '2.00 of 8.00 (25%)');
+  assert.deepEqual(
+    d.projects.map(p => [p.project, p.runs, p.gpuHours, busyCell(p.busy)]),
+    [
+      ['team-a', 8, 10, '2.00 of 8.00 (25%)'],
+      ['team-b', 1, 0.5, 'not measured']
+    ]
+  );
+  // the fraction is the server's, even where it disagrees with busy / measured
+  assert.equal(busyText({ measured: 4, busy: 1, fraction: 0.5 }), 'busy 1.00 of 4.00 measured GPU-hours (50%)');
+  // an older server's answer: no figures, nothing shown
+  assert.equal(busyText(normalizeInsights(RAW).busy), '');
+  assert.equal(busyThreshold(normalizeInsights(RAW).busyPercent), null);
+  assert.deepEqual(normalizeInsights(RAW).idleHolders, []);
+});
+
+test('idle holders: in the server order, with their worst runs worded for links', () => {
+  const [holder] = normalizeInsights(BUSY_RAW).idleHolders;
+  assert.equal(holder.user, 'alice');
+  assert.equal(idleHolderText(holder), 'alice (team-a): 6.00 GPU-hours idle of 8.00 measured (busy 25%) · 2 measured runs');
+  assert.deepEqual(
+    holder.worstRuns.map(r => [r.id, idleRunText(r)]),
+    [
+      ['r-1', ' · 5.00 GPU-hours idle of 6.00 measured (busy 17%) · 6.00 held on team-a-train'],
+      ['r-2', ' · 0.003 GPU-hours idle of 0.004 measured (busy 25%) · 0.004 held on team-a-train']
+    ]
+  );
+  assert.equal(idleTitle(5), 'Idle GPU time (measured, util < 5%)');
+});
+
+test('GPU-hours keep a small non-zero figure visible, as gpuplat report does', () => {
+  assert.deepEqual(
+    [0, 0.0042, 0.00005, 0.5, 12.5, 250].map(formatHours),
+    ['0.00', '0.0042', '<0.0001', '0.50', '12.5', '250']
+  );
 });

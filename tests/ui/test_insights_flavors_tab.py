@@ -74,9 +74,19 @@ def flavored(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Lab, di
             lab.stop()
 
 
-# The tab's formatting (labextension/src/models/insightsmodel.ts, format.ts): the API's figures as it shows them.
+# The tab's formatting (labextension/src/models/insightsmodel.ts, insightsgpu.ts, format.ts): the API's
+# figures as it shows them.
 def hours(v: float) -> str:
+    if 0 < v < 0.01:  # a small non-zero figure stays visible
+        return "<0.0001" if v < 0.0001 else repr(float(f"{v:.2g}"))
     return f"{v:.0f}" if v >= 100 else f"{v:.1f}" if v >= 10 else f"{v:.2f}"
+
+
+def busy(f: dict[str, Any]) -> str:
+    """Held GPU-hours measured and busy (these runs' devices were not sampled: "not measured")."""
+    if f["busy_fraction"] is None:
+        return "not measured"
+    return f"{hours(f['gpu_hours_busy'])} of {hours(f['gpu_hours_measured'])} ({percent(f['busy_fraction'])})"
 
 
 def percent(v: float | None) -> str:
@@ -104,7 +114,14 @@ def count(v: int | None) -> str:
 
 
 def row(f: dict[str, Any], machine: bool) -> list[str]:
-    cells = [f["name"], str(f["runs"]), hours(f["gpu_hours"]), count(f["quota_gpu"]), percent(f["utilisation"])]
+    cells = [
+        f["name"],
+        str(f["runs"]),
+        hours(f["gpu_hours"]),
+        busy(f),
+        count(f["quota_gpu"]),
+        percent(f["utilisation"]),
+    ]
     if machine:
         cells += [count(f["machine_gpus"]), percent(f["machine_utilisation"])]
     return [*cells, duration(f["queue_wait"]["p90"])]
@@ -150,7 +167,17 @@ def test_per_flavor_rows_are_the_apis_figures(
         table = page.locator(f'{PAGE} [data-table="flavors"]')
         expect(table.locator("figcaption")).to_have_text("Per flavor", timeout=15_000)  # loaded twice: 7d, 24h
         expect(table.locator("th")).to_have_text(
-            ["Flavor", "Runs", "GPU-hours", "Quota GPUs", "Utilisation", "Machine GPUs", "Machine use", "Wait p90"]
+            [
+                "Flavor",
+                "Runs",
+                "GPU-hours",
+                "Busy of measured GPU-h",
+                "Quota GPUs",
+                "Utilisation",
+                "Machine GPUs",
+                "Machine use",
+                "Wait p90",
+            ]
         )
         rows = table.locator("tbody tr")
         expect(rows).to_have_count(2)
@@ -161,7 +188,9 @@ def test_per_flavor_rows_are_the_apis_figures(
         # the queue `typed`: its flavors in the order it tries them, against its quota on each
         queue = page.locator(f'{PAGE} .jp-GpuPlat-insightsQueue[data-queue="typed"]')
         own = queue.locator('[data-table="queueFlavors"]')
-        expect(own.locator("th")).to_have_text(["Flavor", "Runs", "GPU-hours", "Quota GPUs", "Utilisation", "Wait p90"])
+        expect(own.locator("th")).to_have_text(
+            ["Flavor", "Runs", "GPU-hours", "Busy of measured GPU-h", "Quota GPUs", "Utilisation", "Wait p90"]
+        )
         expect(own.locator("tbody tr")).to_have_count(2)
         for i, f in enumerate(typed["flavors"]):
             expect(own.locator("tbody tr").nth(i).locator("td")).to_have_text(row(f, machine=False))

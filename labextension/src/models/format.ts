@@ -85,3 +85,32 @@ export function formatMetric(v: number | null): string {
   }
   return String(Number(v.toPrecision(4)));
 }
+
+/** A share as a percentage that keeps a small non-zero figure visible (0.083%, <0.001%, never 0.0%), as `gpuplat report`. */
+export function formatPercent(v: number | null): string {
+  if (v === null) {
+    return '—';
+  }
+  const x = 100 * v;
+  if (x === 0) {
+    return '0%';
+  }
+  if (x >= 10) {
+    return `${x.toFixed(0)}%`;
+  }
+  if (x >= 0.1) {
+    return `${x.toFixed(1)}%`;
+  }
+  return x >= 0.001 ? `${Number(x.toPrecision(2))}%` : '<0.001%';
+}
+
+/** GPU-hours as `gpuplat report` gives them: a small non-zero figure stays visible (0.0042, never 0.00). */
+export function formatHours(v: number | null): string {
+  if (v === null) {
+    return '—';
+  }
+  if (v > 0 && v < 0.01) {
+    return v < 0.0001 ? '<0.0001' : String(Number(v.toPrecision(2)));
+  }
+  return v >= 100 ? v.toFixed(0) : v >= 10 ? v.toFixed(1) : v.toFixed(2);
+}

@@ -1,8 +1,8 @@
 /**
- * Insights tab: observed waits, waits by reason, GPU-hours against quota, goodput,
- * refusals, failures and top users from `GET insights`, for one queue, one project or
- * all the caller may see (the service filters: members get their projects only), and
- * the what-if form below it.
+ * Insights tab: observed waits, waits by reason, GPU-hours against quota and against busy,
+ * goodput, refusals, failures, top users and idle GPU holders from `GET insights`, for one
+ * queue, one project or all the caller may see (the service filters: members get their
+ * projects only), and the what-if form below it.
  */
 
 import { Widget } from '@lumino/widgets';
@@ -10,6 +10,17 @@ import { Widget } from '@lumino/widgets';
 import { errorBox, h } from '../dom';
 import { GpuPlatAPIError } from '../../api/errors';
 import type { InsightsSource } from '../../models/insightssource';
+import {
+  BUSY_HEAD,
+  IBusy,
+  IIdleHolder,
+  busyCell,
+  busyText,
+  busyThreshold,
+  idleHolderText,
+  idleRunText,
+  idleTitle
+} from '../../models/insightsgpu';
 import {
   IBar,
   ICount,
@@ -40,6 +51,8 @@ const H = 60;
 export interface IInsightsOptions {
   source: InsightsSource;
   clockOffset: () => number;
+  /** Show a run (an idle holder's worst runs link to it); absent: ids are plain text. */
+  onOpen?: (id: string) => void;
 }
 
 export class InsightsView extends Widget {
@@ -133,6 +146,7 @@ export class InsightsView extends Widget {
         `Quota utilisation ${formatPercent(d.utilisation)}`,
         d.machineUtilisation !== null ? ` · machine ${formatPercent(d.machineUtilisation)}` : ''
       ),
+      ...present(busyLine('total', d.gpuHours, d.busy, busyThreshold(d.busyPercent))),
       figure('GPU-hours used vs quota', 'usage', usageChart(d.usage)),
       ...(d.flavors.length ? [flavorFigure('Per flavor', 'flavors', d.flavors)] : []),
       ...d.queues.map(q => this._queue(q)),
@@ -142,9 +156,55 @@ export class InsightsView extends Widget {
       table(
         'Top users',
         'users',
-        ['User', 'Project', 'Runs', 'GPU-hours'],
-        d.topUsers.map(u => [u.user, u.project, String(u.runs), formatHours(u.gpuHours)])
-      )
+        ['User', 'Project', 'Runs', 'GPU-hours', BUSY_HEAD],
+        d.topUsers.map(u => [u.user, u.project, String(u.runs), formatHours(u.gpuHours), busyCell(u.busy)])
+      ),
+      ...(d.projects.length
+        ? [
+            table(
+              'Per project',
+              'projects',
+              ['Project', 'Runs', 'GPU-hours', BUSY_HEAD],
+              d.projects.map(p => [p.project, String(p.runs), formatHours(p.gpuHours), busyCell(p.busy)])
+            )
+          ]
+        : []),
+      ...(d.busyPercent !== null ? [this._idle(d.idleHolders, d.busyPercent)] : [])
+    );
+  }
+
+  /** Who held the most idle GPU time, each with its worst runs as links to them. */
+  private _idle(holders: IIdleHolder[], busyPercent: number): HTMLElement {
+    const open = (e: MouseEvent, id: string) => {
+      e.preventDefault();
+      this._opts.onOpen?.(id);
+    };
+    const run = (id: string) =>
+      this._opts.onOpen
+        ? h('a', { class: 'jp-GpuPlat-runLink', href: '#', 'data-run-id': id, title: `Open run ${id}`, onclick: (e: MouseEvent) => open(e, id) }, id)
+        : h('span', { 'data-run-id': id }, id);
+    return h(
+      'figure',
+      { class: 'jp-GpuPlat-insightsFigure', 'data-table': 'idle' },
+      h('figcaption', null, idleTitle(busyPercent)),
+      holders.length
+        ? h(
+            'ol',
+            { class: 'jp-GpuPlat-idleHolders' },
+            ...holders.map(x =>
+              h(
+                'li',
+                { class: 'jp-GpuPlat-idleHolder', 'data-user': x.user, 'data-project': x.project },
+                h('span', { class: 'jp-GpuPlat-idleHolderText' }, idleHolderText(x)),
+                h(
+                  'ul',
+                  { class: 'jp-GpuPlat-idleRuns' },
+                  ...x.worstRuns.map(r => h('li', { class: 'jp-GpuPlat-idleRun' }, run(r.id), idleRunText(r)))
+                )
+              )
+            )
+          )
+        : h('div', { class: 'jp-GpuPlat-muted' }, 'No idle GPU time measured.')
     );
   }
 
@@ -162,6 +222,7 @@ export class InsightsView extends Widget {
           ` · ${q.runs} runs · ${formatHours(q.gpuHours)} GPU-hours · utilisation ${formatPercent(q.utilisation)}`
         )
       ),
+      busyLine('queue', q.gpuHours, q.busy, null),
       figure('Waits (p50 / p90 / p99)', 'waits', barChart(waitBars(q))),
       figure(
         'Waited on (by reason)',
@@ -178,6 +239,23 @@ export class InsightsView extends Widget {
   private _body: HTMLElement;
   private _options: IScopeOption[] = [];
   private _data: IInsightsView | null = null;
+}
+
+/** "1.00 GPU-hours held · busy 0.50 of 0.75 measured GPU-hours (67%)" (absent without busy figures). */
+function busyLine(view: string, held: number, busy: IBusy | null, threshold: string | null): HTMLElement | null {
+  if (busy === null) {
+    return null;
+  }
+  return h(
+    'div',
+    { class: 'jp-GpuPlat-insightsBusy', 'data-view': view, 'data-measured': String(busy.busy !== null) },
+    `${formatHours(held)} GPU-hours held · ${busyText(busy)}`,
+    threshold ? h('span', { class: 'jp-GpuPlat-muted' }, ` · busy: ${threshold}`) : null
+  );
+}
+
+function present(el: HTMLElement | null): HTMLElement[] {
+  return el ? [el] : [];
 }
 
 function figure(title: string, kind: string, ...children: Array<Node | null>): HTMLElement {

@@ -9,12 +9,12 @@ import type { InsightsSource } from '../../models/insightssource';
 import {
   IWhatIfView,
   ORDERINGS,
-  SinceChoice,
   WHATIF_FIELDS,
   WhatIfField,
   normalizeWhatIf,
   whatifBody
-} from '../../models/insightsmodel';
+} from '../../models/whatifmodel';
+import type { SinceChoice } from '../../models/insightsmodel';
 
 const LABELS: Record<WhatIfField, string> = {
   concurrency: 'Concurrency',

@@ -146,7 +146,11 @@ export class GpuPlatPanel extends Panel {
     });
     this.presetsView.addClass('jp-GpuPlat-page');
     this.presetsView.id = 'jp-GpuPlat-page-presets';
-    this.insightsView = new InsightsView({ source: sources.insights(), clockOffset: () => this.clockOffset });
+    this.insightsView = new InsightsView({
+      source: sources.insights(),
+      clockOffset: () => this.clockOffset,
+      onOpen: id => void this.openRun(id)
+    });
     this.insightsView.addClass('jp-GpuPlat-page');
     this.insightsView.id = 'jp-GpuPlat-page-insights';
     for (const [w, name] of [
