@@ -231,9 +231,8 @@ def test_kernel_ports_admit_only_the_owners_singleuser_server() -> None:
 
 
 def test_the_control_planes_role_is_namespaced_to_the_runs_namespace() -> None:
-    [role] = of("Role")
-    [binding] = of("RoleBinding")
-    assert role["metadata"]["namespace"] == RUNS and binding["metadata"]["namespace"] == RUNS
+    [role] = of("Role", RUNS)
+    [binding] = of("RoleBinding", RUNS)
     assert binding["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "gpuplat-executor"}
     assert binding["subjects"] == [
         {"kind": "ServiceAccount", "name": CONTROL_PLANE["spec"]["template"]["spec"]["serviceAccountName"],
@@ -250,6 +249,16 @@ def test_the_control_planes_role_is_namespaced_to_the_runs_namespace() -> None:
         if p.namespaced
     }
     assert granted == needed
+    # Beyond the runs' namespace, only the optional DCGM role: list pods in the exporter's namespace, no more.
+    others = [d for d in (*of("Role"), *of("RoleBinding")) if d["metadata"]["namespace"] != RUNS]
+    assert {(d["kind"], d["metadata"]["namespace"]) for d in others} == {
+        ("Role", "gpu-operator"),
+        ("RoleBinding", "gpu-operator"),
+    }
+    [dcgm] = of("Role", "gpu-operator")
+    assert dcgm["rules"] == [{"apiGroups": [""], "resources": ["pods"], "verbs": ["list"]}]
+    [dcgm_binding] = of("RoleBinding", "gpu-operator")
+    assert dcgm_binding["subjects"] == binding["subjects"]
     [ns_rule] = [r for r in role["rules"] if r["resources"] == ["namespaces"]]
     assert ns_rule["resourceNames"] == [RUNS] and ns_rule["verbs"] == ["get"]
     # The runs' service account is bound to nothing and mounts no token.
