@@ -233,5 +233,11 @@ def test_the_local_executors_reading_is_per_run(tmp_path: Path) -> None:
             "run-a": [(0, 70.0, 3 * MIB)],
             "run-b": [(1, 10.0, 0)],
         }
+        # A device NVML cannot read (MIG) leaves its run unmeasured, with why; the other run is still measured.
+        a.mig = True
+        got = gpus.samples({"run-a": (0,), "run-b": (1,)})
+        assert not isinstance(got, NotMeasured), got
+        assert isinstance(got["run-a"], NotMeasured) and "MIG" in got["run-a"].reason, got
+        assert [(s.device, s.util_percent) for s in got["run-b"]] == [(1, 10.0)]  # type: ignore[union-attr]
     finally:
         gpus.close()

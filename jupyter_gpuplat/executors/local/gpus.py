@@ -134,15 +134,14 @@ class MachineGpus:
         return list(self._found)
 
     def samples(self, held: Mapping[str, tuple[int, ...]]) -> GpuReading:
-        """Each run's samples of the devices it holds (indices of this machine), read in one NVML call."""
+        """Each run's samples of the devices it holds (indices of this machine), or why that run has none: a
+        device NVML cannot read (MIG) leaves only its own run unmeasured."""
         if self.declared is not None:
             return NotMeasured("the GPUs are declared (LocalExecutor.gpus), not found: none is sampled")
         self._sampler = self._sampler or GpuSampler(self.devices(), nvml=self._nvml)
-        got = self._sampler.sample(sorted({d for devices in held.values() for d in devices}))
-        if isinstance(got, NotMeasured):
-            return got
-        by_device = {s.device: s for s in got}
-        return {rid: [by_device[d] for d in devices if d in by_device] for rid, devices in held.items()}
+        if self._sampler.not_measured is not None:  # no NVML: one reason for every run
+            return self._sampler.not_measured
+        return {rid: self._sampler.sample(devices) for rid, devices in held.items()}
 
     def close(self) -> None:
         if self._sampler is not None:
