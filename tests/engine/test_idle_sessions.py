@@ -316,3 +316,19 @@ def test_bad_idle_settings_are_config_errors(termination: dict[str, Any], error:
     with pytest.raises(ConfigErrors) as exc:
         parse_config({"presets": [{"name": "nb", "kind": "session", "termination": termination}]})
     assert exc.value.errors == [error]
+
+
+async def test_a_locked_idle_signal_is_not_the_members_to_change(tmp_path: Path, harnesses: list[Harness]) -> None:
+    """The platform reclaims by GPU use: a preset locks `idle_by`, and a member's laxer signal is refused."""
+    ex = FakeExecutor(gpus=2, default=Script.never_ends(), gpu_sample_seconds=TICK)
+    h = Harness(tmp_path, ex)
+    harnesses.append(h)
+    preset = {"name": "nb", "kind": "session", "resources": {"gpu": 1}, "termination": {"idle_seconds": IDLE}}
+    preset["termination"]["idle_by"] = "gpu"
+    preset["locked"] = ["termination.idle_by"]
+    await h.start(config([{"name": "q"}], presets=[preset]))
+    body = {"project": "p", "queue": "q", "presets": ["nb"], "termination": {"idle_by": "kernel"}}
+    with pytest.raises(Exception, match=r"termination\.idle_by is locked"):
+        h.engine.submit("bob", RunRequest.model_validate(body))
+    ok = h.engine.submit("bob", RunRequest.model_validate({**body, "termination": {"idle_by": "gpu"}}))
+    assert ok["resolved"]["termination"]["idle_by"] == "gpu"
