@@ -83,6 +83,12 @@ class GpuSampling:
 
     async def _loop(self) -> None:
         assert self.interval_seconds
+        try:  # an executor that cannot see at all (declared GPUs, no NVML) says so before any run is sampled
+            got = await asyncio.to_thread(self.s.executor.gpu_samples, {}, float(int(self.s.clock())))
+            if isinstance(got, NotMeasured):
+                self.not_measured = got
+        except Exception:
+            log.exception("asking the executor whether it can sample GPUs failed")
         while True:
             await asyncio.sleep(self.interval_seconds)
             try:
